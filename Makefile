@@ -1,0 +1,24 @@
+# The two commands of the README. Each does all set-up on a fresh machine (scripts/setup.sh).
+BUILD ?= build
+JOBS ?= $(shell nproc)
+
+.PHONY: run test build setup gpu-test clean
+
+run: build
+	./$(BUILD)/tools/flexattn bench --suite quick
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+build: setup
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(BUILD) -j$(JOBS)
+
+setup:
+	@scripts/setup.sh
+
+gpu-test:
+	scripts/gpu_test.sh
+
+clean:
+	rm -rf $(BUILD)

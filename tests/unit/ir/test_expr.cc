@@ -1,0 +1,96 @@
+// Node construction: hash-consing, structural keys (literal values excluded), torch type promotion.
+#include <gtest/gtest.h>
+
+#include "flexattn/error.h"
+#include "flexattn/expr.h"
+
+using namespace flexattn;
+using namespace flexattn::ir;
+
+namespace {
+Expr softcap(double c) { return Expr(c) * tanh(score() / Expr(c)); }
+
+template <typename F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+}  // namespace
+
+TEST(Expr, HashConsingGivesPointerEquality) {
+  Expr a = score() * 2.0 + q_idx();
+  Expr b = score() * 2.0 + q_idx();
+  EXPECT_EQ(a.get(), b.get());
+  Expr c = score() * 3.0 + q_idx();
+  EXPECT_NE(a.get(), c.get());
+  // -0.0 and +0.0 are different literals (they behave differently under division).
+  EXPECT_NE(Expr(0.0).get(), Expr(-0.0).get());
+}
+
+TEST(Expr, StructuralKeyExcludesLiteralValues) {
+  EXPECT_EQ(structural_key(softcap(20)), structural_key(softcap(30)));
+  EXPECT_EQ(structural_hash(softcap(20)), structural_hash(softcap(30)));
+  EXPECT_NE(softcap(20).get(), softcap(30).get());
+  // Different sharing gives a different kernel: (s+1)*(s+1) has one add, (s+1)*(s+2) two.
+  Expr one = (score() + 1.0) * (score() + 1.0);
+  Expr two = (score() + 1.0) * (score() + 2.0);
+  EXPECT_NE(structural_key(one), structural_key(two));
+  // Literal type is part of the structure.
+  EXPECT_NE(structural_key(q_idx() + 1), structural_key(q_idx() + 1.0));
+  EXPECT_EQ(literal_slots(softcap(20)).size(), 1u);
+  EXPECT_EQ(literal_slots(two).size(), 2u);
+}
+
+TEST(Expr, TorchPromotionOfZeroDimTensorsAndPythonScalars) {
+  EXPECT_EQ((q_idx() + 1).type(), DType::I32);          // int tensor + python int
+  EXPECT_EQ((q_idx() + 1.5).type(), DType::F32);        // int tensor + python float -> default float
+  EXPECT_EQ((score() + q_idx()).type(), DType::F32);
+  EXPECT_EQ((q_idx() / kv_idx()).type(), DType::F32);   // true division
+  EXPECT_EQ(floordiv(q_idx(), 2).type(), DType::I32);
+  Expr i64 = load("doc", DType::I64, {q_idx()});
+  EXPECT_EQ((i64 + q_idx()).type(), DType::I64);
+  EXPECT_EQ(((q_idx() >= kv_idx()) * 1).type(), DType::I64);  // bool tensor * python int
+  EXPECT_EQ((q_idx() < kv_idx()).type(), DType::Bool);
+  EXPECT_EQ(load("bias", DType::BF16, {head(), q_idx() - kv_idx()}).type(), DType::F32);
+  EXPECT_FALSE((q_idx() + 1)->weak);
+  EXPECT_TRUE((Expr(1) + Expr(2))->weak);
+  EXPECT_EQ(exp(q_idx()).type(), DType::F32);
+  EXPECT_EQ(floor(q_idx()).get(), q_idx().get());  // floor of an integer is itself
+}
+
+TEST(Expr, TypeErrorsNameTheOperation) {
+  EXPECT_EQ(error_of([] { !q_idx(); }), "'not': expects a bool operand, got i32 (compare it first, e.g. x != 0)");
+  EXPECT_EQ(error_of([] { score() && (q_idx() > 0); }), "'and': expects bool operands, got f32 and bool");
+  EXPECT_EQ(error_of([] { load("bias", DType::F32, {score()}); }), "buffer 'bias': index 0 must be an integer, got f32");
+  EXPECT_EQ(error_of([] { load("bias", DType::F32, {}); }), "buffer 'bias': a load takes 1 to 4 indices, got 0");
+  EXPECT_EQ(error_of([] { cast(score(), DType::BF16); }), "'cast': target must be bool, i32, i64 or f32, got bf16");
+  EXPECT_EQ(error_of([] { where(score(), score(), score()); }), "'where': the condition must be bool, got f32");
+  EXPECT_EQ(error_of([] { (q_idx() > 0) + (q_idx() > 1); }),
+            "'add': not defined for two bools (use && / || or cast first)");
+  EXPECT_EQ(error_of([] { -(q_idx() > 0); }), "'neg': not defined for bool (cast to a number first)");
+}
+
+TEST(Expr, StructureQueries) {
+  Expr e = score() + load("bias", DType::F32, {head(), q_idx() - kv_idx()}) * scalar("alpha") +
+           load("doc", DType::I32, {q_idx()});
+  auto bufs = buffers(e);
+  ASSERT_EQ(bufs.size(), 2u);
+  EXPECT_EQ(bufs[0].name, "bias");
+  EXPECT_EQ(bufs[0].rank, 2);
+  EXPECT_EQ(bufs[1].name, "doc");
+  EXPECT_EQ(scalar_names(e), std::vector<std::string>{"alpha"});
+  EXPECT_TRUE(depends_on(e, Op::Score));
+  EXPECT_FALSE(depends_on(q_idx() >= kv_idx(), Op::Score));
+  auto order = topo_order(e);
+  EXPECT_EQ(order.back(), e.get());
+}
+
+TEST(Expr, DeepChainsDoNotOverflowTheStack) {
+  Expr e = score();
+  for (int i = 0; i < 20000; ++i) e = e + 1.0;
+  EXPECT_EQ(topo_order(e).size(), 20002u);  // score, one shared literal, 20000 adds
+}
