@@ -1,0 +1,39 @@
+#pragma once
+// Codegen: IR -> one CUDA C++ variant functor (the contract in kernels/common/variant.cuh).
+// The variant reads every literal, named scalar and buffer from the kernel's ModParams, so changing
+// a literal never changes the source (and never recompiles).
+#include <string>
+#include <vector>
+
+#include "flexattn/expr.h"
+#include "flexattn/variant.h"
+
+namespace flexattn::codegen {
+
+// Limits of ModParams (kernels/common/params.h); exceeding one is a clear error.
+constexpr int kMaxLiterals = 64;
+constexpr int kMaxScalars = 16;
+constexpr int kMaxBuffers = 8;
+
+// How runtime values map onto ModParams slots. Holds the expressions it was derived from, so the
+// literal nodes stay alive.
+struct VariantLayout {
+  std::vector<ir::Expr> literals;            // slot k = literals[k]->value
+  std::vector<std::string> scalars;          // slot k = value of scalar scalars[k]
+  std::vector<ir::BufferUse> buffers;        // slot k = buffer buffers[k].name
+  std::vector<std::string> grad_buffers;     // buffers with a gradient accumulator (subset)
+  int buffer_slot(const std::string& name) const;  // -1 if absent
+  int scalar_slot(const std::string& name) const;
+  std::vector<double> literal_values() const;
+};
+
+struct GeneratedVariant {
+  std::string source;   // `struct FlexVariant { ... };` plus a comment with the source mods
+  VariantLayout layout;
+};
+
+// Simplifies and differentiates (when with_backward) the mods and emits the functor.
+// Throws flexattn::Error when a limit is exceeded or a mod is malformed.
+GeneratedVariant emit_cuda_variant(const Variant& variant, bool with_backward);
+
+}  // namespace flexattn::codegen

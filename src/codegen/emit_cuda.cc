@@ -1,0 +1,258 @@
+// IR -> CUDA C++ variant functor. One temporary per DAG node (common subexpressions computed once);
+// leaves are inlined. Every node is printed as the definition in src/ir/eval.cc prescribes, through
+// the helpers of kernels/common/mod_ops.cuh. The printer makes no decisions beyond that mapping.
+#include <functional>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "flexattn/codegen.h"
+#include "flexattn/error.h"
+#include "flexattn/ir_passes.h"
+#include "flexattn/ir_text.h"
+
+namespace flexattn::codegen {
+
+namespace {
+
+using flexattn::DType;
+using ir::Node;
+using ir::Op;
+
+const char* ctype(DType t) {
+  switch (t) {
+    case DType::Bool: return "bool";
+    case DType::I32: return "int";
+    case DType::I64: return "long long";
+    case DType::F32: return "float";
+    default: break;
+  }
+  throw Error("codegen: value type " + std::string(dtype_name(t)) + " cannot appear in a mod");
+}
+
+const char* reader(DType buffer_dtype) {
+  switch (buffer_dtype) {
+    case DType::F32: return "fa_read_f32";
+    case DType::BF16: return "fa_read_bf16";
+    case DType::F16: return "fa_read_f16";
+    case DType::I32: return "fa_read_i32";
+    case DType::I64: return "fa_read_i64";
+    case DType::Bool: return "fa_read_bool";
+    default: break;
+  }
+  throw Error("codegen: buffers of " + std::string(dtype_name(buffer_dtype)) + " are not supported");
+}
+
+// Emits the statements computing a set of roots inside one device function.
+class FunctionEmitter {
+ public:
+  FunctionEmitter(const VariantLayout& layout, std::ostringstream& out) : layout_(layout), out_(out) {}
+
+  // Returns the C++ expression naming the value of `n` (a temporary or an inlined leaf).
+  std::string value(const Node* n) {
+    auto it = names_.find(n);
+    if (it != names_.end()) return it->second;
+    for (const NodePtrRef& a : n->args) value(a.get());
+    std::string text = print_node(*n);
+    if (n->args.empty()) {
+      names_[n] = text;
+      return text;
+    }
+    std::string name = "t" + std::to_string(next_++);
+    out_ << "    const " << ctype(n->type) << " " << name << " = " << text << ";\n";
+    names_[n] = name;
+    return name;
+  }
+
+  // The value of `n` converted to `to` (implicit operand conversion: always widening, as promotion).
+  std::string as(const Node* n, DType to) {
+    const std::string v = value(n);
+    if (n->type == to) return v;
+    if (to == DType::Bool) return "(" + v + " != 0)";
+    if (n->type == DType::Bool) return std::string("(") + v + " ? (" + ctype(to) + ")1 : (" + ctype(to) + ")0)";
+    return std::string("((") + ctype(to) + ")" + v + ")";
+  }
+
+  std::string flat_index(const Node& load, int slot) {
+    std::string flat;
+    for (size_t d = 0; d < load.args.size(); ++d) {
+      const std::string size = "p.buf_shape[" + std::to_string(slot) + "][" + std::to_string(d) + "]";
+      const std::string idx = "fa_clamp_index((long long)" + value(load.args[d].get()) + ", " + size + ")";
+      flat = d == 0 ? idx : "(" + flat + ") * " + size + " + " + idx;
+    }
+    return flat;
+  }
+
+ private:
+  using NodePtrRef = ir::NodePtr;
+
+  std::string call(const char* f, const std::string& a) { return std::string(f) + "(" + a + ")"; }
+
+  std::string print_node(const Node& n) {
+    const DType t = n.type;
+    const bool f = t == DType::F32;
+    auto a0 = [&](DType to) { return as(n.args[0].get(), to); };
+    auto a1 = [&](DType to) { return as(n.args[1].get(), to); };
+    auto float_fn = [&](const char* fn) { return call(fn, a0(DType::F32)); };
+    switch (n.op) {
+      case Op::Score: return "score";
+      case Op::Batch: return "b";
+      case Op::Head: return "h";
+      case Op::QIdx: return "q_idx";
+      case Op::KvIdx: return "kv_idx";
+      case Op::Literal: {
+        const std::string slot = "p.lit[" + std::to_string(literal_slot(&n)) + "]";
+        if (t == DType::Bool) return "(" + slot + " != 0.0)";
+        return std::string("((") + ctype(t) + ")" + slot + ")";
+      }
+      case Op::Scalar: {
+        const std::string slot = "p.scalar[" + std::to_string(layout_.scalar_slot(n.name)) + "]";
+        if (t == DType::Bool) return "(" + slot + " != 0.0)";
+        return std::string("((") + ctype(t) + ")" + slot + ")";
+      }
+      case Op::Load: {
+        const int slot = layout_.buffer_slot(n.name);
+        return std::string(reader(n.buffer_dtype)) + "(p.buf[" + std::to_string(slot) + "], " +
+               flat_index(n, slot) + ")";
+      }
+      case Op::Neg: return f ? "(-" + a0(t) + ")" : call("fa_neg", a0(t));
+      case Op::Abs: return f ? call("fabsf", a0(t)) : call("fa_abs", a0(t));
+      case Op::Exp: return float_fn("expf");
+      case Op::Exp2: return float_fn("exp2f");
+      case Op::Log: return float_fn("logf");
+      case Op::Log2: return float_fn("log2f");
+      case Op::Sqrt: return float_fn("sqrtf");
+      case Op::Rsqrt: return float_fn("fa_rsqrt");
+      case Op::Tanh: return float_fn("tanhf");
+      case Op::Sigmoid: return float_fn("fa_sigmoid");
+      case Op::Sin: return float_fn("sinf");
+      case Op::Cos: return float_fn("cosf");
+      case Op::Floor: return f ? call("floorf", a0(t)) : a0(t);
+      case Op::Ceil: return f ? call("ceilf", a0(t)) : a0(t);
+      case Op::Not: return "(!" + a0(DType::Bool) + ")";
+      case Op::Cast: {
+        const DType from = n.args[0]->type;
+        if (from == DType::F32 && t == DType::I32) return call("fa_f2i", value(n.args[0].get()));
+        if (from == DType::F32 && t == DType::I64) return call("fa_f2ll", value(n.args[0].get()));
+        return a0(t);
+      }
+      case Op::Add: return f ? "(" + a0(t) + " + " + a1(t) + ")" : "fa_add(" + a0(t) + ", " + a1(t) + ")";
+      case Op::Sub: return f ? "(" + a0(t) + " - " + a1(t) + ")" : "fa_sub(" + a0(t) + ", " + a1(t) + ")";
+      case Op::Mul: return f ? "(" + a0(t) + " * " + a1(t) + ")" : "fa_mul(" + a0(t) + ", " + a1(t) + ")";
+      case Op::Div: return "(" + a0(DType::F32) + " / " + a1(DType::F32) + ")";
+      case Op::FloorDiv: return (f ? "fa_floordiv_f(" : "fa_floordiv(") + a0(t) + ", " + a1(t) + ")";
+      case Op::Mod: return (f ? "fa_mod_f(" : "fa_mod(") + a0(t) + ", " + a1(t) + ")";
+      case Op::Min: return (f ? "fa_min_f(" : "fa_min_i(") + a0(t) + ", " + a1(t) + ")";
+      case Op::Max: return (f ? "fa_max_f(" : "fa_max_i(") + a0(t) + ", " + a1(t) + ")";
+      case Op::Pow: return (f ? "powf(" : "fa_pow_i(") + a0(t) + ", " + a1(t) + ")";
+      case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: {
+        DType ct = ir::promote(*n.args[0], *n.args[1]);
+        if (ct == DType::Bool) ct = DType::I32;
+        static const char* kSym[] = {"==", "!=", "<", "<=", ">", ">="};
+        const char* sym = kSym[int(n.op) - int(Op::Eq)];
+        return "(" + a0(ct) + " " + sym + " " + a1(ct) + ")";
+      }
+      case Op::And: return "(" + a0(DType::Bool) + " && " + a1(DType::Bool) + ")";
+      case Op::Or: return "(" + a0(DType::Bool) + " || " + a1(DType::Bool) + ")";
+      case Op::Select:
+        return "(" + as(n.args[0].get(), DType::Bool) + " ? " + as(n.args[1].get(), t) + " : " +
+               as(n.args[2].get(), t) + ")";
+    }
+    throw Error("codegen: unknown IR node");
+  }
+
+  int literal_slot(const Node* n) {
+    for (size_t i = 0; i < layout_.literals.size(); ++i)
+      if (layout_.literals[i].get() == n) return int(i);
+    throw Error("codegen: internal: literal without a slot");
+  }
+
+  const VariantLayout& layout_;
+  std::ostringstream& out_;
+  std::unordered_map<const Node*, std::string> names_;
+  int next_ = 0;
+};
+
+const char* kSignature = "const ModParams& p, float score, int b, int h, int q_idx, int kv_idx";
+const char* kMaskSignature = "const ModParams& p, int b, int h, int q_idx, int kv_idx";
+
+}  // namespace
+
+VariantLayout make_layout(const std::vector<ir::Expr>& roots, const std::vector<std::string>& grad_buffers);
+
+GeneratedVariant emit_cuda_variant(const Variant& variant, bool with_backward) {
+  const ir::Expr score_mod = variant.score_mod.empty() ? ir::Expr() : ir::simplify(variant.score_mod);
+  const ir::Expr mask_mod = variant.mask_mod.empty() ? ir::Expr() : ir::simplify(variant.mask_mod);
+  if (!score_mod.empty()) ir::verify_score_mod(score_mod);
+  if (!mask_mod.empty()) ir::verify_mask_mod(mask_mod);
+
+  ir::ScoreModGrad grad;
+  std::vector<ir::LoadGrad> grads;
+  if (with_backward && !score_mod.empty()) {
+    grad = ir::differentiate(score_mod, variant.grad_buffers);
+    for (const ir::LoadGrad& g : grad.loads)
+      if (!(g.derivative->op == Op::Literal && g.derivative->value == 0.0)) grads.push_back(g);
+  }
+  std::vector<ir::Expr> roots;
+  for (const ir::Expr& e : {score_mod, mask_mod, grad.d_score})
+    if (!e.empty()) roots.push_back(e);
+  for (const ir::LoadGrad& g : grads) roots.push_back(g.derivative), roots.push_back(g.load);
+
+  GeneratedVariant gen;
+  gen.layout = make_layout(roots, variant.grad_buffers);
+  const VariantLayout& layout = gen.layout;
+  std::ostringstream out;
+  out << "// Generated by flexattn codegen from:\n";
+  out << "//   score_mod: " << (score_mod.empty() ? "score" : ir::print(score_mod)) << "\n";
+  out << "//   mask_mod:  " << (mask_mod.empty() ? "true" : ir::print(mask_mod)) << "\n";
+  out << "struct FlexVariant {\n";
+  out << "  static constexpr bool kHasScoreMod = " << (score_mod.empty() ? "false" : "true") << ";\n";
+  out << "  static constexpr bool kHasMaskMod = " << (mask_mod.empty() ? "false" : "true") << ";\n";
+  out << "  static constexpr bool kHasBufferGrad = " << (grads.empty() ? "false" : "true") << ";\n\n";
+
+  out << "  __device__ __forceinline__ static float score_mod(" << kSignature << ") {\n";
+  if (score_mod.empty()) {
+    out << "    return score;\n";
+  } else {
+    FunctionEmitter fe(layout, out);
+    out << "    return " << (fe.as(score_mod.get(), DType::F32)) << ";\n";
+  }
+  out << "  }\n\n";
+
+  out << "  __device__ __forceinline__ static bool mask_mod(" << kMaskSignature << ") {\n";
+  if (mask_mod.empty()) {
+    out << "    return true;\n";
+  } else {
+    FunctionEmitter fe(layout, out);
+    out << "    return " << fe.as(mask_mod.get(), DType::Bool) << ";\n";
+  }
+  out << "  }\n\n";
+
+  out << "  // g * d score_mod / d score\n";
+  out << "  __device__ __forceinline__ static float score_grad(" << kSignature << ", float g) {\n";
+  if (grad.d_score.empty()) {
+    out << "    return g;\n";
+  } else {
+    FunctionEmitter fe(layout, out);
+    out << "    return g * " << fe.as(grad.d_score.get(), DType::F32) << ";\n";
+  }
+  out << "  }\n\n";
+
+  out << "  // Accumulates g * d score_mod / d load into the gradient of every learnable buffer.\n";
+  out << "  __device__ __forceinline__ static void buffer_grad(" << kSignature << ", float g) {\n";
+  if (!grads.empty()) {
+    FunctionEmitter fe(layout, out);
+    for (const ir::LoadGrad& lg : grads) {
+      const int slot = layout.buffer_slot(lg.load->name);
+      const std::string d = fe.as(lg.derivative.get(), DType::F32);
+      const std::string flat = fe.flat_index(*lg.load, slot);
+      out << "    atomicAdd(p.buf_grad[" << slot << "] + (" << flat << "), g * " << d << ");\n";
+    }
+  }
+  out << "  }\n";
+  out << "};\n";
+  gen.source = out.str();
+  return gen;
+}
+
+}  // namespace flexattn::codegen
