@@ -68,6 +68,7 @@ BlockMask from_kv_blocks(const std::vector<int32_t>& kv_num_blocks, const std::v
 void validate(const BlockMask& bm);
 
 // ---- Inspection -----------------------------------------------------------------------------------
+// Inspection and operations first check the kv side as validate does (Error prefixed with their name).
 // Tile classes, [B,H,nq,nkv] row-major: 0 = skipped, 1 = partial (mask_mod evaluated), 2 = full.
 constexpr uint8_t kBlockSkipped = 0, kBlockPartial = 1, kBlockFull = 2;
 std::vector<uint8_t> to_dense(const BlockMask& bm);
@@ -103,7 +104,8 @@ BlockMask slice_q_blocks(const BlockMask& bm, int64_t row_begin, int64_t row_end
 // of them 1 (the result takes the larger). AND: full iff both full, skipped iff either skipped, else
 // partial. OR: full iff either full, skipped iff both skipped, else partial. Only the block structure is
 // combined: the caller must pair the result with the combined mask_mod (and_masks / or_masks of the two
-// mods), which partial tiles still evaluate. has_full of the result: AND = both, OR = either.
+// mods), which partial tiles still evaluate. has_full of the result: AND = both, OR = either. The result
+// is conservative, not exact: e.g. two complementary partial tiles AND to a partial tile that is all False.
 BlockMask and_block_masks(const BlockMask& a, const BlockMask& b);
 BlockMask or_block_masks(const BlockMask& a, const BlockMask& b);
 
