@@ -1,0 +1,93 @@
+#pragma once
+// The C++ API of the cuda backend: attention over tensor views on a CUDA stream. Nothing here
+// allocates device memory behind the caller's back: the backward asks for a workspace, sized by
+// backward_workspace_bytes().
+//
+// Kernels are generated from the Variant, compiled with NVRTC once per structure (literal values and
+// scalars are runtime parameters) and cached on disk (src/jit).
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "flexattn/block_mask.h"
+#include "flexattn/dtype.h"
+#include "flexattn/variant.h"
+
+namespace flexattn {
+
+// A strided view of device memory. Strides in elements; the last dim must be contiguous.
+struct TensorView {
+  void* data = nullptr;
+  DType dtype = DType::BF16;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;  // empty = contiguous row-major
+};
+
+// A BlockMask resident on the device (int32 arrays in torch's layout). Use upload_block_mask() or
+// point the fields at tensors you own (e.g. a torch BlockMask's).
+struct DeviceBlockMask {
+  const int32_t* kv_num_blocks = nullptr;
+  const int32_t* kv_indices = nullptr;
+  const int32_t* full_kv_num_blocks = nullptr;  // null: no full blocks
+  const int32_t* full_kv_indices = nullptr;
+  const int32_t* q_num_blocks = nullptr;  // needed by the backward
+  const int32_t* q_indices = nullptr;
+  const int32_t* full_q_num_blocks = nullptr;
+  const int32_t* full_q_indices = nullptr;
+  int64_t B = 1, H = 1, nq = 0, nkv = 0, q_len = 0, kv_len = 0;
+  int q_block = 128, kv_block = 128;
+};
+
+// Runtime values of the variant on the device: named scalars, captured buffers (data on the
+// device) and, for the backward, fp32 gradient accumulators of learnable buffers (zeroed by the
+// caller; same shape as the buffer).
+struct DeviceBindings {
+  std::map<std::string, double> scalars;
+  std::map<std::string, ir::BufferView> buffers;
+  std::map<std::string, float*> buffer_grads;
+};
+
+struct ForwardArgs {
+  const Variant* variant = nullptr;
+  DeviceBindings bindings;
+  TensorView q, k, v, out;              // q [B,Hq,L,D], k [Bkv,Hkv,S,D], v [Bkv,Hkv,S,Dv], out [B,Hq,L,Dv]
+  float* lse = nullptr;                 // [B,Hq,L] natural log, optional (required for a later backward)
+  float* max_score = nullptr;           // [B,Hq,L], optional
+  const DeviceBlockMask* block_mask = nullptr;  // null = dense (mask_mod everywhere)
+  double scale = std::numeric_limits<double>::quiet_NaN();  // NaN = 1/sqrt(D)
+  int device = 0;
+  void* stream = nullptr;  // CUstream / cudaStream_t; null = legacy default stream
+};
+
+struct BackwardArgs {
+  ForwardArgs fwd;             // the forward's arguments; out and lse as the forward produced them
+  TensorView dout;             // [B,Hq,L,Dv]
+  const float* dlse = nullptr; // [B,Hq,L] gradient of the natural-log lse, optional
+  TensorView dq, dk, dv;       // outputs, shapes of q, k, v
+  bool deterministic = false;  // bitwise identical dq/dk/dv run to run
+  void* workspace = nullptr;   // at least backward_workspace_bytes(args), 16-byte aligned
+  size_t workspace_bytes = 0;
+};
+
+size_t backward_workspace_bytes(const BackwardArgs& args);
+
+// Throw flexattn::Error naming the bad argument (shape, dtype, alignment, block mask, bindings).
+void cuda_forward(const ForwardArgs& args);
+void cuda_backward(const BackwardArgs& args);
+
+// Compiles (or finds in the cache) the kernels a call would use, without running anything: for
+// prewarming a cache and for the no-GPU compile tests. `arch` e.g. "sm_80", "sm_90a".
+struct CompileReport {
+  std::string key;
+  std::map<std::string, int> registers;      // per entry function
+  std::map<std::string, int64_t> spill_bytes; // stores + loads, per entry function
+};
+CompileReport compile_variant(const Variant& variant, DType dtype, int head_dim, int value_head_dim,
+                              const std::string& arch, bool backward);
+
+// Is the cuda backend usable here (driver + device + NVRTC)? `why` receives the reason if not.
+bool cuda_available(std::string* why = nullptr);
+
+}  // namespace flexattn

@@ -1,0 +1,251 @@
+// The cuda backend's C++ API: validation, AttnParams filling and launches of the sm80 kernel family.
+#include <cmath>
+#include <cstring>
+
+#include "common/params.h"
+#include "flexattn/attention.h"
+#include "flexattn/error.h"
+#include "flexattn/jit.h"
+#include "jit/device.h"
+#include "jit/module.h"
+#include "runtime/kernel_set.h"
+#include "sm80/tile_config.h"
+
+namespace flexattn {
+
+namespace {
+
+using kern::AttnParams;
+
+// The mask block size that means "no block mask": a multiple of every compute tile.
+constexpr int kNoMaskBlock = 1 << 30;
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+std::vector<int64_t> strides_of(const TensorView& t) {
+  if (!t.strides.empty()) return t.strides;
+  std::vector<int64_t> s(t.shape.size(), 1);
+  for (int i = int(t.shape.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * t.shape[i + 1];
+  return s;
+}
+
+// Checks rank, shape, dtype, contiguity of the last dim and the 16-byte alignment the kernels'
+// vector loads need; returns the (b, h, l) strides.
+void check_view(const TensorView& t, const char* name, const std::vector<int64_t>& want, DType dtype, int64_t s[3]) {
+  if (t.data == nullptr) throw Error(std::string(name) + ": no data pointer");
+  if (t.shape.size() != 4) throw Error(std::string(name) + ": expected a 4-D tensor, got shape " + shape_str(t.shape));
+  if (t.shape != want)
+    throw Error(std::string(name) + ": expected shape " + shape_str(want) + ", got " + shape_str(t.shape));
+  if (t.dtype != dtype)
+    throw Error(std::string(name) + ": expected dtype " + std::string(dtype_name(dtype)) + ", got " +
+                std::string(dtype_name(t.dtype)));
+  const std::vector<int64_t> st = strides_of(t);
+  if (st.size() != 4) throw Error(std::string(name) + ": strides must have 4 entries");
+  if (st[3] != 1) throw Error(std::string(name) + ": the last dimension must be contiguous (stride 1)");
+  for (int i = 0; i < 3; ++i)
+    if (st[i] % 8 != 0)
+      throw Error(std::string(name) + ": strides must be multiples of 8 elements (16-byte rows), got " + shape_str(st));
+  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) throw Error(std::string(name) + ": data must be 16-byte aligned");
+  for (int i = 0; i < 3; ++i) s[i] = st[i];
+}
+
+struct Problem {
+  int64_t B, Hq, Hkv, Bkv, L, S, D, Dv;
+};
+
+Problem check_forward(const ForwardArgs& a, AttnParams* p) {
+  if (a.variant == nullptr) throw Error("variant: null");
+  const TensorView& q = a.q;
+  if (q.shape.size() != 4) throw Error("q: expected a 4-D tensor [B, Hq, L, D], got shape " + shape_str(q.shape));
+  if (a.k.shape.size() != 4) throw Error("k: expected a 4-D tensor [Bkv, Hkv, S, D], got shape " + shape_str(a.k.shape));
+  if (a.v.shape.size() != 4) throw Error("v: expected a 4-D tensor [Bkv, Hkv, S, Dv], got shape " + shape_str(a.v.shape));
+  Problem pr{q.shape[0], q.shape[1], a.k.shape[1], a.k.shape[0], q.shape[2], a.k.shape[2], q.shape[3], a.v.shape[3]};
+  if (q.dtype != DType::BF16 && q.dtype != DType::F16)
+    throw Error("q: the cuda backend takes bf16 or f16, got " + std::string(dtype_name(q.dtype)));
+  if (pr.B < 1 || pr.Hq < 1 || pr.L < 1 || pr.D < 1) throw Error("q: every dimension must be at least 1, got " + shape_str(q.shape));
+  if (pr.Hkv < 1 || pr.S < 1) throw Error("k: every dimension must be at least 1, got " + shape_str(a.k.shape));
+  if (pr.Bkv != pr.B && pr.Bkv != 1)
+    throw Error("k: batch must equal q's batch (" + std::to_string(pr.B) + ") or be 1, got " + std::to_string(pr.Bkv));
+  if (pr.Hq % pr.Hkv != 0)
+    throw Error("k: the number of query heads (" + std::to_string(pr.Hq) + ") must be a multiple of the kv heads (" +
+                std::to_string(pr.Hkv) + ")");
+  if (pr.D % 16 != 0 || pr.Dv % 16 != 0 || pr.D > 256 || pr.Dv > 256)
+    throw Error("head dims: the cuda backend takes multiples of 16 up to 256, got D=" + std::to_string(pr.D) +
+                ", Dv=" + std::to_string(pr.Dv));
+  if (pr.B * pr.Hq * pr.L > (int64_t(1) << 31) || pr.Bkv * pr.Hkv * pr.S > (int64_t(1) << 31))
+    throw Error("q/k: too many rows for 32-bit row indices");
+  int64_t s[3];
+  check_view(q, "q", {pr.B, pr.Hq, pr.L, pr.D}, q.dtype, s);
+  p->q = q.data, p->q_sb = s[0], p->q_sh = s[1], p->q_sl = s[2];
+  check_view(a.k, "k", {pr.Bkv, pr.Hkv, pr.S, pr.D}, q.dtype, s);
+  p->k = a.k.data, p->k_sb = s[0], p->k_sh = s[1], p->k_sl = s[2];
+  check_view(a.v, "v", {pr.Bkv, pr.Hkv, pr.S, pr.Dv}, q.dtype, s);
+  p->v = a.v.data, p->v_sb = s[0], p->v_sh = s[1], p->v_sl = s[2];
+  check_view(a.out, "out", {pr.B, pr.Hq, pr.L, pr.Dv}, q.dtype, s);
+  p->out = a.out.data, p->out_sb = s[0], p->out_sh = s[1], p->out_sl = s[2];
+  p->lse = a.lse;
+  p->max_score = a.max_score;
+  p->B = int(pr.B), p->Hq = int(pr.Hq), p->Hkv = int(pr.Hkv), p->Bkv = int(pr.Bkv);
+  p->L = int(pr.L), p->S = int(pr.S), p->D = int(pr.D), p->Dv = int(pr.Dv);
+  const double scale = std::isnan(a.scale) ? 1.0 / std::sqrt(double(pr.D)) : a.scale;
+  p->scale = float(scale);
+
+  if (const DeviceBlockMask* m = a.block_mask) {
+    if (m->q_len != pr.L || m->kv_len != pr.S)
+      throw Error("block_mask was built for q_len=" + std::to_string(m->q_len) + ", kv_len=" + std::to_string(m->kv_len) +
+                  "; got q_len=" + std::to_string(pr.L) + ", kv_len=" + std::to_string(pr.S) +
+                  " (create a new block mask)");
+    if (m->B != 1 && m->B != pr.B)
+      throw Error("block_mask: batch must be 1 or " + std::to_string(pr.B) + ", got " + std::to_string(m->B));
+    if (m->H != 1 && m->H != pr.Hq)
+      throw Error("block_mask: heads must be 1 or " + std::to_string(pr.Hq) + ", got " + std::to_string(m->H));
+    if (m->kv_num_blocks == nullptr || m->kv_indices == nullptr)
+      throw Error("block_mask: kv_num_blocks and kv_indices are required");
+    const int64_t nq = (pr.L + m->q_block - 1) / m->q_block, nkv = (pr.S + m->kv_block - 1) / m->kv_block;
+    if (m->q_block < 1 || m->kv_block < 1 || m->nq != nq || m->nkv != nkv)
+      throw Error("block_mask: nq/nkv do not match the lengths and block sizes");
+    p->kv_num_blocks = m->kv_num_blocks, p->kv_indices = m->kv_indices;
+    p->full_kv_num_blocks = m->full_kv_num_blocks, p->full_kv_indices = m->full_kv_indices;
+    p->q_num_blocks = m->q_num_blocks, p->q_indices = m->q_indices;
+    p->full_q_num_blocks = m->full_q_num_blocks, p->full_q_indices = m->full_q_indices;
+    p->mask_B = int(m->B), p->mask_H = int(m->H), p->nq = int(nq), p->nkv = int(nkv);
+    p->q_block = m->q_block, p->kv_block = m->kv_block;
+  } else {
+    p->mask_B = p->mask_H = 1;
+    p->nq = p->nkv = 1;
+    p->q_block = p->kv_block = kNoMaskBlock;
+  }
+  return pr;
+}
+
+void check_mask_blocks(const AttnParams& p, const Problem& pr, bool backward) {
+  if (p.kv_num_blocks == nullptr) return;
+  if (!kern::sm80_mask_blocks_ok(int(pr.D), int(pr.Dv), p.q_block, p.kv_block, backward))
+    throw Error("block_mask: BLOCK_SIZE (" + std::to_string(p.q_block) + ", " + std::to_string(p.kv_block) +
+                ") must be a multiple of the kernel's compute tile (" +
+                std::to_string(kern::sm80_fwd_tile(int(pr.D), int(pr.Dv)).block_m) + ", " +
+                std::to_string(kern::sm80_fwd_tile(int(pr.D), int(pr.Dv)).block_n) +
+                "); use 128 or a multiple of it");
+  if (backward && p.q_num_blocks == nullptr)
+    throw Error("block_mask: the backward needs q_num_blocks / q_indices (the transposed lists)");
+}
+
+std::string device_arch(int device) {
+  jit::use_device(device);
+  return jit::device_props(device).arch;
+}
+
+jit::LaunchConfig config_of(const kern::Sm80Launch& l, void* stream) {
+  jit::LaunchConfig c;
+  c.grid = {l.grid_x, l.grid_y, l.grid_z};
+  c.block = {l.block, 1, 1};
+  c.smem = l.smem;
+  c.stream = static_cast<jit::CUstream>(stream);
+  return c;
+}
+
+}  // namespace
+
+void cuda_forward(const ForwardArgs& a) {
+  AttnParams p{};
+  const Problem pr = check_forward(a, &p);
+  check_mask_blocks(p, pr, false);
+  runtime::KernelSetKey key{a.q.dtype, int(pr.D), int(pr.Dv), device_arch(a.device), false};
+  const runtime::KernelSet& set = runtime::get_kernel_set(*a.variant, key);
+  runtime::fill_mod_params(set.layout, a.bindings, false, &p.mod);
+  jit::CUfunction f = jit::get_function(set.compiled, "flexattn_fwd");
+  jit::launch(f, config_of(kern::sm80_fwd_launch(p.D, p.Dv, p.B, p.Hq, p.L), a.stream), p);
+}
+
+size_t backward_workspace_bytes(const BackwardArgs& a) {
+  const int64_t B = a.fwd.q.shape.size() == 4 ? a.fwd.q.shape[0] : 0;
+  const int64_t H = a.fwd.q.shape.size() == 4 ? a.fwd.q.shape[1] : 0;
+  const int64_t L = a.fwd.q.shape.size() == 4 ? a.fwd.q.shape[2] : 0;
+  const int64_t D = a.fwd.q.shape.size() == 4 ? a.fwd.q.shape[3] : 0;
+  const size_t delta = size_t(B * H * L) * 4;
+  const size_t accum = a.deterministic ? 0 : size_t(B * H * L * D) * 4;
+  return ((delta + 255) / 256) * 256 + accum;
+}
+
+void cuda_backward(const BackwardArgs& a) {
+  AttnParams p{};
+  const Problem pr = check_forward(a.fwd, &p);
+  check_mask_blocks(p, pr, true);
+  if (a.fwd.lse == nullptr) throw Error("lse: the backward needs the forward's lse");
+  int64_t s[3];
+  const DType t = a.fwd.q.dtype;
+  check_view(a.dout, "dout", {pr.B, pr.Hq, pr.L, pr.Dv}, t, s);
+  p.dout = a.dout.data, p.dout_sb = s[0], p.dout_sh = s[1], p.dout_sl = s[2];
+  check_view(a.dq, "dq", {pr.B, pr.Hq, pr.L, pr.D}, t, s);
+  p.dq = a.dq.data, p.dq_sb = s[0], p.dq_sh = s[1], p.dq_sl = s[2];
+  check_view(a.dk, "dk", {pr.Bkv, pr.Hkv, pr.S, pr.D}, t, s);
+  p.dk = a.dk.data, p.dk_sb = s[0], p.dk_sh = s[1], p.dk_sl = s[2];
+  check_view(a.dv, "dv", {pr.Bkv, pr.Hkv, pr.S, pr.Dv}, t, s);
+  p.dv = a.dv.data, p.dv_sb = s[0], p.dv_sh = s[1], p.dv_sl = s[2];
+  p.dlse = a.dlse;
+  p.deterministic = a.deterministic ? 1 : 0;
+  const size_t need = backward_workspace_bytes(a);
+  if (a.workspace == nullptr || a.workspace_bytes < need)
+    throw Error("workspace: the backward needs " + std::to_string(need) + " bytes (backward_workspace_bytes), got " +
+                std::to_string(a.workspace_bytes));
+  if (reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0) throw Error("workspace: must be 16-byte aligned");
+  char* ws = static_cast<char*>(a.workspace);
+  p.delta = reinterpret_cast<float*>(ws);
+  p.dq_accum = a.deterministic ? nullptr : reinterpret_cast<float*>(ws + ((size_t(pr.B * pr.Hq * pr.L) * 4 + 255) / 256) * 256);
+
+  runtime::KernelSetKey key{t, int(pr.D), int(pr.Dv), device_arch(a.fwd.device), true};
+  const runtime::KernelSet& set = runtime::get_kernel_set(*a.fwd.variant, key);
+  runtime::fill_mod_params(set.layout, a.fwd.bindings, true, &p.mod);
+  void* st = a.fwd.stream;
+  jit::launch(jit::get_function(set.compiled, "flexattn_bwd_preprocess"),
+              config_of(kern::sm80_bwd_preprocess_launch(p.B, p.Hq, p.L), st), p);
+  jit::launch(jit::get_function(set.compiled, "flexattn_bwd"),
+              config_of(kern::sm80_bwd_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S), st), p);
+  if (a.deterministic)
+    jit::launch(jit::get_function(set.compiled, "flexattn_bwd_dq"),
+                config_of(kern::sm80_bwd_dq_launch(p.D, p.Dv, p.B, p.Hq, p.L), st), p);
+  else
+    jit::launch(jit::get_function(set.compiled, "flexattn_bwd_dq_convert"),
+                config_of(kern::sm80_bwd_dq_convert_launch(p.B, p.Hq, p.L), st), p);
+}
+
+CompileReport compile_variant(const Variant& variant, DType dtype, int head_dim, int value_head_dim,
+                              const std::string& arch, bool backward) {
+  runtime::KernelSetKey key{dtype, head_dim, value_head_dim, arch, backward};
+  const runtime::KernelSet& set = runtime::get_kernel_set(variant, key);
+  CompileReport r;
+  r.key = set.compiled.key;
+  for (const auto& [name, info] : set.compiled.ptxas) {
+    r.registers[name] = info.registers;
+    r.spill_bytes[name] = info.spill_stores + info.spill_loads;
+  }
+  return r;
+}
+
+bool cuda_available(std::string* why) {
+  try {
+    const jit::JitInfo info = jit::jit_info();
+    if (!info.driver_found) {
+      if (why) *why = info.driver_error.empty() ? "no CUDA driver" : info.driver_error;
+      return false;
+    }
+    if (info.devices.empty()) {
+      if (why) *why = "the CUDA driver reports no device";
+      return false;
+    }
+    if (!info.nvrtc_found) {
+      if (why) *why = info.nvrtc_error.empty() ? "NVRTC not found" : info.nvrtc_error;
+      return false;
+    }
+    return true;
+  } catch (const std::exception& e) {
+    if (why) *why = e.what();
+    return false;
+  }
+}
+
+}  // namespace flexattn

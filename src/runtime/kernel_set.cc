@@ -1,0 +1,130 @@
+// Generated kernel sources, their in-process cache, and ModParams filling.
+#include "runtime/kernel_set.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <tuple>
+
+#include "common/params.h"
+#include "flexattn/error.h"
+#include "sm80/tile_config.h"
+
+namespace flexattn::runtime {
+
+namespace {
+
+const char* kernel_dtype(DType t) {
+  if (t == DType::BF16) return "bf16";
+  if (t == DType::F16) return "fp16";
+  throw Error("dtype: the cuda backend takes bf16 or f16 tensors, got " + std::string(dtype_name(t)));
+}
+
+std::string entry(const char* name, const std::string& bounds, const std::string& body) {
+  return "extern \"C\" __global__ void __launch_bounds__(" + bounds + ")\n" + name +
+         "(const __grid_constant__ AttnParams p) { " + body + "; }\n";
+}
+
+}  // namespace
+
+std::string kernel_source(const codegen::GeneratedVariant& variant, const KernelSetKey& key) {
+  const std::string t = kernel_dtype(key.dtype);
+  const std::string dd = std::to_string(key.d) + ", " + std::to_string(key.dv);
+  std::ostringstream s;
+  s << "// flexattn " << (key.backward ? "backward" : "forward") << " kernels, sm80 family, " << t << ", D=" << key.d
+    << ", Dv=" << key.dv << "\n";
+  s << "#include \"common/mod_ops.cuh\"\n";
+  s << (key.backward ? "#include \"sm80/attn_bwd_sm80.cuh\"\n" : "#include \"sm80/attn_fwd_sm80.cuh\"\n");
+  s << "using namespace flexattn::kern;\n\n";
+  s << variant.source << "\n";
+  if (!key.backward) {
+    s << entry("flexattn_fwd", "sm80_fwd_threads(" + dd + ")", "attn_fwd_sm80<FlexVariant, " + t + ", " + dd + ">(p)");
+  } else {
+    s << entry("flexattn_bwd_preprocess", "sm80_aux_threads()", "attn_bwd_preprocess_sm80<" + t + ", " + dd + ">(p)");
+    s << entry("flexattn_bwd", "sm80_bwd_threads(" + dd + ")", "attn_bwd_sm80<FlexVariant, " + t + ", " + dd + ">(p)");
+    s << entry("flexattn_bwd_dq", "sm80_bwd_dq_threads(" + dd + ")",
+               "attn_bwd_dq_sm80<FlexVariant, " + t + ", " + dd + ">(p)");
+    s << entry("flexattn_bwd_dq_convert", "sm80_aux_threads()",
+               "attn_bwd_dq_convert_sm80<" + t + ", " + std::to_string(key.d) + ">(p)");
+  }
+  return s.str();
+}
+
+const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key) {
+  using CacheKey = std::tuple<const ir::Node*, const ir::Node*, std::vector<std::string>, DType, int, int,
+                              std::string, bool>;
+  struct Entry {
+    Variant keep_alive;  // holds the nodes whose addresses are in the key
+    std::unique_ptr<KernelSet> set;
+  };
+  static std::mutex mu;
+  static std::map<CacheKey, Entry>* cache = new std::map<CacheKey, Entry>();
+  const CacheKey ck{variant.score_mod.get(), variant.mask_mod.get(), variant.grad_buffers, key.dtype, key.d,
+                    key.dv, key.arch, key.backward};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache->find(ck);
+    if (it != cache->end()) return *it->second.set;
+  }
+  if (key.d % 16 != 0 || key.dv % 16 != 0 || key.d < 16 || key.dv < 16 || key.d > 256 || key.dv > 256)
+    throw Error("head dims: the cuda backend takes head dims that are multiples of 16 up to 256, got D=" +
+                std::to_string(key.d) + ", Dv=" + std::to_string(key.dv));
+  codegen::GeneratedVariant gen = codegen::emit_cuda_variant(variant, key.backward);
+  auto set = std::make_unique<KernelSet>();
+  set->key = key;
+  set->layout = gen.layout;
+  jit::KernelRequest req;
+  req.prefix = std::string("attn_") + (key.backward ? "bwd" : "fwd") + "_sm80_" + kernel_dtype(key.dtype) + "_d" +
+               std::to_string(key.d) + "_dv" + std::to_string(key.dv);
+  req.source = kernel_source(gen, key);
+  req.arch = key.arch;
+  if (key.backward)
+    req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq", "flexattn_bwd_dq_convert"};
+  else
+    req.kernel_names = {"flexattn_fwd"};
+  set->compiled = jit::get_or_compile(req);
+  std::lock_guard<std::mutex> lock(mu);
+  auto [it, inserted] = cache->emplace(ck, Entry{variant, std::move(set)});
+  return *it->second.set;
+}
+
+void fill_mod_params(const codegen::VariantLayout& layout, const DeviceBindings& bindings, bool backward,
+                     kern::ModParams* out) {
+  *out = kern::ModParams{};
+  const std::vector<double> lits = layout.literal_values();
+  for (size_t i = 0; i < lits.size(); ++i) out->lit[i] = lits[i];
+  for (size_t i = 0; i < layout.scalars.size(); ++i) {
+    auto it = bindings.scalars.find(layout.scalars[i]);
+    if (it == bindings.scalars.end())
+      throw Error("scalar '" + layout.scalars[i] + "' is used by the mod but no value was given");
+    out->scalar[i] = it->second;
+  }
+  for (size_t i = 0; i < layout.buffers.size(); ++i) {
+    const ir::BufferUse& use = layout.buffers[i];
+    auto it = bindings.buffers.find(use.name);
+    if (it == bindings.buffers.end() || it->second.data == nullptr)
+      throw Error("buffer '" + use.name + "' is used by the mod but was not given");
+    const ir::BufferView& view = it->second;
+    if (int(view.shape.size()) != use.rank)
+      throw Error("buffer '" + use.name + "' has " + std::to_string(view.shape.size()) +
+                  " dimensions but the mod indexes it with " + std::to_string(use.rank));
+    if (view.dtype != use.dtype)
+      throw Error("buffer '" + use.name + "' holds " + std::string(dtype_name(view.dtype)) + " but the kernel reads " +
+                  std::string(dtype_name(use.dtype)));
+    out->buf[i] = view.data;
+    for (int d = 0; d < kern::kModBufRank; ++d) out->buf_shape[i][d] = d < use.rank ? view.shape[d] : 1;
+    for (int d = 0; d < use.rank; ++d)
+      if (view.shape[d] < 1) throw Error("buffer '" + use.name + "' has an empty dimension");
+  }
+  if (backward) {
+    for (const std::string& g : layout.grad_buffers) {
+      auto it = bindings.buffer_grads.find(g);
+      if (it == bindings.buffer_grads.end() || it->second == nullptr)
+        throw Error("buffer '" + g + "' asks for a gradient but no gradient accumulator was given");
+      out->buf_grad[layout.buffer_slot(g)] = it->second;
+    }
+  }
+}
+
+}  // namespace flexattn::runtime

@@ -1,0 +1,42 @@
+#pragma once
+// A compiled set of attention kernels for one (variant structure, dtype, head dims, arch, direction),
+// and the ModParams filling that goes with it.
+#include <string>
+
+#include "flexattn/attention.h"
+#include "flexattn/codegen.h"
+#include "flexattn/jit.h"
+
+namespace flexattn::kern {
+struct ModParams;
+}
+
+namespace flexattn::runtime {
+
+struct KernelSetKey {
+  DType dtype = DType::BF16;
+  int d = 0, dv = 0;
+  std::string arch;
+  bool backward = false;
+};
+
+struct KernelSet {
+  jit::CompiledKernel compiled;
+  codegen::VariantLayout layout;
+  KernelSetKey key;
+};
+
+// The generated source of a kernel set (exposed for golden-file tests).
+std::string kernel_source(const codegen::GeneratedVariant& variant, const KernelSetKey& key);
+
+// Generates, compiles (through the JIT caches) and returns the kernel set. Cached in-process by the
+// identity of the variant's expressions (hash-consed, so equal mods hit), so a decode loop that
+// reuses its mods pays no codegen.
+const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key);
+
+// Fills ModParams from the layout and the bindings; throws flexattn::Error naming a missing or
+// mismatched scalar / buffer / gradient.
+void fill_mod_params(const codegen::VariantLayout& layout, const DeviceBindings& bindings, bool backward,
+                     kern::ModParams* out);
+
+}  // namespace flexattn::runtime
