@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# `make gpu-test`: on a machine with an NVIDIA GPU, builds flexattn and runs every GPU check in one go,
+# printing a short pass/fail table last. Logs go to $OUT (the device tool's output folder) or build-gpu/.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LOG=${OUT:-build-gpu/logs}
+mkdir -p "$LOG"
+JOBS=$(nproc)
+export FLEXATTN_CACHE_DIR=${FLEXATTN_CACHE_DIR:-$PWD/build-gpu/kernel-cache}
+status=0
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFLEXATTN_REQUIRE_GTEST=OFF >"$LOG/configure.log" 2>&1 \
+  || { tail -30 "$LOG/configure.log"; exit 1; }
+cmake --build build-gpu -j"$JOBS" --target gpu_attention_check flexattn >"$LOG/build.log" 2>&1 \
+  || { grep -E "error" "$LOG/build.log" | head -30; exit 1; }
+declare -A result
+run() {  # name, command...
+  local name=$1; shift
+  local t0=$(date +%s)
+  "$@" >"$LOG/$name.log" 2>&1
+  local rc=$?
+  result[$name]="rc=$rc $(( $(date +%s) - t0 ))s"
+  [ $rc -eq 0 ] || status=1
+}
+run gpu_attention build-gpu/tests/gpu/attention/gpu_attention_check ${GPU_TEST_ARGS:-}
+if python3 -c "import torch" 2>/dev/null && [ -d tests/python ]; then
+  run python_gpu python3 -m pytest -q tests/python ${PYTEST_ARGS:-}
+fi
+echo "---- failures (if any) ----"
+grep -h "^FAIL" "$LOG"/gpu_attention.log | head -40
+echo "---- summary ----"
+tail -3 "$LOG/gpu_attention.log"
+for k in "${!result[@]}"; do printf '%-16s %s\n' "$k" "${result[$k]}"; done
+exit $status

@@ -1,0 +1,253 @@
+// GPU tier: every cuda kernel against the CPU reference, for the mod corpus x lengths x head dims x
+// GQA x dtypes, forward and backward, with fresh random inputs and poisoned outputs (cuda_run_host).
+// A plain program (the GPU machine may lack GoogleTest); prints a pass/fail table last and exits
+// non-zero on any failure, 77 (ctest's skip code) without a GPU.
+//
+// Tolerances are relative to the precision of the inputs: the reference runs in double on the very
+// bf16/f16 values the GPU sees, so the remaining error is the kernel's rounding of P to 16 bits before
+// P.V (2^-8 relative for bf16, 2^-11 for f16) plus fp32 accumulation. Bounds are those rounding errors
+// times a safety factor of ~4, scaled by the largest reference magnitude.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "flexattn/attention.h"
+#include "flexattn/block_mask.h"
+#include "flexattn/cpu_variant.h"
+#include "flexattn/cuda_host.h"
+#include "flexattn/error.h"
+#include "flexattn/ir_text.h"
+#include "flexattn/mods.h"
+#include "flexattn/reference.h"
+
+using namespace flexattn;
+
+namespace {
+
+struct Corpus {
+  std::string name, mask, score;  // registry specs ("" = none) or "expr:" text
+  bool learnable = false;
+};
+
+struct Case {
+  const Corpus* mod;
+  int64_t L, S, D, Dv, Hq, Hkv, B;
+  DType dtype;
+  bool backward;
+  bool deterministic;
+};
+
+struct Row {
+  std::string label;
+  double err_out = 0, err_lse = 0, err_grad = 0;
+  bool ok = true;
+  std::string why;
+};
+
+double max_abs(const HostTensor& t) {
+  double m = 0;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (std::isfinite(t.get(i))) m = std::max(m, std::fabs(t.get(i)));
+  return m;
+}
+
+// Max |a - b| / max(1e-6, scale) over finite pairs; a non-finite mismatch (NaN vs number, -inf vs
+// finite) returns +inf.
+double rel_err(const HostTensor& got, const HostTensor& want, double scale) {
+  double e = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double g = got.get(i), w = want.get(i);
+    if (std::isinf(w) && g == w) continue;
+    if (!std::isfinite(g) || !std::isfinite(w)) return INFINITY;
+    e = std::max(e, std::fabs(g - w));
+  }
+  return e / std::max(scale, 1e-6);
+}
+
+HostTensor random_tensor(std::vector<int64_t> shape, DType t, uint64_t seed) {
+  HostTensor x(t, shape);
+  mods::fill_normal(&x, seed, 1.0);
+  return x;
+}
+
+struct Built {
+  Variant variant;
+  ModBindings bindings;
+  std::vector<HostTensor> storage;
+};
+
+Built build_variant(const Corpus& c, const mods::ProblemShape& shape) {
+  Built b;
+  b.storage.reserve(8);
+  auto add_spec = [&](const mods::ModSpec& spec) {
+    for (const auto& bs : spec.buffers) {
+      b.storage.push_back(bs.make(shape));
+      const HostTensor& t = b.storage.back();
+      b.bindings.buffers[bs.name] = ir::BufferView{t.dtype, t.shape, t.data()};
+      if (bs.trainable && c.learnable) b.variant.grad_buffers.push_back(bs.name);
+    }
+    for (const auto& ss : spec.scalars) b.bindings.scalars[ss.name] = ss.value(shape);
+  };
+  if (c.mask.rfind("expr:", 0) == 0) {
+    b.variant.mask_mod = ir::parse(c.mask.substr(5));
+  } else if (!c.mask.empty()) {
+    mods::ModSpec m = mods::lookup_mask(c.mask);
+    b.variant.mask_mod = m.expr;
+    add_spec(m);
+  }
+  if (c.score.rfind("expr:", 0) == 0) {
+    b.variant.score_mod = ir::parse(c.score.substr(5));
+  } else if (!c.score.empty()) {
+    mods::ModSpec s = mods::lookup_score(c.score);
+    b.variant.score_mod = s.expr;
+    add_spec(s);
+  }
+  return b;
+}
+
+Row run_case(const Case& k, uint64_t seed) {
+  Row row;
+  char label[256];
+  std::snprintf(label, sizeof label, "%-22s %-4s L=%-4lld S=%-4lld D=%-3lld G=%lld %s%s", k.mod->name.c_str(),
+                k.dtype == DType::BF16 ? "bf16" : "f16", (long long)k.L, (long long)k.S, (long long)k.D,
+                (long long)(k.Hq / k.Hkv), k.backward ? "fwd+bwd" : "fwd", k.deterministic ? " det" : "");
+  row.label = label;
+  try {
+    mods::ProblemShape shape{k.B, k.Hq, k.Hkv, k.L, k.S, k.D, k.Dv, seed};
+    Built built = build_variant(*k.mod, shape);
+    const HostTensor q = random_tensor({k.B, k.Hq, k.L, k.D}, k.dtype, seed * 4 + 1);
+    const HostTensor kk = random_tensor({k.B, k.Hkv, k.S, k.D}, k.dtype, seed * 4 + 2);
+    const HostTensor v = random_tensor({k.B, k.Hkv, k.S, k.Dv}, k.dtype, seed * 4 + 3);
+    const HostTensor dout = random_tensor({k.B, k.Hq, k.L, k.Dv}, DType::F32, seed * 4 + 4);
+    const HostTensor dlse = random_tensor({k.B, k.Hq, k.L}, DType::F32, seed * 4 + 5);
+
+    std::unique_ptr<BlockMask> bm;
+    cpu::VariantFns fns(built.variant, built.bindings, 0);
+    if (!built.variant.mask_mod.empty()) {
+      const auto& mask = fns.fns().mask_mod;
+      bm = std::make_unique<BlockMask>(build_block_mask(
+          MaskFn([&](int64_t b, int64_t h, int64_t q, int64_t kv) { return mask(b, h, q, kv); }), k.B, k.Hq, k.L, k.S));
+    }
+    cpu::Options opt;
+    opt.block_mask = bm.get();
+    const cpu::ForwardResult ref = cpu::forward(q, kk, v, fns.fns(), opt);
+
+    CudaHostRequest req;
+    req.variant = &built.variant;
+    req.bindings = &built.bindings;
+    req.q = &q, req.k = &kk, req.v = &v;
+    req.dtype = k.dtype;
+    req.block_mask = bm.get();
+    if (k.backward) req.dout = &dout, req.dlse = &dlse;
+    req.deterministic = k.deterministic;
+    const CudaHostResult got = cuda_run_host(req);
+
+    const double p_err = k.dtype == DType::BF16 ? 1.0 / 256 : 1.0 / 2048;
+    row.err_out = rel_err(got.out, ref.out, max_abs(ref.out));
+    row.err_lse = rel_err(got.lse, ref.lse, 1.0);
+    if (!(row.err_out <= 4 * p_err)) row.ok = false, row.why += " out";
+    if (!(row.err_lse <= 1e-3)) row.ok = false, row.why += " lse";
+    if (!(rel_err(got.max_score, ref.max_score, 1.0) <= 1e-3)) row.ok = false, row.why += " max";
+
+    if (k.backward) {
+      fns.reset_buffer_grads();
+      const cpu::BackwardResult rb = cpu::backward(q, kk, v, dout, &dlse, fns.fns(), opt);
+      const double tol = 16 * p_err;
+      const struct { const char* n; const HostTensor* g; const HostTensor* w; } grads[] = {
+          {"dq", &got.dq, &rb.dq}, {"dk", &got.dk, &rb.dk}, {"dv", &got.dv, &rb.dv}};
+      for (const auto& g : grads) {
+        const double e = rel_err(*g.g, *g.w, max_abs(*g.w));
+        row.err_grad = std::max(row.err_grad, e);
+        if (!(e <= tol)) row.ok = false, row.why += std::string(" ") + g.n;
+      }
+      for (const auto& [name, want] : fns.buffer_grads()) {
+        auto it = got.buffer_grads.find(name);
+        if (it == got.buffer_grads.end()) {
+          row.ok = false, row.why += " no-grad:" + name;
+          continue;
+        }
+        const double e = rel_err(it->second, want, max_abs(want));
+        row.err_grad = std::max(row.err_grad, e);
+        if (!(e <= tol)) row.ok = false, row.why += " d" + name;
+      }
+      if (k.deterministic) {
+        const CudaHostResult again = cuda_run_host(req);
+        for (const auto& [a, b, n] : {std::tuple{&got.dq, &again.dq, "dq"}, {&got.dk, &again.dk, "dk"},
+                                      {&got.dv, &again.dv, "dv"}})
+          if (a->bytes != b->bytes) row.ok = false, row.why += std::string(" nondeterministic-") + n;
+      }
+    }
+  } catch (const std::exception& e) {
+    row.ok = false;
+    row.why = std::string(" error: ") + e.what();
+  }
+  return row;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string why;
+  if (!cuda_available(&why)) {
+    std::printf("SKIP: cuda backend unavailable: %s\n", why.c_str());
+    return 77;
+  }
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  static const std::vector<Corpus> corpus = {
+      {"full", "", ""},
+      {"causal", "causal", ""},
+      {"sliding_window:100", "sliding_window:100", ""},
+      {"prefix_lm:70", "prefix_lm:70", ""},
+      {"document:3", "document:3", ""},
+      {"chunked:64", "chunked:64", ""},
+      {"dilated:3", "dilated:3", ""},
+      {"softcap:30+causal", "causal", "softcap:30"},
+      {"alibi+causal", "causal", "alibi"},
+      {"relbias(learnable)", "", "relbias", true},
+      {"alibi_slopes(learnable)+causal", "causal", "alibi_slopes", true},
+      {"t5", "", "t5"},
+      {"text:1/score", "expr:q_idx >= kv_idx", "expr:where(score > 0, score * 0.5, score) + 1.0 / (abs(score) + 1.0)"},
+  };
+  std::vector<Case> cases;
+  const std::vector<int64_t> lengths = quick ? std::vector<int64_t>{17, 129} : std::vector<int64_t>{1, 17, 127, 128, 129, 1000};
+  // Identity and causal: the whole cross product the issue lists.
+  for (const Corpus* c : {&corpus[0], &corpus[1]})
+    for (int64_t L : lengths)
+      for (int64_t D : {64, 128, 256})
+        for (int64_t G : {1, 4})
+          for (DType t : {DType::BF16, DType::F16})
+            cases.push_back({c, L, L, D, D, 4, 4 / G, 1, t, true, false});
+  // Long sequences once each.
+  if (!quick) {
+    cases.push_back({&corpus[1], 4097, 4097, 64, 64, 4, 1, 1, DType::BF16, true, false});
+    cases.push_back({&corpus[0], 4097, 4097, 128, 128, 2, 2, 1, DType::F16, false, false});
+  }
+  // Every other mod: a few lengths, both head dims that matter most, GQA 4 and 1, B=2.
+  for (size_t i = 2; i < corpus.size(); ++i)
+    for (int64_t L : quick ? std::vector<int64_t>{129} : std::vector<int64_t>{17, 129, 1000})
+      for (int64_t D : {64, 128})
+        cases.push_back({&corpus[i], L, L, D, D, 4, D == 64 ? 1 : 4, 2, DType::BF16, true, false});
+  // Unequal lengths, Dv != D, batch broadcast shapes, deterministic mode.
+  cases.push_back({&corpus[1], 300, 700, 64, 128, 4, 2, 2, DType::BF16, true, false});
+  cases.push_back({&corpus[7], 700, 300, 128, 64, 4, 4, 1, DType::F16, true, false});
+  cases.push_back({&corpus[1], 1000, 1000, 128, 128, 4, 1, 1, DType::BF16, true, true});
+  cases.push_back({&corpus[9], 257, 257, 64, 64, 4, 4, 1, DType::BF16, true, true});
+
+  std::vector<Row> rows;
+  int failed = 0;
+  uint64_t seed = 1;
+  for (const Case& k : cases) {
+    rows.push_back(run_case(k, seed++));
+    if (!rows.back().ok) ++failed;
+    std::fprintf(stderr, "%s %s%s\n", rows.back().ok ? "PASS" : "FAIL", rows.back().label.c_str(), rows.back().why.c_str());
+  }
+  std::printf("\n%-60s %9s %9s %9s  %s\n", "case", "out", "lse", "grads", "result");
+  for (const Row& r : rows)
+    std::printf("%-60s %9.2e %9.2e %9.2e  %s%s\n", r.label.c_str(), r.err_out, r.err_lse, r.err_grad,
+                r.ok ? "PASS" : "FAIL", r.why.c_str());
+  std::printf("\n%zu cases, %d failed\n", rows.size(), failed);
+  return failed ? 1 : 0;
+}
