@@ -22,15 +22,13 @@
 #include "flexattn/ir_text.h"
 #include "flexattn/mods.h"
 #include "flexattn/reference.h"
+#include "corpus.h"
 
 using namespace flexattn;
+using testing::CorpusEntry;
+using Corpus = testing::CorpusEntry;
 
 namespace {
-
-struct Corpus {
-  std::string name, mask, score;  // registry specs ("" = none) or "expr:" text
-  bool learnable = false;
-};
 
 struct Case {
   const Corpus* mod;
@@ -73,41 +71,6 @@ HostTensor random_tensor(std::vector<int64_t> shape, DType t, uint64_t seed) {
   return x;
 }
 
-struct Built {
-  Variant variant;
-  ModBindings bindings;
-  std::vector<HostTensor> storage;
-};
-
-Built build_variant(const Corpus& c, const mods::ProblemShape& shape) {
-  Built b;
-  b.storage.reserve(8);
-  auto add_spec = [&](const mods::ModSpec& spec) {
-    for (const auto& bs : spec.buffers) {
-      b.storage.push_back(bs.make(shape));
-      const HostTensor& t = b.storage.back();
-      b.bindings.buffers[bs.name] = ir::BufferView{t.dtype, t.shape, t.data()};
-      if (bs.trainable && c.learnable) b.variant.grad_buffers.push_back(bs.name);
-    }
-    for (const auto& ss : spec.scalars) b.bindings.scalars[ss.name] = ss.value(shape);
-  };
-  if (c.mask.rfind("expr:", 0) == 0) {
-    b.variant.mask_mod = ir::parse(c.mask.substr(5));
-  } else if (!c.mask.empty()) {
-    mods::ModSpec m = mods::lookup_mask(c.mask);
-    b.variant.mask_mod = m.expr;
-    add_spec(m);
-  }
-  if (c.score.rfind("expr:", 0) == 0) {
-    b.variant.score_mod = ir::parse(c.score.substr(5));
-  } else if (!c.score.empty()) {
-    mods::ModSpec s = mods::lookup_score(c.score);
-    b.variant.score_mod = s.expr;
-    add_spec(s);
-  }
-  return b;
-}
-
 Row run_case(const Case& k, uint64_t seed) {
   Row row;
   char label[256];
@@ -117,7 +80,7 @@ Row run_case(const Case& k, uint64_t seed) {
   row.label = label;
   try {
     mods::ProblemShape shape{k.B, k.Hq, k.Hkv, k.L, k.S, k.D, k.Dv, seed};
-    Built built = build_variant(*k.mod, shape);
+    testing::BuiltVariant built = testing::build_variant(*k.mod, shape);
     const HostTensor q = random_tensor({k.B, k.Hq, k.L, k.D}, k.dtype, seed * 4 + 1);
     const HostTensor kk = random_tensor({k.B, k.Hkv, k.S, k.D}, k.dtype, seed * 4 + 2);
     const HostTensor v = random_tensor({k.B, k.Hkv, k.S, k.Dv}, k.dtype, seed * 4 + 3);
@@ -196,21 +159,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  static const std::vector<Corpus> corpus = {
-      {"full", "", ""},
-      {"causal", "causal", ""},
-      {"sliding_window:100", "sliding_window:100", ""},
-      {"prefix_lm:70", "prefix_lm:70", ""},
-      {"document:3", "document:3", ""},
-      {"chunked:64", "chunked:64", ""},
-      {"dilated:3", "dilated:3", ""},
-      {"softcap:30+causal", "causal", "softcap:30"},
-      {"alibi+causal", "causal", "alibi"},
-      {"relbias(learnable)", "", "relbias", true},
-      {"alibi_slopes(learnable)+causal", "causal", "alibi_slopes", true},
-      {"t5", "", "t5"},
-      {"text:1/score", "expr:q_idx >= kv_idx", "expr:where(score > 0, score * 0.5, score) + 1.0 / (abs(score) + 1.0)"},
-  };
+  const std::vector<Corpus>& corpus = testing::mod_corpus();
   std::vector<Case> cases;
   const std::vector<int64_t> lengths = quick ? std::vector<int64_t>{17, 129} : std::vector<int64_t>{1, 17, 127, 128, 129, 1000};
   // Identity and causal: the whole cross product the issue lists.

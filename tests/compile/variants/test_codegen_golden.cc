@@ -1,0 +1,51 @@
+// Golden files of generated kernel sources: a change to codegen or to the source assembly shows up
+// as a diff here. Regenerate with FLEXATTN_UPDATE_GOLDEN=1 after checking the diff is intended.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "corpus.h"
+#include "flexattn/codegen.h"
+#include "runtime/kernel_set.h"
+
+using namespace flexattn;
+
+namespace {
+
+void check_golden(const std::string& name, const std::string& text) {
+  const std::string path = std::string(FLEXATTN_GOLDEN_DIR) + "/" + name;
+  if (std::getenv("FLEXATTN_UPDATE_GOLDEN")) {
+    std::ofstream(path) << text;
+    return;
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << "missing golden file " << path << " (run with FLEXATTN_UPDATE_GOLDEN=1)";
+  std::stringstream want;
+  want << in.rdbuf();
+  EXPECT_EQ(text, want.str()) << "generated source changed: " << path;
+}
+
+}  // namespace
+
+TEST(CodegenGolden, CorpusSources) {
+  for (const char* name : {"causal", "softcap:30+causal", "relbias(learnable)", "document:3", "t5", "text:mixed"}) {
+    const testing::CorpusEntry& c = testing::corpus_entry(name);
+    testing::BuiltVariant b = testing::build_variant(c, mods::ProblemShape{});
+    const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(b.variant, true);
+    runtime::KernelSetKey key{DType::BF16, 128, 128, "sm_90a", true};
+    std::string file = name;
+    for (char& ch : file)
+      if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    check_golden(file + ".cu", runtime::kernel_source(gen, key));
+  }
+}
+
+TEST(CodegenGolden, LiteralValuesDoNotChangeTheSource) {
+  Variant a, b;
+  a.score_mod = mods::softcap(20);
+  b.score_mod = mods::softcap(30);
+  EXPECT_EQ(codegen::emit_cuda_variant(a, true).source, codegen::emit_cuda_variant(b, true).source);
+  EXPECT_EQ(codegen::emit_cuda_variant(a, true).layout.literal_values(), std::vector<double>({20.0}));
+}

@@ -1,0 +1,86 @@
+// Every corpus variant compiles with NVRTC for sm_80 and sm_90a, forward and backward, without
+// local-memory spills (ptxas report); literal values never change the compiled kernel.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "corpus.h"
+#include "flexattn/attention.h"
+#include "flexattn/error.h"
+#include "flexattn/jit.h"
+
+using namespace flexattn;
+
+namespace {
+
+bool nvrtc_available() {
+  static const bool ok = jit::jit_info().nvrtc_found;
+  return ok;
+}
+
+class CompileTier : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!nvrtc_available()) GTEST_SKIP() << "NVRTC not found: " << jit::jit_info().nvrtc_error;
+    // A private cache per run: the test measures compiles, and must not trust an older entry.
+    static const std::string dir = [] {
+      char tmpl[] = "/tmp/flexattn-compile-test-XXXXXX";
+      const char* d = mkdtemp(tmpl);
+      return std::string(d ? d : "/tmp");
+    }();
+    setenv("FLEXATTN_CACHE_DIR", dir.c_str(), 1);
+  }
+};
+
+void expect_no_spills(const CompileReport& r, const std::string& what) {
+  ASSERT_FALSE(r.registers.empty()) << what;
+  for (const auto& [fn, bytes] : r.spill_bytes) EXPECT_EQ(bytes, 0) << what << ": " << fn << " spills";
+  for (const auto& [fn, regs] : r.registers) EXPECT_LE(regs, 255) << what << ": " << fn;
+}
+
+}  // namespace
+
+TEST_F(CompileTier, EveryCorpusVariantCompilesWithoutSpills) {
+  for (const testing::CorpusEntry& c : testing::mod_corpus()) {
+    mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
+    testing::BuiltVariant b = testing::build_variant(c, shape);
+    for (const char* arch : {"sm_80", "sm_90a"})
+      for (bool bwd : {false, true})
+        expect_no_spills(compile_variant(b.variant, DType::BF16, 128, 128, arch, bwd),
+                         c.name + " " + arch + (bwd ? " bwd" : " fwd"));
+  }
+}
+
+TEST_F(CompileTier, HeadDimsAndDtypesCompileWithoutSpills) {
+  Variant v;
+  v.mask_mod = mods::causal();
+  v.score_mod = mods::softcap(30);
+  for (int d : {64, 96, 256})
+    for (bool bwd : {false, true})
+      expect_no_spills(compile_variant(v, DType::BF16, d, d, "sm_90a", bwd), "D=" + std::to_string(d));
+  expect_no_spills(compile_variant(v, DType::F16, 128, 128, "sm_90a", true), "f16");
+  expect_no_spills(compile_variant(v, DType::BF16, 64, 128, "sm_90a", true), "D=64 Dv=128");
+}
+
+TEST_F(CompileTier, LiteralValuesShareOneKernel) {
+  Variant a, b;
+  a.score_mod = mods::softcap(20);
+  b.score_mod = mods::softcap(30);
+  a.mask_mod = mods::sliding_window(128);
+  b.mask_mod = mods::sliding_window(1024);
+  const CompileReport ra = compile_variant(a, DType::BF16, 64, 64, "sm_80", false);
+  const int64_t compiles = jit::jit_stats().compiles;
+  const CompileReport rb = compile_variant(b, DType::BF16, 64, 64, "sm_80", false);
+  EXPECT_EQ(ra.key, rb.key);
+  EXPECT_EQ(jit::jit_stats().compiles, compiles) << "changing a literal recompiled";
+}
+
+TEST_F(CompileTier, UnsupportedHeadDimIsAClearError) {
+  Variant v;
+  try {
+    compile_variant(v, DType::BF16, 72, 72, "sm_80", false);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "head dims: the cuda backend takes head dims that are multiples of 16 up to 256, got D=72, Dv=72");
+  }
+}

@@ -1,0 +1,80 @@
+#pragma once
+// The one mod corpus shared by the compile tier, the GPU tier and the benchmarks: registry specs
+// (include/flexattn/mods.h) or text mods ("expr:" prefix), instantiated for a problem shape with
+// their buffers and scalars.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "flexattn/ir_text.h"
+#include "flexattn/mods.h"
+#include "flexattn/variant.h"
+
+namespace flexattn::testing {
+
+struct CorpusEntry {
+  std::string name, mask, score;  // "" = none
+  bool learnable = false;         // ask for the gradient of the mod's trainable buffers
+};
+
+inline const std::vector<CorpusEntry>& mod_corpus() {
+  static const std::vector<CorpusEntry> corpus = {
+      {"full", "", ""},
+      {"causal", "causal", ""},
+      {"sliding_window:100", "sliding_window:100", ""},
+      {"prefix_lm:70", "prefix_lm:70", ""},
+      {"document:3", "document:3", ""},
+      {"chunked:64", "chunked:64", ""},
+      {"dilated:3", "dilated:3", ""},
+      {"softcap:30+causal", "causal", "softcap:30"},
+      {"alibi+causal", "causal", "alibi"},
+      {"relbias(learnable)", "", "relbias", true},
+      {"alibi_slopes(learnable)+causal", "causal", "alibi_slopes", true},
+      {"t5", "", "t5"},
+      {"text:mixed", "expr:q_idx >= kv_idx", "expr:where(score > 0, score * 0.5, score) + 1.0 / (abs(score) + 1.0)"},
+  };
+  return corpus;
+}
+
+inline const CorpusEntry& corpus_entry(const std::string& name) {
+  for (const CorpusEntry& e : mod_corpus())
+    if (e.name == name) return e;
+  throw Error("no corpus entry '" + name + "'");
+}
+
+// A corpus entry bound to a problem: the variant, its runtime values, and the tensors behind them.
+struct BuiltVariant {
+  Variant variant;
+  ModBindings bindings;
+  std::vector<std::unique_ptr<HostTensor>> storage;
+};
+
+inline BuiltVariant build_variant(const CorpusEntry& c, const mods::ProblemShape& shape) {
+  BuiltVariant b;
+  auto add_spec = [&](const mods::ModSpec& spec) {
+    for (const auto& bs : spec.buffers) {
+      b.storage.push_back(std::make_unique<HostTensor>(bs.make(shape)));
+      const HostTensor& t = *b.storage.back();
+      b.bindings.buffers[bs.name] = ir::BufferView{t.dtype, t.shape, t.data()};
+      if (bs.trainable && c.learnable) b.variant.grad_buffers.push_back(bs.name);
+    }
+    for (const auto& ss : spec.scalars) b.bindings.scalars[ss.name] = ss.value(shape);
+  };
+  if (c.mask.rfind("expr:", 0) == 0) {
+    b.variant.mask_mod = ir::parse(c.mask.substr(5));
+  } else if (!c.mask.empty()) {
+    mods::ModSpec m = mods::lookup_mask(c.mask);
+    b.variant.mask_mod = m.expr;
+    add_spec(m);
+  }
+  if (c.score.rfind("expr:", 0) == 0) {
+    b.variant.score_mod = ir::parse(c.score.substr(5));
+  } else if (!c.score.empty()) {
+    mods::ModSpec s = mods::lookup_score(c.score);
+    b.variant.score_mod = s.expr;
+    add_spec(s);
+  }
+  return b;
+}
+
+}  // namespace flexattn::testing
