@@ -215,7 +215,8 @@ GeneratedVariant emit_cuda_variant(const Variant& variant, bool with_backward) {
     out << "    return score;\n";
   } else {
     FunctionEmitter fe(layout, out);
-    out << "    return " << (fe.as(score_mod.get(), DType::F32)) << ";\n";
+    const std::string r = fe.as(score_mod.get(), DType::F32);  // emits the temporaries first
+    out << "    return " << r << ";\n";
   }
   out << "  }\n\n";
 
@@ -224,7 +225,8 @@ GeneratedVariant emit_cuda_variant(const Variant& variant, bool with_backward) {
     out << "    return true;\n";
   } else {
     FunctionEmitter fe(layout, out);
-    out << "    return " << fe.as(mask_mod.get(), DType::Bool) << ";\n";
+    const std::string r = fe.as(mask_mod.get(), DType::Bool);
+    out << "    return " << r << ";\n";
   }
   out << "  }\n\n";
 
@@ -234,7 +236,8 @@ GeneratedVariant emit_cuda_variant(const Variant& variant, bool with_backward) {
     out << "    return g;\n";
   } else {
     FunctionEmitter fe(layout, out);
-    out << "    return g * " << fe.as(grad.d_score.get(), DType::F32) << ";\n";
+    const std::string r = fe.as(grad.d_score.get(), DType::F32);
+    out << "    return g * " << r << ";\n";
   }
   out << "  }\n\n";
 
