@@ -1,0 +1,30 @@
+#pragma once
+// The operating-system pieces the JIT leans on: dlopen, environment variables, whole-file I/O.
+#include <optional>
+#include <string>
+
+namespace flexattn::jit {
+
+// dlopen(path, RTLD_NOW | RTLD_LOCAL). Returns nullptr and sets *error to dlerror() on failure.
+// Handles are never closed: cubins, NVRTC programs and driver contexts may outlive any owner,
+// and unloading libcuda while a context is alive is undefined.
+void* open_library(const std::string& path, std::string* error);
+void* find_symbol(void* lib, const char* name);
+// Path of the file that provides `symbol` (dladdr); "" when unknown.
+std::string library_path_of(void* symbol);
+
+// getenv as a string; `fallback` when unset or empty.
+std::string env_or(const char* name, const std::string& fallback = "");
+// True for "1", "true", "yes", "on" (any case).
+bool env_flag(const char* name);
+
+std::optional<std::string> read_file(const std::string& path);
+// Writes the whole file; false on any error (the caller decides whether that matters).
+bool write_file(const std::string& path, const std::string& data);
+
+// Milliseconds of a steady clock, for compile timings.
+double now_ms();
+// UTC time as 2026-01-31T12:00:00Z.
+std::string utc_timestamp();
+
+}  // namespace flexattn::jit
