@@ -13,8 +13,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
-# numpy: the tests check that the .npy files flexattn writes load in numpy.
-if ! python3 -c "import numpy" 2>/dev/null; then
-  echo "setup: installing numpy (pip)"
-  python3 -m pip install -q numpy 2>/dev/null || python3 -m pip install -q --break-system-packages numpy
+# numpy: the tests check that the .npy files flexattn writes load in numpy; pytest: tests/python.
+if ! python3 -c "import numpy, pytest" 2>/dev/null; then
+  echo "setup: installing numpy pytest (pip)"
+  python3 -m pip install -q numpy pytest 2>/dev/null || python3 -m pip install -q --break-system-packages numpy pytest
 fi

@@ -10,7 +10,7 @@
 #include "flexattn/mods.h"
 #include "flexattn/variant.h"
 
-namespace flexattn::testing {
+namespace flexattn::corpus {
 
 struct CorpusEntry {
   std::string name, mask, score;  // "" = none
@@ -77,4 +77,4 @@ inline BuiltVariant build_variant(const CorpusEntry& c, const mods::ProblemShape
   return b;
 }
 
-}  // namespace flexattn::testing
+}  // namespace flexattn::corpus

@@ -65,12 +65,13 @@ class Expr {
   const Node& operator*() const { return *node_; }
   const Node* operator->() const { return node_.get(); }
   const NodePtr& ptr() const { return node_; }
-  // NOTE: `!e` builds a Not node (mask_mod style); test emptiness with e.empty() or e.get() == nullptr.
+  // NOTE: `!e` builds a Not node (mask_mod style); test emptiness with e.empty().
   bool empty() const { return node_ == nullptr; }
-  explicit operator bool() const { return node_ != nullptr; }
   DType type() const { return node_->type; }
-  bool operator==(const Expr& o) const { return node_ == o.node_; }  // structural, incl. literals
-  bool operator!=(const Expr& o) const { return node_ != o.node_; }
+  // Structural equality including literal values (nodes are hash-consed). `a == b` on two Exprs
+  // builds an Eq node instead; Expr has no conversion to bool, so such a comparison cannot slip into
+  // an `if` or a test assertion by accident.
+  bool same(const Expr& o) const { return node_ == o.node_; }
 
  private:
   NodePtr node_;

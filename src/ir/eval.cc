@@ -223,8 +223,12 @@ Evaluator::Evaluator(const Expr& e) : order_(topo_order(e)) {
   std::unordered_map<const Node*, int> index;
   for (size_t i = 0; i < order_.size(); ++i) index[order_[i]] = int(i);
   args_.resize(order_.size());
-  for (size_t i = 0; i < order_.size(); ++i)
+  for (size_t i = 0; i < order_.size(); ++i) {
+    if (order_[i]->args.size() > 4)
+      throw Error(std::string("'") + op_name(order_[i]->op) + "' has " + std::to_string(order_[i]->args.size()) +
+                  " operands; at most 4 are supported");
     for (const NodePtr& a : order_[i]->args) args_[i].push_back(index.at(a.get()));
+  }
   values_.resize(order_.size());
   bound_.resize(order_.size());
   bound_buffers_.assign(order_.size(), nullptr);

@@ -138,6 +138,9 @@ Expr literal(double v, DType type, bool weak) {
     case DType::I64:
       if (!std::isfinite(v)) throw Error("literal: an integer literal must be finite");
       v = std::trunc(v);
+      // Integer literals travel as doubles (the ModParams slot type): |v| must stay below 2^63.
+      if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0))
+        throw Error("literal: integer literal out of the int64 range");
       if (type == DType::I32) v = double(int32_t(uint32_t(int64_t(v))));
       break;
     case DType::F32: break;

@@ -31,8 +31,8 @@ void check_golden(const std::string& name, const std::string& text) {
 
 TEST(CodegenGolden, CorpusSources) {
   for (const char* name : {"causal", "softcap:30+causal", "relbias(learnable)", "document:3", "t5", "text:mixed"}) {
-    const testing::CorpusEntry& c = testing::corpus_entry(name);
-    testing::BuiltVariant b = testing::build_variant(c, mods::ProblemShape{});
+    const corpus::CorpusEntry& c = corpus::corpus_entry(name);
+    corpus::BuiltVariant b = corpus::build_variant(c, mods::ProblemShape{});
     const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(b.variant, true);
     runtime::KernelSetKey key{DType::BF16, 128, 128, "sm_90a", true};
     std::string file = name;

@@ -41,9 +41,9 @@ void expect_no_spills(const CompileReport& r, const std::string& what) {
 }  // namespace
 
 TEST_F(CompileTier, EveryCorpusVariantCompilesWithoutSpills) {
-  for (const testing::CorpusEntry& c : testing::mod_corpus()) {
+  for (const corpus::CorpusEntry& c : corpus::mod_corpus()) {
     mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
-    testing::BuiltVariant b = testing::build_variant(c, shape);
+    corpus::BuiltVariant b = corpus::build_variant(c, shape);
     for (const char* arch : {"sm_80", "sm_90a"})
       for (bool bwd : {false, true})
         expect_no_spills(compile_variant(b.variant, DType::BF16, 128, 128, arch, bwd),

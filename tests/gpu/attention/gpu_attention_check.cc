@@ -25,8 +25,8 @@
 #include "corpus.h"
 
 using namespace flexattn;
-using testing::CorpusEntry;
-using Corpus = testing::CorpusEntry;
+using corpus::CorpusEntry;
+using Corpus = corpus::CorpusEntry;
 
 namespace {
 
@@ -80,7 +80,7 @@ Row run_case(const Case& k, uint64_t seed) {
   row.label = label;
   try {
     mods::ProblemShape shape{k.B, k.Hq, k.Hkv, k.L, k.S, k.D, k.Dv, seed};
-    testing::BuiltVariant built = testing::build_variant(*k.mod, shape);
+    corpus::BuiltVariant built = corpus::build_variant(*k.mod, shape);
     const HostTensor q = random_tensor({k.B, k.Hq, k.L, k.D}, k.dtype, seed * 4 + 1);
     const HostTensor kk = random_tensor({k.B, k.Hkv, k.S, k.D}, k.dtype, seed * 4 + 2);
     const HostTensor v = random_tensor({k.B, k.Hkv, k.S, k.Dv}, k.dtype, seed * 4 + 3);
@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  const std::vector<Corpus>& corpus = testing::mod_corpus();
+  const std::vector<Corpus>& corpus = corpus::mod_corpus();
   std::vector<Case> cases;
   const std::vector<int64_t> lengths = quick ? std::vector<int64_t>{17, 129} : std::vector<int64_t>{1, 17, 127, 128, 129, 1000};
   // Identity and causal: the whole cross product the issue lists.

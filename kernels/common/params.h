@@ -1,0 +1,107 @@
+#pragma once
+// Kernel ABI: the one struct every attention kernel receives by value. Filled by host code (g++) and read
+// by device code (nvcc / NVRTC), so it holds plain types only (int, long long, float, double, pointers)
+// and includes nothing. Layout is identical on x86-64 and NVPTX64 (LP64, natural alignment); the
+// static_asserts below pin the sizes the generated code and the host rely on.
+//
+// Conventions (host must guarantee; the runtime validates before launch):
+//  - q, k, v, out, dout, dq, dk, dv hold 16-bit elements (bf16 or fp16, the kernel's template dtype);
+//    the last dim is contiguous; strides are in *elements* for dims (b, h, l); every base pointer is
+//    16-byte aligned and every stride a multiple of 8 (16-byte vector loads/stores, cp.async).
+//  - Shapes: q [B,Hq,L,D], k [Bkv,Hkv,S,D], v [Bkv,Hkv,S,Dv], out/dout [B,Hq,L,Dv], dq [B,Hq,L,D],
+//    dk [Bkv,Hkv,S,D], dv [Bkv,Hkv,S,Dv]. Bkv is 1 (broadcast; dK/dV summed over batch) or B.
+//    Hq % Hkv == 0; query head h reads kv head h / (Hq / Hkv).
+//  - lse, max_score, delta: fp32 [B,Hq,L] contiguous. lse and max_score are in NATURAL log units
+//    (kernels work in log2 internally and convert once); fully masked rows hold -inf. Either may be
+//    null in the forward (not written). The backward reads lse (natural units).
+//  - dlse: fp32 [B,Hq,L] contiguous, the gradient w.r.t. the natural-log lse, or null (= 0).
+//  - dq_accum: fp32 [B,Hq,L,D] contiguous workspace, zeroed by the preprocess kernel; unused (may be
+//    null) when deterministic != 0.
+//  - Block mask (torch BlockMask layout, int32, contiguous): kv_num_blocks [mask_B,mask_H,nq],
+//    kv_indices [mask_B,mask_H,nq,nkv], q_num_blocks [mask_B,mask_H,nkv], q_indices
+//    [mask_B,mask_H,nkv,nq]; full_* alike and may be null (no full blocks). Kernels index
+//    b % mask_B, h % mask_H. q_block / kv_block are the mask tile sizes (torch BLOCK_SIZE); each must
+//    be a multiple of the kernel's compute tile in that dimension (tile_config.h), the no-mask
+//    sentinel 1 << 30 included. kv_num_blocks == null means "no block mask": every tile is visited as
+//    a partial tile (mask_mod applied if the variant has one). Out-of-range block indices are skipped,
+//    never dereferenced.
+//  - ModParams: values the generated variant reads at run time (never baked into the kernel):
+//      lit[i]       the i-th literal slot of the mod IR (ir::literal_slots order)
+//      scalar[i]    the i-th named scalar (ir::scalar_names order)
+//      buf[i]       captured buffer i (ir::buffers order), contiguous row-major, element type fixed by
+//                   the generated code; buf_shape[i][0..rank) its shape, unused dims 1
+//      buf_grad[i]  fp32 gradient accumulator of buffer i (same shape, zeroed by the host), or null
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define FLEXATTN_HD __host__ __device__
+#else
+#define FLEXATTN_HD
+#endif
+
+namespace flexattn::kern {
+
+constexpr int kModLits = 64;
+constexpr int kModScalars = 16;
+constexpr int kModBufs = 8;
+constexpr int kModBufRank = 4;
+
+struct ModParams {
+  double lit[kModLits];
+  double scalar[kModScalars];
+  const void* buf[kModBufs];
+  long long buf_shape[kModBufs][kModBufRank];
+  float* buf_grad[kModBufs];
+};
+
+struct AttnParams {
+  // Forward tensors.
+  const void* q;
+  const void* k;
+  const void* v;
+  void* out;
+  float* lse;        // natural log; may be null in the forward
+  float* max_score;  // natural units; may be null
+  long long q_sb, q_sh, q_sl;
+  long long k_sb, k_sh, k_sl;
+  long long v_sb, v_sh, v_sl;
+  long long out_sb, out_sh, out_sl;
+
+  int B, Hq, Hkv, Bkv;
+  int L, S;   // query and kv lengths
+  int D, Dv;  // head dims of q/k and of v/out (also template parameters; kept for checks)
+  float scale;
+
+  // Block mask.
+  const int* kv_num_blocks;
+  const int* kv_indices;
+  const int* full_kv_num_blocks;
+  const int* full_kv_indices;
+  const int* q_num_blocks;
+  const int* q_indices;
+  const int* full_q_num_blocks;
+  const int* full_q_indices;
+  int mask_B, mask_H;
+  int nq, nkv;
+  int q_block, kv_block;
+
+  // Backward.
+  const void* dout;
+  void* dq;
+  void* dk;
+  void* dv;
+  float* delta;     // [B,Hq,L] written by the preprocess kernel
+  const float* dlse;  // may be null
+  float* dq_accum;  // [B,Hq,L,D]; unused when deterministic
+  long long dout_sb, dout_sh, dout_sl;
+  long long dq_sb, dq_sh, dq_sl;
+  long long dk_sb, dk_sh, dk_sl;
+  long long dv_sb, dv_sh, dv_sl;
+  int deterministic;  // != 0: dQ by a separate pass per Q tile (no atomics), bitwise reproducible
+  int pad_;
+
+  ModParams mod;
+};
+
+static_assert(sizeof(ModParams) == 1024, "ModParams layout is part of the kernel ABI");
+static_assert(sizeof(AttnParams) <= 4096, "kernel parameter space");
+
+}  // namespace flexattn::kern

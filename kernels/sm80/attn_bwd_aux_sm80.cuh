@@ -1,0 +1,64 @@
+#pragma once
+// Row-parallel backward helpers, sm80 family.
+//  preprocess: delta = rowsum(O * dO) - dlse (fp32 over the rounded 16-bit values), and zeroes the
+//              dQ accumulator rows (non-deterministic mode) so the main kernel can add into them.
+//  dq convert: dq = dtype(scale * dq_accum).
+#include "common/numeric.cuh"
+#include "common/params.h"
+#include "sm80/tile_config.h"
+
+namespace flexattn::kern {
+
+template <class T>
+__device__ __forceinline__ float dot8(uint4 x, uint4 y) {
+  return Num<T>::lo(x.x) * Num<T>::lo(y.x) + Num<T>::hi(x.x) * Num<T>::hi(y.x) + Num<T>::lo(x.y) * Num<T>::lo(y.y) +
+         Num<T>::hi(x.y) * Num<T>::hi(y.y) + Num<T>::lo(x.z) * Num<T>::lo(y.z) + Num<T>::hi(x.z) * Num<T>::hi(y.z) +
+         Num<T>::lo(x.w) * Num<T>::lo(y.w) + Num<T>::hi(x.w) * Num<T>::hi(y.w);
+}
+
+template <class T, int D, int Dv>
+__device__ __forceinline__ void attn_bwd_preprocess_sm80(const AttnParams& p) {
+  constexpr int kWarps = kSm80AuxThreads / 32, kRowsPerWarp = kSm80PreprocessRows / kWarps;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int h = blockIdx.y, b = blockIdx.z;
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    const int q = blockIdx.x * kSm80PreprocessRows + warp * kRowsPerWarp + i;
+    if (q >= p.L) break;
+    const long long row = ((long long)b * p.Hq + h) * p.L + q;
+    const uint4* o = reinterpret_cast<const uint4*>(
+        (const unsigned char*)p.out + 2 * ((long long)b * p.out_sb + (long long)h * p.out_sh + (long long)q * p.out_sl));
+    const uint4* g = reinterpret_cast<const uint4*>(
+        (const unsigned char*)p.dout + 2 * ((long long)b * p.dout_sb + (long long)h * p.dout_sh + (long long)q * p.dout_sl));
+    float acc = 0.f;
+    for (int c = lane; c < Dv / 8; c += 32) acc += dot8<T>(o[c], g[c]);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if (lane == 0) p.delta[row] = acc - (p.dlse != nullptr ? p.dlse[row] : 0.f);
+    if (p.deterministic == 0 && p.dq_accum != nullptr) {
+      float4* z = reinterpret_cast<float4*>(p.dq_accum + row * D);
+      for (int c = lane; c < D / 4; c += 32) z[c] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+}
+
+template <class T, int D>
+__device__ __forceinline__ void attn_bwd_dq_convert_sm80(const AttnParams& p) {
+  constexpr int kChunksPerRow = D / 8;
+  const int h = blockIdx.y, b = blockIdx.z;
+  for (int i = threadIdx.x; i < kSm80ConvertRows * kChunksPerRow; i += kSm80AuxThreads) {
+    const int q = blockIdx.x * kSm80ConvertRows + i / kChunksPerRow, c = i % kChunksPerRow;
+    if (q >= p.L) continue;
+    const float4* src = reinterpret_cast<const float4*>(p.dq_accum + (((long long)b * p.Hq + h) * p.L + q) * D + c * 8);
+    const float4 x = src[0], y = src[1];
+    const float s = p.scale;
+    uint4 v;
+    v.x = Num<T>::pack(x.x * s, x.y * s);
+    v.y = Num<T>::pack(x.z * s, x.w * s);
+    v.z = Num<T>::pack(y.x * s, y.y * s);
+    v.w = Num<T>::pack(y.z * s, y.w * s);
+    *reinterpret_cast<uint4*>((unsigned char*)p.dq +
+                              2 * ((long long)b * p.dq_sb + (long long)h * p.dq_sh + (long long)q * p.dq_sl + c * 8)) = v;
+  }
+}
+
+}  // namespace flexattn::kern

@@ -1,0 +1,56 @@
+#pragma once
+// Element-wise score logic shared by the sm80 kernels: scale -> score_mod -> bounds -> mask_mod, and
+// the backward's P / dS for one entry. Kept apart from the fragment code so every kernel applies the
+// semantics the same way (variant.cuh states them).
+#include "common/numeric.cuh"
+#include "common/params.h"
+#include "common/variant.cuh"
+
+namespace flexattn::kern {
+
+// s' in log2 units for a raw dot product at (q, kv); -inf where masked. qw / kvw are the wrapped
+// indices handed to the mods; in_bounds is kv < S (the caller knows rows are handled separately).
+template <class V, bool kFull>
+__device__ __forceinline__ float masked_score_log2(const AttnParams& p, float raw, int b, int h, int qw, int kvw,
+                                                   bool in_bounds) {
+  if constexpr (!V::kHasScoreMod && (kFull || !V::kHasMaskMod)) {
+    return in_bounds ? raw * (p.scale * kLog2e) : neg_inf();
+  } else {
+    float s = raw * p.scale;
+    if constexpr (V::kHasScoreMod) s = V::score_mod(p.mod, s, b, h, qw, kvw);
+    bool keep = in_bounds;
+    if constexpr (!kFull && V::kHasMaskMod) keep = keep && V::mask_mod(p.mod, b, h, qw, kvw);
+    return keep ? s * kLog2e : neg_inf();
+  }
+}
+
+// Backward entry: P = exp(s' - lse) and dS = score_grad(s, P (dP - delta)), both 0 where masked.
+// lse2 is the row's lse in log2 units (+inf for a fully masked row, so P = 0 there).
+template <class V, bool kFull>
+__device__ __forceinline__ void backward_entry(const AttnParams& p, float raw, float dp, float lse2, float delta,
+                                               int b, int h, int q, int kv, bool call_buffer_grad, float& p_out,
+                                               float& ds_out) {
+  const bool in_bounds = q < p.L && kv < p.S;
+  const int qw = wrap_index(q, p.L), kvw = wrap_index(kv, p.S);
+  const float s = raw * p.scale;
+  float sm = s;
+  if constexpr (V::kHasScoreMod) sm = V::score_mod(p.mod, s, b, h, qw, kvw);
+  bool keep = in_bounds;
+  if constexpr (!kFull && V::kHasMaskMod) keep = keep && V::mask_mod(p.mod, b, h, qw, kvw);
+  const float pv = keep ? fast_exp2(sm * kLog2e - lse2) : 0.f;
+  const float g = keep ? pv * (dp - delta) : 0.f;
+  float ds = g;
+  if constexpr (V::kHasScoreMod) ds = keep ? V::score_grad(p.mod, s, b, h, qw, kvw, g) : 0.f;
+  if constexpr (V::kHasBufferGrad) {
+    if (call_buffer_grad && keep) V::buffer_grad(p.mod, s, b, h, qw, kvw, g);
+  }
+  p_out = pv;
+  ds_out = ds;
+}
+
+// Row lse in log2 units as the backward uses it.
+__device__ __forceinline__ float lse_to_log2(float lse_natural) {
+  return lse_natural == neg_inf() ? pos_inf() : lse_natural * kLog2e;
+}
+
+}  // namespace flexattn::kern

@@ -1,0 +1,22 @@
+"""flexattn: programmable attention with PyTorch FlexAttention's semantics.
+
+A drop-in for torch.nn.attention.flex_attention's API (flex_attention, create_block_mask, create_mask,
+BlockMask, and_masks, or_masks, noop_mask, AuxRequest, AuxOutput) that works with or without torch:
+torch tensors when torch is used, numpy arrays (or any DLPack producer) otherwise. Mods are traced once
+into flexattn's IR (see trace()) and cached by structure; captured Python numbers and 0-d tensors are
+runtime scalars, captured tensors are buffers.
+
+torch is never imported by flexattn itself, and the compiled extension is loaded on first use.
+"""
+from . import ops
+from ._context import TraceError
+from ._tracer import TracedMod, clear_cache, mod_kind, trace
+from .attention import AuxOutput, AuxRequest, flex_attention
+from .block_mask import BlockMask, create_block_mask
+from .masks import and_masks, create_mask, noop_mask, or_masks
+
+__version__ = "0.1.0"
+__all__ = [
+    "AuxOutput", "AuxRequest", "BlockMask", "TraceError", "TracedMod", "and_masks", "clear_cache", "create_block_mask",
+    "create_mask", "flex_attention", "mod_kind", "noop_mask", "ops", "or_masks", "trace",
+]

@@ -1,0 +1,76 @@
+"""numpy implementations of torch's BlockMask layout helpers (torch/nn/attention/flex_attention.py):
+ordered <-> dense block maps, transposition, and building tile classes from a mask_mod."""
+from __future__ import annotations
+
+import numpy as np
+
+# Dense mask elements evaluated per chunk when building a block mask: bounds memory at a few hundred MB.
+_CHUNK_ELEMENTS = 1 << 24
+
+
+def check_ordered(num, idx, what: str):
+    """Raises ValueError unless (num, idx) is a valid ordered block list: idx at least 2-D, num of shape
+    idx.shape[:-1], counts in [0, ncols] and the first `count` indices of each row in [0, ncols)."""
+    if idx.ndim < 2:
+        raise RuntimeError("BlockMask must have at least 2 dimensions")
+    if num.shape != idx.shape[:-1]:
+        raise ValueError(f"{what}_num_blocks has shape {tuple(num.shape)} but {what}_indices has shape "
+                         f"{tuple(idx.shape)}: expected {what}_num_blocks of shape {tuple(idx.shape[:-1])}")
+    cols = idx.shape[-1]
+    if num.size and (num.min() < 0 or num.max() > cols):
+        raise ValueError(f"{what}_num_blocks must be in [0, {cols}] (the last dimension of {what}_indices), got "
+                         f"values in [{num.min()}, {num.max()}]")
+    valid = np.arange(cols) < num[..., None]
+    bad = valid & ((idx < 0) | (idx >= cols))
+    if bad.any():
+        raise ValueError(f"{what}_indices must be in [0, {cols}) in the first {what}_num_blocks entries of each "
+                         f"row, got {idx[bad].ravel()[0]}")
+
+
+def ordered_to_dense(num, idx):
+    """[..., rows] counts + [..., rows, cols] indices -> [..., rows, cols] int32 0/1 map."""
+    cols = idx.shape[-1]
+    valid = np.arange(cols) < num[..., None]
+    dense = np.zeros(idx.shape[:-1] + (cols + 1,), np.int32)
+    np.put_along_axis(dense, np.where(valid, idx, cols).astype(np.int64), 1, axis=-1)  # spill column
+    return dense[..., :cols]
+
+
+def dense_to_ordered(dense):
+    """0/1 map -> (counts, indices): active columns first, ascending; then the rest ascending."""
+    dense = dense.astype(np.int32)
+    num = dense.sum(axis=-1).astype(np.int32)
+    idx = np.argsort(-dense, axis=-1, kind="stable").astype(np.int32)
+    return np.ascontiguousarray(num), np.ascontiguousarray(idx)
+
+
+def transpose_ordered(num, idx):
+    return dense_to_ordered(np.swapaxes(ordered_to_dense(num, idx), -2, -1))
+
+
+def mask_rows(mask, B, H, q0, q1, KV):
+    """The mask_mod (a TracedMod) over query rows [q0, q1): bool [B, H, q1 - q0, KV]."""
+    b = np.arange(B, dtype=np.int64)[:, None, None, None]
+    h = np.arange(H, dtype=np.int64)[None, :, None, None]
+    q = np.arange(q0, q1, dtype=np.int64)[None, None, :, None]
+    kv = np.arange(KV, dtype=np.int64)[None, None, None, :]
+    if mask.kind == "score_mod":  # create_mask accepts score_mods: masked where the mod gives -inf
+        out = mask.evaluate(score=np.zeros(()), b=b, h=h, q_idx=q, kv_idx=kv)
+        m = out != -np.inf
+    else:
+        m = mask.evaluate(b=b, h=h, q_idx=q, kv_idx=kv)
+    return np.broadcast_to(m, (B, H, q1 - q0, KV))
+
+
+def tile_counts(mask, B, H, Q, KV, QB, KVB):
+    """Number of True elements per (b, h, q-block, kv-block) tile; padding past the lengths is False."""
+    nq, nkv = -(-Q // QB), -(-KV // KVB)
+    counts = np.zeros((B, H, nq, nkv), np.int64)
+    rows_per_chunk = max(1, _CHUNK_ELEMENTS // max(1, B * H * QB * nkv * KVB))
+    for r0 in range(0, nq, rows_per_chunk):
+        r1 = min(nq, r0 + rows_per_chunk)
+        q0, q1 = r0 * QB, min(Q, r1 * QB)
+        m = np.zeros((B, H, (r1 - r0) * QB, nkv * KVB), np.bool_)
+        m[:, :, : q1 - q0, :KV] = mask_rows(mask, B, H, q0, q1, KV)
+        counts[:, :, r0:r1] = m.reshape(B, H, r1 - r0, QB, nkv, KVB).sum(axis=(3, 5))
+    return counts

@@ -1,0 +1,216 @@
+"""What a mod captures: a walk over its closure cells, referenced globals and default arguments (and,
+recursively, over the functions, partials and small containers found there).
+
+The walk yields
+  - a structural key: code objects, the types / dtypes / shapes of captured values, constants that steer
+    the trace (bools, None, strings) -- but not the values of numbers or tensors;
+  - the leaves, in walk order: Python int/float and 0-d tensors (runtime scalars) and tensors/arrays
+    (buffers), with a name hint and a description of where they came from;
+  - when tracing, a copy of the mod whose leaves are replaced by proxies.
+The same mod structure always walks to the same key and the same leaf order, so a cached trace is
+bound to a new closure's values by position.
+"""
+from __future__ import annotations
+
+import functools
+import re
+import types
+
+import numpy as np
+
+from . import _ir
+from ._arrays import buffer_dtype, dtype_name, is_torch_tensor, scalar_type
+
+# Functions from these packages are walked through their closures only (their globals and defaults are
+# library constants, not user captures); and_masks / or_masks keep the combined mods in closures.
+_LIBRARY_ROOTS = {"torch", "numpy", "flexattn", "functools", "math", "builtins", "typing", "jax"}
+_MAX_DEPTH = 8
+_MAX_CONTAINER = 64
+_CONSTANTS = (bool, type(None), str, bytes, type(Ellipsis), complex)
+
+
+class Leaf:
+    __slots__ = ("kind", "value", "type", "hint", "source", "name", "alias_of")
+
+    def __init__(self, kind, value, type_, hint, source):
+        self.kind, self.value, self.type, self.hint, self.source = kind, value, type_, hint, source
+        self.name, self.alias_of = None, None
+
+    def python_value(self):
+        """A scalar leaf's current value as a Python number."""
+        v = self.value
+        return v if isinstance(v, (int, float)) else v.item()
+
+
+def _code_names(code, out):
+    out.update(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            _code_names(c, out)
+    return out
+
+
+def _is_library(fn) -> bool:
+    return (getattr(fn, "__module__", None) or "").split(".")[0] in _LIBRARY_ROOTS
+
+
+def sanitize(hint: str) -> str:
+    name = re.sub(r"\W", "_", hint) or "value"
+    if name[0].isdigit():
+        name = "v" + name
+    if name in _ir.RESERVED or re.fullmatch(r"_t\d+", name):
+        name += "_"
+    return name
+
+
+class Walker:
+    """One walk. With `ctx` (a TraceContext) it also builds the proxied copy and names the leaves."""
+
+    def __init__(self, ctx=None):
+        self.ctx = ctx
+        self.key, self.leaves, self.refs = [], [], []
+        self._memo = {}  # id(function) -> replacement (shared and recursive functions)
+        self._buffers = {}  # id(array) -> leaf index (the same array captured twice is one buffer)
+
+    # ---- leaves ----
+    def _scalar(self, value, type_, hint, source):
+        leaf = Leaf("scalar", value, type_, hint, source)
+        self.leaves.append(leaf)
+        self.key.append(("scalar", type_))
+        if self.ctx is None:
+            return value
+        from ._proxy import Proxy
+
+        leaf.name = self.ctx.unique_name(sanitize(hint))
+        self.ctx.scalar_values[leaf.name] = leaf.python_value()
+        return Proxy(_ir.scalar(leaf.name, type_))
+
+    def _buffer(self, obj, hint, source):
+        if len(obj.shape) == 0:
+            return self._scalar(obj, scalar_type(obj.dtype), hint, source)
+        leaf = Leaf("buffer", obj, buffer_dtype(obj.dtype), hint, source)
+        alias = self._buffers.get(id(obj))
+        leaf.alias_of = alias
+        self._buffers.setdefault(id(obj), len(self.leaves))
+        self.leaves.append(leaf)
+        device = str(obj.device.type) if is_torch_tensor(obj) else "cpu"
+        self.key.append(("buffer", dtype_name(obj.dtype), tuple(obj.shape), device, alias))
+        if self.ctx is None:
+            return obj
+        from ._proxy import BufferProxy
+
+        leaf.name = self.leaves[alias].name if alias is not None else self.ctx.unique_name(sanitize(hint))
+        return BufferProxy(leaf.name, obj)
+
+    # ---- dispatch ----
+    def visit(self, obj, hint, source, depth=0):
+        if isinstance(obj, _CONSTANTS) or isinstance(obj, np.bool_):
+            self.key.append(("const", obj))
+            return obj
+        if isinstance(obj, int):
+            return self._scalar(obj, "i32" if -(2**31) <= obj < 2**31 else "i64", hint, source)
+        if isinstance(obj, float):
+            return self._scalar(obj, "f32", hint, source)
+        if isinstance(obj, np.generic) and obj.dtype.kind in "iuf":
+            return self._scalar(obj, scalar_type(obj.dtype), hint, source)
+        if isinstance(obj, np.ndarray) or is_torch_tensor(obj):
+            return self._buffer(obj, hint, source)
+        if depth >= _MAX_DEPTH:
+            return self._opaque(obj)
+        if isinstance(obj, types.FunctionType):
+            return self._function(obj, hint, source, depth)
+        if isinstance(obj, functools.partial):
+            return self._partial(obj, hint, source, depth)
+        if isinstance(obj, types.MethodType):
+            self.key.append(("method", id(obj.__self__)))
+            self.refs.append(obj.__self__)
+            fn = self.visit(obj.__func__, hint, source, depth + 1)
+            return obj if fn is obj.__func__ else types.MethodType(fn, obj.__self__)
+        if type(obj) in (tuple, list) and len(obj) <= _MAX_CONTAINER:
+            self.key.append((type(obj), len(obj)))
+            new = [self.visit(x, f"{hint}_{i}", f"{source}[{i}]", depth + 1) for i, x in enumerate(obj)]
+            changed = any(a is not b for a, b in zip(new, obj))
+            return type(obj)(new) if changed else obj
+        if type(obj) is dict and len(obj) <= _MAX_CONTAINER and all(isinstance(k, str) for k in obj):
+            self.key.append(("dict", tuple(obj)))
+            new = {k: self.visit(v, f"{hint}_{k}", f"{source}[{k!r}]", depth + 1) for k, v in obj.items()}
+            return new if any(new[k] is not obj[k] for k in obj) else obj
+        if hasattr(obj, "__dlpack__") and hasattr(obj, "shape") and not isinstance(obj, type):
+            return self._buffer(np.from_dlpack(obj), hint, source)
+        return self._opaque(obj)
+
+    def _opaque(self, obj):
+        if isinstance(obj, types.ModuleType):
+            self.key.append(("module", obj.__name__))
+        else:
+            # Keyed by identity; the cache entry keeps a reference, so the id cannot be reused while
+            # the entry lives. Attributes of such objects are read at trace time (torch tensors among
+            # them are still bound per call, see _dispatch._getitem).
+            self.key.append(("object", type(obj).__qualname__, id(obj)))
+            self.refs.append(obj)
+        return obj
+
+    def _function(self, fn, hint, source, depth):
+        if id(fn) in self._memo:
+            self.key.append(("seen", fn.__code__))
+            return self._memo[id(fn)]
+        self._memo[id(fn)] = fn
+        code = fn.__code__
+        self.key.append(("fn", code))
+        where = f"of {fn.__qualname__}"
+        cells = []
+        for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                self.key.append(("empty",))
+                cells.append(cell)
+                continue
+            new = self.visit(value, name, f"closure variable '{name}' {where}", depth + 1)
+            cells.append(cell if new is value else types.CellType(new))
+        new_globals, defaults, kwdefaults = {}, fn.__defaults__, fn.__kwdefaults__
+        if not _is_library(fn):
+            for name in sorted(_code_names(code, set())):
+                if name in fn.__globals__:
+                    value = fn.__globals__[name]
+                    new = self.visit(value, name, f"global '{name}' {where}", depth + 1)
+                    if new is not value:
+                        new_globals[name] = new
+            if defaults:
+                params = code.co_varnames[code.co_argcount - len(defaults):code.co_argcount]
+                defaults = tuple(self.visit(v, p, f"default argument '{p}' {where}", depth + 1)
+                                 for p, v in zip(params, defaults))
+            if kwdefaults:
+                kwdefaults = {k: self.visit(v, k, f"default argument '{k}' {where}", depth + 1)
+                              for k, v in kwdefaults.items()}
+        self.key.append(("end",))
+        changed = (new_globals or any(a is not b for a, b in zip(cells, fn.__closure__ or ()))
+                   or defaults is not fn.__defaults__ or kwdefaults is not fn.__kwdefaults__)
+        if self.ctx is None or not changed:
+            return fn
+        g = fn.__globals__
+        if new_globals:
+            g = dict(g)
+            g.update(new_globals)
+        new_fn = types.FunctionType(code, g, fn.__name__, defaults, tuple(cells) if fn.__closure__ else None)
+        new_fn.__kwdefaults__ = kwdefaults
+        new_fn.__qualname__ = fn.__qualname__
+        self._memo[id(fn)] = new_fn
+        return new_fn
+
+    def _partial(self, p, hint, source, depth):
+        self.key.append(("partial", len(p.args), tuple(p.keywords)))
+        fn = self.visit(p.func, hint, source, depth + 1)
+        args = [self.visit(a, f"{hint}_arg{i}", f"argument {i} of partial {source}", depth + 1)
+                for i, a in enumerate(p.args)]
+        kw = {k: self.visit(v, k, f"argument '{k}' of partial {source}", depth + 1) for k, v in p.keywords.items()}
+        if self.ctx is None:
+            return p
+        return functools.partial(fn, *args, **kw)
+
+
+def walk(fn, ctx=None):
+    """(key, leaves, refs, replacement) of a mod; replacement is the proxied copy when ctx is given."""
+    w = Walker(ctx)
+    new = w.visit(fn, getattr(fn, "__name__", "mod"), "the mod")
+    return tuple(w.key), w.leaves, w.refs, new

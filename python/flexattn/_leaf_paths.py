@@ -1,0 +1,133 @@
+"""Where each captured value of a mod lives, as a path of plain accesses from the mod, so that code
+traced by torch.compile can re-read the values (a graph input for a tensor) without running the tracer.
+
+paths(fn) visits exactly what _capture.walk visits, in the same order, and returns one (path, value)
+per leaf; a path is a tuple of steps:
+  ("cell", i)  fn.__closure__[i].cell_contents      ("global", name)  fn.__globals__[name]
+  ("default", i)  fn.__defaults__[i]                 ("kwdefault", name)  fn.__kwdefaults__[name]
+  ("func",) / ("arg", i) / ("kw", name)  of a functools.partial
+  ("method",)  a bound method's __func__            ("item", key)  container[key]
+fetch(root, path) follows one.
+"""
+from __future__ import annotations
+
+import functools
+import types
+
+import numpy as np
+
+from . import _capture
+
+
+class _Paths:
+    def __init__(self):
+        self.leaves = []  # (path, value)
+        self._seen = set()
+
+    def visit(self, obj, path, depth=0):
+        if isinstance(obj, _capture._CONSTANTS) or isinstance(obj, np.bool_):
+            return
+        if isinstance(obj, (int, float)) or (isinstance(obj, np.generic) and obj.dtype.kind in "iuf"):
+            self.leaves.append((path, obj))
+            return
+        if isinstance(obj, np.ndarray) or _capture.is_torch_tensor(obj):
+            self.leaves.append((path, obj))
+            return
+        if depth >= _capture._MAX_DEPTH:
+            return
+        if isinstance(obj, types.FunctionType):
+            self._function(obj, path, depth)
+        elif isinstance(obj, functools.partial):
+            self.visit(obj.func, path + (("func",),), depth + 1)
+            for i, a in enumerate(obj.args):
+                self.visit(a, path + (("arg", i),), depth + 1)
+            for k, v in obj.keywords.items():
+                self.visit(v, path + (("kw", k),), depth + 1)
+        elif isinstance(obj, types.MethodType):
+            self.visit(obj.__func__, path + (("method",),), depth + 1)
+        elif type(obj) in (tuple, list) and len(obj) <= _capture._MAX_CONTAINER:
+            for i, x in enumerate(obj):
+                self.visit(x, path + (("item", i),), depth + 1)
+        elif type(obj) is dict and len(obj) <= _capture._MAX_CONTAINER and all(isinstance(k, str) for k in obj):
+            for k, v in obj.items():
+                self.visit(v, path + (("item", k),), depth + 1)
+        elif hasattr(obj, "__dlpack__") and hasattr(obj, "shape") and not isinstance(obj, type):
+            self.leaves.append((path, obj))
+
+    def _function(self, fn, path, depth):
+        if id(fn) in self._seen:
+            return
+        self._seen.add(id(fn))
+        code = fn.__code__
+        for i, (_, cell) in enumerate(zip(code.co_freevars, fn.__closure__ or ())):
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            self.visit(value, path + (("cell", i),), depth + 1)
+        if _capture._is_library(fn):
+            return
+        for name in sorted(_capture._code_names(code, set())):
+            if name in fn.__globals__:
+                self.visit(fn.__globals__[name], path + (("global", name),), depth + 1)
+        for i, v in enumerate(fn.__defaults__ or ()):
+            self.visit(v, path + (("default", i),), depth + 1)
+        for k, v in (fn.__kwdefaults__ or {}).items():
+            self.visit(v, path + (("kwdefault", k),), depth + 1)
+
+
+def paths(fn):
+    """[(path, value)] for the leaves of _capture.walk(fn), in its order."""
+    p = _Paths()
+    p.visit(fn, ())
+    return p.leaves
+
+
+def fetch(root, path):
+    """The value at `path` from `root` (plain attribute and item accesses only: torch.compile traces it)."""
+    obj = root
+    for step in path:
+        kind = step[0]
+        if kind == "cell":
+            obj = obj.__closure__[step[1]].cell_contents
+        elif kind == "global":
+            obj = obj.__globals__[step[1]]
+        elif kind == "default":
+            obj = obj.__defaults__[step[1]]
+        elif kind == "kwdefault":
+            obj = obj.__kwdefaults__[step[1]]
+        elif kind == "func":
+            obj = obj.func
+        elif kind == "arg":
+            obj = obj.args[step[1]]
+        elif kind == "kw":
+            obj = obj.keywords[step[1]]
+        elif kind == "method":
+            obj = obj.__func__
+        else:
+            obj = obj[step[1]]
+    return obj
+
+
+def _converted(x):
+    """The walk holds DLPack producers (other than numpy / torch) as numpy views, not as themselves."""
+    return hasattr(x, "__dlpack__") and not isinstance(x, np.ndarray) and not _capture.is_torch_tensor(x)
+
+
+def locate(fn, traced):
+    """{name: path} for the scalars and buffers of a TracedMod of `fn`, matched to _capture.walk's leaves
+    by position (the same walk) and checked by identity. A name without a path (a tensor the mod reached
+    through an object attribute) is missing from the result."""
+    _, leaves, _, _ = _capture.walk(fn)
+    mine = paths(fn)
+    if len(mine) != len(leaves) or any(m[1] is not w.value and not _converted(m[1]) for m, w in zip(mine, leaves)):
+        raise RuntimeError(f"flexattn: internal error: the captured values of {getattr(fn, '__qualname__', fn)!r} "
+                           "could not be located for torch.compile")
+    by_source = {}
+    for (path, _), leaf in zip(mine, leaves):
+        by_source.setdefault(leaf.source, path)
+    out = {}
+    for name, source in traced.sources.items():
+        if source in by_source:
+            out[name] = by_source[source]
+    return out

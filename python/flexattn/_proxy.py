@@ -1,0 +1,320 @@
+"""Proxy: a traced 0-d value. Python operators, numpy ufuncs and torch functions applied to proxies build
+IR nodes instead of computing; BufferProxy stands for a captured tensor until it is indexed."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _ir
+from ._arrays import buffer_dtype as _buffer_dtype
+from ._arrays import is_array_like, scalar_type, torch_module
+from ._context import TraceAttributeError, current, fail
+from ._ir import IRTypeError
+
+_CONTROL_FLOW = ("flexattn traces the mod once for all positions, so a traced value has no Python truth "
+                 "value (if/while, and/or/not, chained comparisons like a < b < c, min()/max()): use "
+                 "torch.where(c, x, y) or flexattn.ops.where, and & | ~ instead of and/or/not")
+
+
+def as_node(x):
+    """The IR node for an operand, or None if x cannot be one."""
+    if isinstance(x, Proxy):
+        return x.node
+    if isinstance(x, (bool, int, float)):
+        return _ir.python_literal(x)
+    if isinstance(x, np.generic) and x.dtype.kind in "biuf":
+        return _ir.python_literal(x.item())
+    if isinstance(x, BufferProxy):
+        fail(f"captured tensor '{x.name}' used without indexing",
+             f"index every dimension with traced indices first, e.g. {x.name}[h, q_idx]")
+    if is_array_like(x):
+        if len(x.shape) == 0:  # a 0-d tensor made inside the mod: a strong (dtyped) constant
+            return _ir.literal(x.item(), scalar_type(x.dtype), False)
+        fail(f"a tensor of shape {tuple(x.shape)} combined with a traced value",
+             "mods compute one score at a time: index captured tensors with traced indices instead")
+    return None
+
+
+def node_of(x):
+    n = as_node(x)
+    if n is None:
+        fail("unsupported operand", f"cannot combine a traced value with a {type(x).__name__}")
+    return n
+
+
+def build(fn, *args):
+    """Runs an IR builder on operand nodes; a type error becomes a TraceError naming the mod and line."""
+    try:
+        return Proxy(fn(*[node_of(a) for a in args]))
+    except IRTypeError as e:
+        fail("type error", str(e))
+
+
+def _concrete(p, kind: str):
+    """Python value of a proxy that depends only on captured scalars (the trace specialises on it and the
+    cache re-checks the value on every call); data-dependent values raise."""
+    ctx = current()
+    if ctx is not None and _ir.depends_only_on_scalars(p.node):
+        from ._eval import evaluate
+
+        v = evaluate(p.node, {"scalars": ctx.scalar_values}).item()
+        ctx.guards.append((p.node, v))
+        return v
+    if kind == "bool":
+        fail("data-dependent control flow", _CONTROL_FLOW)
+    fail(f"a traced value used as a Python {kind}",
+         "it differs per position: use torch.*/flexattn.ops.* functions instead of math.*, and index only "
+         "captured tensors (a numpy array must be captured directly: closure variable, global or default "
+         "argument) with traced indices")
+
+
+def _binop(name, reverse=False):
+    def f(self, other):
+        from ._dispatch import HANDLERS
+
+        if as_node(other) is None:
+            return NotImplemented
+        return HANDLERS[name](other, self) if reverse else HANDLERS[name](self, other)
+
+    f.__name__ = f"__{'r' if reverse else ''}{name}__"
+    return f
+
+
+class Proxy:
+    __slots__ = ("node",)
+
+    def __init__(self, node):
+        self.node = node
+
+    def __repr__(self):
+        from ._print import print_text
+
+        return f"<flexattn traced {self.node.type}: {print_text(self.node)}>"
+
+    __hash__ = object.__hash__
+
+    def __bool__(self):
+        return bool(_concrete(self, "bool"))
+
+    def __index__(self):
+        if self.node.type not in ("i32", "i64", "bool"):
+            fail("a traced float used as an index", "cast it first, e.g. x.long()")
+        return int(_concrete(self, "int"))
+
+    def __int__(self):
+        return int(_concrete(self, "int"))
+
+    def __float__(self):
+        return float(_concrete(self, "float"))
+
+    def __array__(self, dtype=None, copy=None):
+        # numpy converts index objects with __array__ (and swallows errors from __index__)
+        return np.asarray(_concrete(self, "number (converted to a numpy array)"), dtype=dtype)
+
+    def __len__(self):
+        fail("len() of a traced value", "mod values are 0-d")
+
+    def __iter__(self):
+        fail("iteration over a traced value", "mod values are 0-d")
+
+    def __getitem__(self, index):
+        fail("indexing a traced value", "only captured tensors can be indexed (with traced indices)")
+
+    def __setitem__(self, index, value):
+        fail("in-place mutation inside a mod", "mods must be pure functions")
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        from ._dispatch import method
+
+        m = method(name)
+        if m is not None:
+            return lambda *args, **kwargs: m(self, *args, **kwargs)
+        fail(f"unsupported operation '.{name}()' on a traced value",
+             "see flexattn.ops for the operations a mod may use", cls=TraceAttributeError)
+
+    # tensor-like metadata, for mods that inspect it
+    @property
+    def dtype(self):
+        name = {"bool": "bool", "i32": "int32", "i64": "int64", "f32": "float32"}[self.node.type]
+        torch = torch_module()
+        return getattr(torch, name) if torch is not None else np.dtype(name)
+
+    shape = property(lambda self: () if torch_module() is None else torch_module().Size([]))
+    device = property(lambda self: "cpu" if torch_module() is None else torch_module().device("cpu"))
+    ndim = 0
+    requires_grad = False
+
+    def dim(self):
+        return 0
+
+    def size(self, dim=None):
+        if dim is not None:
+            fail("size(dim) of a traced value", "mod values are 0-d")
+        return self.shape
+
+    def numel(self):
+        return 1
+
+    def is_floating_point(self):
+        return self.node.type == "f32"
+
+    def item(self):
+        return self if _ir.depends_only_on_scalars(self.node) else _concrete(self, "number (.item())")
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        from ._dispatch import dispatch_torch
+
+        return dispatch_torch(func, args, kwargs or {})
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        from ._dispatch import dispatch_numpy
+
+        if method != "__call__" or kwargs:
+            fail(f"numpy {ufunc.__name__}.{method} with {sorted(kwargs)} on a traced value")
+        return dispatch_numpy(ufunc.__name__, inputs, {})
+
+    def __array_function__(self, func, types, args, kwargs):
+        from ._dispatch import dispatch_numpy
+
+        return dispatch_numpy(func.__name__, args, kwargs)
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor"):
+    setattr(Proxy, f"__{_name}__", _binop(_name))
+    setattr(Proxy, f"__r{_name}__", _binop(_name, reverse=True))
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+    setattr(Proxy, f"__{_name}__", _binop(_name))
+Proxy.__neg__ = lambda self: build(lambda a: _ir.unary("neg", a), self)
+Proxy.__pos__ = lambda self: self
+Proxy.__abs__ = lambda self: build(lambda a: _ir.unary("abs", a), self)
+Proxy.__invert__ = lambda self: _handler("bitwise_not")(self)
+
+
+def _handler(name):
+    from ._dispatch import HANDLERS
+
+    return HANDLERS[name]
+
+
+class BufferProxy:
+    """A captured tensor or array during tracing. Indexing every dimension with integers or traced
+    values gives a Proxy of a Load; indexing fewer dimensions gives a BufferProxy with those indices
+    fixed (so `bias[h][q_idx]` works)."""
+
+    def __init__(self, name, obj, prefix=(), post_cast=None):
+        self.name, self.obj, self.prefix, self.post_cast = name, obj, tuple(prefix), post_cast
+        try:
+            self.buffer_dtype = _buffer_dtype(obj.dtype)
+        except TypeError as e:
+            fail(f"captured tensor '{name}'", str(e))
+        self.full_shape = tuple(int(s) for s in obj.shape)
+
+    def __repr__(self):
+        return f"<flexattn captured buffer '{self.name}' {self.buffer_dtype}{list(self.full_shape)}>"
+
+    @property
+    def shape(self):
+        s = self.full_shape[len(self.prefix):]
+        torch = torch_module()
+        return torch.Size(s) if torch is not None and type(self.obj).__module__.startswith("torch") else s
+
+    @property
+    def dtype(self):
+        return self.obj.dtype
+
+    @property
+    def ndim(self):
+        return len(self.full_shape) - len(self.prefix)
+
+    def dim(self):
+        return self.ndim
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def __len__(self):
+        return self.shape[0]
+
+    def numel(self):
+        return int(np.prod(self.shape))
+
+    def _cast(self, dtype):
+        return BufferProxy(self.name, self.obj, self.prefix, dtype)
+
+    def to(self, *args, **kwargs):
+        from ._dispatch import find_dtype
+
+        dt = find_dtype(args, kwargs)
+        return self if dt is None else self._cast(dt)
+
+    float = lambda self: self._cast("float32")  # noqa: E731
+    double = lambda self: self._cast("float64")  # noqa: E731
+    int = lambda self: self._cast("int32")  # noqa: E731
+    long = lambda self: self._cast("int64")  # noqa: E731
+    bool = lambda self: self._cast("bool")  # noqa: E731
+
+    def __getitem__(self, index):
+        items = index if isinstance(index, tuple) else (index,)
+        nodes = []
+        for k, ix in enumerate(items):
+            n = as_node(ix) if not isinstance(ix, (slice, type(Ellipsis), type(None), list)) else None
+            if n is None:
+                fail(f"unsupported index {ix!r} into captured tensor '{self.name}'",
+                     "index every dimension with an integer or a traced integer value (no slices, "
+                     "None, ... or lists)")
+            nodes.append(n)
+        total = self.prefix + tuple(nodes)
+        if len(total) > len(self.full_shape):
+            fail(f"too many indices for captured tensor '{self.name}'",
+                 f"it has {len(self.full_shape)} dimensions, got {len(total)} indices")
+        if len(total) < len(self.full_shape):
+            return BufferProxy(self.name, self.obj, total, self.post_cast)
+        if len(total) > 4:
+            fail(f"captured tensor '{self.name}' has {len(total)} dimensions",
+                 "captured buffers may have 1 to 4 dimensions")
+        try:
+            p = Proxy(_ir.load(self.name, self.buffer_dtype, list(total)))
+        except IRTypeError as e:
+            fail("type error", str(e))
+        if self.post_cast is not None:
+            from ._dispatch import HANDLERS
+
+            p = HANDLERS["to"](p, self.post_cast)
+        return p
+
+    __torch_function__ = classmethod(lambda cls, func, types, args=(), kwargs=None: _whole_buffer(func, args))
+
+    def __bool__(self):
+        fail(f"captured tensor '{self.name}' used as a Python bool")
+
+    def _whole(self, *args, **kwargs):
+        fail(f"captured tensor '{self.name}' used without indexing",
+             f"index every dimension with traced indices first, e.g. {self.name}[h, q_idx]")
+
+    # numpy would otherwise convert it element by element through __len__/__getitem__
+    __iter__ = __array__ = __array_ufunc__ = __array_function__ = _whole
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        fail(f"unsupported operation '.{name}' on captured tensor '{self.name}'",
+             f"index it with traced indices first, e.g. {self.name}[h, q_idx]", cls=TraceAttributeError)
+
+
+def _whole_buffer(func, args):
+    name = next((a.name for a in args if isinstance(a, BufferProxy)), "?")
+    fail(f"{getattr(func, '__name__', func)} applied to a whole captured tensor '{name}'",
+         f"index it with traced indices first, e.g. {name}[h, q_idx]")
+
+
+def _whole_arith(self, other):
+    as_node(self)  # raises: a whole captured tensor is not a mod value
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "eq", "ne", "lt",
+              "le", "gt", "ge"):
+    setattr(BufferProxy, f"__{_name}__", _whole_arith)
+    setattr(BufferProxy, f"__r{_name}__", _whole_arith)
+BufferProxy.__hash__ = object.__hash__

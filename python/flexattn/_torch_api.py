@@ -1,0 +1,238 @@
+"""flex_attention and create_block_mask on torch tensors, with torch's semantics, autograd and
+torch.compile support (no graph break).
+
+Eager: the mods are traced (cached by structure) and their current values bound. Under torch.compile the
+tracing runs once per graph outside it (torch._dynamo.assume_constant_result: the plan is a constant) and
+the captured values are re-read through plain attribute / item accesses (_leaf_paths), so a captured
+tensor -- a learnable bias among them -- is a real graph input, and a captured 0-d tensor's value can
+change without recompiling. The attention itself is the custom op flexattn::attn_fwd (_torch_ops).
+"""
+from __future__ import annotations
+
+import json
+import math
+import warnings
+
+import torch
+
+from . import _leaf_paths, _native, _torch_ops
+from .attention import AuxOutput
+from .masks import noop_mask
+from ._tracer import mod_kind, trace
+
+_EMPTY_BLOCK = 1 << 30
+_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_SMALL_INTS = (torch.int8, torch.uint8, torch.int16)
+
+
+def make_spec(merged) -> str:
+    """The ops' `spec` string of a _native.Merged (see _torch_ops._spec)."""
+    return json.dumps({"score": merged.score, "mask": merged.mask, "scalars": [n for n, _, _ in merged.scalars],
+                       "buffers": [n for n, _, _ in merged.buffers]}, separators=(",", ":"))
+
+
+class Plan:
+    """What a (score_mod, mask_mod) pair fixes: the spec, and where each scalar / buffer is read from
+    (mod index 0 = score_mod, 1 = mask_mod; a _leaf_paths path)."""
+
+    def __init__(self, spec, scalars, buffers):
+        self.spec, self.scalars, self.buffers = spec, scalars, buffers
+
+
+def _make_plan(score_mod, mask_mod):
+    mods = (score_mod, mask_mod)
+    traced = (None if score_mod is None else trace(score_mod, "score_mod"), trace(mask_mod, "mask_mod"))
+    merged = _native.Merged(*traced)
+    where = [None if t is None else _leaf_paths.locate(m, t) for m, t in zip(mods, traced)]
+
+    def path(idx, name):
+        p = where[idx].get(name)
+        if p is None:
+            raise RuntimeError(f"flexattn: under torch.compile, the value '{name}' that "
+                               f"{traced[idx].kind} '{traced[idx].name}' reads ({traced[idx].sources[name]}) "
+                               "must be captured directly (closure variable, global, default argument, "
+                               "functools.partial argument, or an item of a list / tuple / dict of those)")
+        return (idx, p)
+
+    return Plan(make_spec(merged), tuple(path(i, n) for _, i, n in merged.scalars),
+                tuple(path(i, n) for _, i, n in merged.buffers))
+
+
+# Dynamo calls this at trace time with the real mods and bakes its result into the graph.
+_plan_in_graph = torch._dynamo.assume_constant_result(_make_plan)
+
+
+def _scalar_tensor(values):
+    if not values:
+        return torch.zeros(0, dtype=torch.float64)
+    return torch.stack([v.detach().to(device="cpu", dtype=torch.float64).reshape(()) if isinstance(v, torch.Tensor)
+                        else torch.tensor(float(v), dtype=torch.float64) for v in values])
+
+
+def _buffer_tensor(b, device):
+    if not isinstance(b, torch.Tensor):
+        b = torch.as_tensor(b)
+    if b.dtype == torch.float64:
+        b = b.float()
+    elif b.dtype in _SMALL_INTS:
+        b = b.int()
+    return b.to(device).contiguous()
+
+
+def _bound_values(score_mod, mask_mod):
+    """(spec, scalar values, buffers) of the mods with their current captured values."""
+    if torch.compiler.is_compiling():
+        plan = _plan_in_graph(score_mod, mask_mod)
+        mods = (score_mod, mask_mod)
+        return (plan.spec, [_leaf_paths.fetch(mods[i], p) for i, p in plan.scalars],
+                [_leaf_paths.fetch(mods[i], p) for i, p in plan.buffers])
+    ts = None if score_mod is None else trace(score_mod, "score_mod")
+    tm = trace(mask_mod, "mask_mod")
+    merged = _native.Merged(ts, tm)
+    scalars, buffers = merged.values(ts, tm)
+    return (make_spec(merged), [scalars[n] for n, _, _ in merged.scalars],
+            [buffers[n] for n, _, _ in merged.buffers])
+
+
+# ---- validation (torch's messages) ------------------------------------------------------------------
+def _validate(query, key, value, enable_gqa, block_mask):
+    if not all(isinstance(x, torch.Tensor) for x in (query, key, value)):
+        raise TypeError("flex_attention: query, key and value must all be torch tensors or all be arrays")
+    if not (query.dtype == key.dtype == value.dtype):
+        raise ValueError(f"Expected query, key, and value to have the same dtype, but got query.dtype: {query.dtype}, "
+                         f"key.dtype: {key.dtype}, and value.dtype: {value.dtype} instead.")
+    if not (query.device == key.device == value.device):
+        raise ValueError(f"Expected query, key, and value to have the same device type, but got query.device: "
+                         f"{query.device}, key.device: {key.device}, and value.device: {value.device} instead.")
+    if query.dtype not in _FLOAT_DTYPES:
+        raise ValueError(f"flex_attention: query, key and value must be float16, bfloat16, float32 or float64, "
+                         f"got {query.dtype}")
+    if query.dim() != 4 or key.dim() != 4 or value.dim() != 4:
+        raise NotImplementedError("NYI: query, key, and value must be 4D tensors")
+    if query.size(-1) != key.size(-1):
+        raise ValueError(f"Expect query and key/value to have the same embedding dimension but got "
+                         f"E={query.size(-1)} and E={key.size(-1)}.")
+    if key.shape[:3] != value.shape[:3]:
+        raise ValueError(f"Expect key and value to have the same batch size, heads and length, but got key shape "
+                         f"{tuple(key.shape)} and value shape {tuple(value.shape)}.")
+    Hq, Hkv = query.size(1), key.size(1)
+    if not enable_gqa and Hq != Hkv:
+        raise ValueError(f"Expect query and key/value to have the same number of heads but got Hq={Hq} and "
+                         f"Hkv={Hkv}. Try setting enable_gqa=True for GQA.")
+    if enable_gqa and Hq % Hkv != 0:
+        raise ValueError(f"Expect number of query heads to be a multiple of kv heads for GQA but got Hq={Hq} and "
+                         f"Hkv={Hkv}.")
+    Bq, Bkv = query.size(0), key.size(0)
+    if Bq != Bkv:
+        if block_mask is None:
+            raise ValueError(f"Expect query and key/value to have the same batch size, or non-none block_mask, "
+                             f"but got block_mask=None, Bq={Bq}, and Bkv={Bkv}.")
+        b_mask = block_mask.kv_num_blocks.size(0)
+        if b_mask != Bq:
+            raise ValueError(f"Expect query and key/value to have the same batch size, or block_mask and query to "
+                             f"have the same batch size, but got Bq={Bq}, Bkv={Bkv}, B_block_mask={b_mask}.")
+        if Bkv != 1:
+            raise ValueError(f"Expect key/value batch size to be 1 (broadcast) or the query batch size, but got "
+                             f"Bq={Bq} and Bkv={Bkv}.")
+
+
+def _mask_parts(block_mask, query, key):
+    """(mask_mod, mask tensors, mask_meta) for the ops; [] / [] for the dense (empty) mask."""
+    if block_mask is None:
+        return noop_mask, [], []
+    if tuple(block_mask.BLOCK_SIZE) == (_EMPTY_BLOCK, _EMPTY_BLOCK):
+        return block_mask.mask_mod, [], []
+    q_len, kv_len = block_mask.seq_lengths
+    L, S = query.size(-2), key.size(-2)
+    shape = tuple(block_mask.kv_indices.shape[:-2]) + (q_len, kv_len)
+    if L > q_len or S > kv_len:
+        raise ValueError(f"block_mask was created for block_mask.shape={shape} but got q_len={L} and kv_len={S}. "
+                         "As the block mask was created for a smaller length than you're using it for, you likely "
+                         "need to create a new block mask.")
+    if L < q_len or S < kv_len:
+        raise ValueError(f"block_mask was created for block_mask.shape={shape} but got q_len={L} and kv_len={S}. "
+                         "As the block mask was created for a larger length than you're using it for, you can "
+                         "either 1. create a new block mask with the correct length, or 2. 'adjust' the existing "
+                         "block mask to the correct length by calling block_mask._adjust(q_len, kv_len). This "
+                         "essentially 'crops' the block mask to the upper left corner, which does not work for "
+                         "all mask_mods!")
+    if isinstance(block_mask.kv_num_blocks, torch.Tensor) and block_mask.kv_num_blocks.device != query.device:
+        raise RuntimeError(f"Expect q/k/v and block_mask to be on the same device but got {query.device} and "
+                           f"{block_mask.kv_num_blocks.device}.")
+
+    def prep(x, nd):
+        t = torch.as_tensor(x).to(device=query.device, dtype=torch.int32)
+        while t.dim() < nd:
+            t = t.unsqueeze(0)
+        return t.contiguous()
+
+    has_full = block_mask.full_kv_num_blocks is not None
+    has_q = block_mask.q_num_blocks is not None
+    mask = [prep(block_mask.kv_num_blocks, 3), prep(block_mask.kv_indices, 4)]
+    if has_full:
+        mask += [prep(block_mask.full_kv_num_blocks, 3), prep(block_mask.full_kv_indices, 4)]
+    if has_q:
+        mask += [prep(block_mask.q_num_blocks, 3), prep(block_mask.q_indices, 4)]
+        if has_full:
+            mask += [prep(block_mask.full_q_num_blocks, 3), prep(block_mask.full_q_indices, 4)]
+    qb, kvb = block_mask.BLOCK_SIZE
+    return block_mask.mask_mod, mask, [int(q_len), int(kv_len), int(qb), int(kvb), int(has_full), int(has_q)]
+
+
+# ---- the public entry points ------------------------------------------------------------------------
+def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=None, enable_gqa=False,
+                   return_lse=False, kernel_options=None, *, return_aux=None):
+    """torch.nn.attention.flex_attention.flex_attention on flexattn's backends (see flexattn.flex_attention)."""
+    _validate(query, key, value, enable_gqa, block_mask)
+    if return_lse and return_aux is not None:
+        raise ValueError("Cannot specify both return_lse and return_aux. return_lse is deprecated, use "
+                         "return_aux=AuxRequest(lse=True)")
+    if kernel_options is not None and "OUTPUT_LOGSUMEXP" in kernel_options:
+        raise ValueError("kernel_options: OUTPUT_LOGSUMEXP is decided by flex_attention (return_aux / "
+                         "return_lse), it may not be set")
+    if return_lse and not torch.compiler.is_compiling():
+        warnings.warn("return_lse is deprecated and will be removed; use return_aux=AuxRequest(lse=True)",
+                      FutureWarning, stacklevel=2)
+    mask_mod, mask, meta = _mask_parts(block_mask, query, key)
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.size(-1))
+    spec, scalar_values, buffer_values = _bound_values(score_mod, mask_mod)
+    buffers = [_buffer_tensor(b, query.device) for b in buffer_values]
+    out, lse, mx = _torch_ops.attn_fwd(query, key, value, _scalar_tensor(scalar_values), buffers, mask, spec, meta,
+                                       float(scale))
+    if return_aux is not None:
+        return out, AuxOutput(lse=lse if return_aux.lse else None, max_scores=mx if return_aux.max_scores else None)
+    if return_lse:
+        return out, lse
+    return out
+
+
+def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=128, _compile=False):
+    """torch's create_block_mask. On a CUDA device the tiles are classified on the GPU (the mask_mod
+    compiled into a kernel, no dense mask); elsewhere flexattn.create_block_mask builds on the CPU."""
+    from .block_mask import BlockMask, _block_size
+    from .block_mask import create_block_mask as create_on_cpu
+
+    dev = torch.device(device) if device is not None else torch.device(
+        "cuda" if torch.cuda.is_available() else "cpu")
+    C = _native.load()
+    if dev.type != "cuda" or C is None:
+        return create_on_cpu(mask_mod, B, H, Q_LEN, KV_LEN, device=dev, BLOCK_SIZE=BLOCK_SIZE, _compile=_compile)
+    kind = mod_kind(mask_mod)
+    if kind != "mask_mod":
+        raise TypeError(f"create_block_mask requires a mask_mod function (4 parameters b, h, q_idx, kv_idx), got "
+                        f"a {kind} {getattr(mask_mod, '__qualname__', mask_mod)!r}")
+    B, H = 1 if B is None else B, 1 if H is None else H
+    qb, kvb = _block_size(BLOCK_SIZE)
+    traced = trace(mask_mod, "mask_mod")
+    merged = _native.Merged(None, traced)
+    scalars, buffers = merged.values(None, traced)
+    bufs = {n: _buffer_tensor(b, dev) for n, b in buffers.items()}
+    mod = None if merged.mask is None else _native.parsed_mod(*merged.mask)
+    with torch.cuda.device(dev):
+        arrays = C.cuda_build_block_mask(
+            mod, int(B), int(H), int(Q_LEN), int(KV_LEN), qb, kvb, scalars={n: float(v) for n, v in scalars.items()},
+            buffers={n: (b.data_ptr(), _torch_ops._DTYPE_NAMES[b.dtype], list(b.shape)) for n, b in bufs.items()},
+            device=dev.index if dev.index is not None else torch.cuda.current_device(),
+            stream=torch.cuda.current_stream(dev).cuda_stream)
+    return BlockMask((int(Q_LEN), int(KV_LEN)), *arrays, (qb, kvb), mask_mod)

@@ -1,0 +1,250 @@
+"""flexattn's torch custom ops: flexattn::attn_fwd and flexattn::attn_bwd, with fake (meta) implementations
+and autograd, so that flex_attention runs under torch.compile as one opaque node (no graph break).
+
+The variant travels as `spec`, a JSON string that is a constant per mod structure; captured Python
+numbers and 0-d tensors travel as the float64 tensor `scalars`, captured tensors as `buffers`, the block
+mask as `mask` (kv_num_blocks, kv_indices[, full_kv_num_blocks, full_kv_indices][, q_num_blocks, q_indices
+[, full_q_*]]) with `mask_meta` = [q_len, kv_len, q_block, kv_block, has_full, has_q] ([] = dense).
+Changing a scalar's value or a tensor's contents never changes the graph or the compiled kernel.
+
+CUDA tensors in bf16 / f16 run the cuda backend on torch's current stream, with every output, gradient
+and workspace allocated by torch; everything else (CPU tensors, CUDA f32 / f64) runs the cpu backend on
+host copies (float64 math, exact). Inputs the kernels cannot read directly (non-contiguous last dim,
+misaligned strides, head dims that are not multiples of 16) are copied / zero-padded first.
+"""
+from __future__ import annotations
+
+import functools
+import json
+from typing import List, Optional, Tuple
+
+import torch
+
+from . import _native
+
+_DTYPE_NAMES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.int32: "i32",
+                torch.int64: "i64", torch.bool: "bool", torch.float64: "f64"}
+stats = {"fwd": 0, "bwd": 0, "cuda": 0, "cpu": 0}
+
+
+# ---- the variant of a spec --------------------------------------------------------------------------
+@functools.lru_cache(maxsize=1024)
+def _spec(spec: str):
+    """(score mod key, mask mod key, scalar names, buffer names) of a spec (_torch_api.make_spec)."""
+    s = json.loads(spec)
+    return _tuplify(s["score"]), _tuplify(s["mask"]), tuple(s["scalars"]), tuple(s["buffers"])
+
+
+def _tuplify(x):
+    return tuple(_tuplify(v) for v in x) if isinstance(x, list) else x
+
+
+def _decode(spec: str, grads: str):
+    """(_C.Variant, scalar names, buffer names) of a spec and the comma-separated grad buffers."""
+    score, mask, snames, bnames = _spec(spec)
+    return _native.variant_of(score, mask, tuple(g for g in grads.split(",") if g)), snames, bnames
+
+
+def _stat_dtype(q):
+    return torch.float64 if q.dtype == torch.float64 else torch.float32
+
+
+def _use_cuda(q):
+    return q.device.type == "cuda" and q.dtype in (torch.bfloat16, torch.float16)
+
+
+# ---- cpu backend (host copies) ----------------------------------------------------------------------
+def _host(t):
+    return t.detach().to("cpu").contiguous()
+
+
+def _host_mask(q, mask, meta):
+    if not meta:
+        return None
+    q_len, kv_len, qb, kvb, has_full = meta[:5]
+    full = (_host(mask[2]), _host(mask[3])) if has_full else (None, None)
+    return (q_len, kv_len, qb, kvb, _host(mask[0]), _host(mask[1]), *full)
+
+
+def _cpu_fwd(variant, q, k, v, scalars, buffers, mask, meta, scale):
+    C = _native.require("flex_attention on this device")
+    out, lse, mx = C.cpu_forward(variant, _host(q), _host(k), _host(v), scalars=scalars,
+                                 buffers={n: _host(b) for n, b in buffers.items()},
+                                 block_mask=_host_mask(q, mask, meta), scale=scale)
+    st = _stat_dtype(q)
+    return (torch.from_numpy(out).to(device=q.device, dtype=q.dtype), torch.from_numpy(lse).to(q.device, st),
+            torch.from_numpy(mx).to(q.device, st))
+
+
+def _cpu_bwd(variant, q, k, v, dout, dlse, scalars, buffers, mask, meta, scale):
+    C = _native.require("the flex_attention backward on this device")
+    dq, dk, dv, grads = C.cpu_backward(variant, _host(q), _host(k), _host(v), _host(dout),
+                                       None if dlse is None else _host(dlse), scalars=scalars,
+                                       buffers={n: _host(b) for n, b in buffers.items()},
+                                       block_mask=_host_mask(q, mask, meta), scale=scale)
+    back = (lambda a, like: torch.from_numpy(a).to(device=like.device, dtype=like.dtype))
+    return back(dq, q), back(dk, k), back(dv, v), {n: torch.from_numpy(g) for n, g in grads.items()}
+
+
+# ---- cuda backend (device pointers, torch's stream and allocator) -----------------------------------
+def _pad16(n):
+    return -(-n // 16) * 16
+
+
+def _kernel_ready(t, width):
+    """t with its last dim zero-padded to `width`, last dim contiguous, strides multiples of 8 elements
+    and data 16-byte aligned (what the kernels' vector loads need); a copy only when necessary."""
+    if t.shape[-1] != width:
+        return torch.nn.functional.pad(t, (0, width - t.shape[-1]))
+    if t.stride(-1) != 1 or any(s % 8 for s in t.stride()[:-1]) or t.data_ptr() % 16:
+        return t.contiguous()
+    return t
+
+
+def _view(t):
+    return (t.data_ptr(), _DTYPE_NAMES[t.dtype], list(t.shape), list(t.stride()))
+
+
+def _device_mask(mask, meta):
+    if not meta:
+        return None
+    q_len, kv_len, qb, kvb, has_full, has_q = meta
+    it = iter(mask)
+    num, idx = next(it), next(it)
+    full = (next(it), next(it)) if has_full else (None, None)
+    qside = (next(it), next(it)) if has_q else (None, None)
+    fq = (next(it), next(it)) if has_q and has_full else (None, None)
+    ptrs = [0 if t is None else t.data_ptr() for t in (num, idx, *full, *qside, *fq)]
+    B, H, nq, nkv = idx.shape
+    return (q_len, kv_len, qb, kvb, ptrs, B, H, nq, nkv)
+
+
+def _cuda_buffers(buffers):
+    return {n: (b.data_ptr(), _DTYPE_NAMES[b.dtype], list(b.shape)) for n, b in buffers.items()}
+
+
+def _cuda_fwd(variant, q, k, v, scalars, buffers, mask, meta, scale):
+    C = _native.require("flex_attention on CUDA")
+    D, Dv = q.shape[-1], v.shape[-1]
+    if max(D, Dv) > 256:
+        raise ValueError(f"flex_attention: the cuda backend takes head dims up to 256, got E={D}, Ev={Dv}")
+    qp, kp, vp = _kernel_ready(q, _pad16(D)), _kernel_ready(k, _pad16(D)), _kernel_ready(v, _pad16(Dv))
+    B, Hq, L = q.shape[:3]
+    out = torch.empty((B, Hq, L, vp.shape[-1]), dtype=q.dtype, device=q.device)
+    lse = torch.empty((B, Hq, L), dtype=torch.float32, device=q.device)
+    mx = torch.empty_like(lse)
+    C.cuda_forward(variant, _view(qp), _view(kp), _view(vp), _view(out), lse=lse.data_ptr(), max_score=mx.data_ptr(),
+                   scalars=scalars, buffers=_cuda_buffers(buffers), block_mask=_device_mask(mask, meta),
+                   scale=scale, device=q.device.index or 0,
+                   stream=torch.cuda.current_stream(q.device).cuda_stream)
+    return (out if Dv == out.shape[-1] else out[..., :Dv].contiguous()), lse, mx
+
+
+def _cuda_bwd(variant, q, k, v, out, lse, dout, dlse, scalars, buffers, grad_names, mask, meta, scale):
+    C = _native.require("the flex_attention backward on CUDA")
+    D, Dv = q.shape[-1], v.shape[-1]
+    qp, kp = _kernel_ready(q, _pad16(D)), _kernel_ready(k, _pad16(D))
+    vp, outp = _kernel_ready(v, _pad16(Dv)), _kernel_ready(out, _pad16(Dv))
+    doutp = _kernel_ready(dout.to(q.dtype), _pad16(Dv))
+    dq, dk, dv = (torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (qp, kp, vp))
+    grads = {n: torch.zeros(buffers[n].shape, dtype=torch.float32, device=q.device) for n in grad_names}
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    ws = torch.empty(C.cuda_backward_workspace_bytes(list(qp.shape), deterministic), dtype=torch.uint8,
+                     device=q.device)
+    dl = None if dlse is None else dlse.to(torch.float32).contiguous()
+    C.cuda_backward(variant, _view(qp), _view(kp), _view(vp), _view(outp), lse.contiguous().data_ptr(),
+                    _view(doutp), grad_lse=0 if dl is None else dl.data_ptr(), dq=_view(dq), dk=_view(dk),
+                    dv=_view(dv), scalars=scalars, buffers=_cuda_buffers(buffers),
+                    buffer_grads={n: g.data_ptr() for n, g in grads.items()}, block_mask=_device_mask(mask, meta),
+                    scale=scale, deterministic=deterministic, workspace=ws.data_ptr(), workspace_bytes=ws.numel(),
+                    device=q.device.index or 0, stream=torch.cuda.current_stream(q.device).cuda_stream)
+    trim = (lambda t, n: t if t.shape[-1] == n else t[..., :n].contiguous())
+    return trim(dq, D), trim(dk, D), trim(dv, Dv), grads
+
+
+# ---- the ops ----------------------------------------------------------------------------------------
+def _bind(scalars, buffers, spec, grads=""):
+    variant, snames, bnames = _decode(spec, grads)
+    values = scalars.tolist()
+    if len(values) != len(snames) or len(buffers) != len(bnames):
+        raise ValueError(f"flexattn::attn: the spec names {len(snames)} scalars and {len(bnames)} buffers, got "
+                         f"{len(values)} and {len(buffers)}")
+    return variant, dict(zip(snames, values)), dict(zip(bnames, buffers))
+
+
+@torch.library.custom_op("flexattn::attn_fwd", mutates_args=())
+def attn_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scalars: torch.Tensor, buffers: List[torch.Tensor],
+             mask: List[torch.Tensor], spec: str, mask_meta: List[int], scale: float
+             ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(out [B,Hq,L,Ev], lse [B,Hq,L] natural log, max [B,Hq,L])."""
+    variant, sc, bufs = _bind(scalars, buffers, spec)
+    stats["fwd"] += 1
+    if _use_cuda(q):
+        stats["cuda"] += 1
+        with torch.cuda.device(q.device):
+            return _cuda_fwd(variant, q, k, v, sc, bufs, mask, mask_meta, scale)
+    stats["cpu"] += 1
+    return _cpu_fwd(variant, q, k, v, sc, bufs, mask, mask_meta, scale)
+
+
+@attn_fwd.register_fake
+def _(q, k, v, scalars, buffers, mask, spec, mask_meta, scale):
+    B, Hq, L = q.shape[:3]
+    st = _stat_dtype(q)
+    return (q.new_empty((B, Hq, L, v.shape[-1])), q.new_empty((B, Hq, L), dtype=st),
+            q.new_empty((B, Hq, L), dtype=st))
+
+
+@torch.library.custom_op("flexattn::attn_bwd", mutates_args=())
+def attn_bwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
+             grad_out: torch.Tensor, grad_lse: Optional[torch.Tensor], scalars: torch.Tensor,
+             buffers: List[torch.Tensor], mask: List[torch.Tensor], spec: str, grads: str, mask_meta: List[int],
+             scale: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, List[torch.Tensor]]:
+    """(dq, dk, dv, [gradient of each buffer named in `grads`, in that order])."""
+    variant, sc, bufs = _bind(scalars, buffers, spec, grads)
+    names = [g for g in grads.split(",") if g]
+    stats["bwd"] += 1
+    if _use_cuda(q):
+        with torch.cuda.device(q.device):
+            dq, dk, dv, g = _cuda_bwd(variant, q, k, v, out, lse, grad_out, grad_lse, sc, bufs, names, mask,
+                                      mask_meta, scale)
+    else:
+        dq, dk, dv, g = _cpu_bwd(variant, q, k, v, grad_out, grad_lse, sc, bufs, mask, mask_meta, scale)
+    return dq, dk, dv, [g[n].to(device=bufs[n].device, dtype=bufs[n].dtype) for n in names]
+
+
+@attn_bwd.register_fake
+def _(q, k, v, out, lse, grad_out, grad_lse, scalars, buffers, mask, spec, grads, mask_meta, scale):
+    index = {n: i for i, n in enumerate(_spec(spec)[3])}
+    names = [g for g in grads.split(",") if g]
+    return (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v),
+            [torch.empty_like(buffers[index[n]]) for n in names])
+
+
+def _setup(ctx, inputs, output):
+    q, k, v, scalars, buffers, mask, spec, mask_meta, scale = inputs
+    out, lse, mx = output
+    ctx.mark_non_differentiable(mx)
+    bnames = _spec(spec)[3]
+    ctx.grad_index = [i for i, b in enumerate(buffers) if b.requires_grad]
+    ctx.grads = ",".join(bnames[i] for i in ctx.grad_index)
+    ctx.n_buffers, ctx.n_mask = len(buffers), len(mask)
+    ctx.spec, ctx.mask_meta, ctx.scale = spec, list(mask_meta), scale
+    ctx.save_for_backward(q, k, v, out, lse, scalars, *buffers, *mask)
+
+
+def _backward(ctx, grad_out, grad_lse, grad_max):
+    q, k, v, out, lse, scalars, *rest = ctx.saved_tensors
+    buffers, mask = rest[:ctx.n_buffers], rest[ctx.n_buffers:]
+    dq, dk, dv, bgrads = attn_bwd(q, k, v, out, lse, grad_out, grad_lse, scalars, list(buffers), list(mask),
+                                  ctx.spec, ctx.grads, ctx.mask_meta, ctx.scale)
+    per_buffer = [None] * ctx.n_buffers
+    for i, g in zip(ctx.grad_index, bgrads):
+        per_buffer[i] = g
+    # The gradient structure mirrors the inputs: a list per tensor list; an int list is one leaf, except
+    # the empty one, which flattens to an empty list.
+    meta_grad = None if ctx.mask_meta else []
+    return dq, dk, dv, None, per_buffer, [None] * ctx.n_mask, None, meta_grad, None
+
+
+attn_fwd.register_autograd(_backward, setup_context=_setup)

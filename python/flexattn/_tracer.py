@@ -1,0 +1,227 @@
+"""trace(): a Python score_mod / mask_mod -> IR (text form) + the values to bind at run time.
+
+A mod is called once with proxies for (score,) b, h, q_idx, kv_idx and for everything it captures; the
+operations it performs build the IR. The result is cached by (code objects, capture structure): calling
+trace() again on the same mod, or on a fresh closure of the same code with other numbers or tensors,
+only re-reads the captured values. Python numbers and 0-d tensors become named runtime scalars, so
+changing them never changes the IR; tensors become buffers (dtype and shape are part of the key).
+"""
+from __future__ import annotations
+
+import collections
+import inspect
+import os
+import threading
+import weakref
+
+import numpy as np
+
+from . import _ir
+from ._arrays import buffer_to_numpy, torch_module
+from ._capture import walk
+from ._context import TraceContext, TraceError, tracing
+from ._print import print_text
+from ._proxy import BufferProxy, Proxy, as_node
+
+_CACHE_SIZE = 256
+_cache: "collections.OrderedDict" = collections.OrderedDict()
+_lock = threading.Lock()
+stats = {"hits": 0, "misses": 0, "traces": 0}
+
+
+def mod_name(fn) -> str:
+    f = fn.func if hasattr(fn, "func") and hasattr(fn, "keywords") else fn
+    return getattr(f, "__qualname__", None) or getattr(type(f), "__qualname__", repr(f))
+
+
+def mod_kind(fn) -> str:
+    """'score_mod' (5 positional parameters without defaults) or 'mask_mod' (4), as torch decides."""
+    if not callable(fn):
+        raise TypeError(f"flexattn: a mod must be callable, got {type(fn).__name__}")
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"flexattn: cannot read the signature of mod {mod_name(fn)!r}: {e}") from None
+    n = sum(1 for p in params if p.default is inspect.Parameter.empty)
+    if n == 5:
+        return "score_mod"
+    if n == 4:
+        return "mask_mod"
+    raise TypeError(f"flexattn: mod {mod_name(fn)!r} takes {n} positional parameters without defaults; a "
+                    "score_mod takes 5 (score, b, h, q_idx, kv_idx) and a mask_mod 4 (b, h, q_idx, kv_idx)")
+
+
+def _weak(obj):
+    try:
+        return weakref.ref(obj)
+    except TypeError:
+        return lambda: obj  # not weak-referenceable (e.g. a tuple): held strongly
+
+
+class _Entry:
+    """One cached trace: the IR and how to bind a walk's leaves to its scalar and buffer names."""
+
+    def __init__(self, kind, name, root, leaf_names, guards, refs, location):
+        self.kind, self.name, self.root, self.leaf_names = kind, name, root, leaf_names
+        self.guards, self.location = guards, location
+        # The key holds the ids of objects the walk could not look into; while they live their ids
+        # cannot be reused, so a live entry with an equal key saw the same objects. Weak references keep
+        # the cache from holding on to them (a dead one makes the entry stale).
+        self.refs = [_weak(o) for o in refs]
+        self.text = print_text(root)
+
+    def alive(self) -> bool:
+        return all(r() is not None for r in self.refs)
+
+    def guards_hold(self, scalars) -> bool:
+        from ._eval import evaluate
+
+        return all(evaluate(n, {"scalars": scalars}).item() == v for n, v in self.guards)
+
+
+class TracedMod:
+    """A traced mod bound to its current captured values.
+
+    kind: 'score_mod' or 'mask_mod'; name: the mod's __qualname__; text: the IR in text form;
+    root: the IR root node; scalars {name: Python number}; buffers {name: the captured array/tensor};
+    scalar_types {name: 'f32'|'i32'|'i64'|'bool'}; buffer_dtypes {name: 'f32'|'bf16'|...};
+    sources {name: where the value was captured}; cached: whether the IR came from the cache.
+    """
+
+    def __init__(self, entry, leaves, extra_buffers, cached):
+        self.kind, self.name, self.root, self.text = entry.kind, entry.name, entry.root, entry.text
+        self.location, self.cached = entry.location, cached
+        used_scalars = set(_ir.scalar_names(self.root))
+        used_buffers = _ir.buffer_uses(self.root)
+        self.scalars, self.scalar_types, self.buffers, self.buffer_dtypes, self.sources = {}, {}, {}, {}, {}
+        for leaf, name in zip(leaves, entry.leaf_names):
+            if name in used_scalars and name not in self.scalars:
+                self.scalars[name] = leaf.python_value()
+                self.scalar_types[name] = leaf.type
+                self.sources[name] = leaf.source
+            elif name in used_buffers and name not in self.buffers:
+                self.buffers[name] = leaf.value
+                self.buffer_dtypes[name] = leaf.type
+                self.sources[name] = leaf.source
+        for name, obj in extra_buffers.items():
+            self.buffers[name] = obj
+            self.buffer_dtypes[name] = used_buffers[name][0]
+            self.sources[name] = "a tensor reached through an attribute or container"
+        self._np_buffers = None
+
+    def plan(self) -> dict:
+        """The binding plan: what the backend must pass with the IR text."""
+        return {
+            "kind": self.kind, "name": self.name, "text": self.text,
+            "scalars": {n: {"type": self.scalar_types[n], "value": v, "source": self.sources[n]}
+                        for n, v in self.scalars.items()},
+            "buffers": {n: {"dtype": self.buffer_dtypes[n], "shape": tuple(int(s) for s in b.shape),
+                            "object": b, "source": self.sources[n]} for n, b in self.buffers.items()},
+        }
+
+    def numpy_buffers(self) -> dict:
+        if self._np_buffers is None:
+            self._np_buffers = {n: buffer_to_numpy(b) for n, b in self.buffers.items()}
+        return self._np_buffers
+
+    def evaluate(self, score=None, b=0, h=0, q_idx=0, kv_idx=0):
+        """The mod's value over broadcast numpy index grids, with the IR's exact semantics."""
+        from ._eval import evaluate
+
+        env = {"score": np.asarray(0.0 if score is None else score, dtype=np.float64), "b": np.asarray(b),
+               "h": np.asarray(h), "q_idx": np.asarray(q_idx), "kv_idx": np.asarray(kv_idx),
+               "scalars": self.scalars, "buffers": self.numpy_buffers()}
+        return evaluate(self.root, env)
+
+    def __repr__(self):
+        return f"TracedMod({self.kind} {self.name!r}: {self.text!r})"
+
+
+def _run(fn, kind, name, key, refs):
+    """Traces fn once. Returns (entry, leaves, extra_buffers)."""
+    ctx = TraceContext(kind, name, {})
+    with tracing(ctx):
+        _, leaves, _, proxied = walk(fn, ctx)
+        inputs = ("score", "b", "h", "q_idx", "kv_idx") if kind == "score_mod" else ("b", "h", "q_idx", "kv_idx")
+        args = [Proxy(_ir.input_leaf(i)) for i in inputs]
+        torch = torch_module()
+        try:
+            if torch is not None:
+                from ._dispatch import make_mode
+
+                with make_mode():
+                    result = proxied(*args)
+            else:
+                result = proxied(*args)
+        except TraceError:
+            raise
+        except Exception as e:
+            if hasattr(e, "add_note"):
+                e.add_note(f"(while flexattn traced {kind} '{name}' with symbolic arguments)")
+            raise
+        root = _result_node(result, kind, name, fn)
+    code = getattr(fn, "__code__", None)
+    location = f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}" if code else ""
+    entry = _Entry(kind, name, root, [leaf.name for leaf in leaves], ctx.guards, refs, location)
+    return entry, leaves, ctx.extra_buffers
+
+
+def _result_node(result, kind, name, fn):
+    if isinstance(result, BufferProxy) or result is None or isinstance(result, (tuple, list)):
+        what = "None" if result is None else type(result).__name__
+        raise TraceError(f"{kind} '{name}' returned {what}; it must return one value", name)
+    node = as_node(result)
+    if node is None:
+        raise TraceError(f"{kind} '{name}' returned a {type(result).__name__}; it must return a number or a "
+                         "traced value", name)
+    if kind == "mask_mod" and node.type != "bool":
+        raise TraceError(f"mask_mod '{name}' must return a bool (True = attend), it returns {_ir.type_str(node)}; "
+                         "compare it, e.g. `x != 0`", name)
+    if kind == "score_mod" and node.type != "f32":
+        node = _ir.cast(node, "f32")
+    return node
+
+
+def trace(fn, kind=None) -> TracedMod:
+    """Traces `fn` (or finds it in the cache) and binds its current captured values.
+
+    kind: 'score_mod' / 'mask_mod', or None to decide by the number of positional parameters.
+    Raises TraceError (data-dependent control flow, unsupported operations, type errors) naming the
+    mod and the line, and TypeError for a mod with the wrong number of parameters.
+    """
+    detected = mod_kind(fn)
+    if kind is not None and kind != detected:
+        raise TypeError(f"flexattn: expected a {kind}, got {detected} {mod_name(fn)!r}")
+    name = mod_name(fn)
+    key, leaves, refs, _ = walk(fn)
+    key = (detected,) + key
+    with _lock:
+        entries = _cache.get(key)
+        if entries is not None:
+            _cache.move_to_end(key)
+    if entries:
+        scalars = {}
+        for leaf, leaf_name in zip(leaves, entries[0].leaf_names):
+            if leaf.kind == "scalar":
+                scalars[leaf_name] = leaf.python_value()
+        for entry in entries:
+            if entry.alive() and entry.guards_hold(scalars):
+                stats["hits"] += 1
+                return TracedMod(entry, leaves, {}, cached=True)
+    stats["misses"] += 1
+    stats["traces"] += 1
+    entry, traced_leaves, extra = _run(fn, detected, name, key, refs)
+    if not extra:  # tensors bound by identity cannot be re-bound from a later walk: not cached
+        with _lock:
+            _cache.setdefault(key, []).append(entry)
+            _cache.move_to_end(key)
+            while len(_cache) > _CACHE_SIZE:
+                _cache.popitem(last=False)
+    return TracedMod(entry, traced_leaves, extra, cached=False)
+
+
+def clear_cache():
+    with _lock:
+        _cache.clear()
+    for k in stats:
+        stats[k] = 0

@@ -1,0 +1,266 @@
+"""BlockMask with torch's fields and layout (int32, row-major; numpy arrays or torch tensors), and
+create_block_mask."""
+from __future__ import annotations
+
+import functools
+import itertools
+import operator
+import warnings
+
+import numpy as np
+
+from . import _block_layout as layout
+from ._arrays import device_of, from_numpy, is_torch_tensor, resolve_device, to_numpy
+from ._tracer import mod_kind, trace
+from .masks import _check_sizes, noop_mask
+
+_DEFAULT_SPARSE_BLOCK_SIZE = 128
+_LARGE_SPARSE_BLOCK_SIZE = 1 << 30
+_FIELDS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices", "q_num_blocks", "q_indices",
+           "full_q_num_blocks", "full_q_indices")
+
+
+def _sliced_mask_mod_error(b, h, q_idx, kv_idx):
+    raise RuntimeError("Cannot use mask_mod from a sliced BlockMask: assign a mask_mod to the sliced mask "
+                       "(typically the original one with a query offset) before using it")
+
+
+def _block_size(BLOCK_SIZE):
+    bs = (BLOCK_SIZE, BLOCK_SIZE) if isinstance(BLOCK_SIZE, (int, np.integer)) else tuple(BLOCK_SIZE)
+    if len(bs) != 2 or any(not isinstance(x, (int, np.integer)) or x < 1 for x in bs):
+        raise ValueError(f"BLOCK_SIZE must be a positive int or a pair (Q_BLOCK_SIZE, KV_BLOCK_SIZE), got "
+                         f"{BLOCK_SIZE!r}")
+    return int(bs[0]), int(bs[1])
+
+
+def _int32(x):
+    return None if x is None else np.ascontiguousarray(to_numpy(x), dtype=np.int32)
+
+
+class BlockMask:
+    """A block-sparse attention mask (torch.nn.attention.flex_attention.BlockMask).
+
+    kv_num_blocks [B, H, nQ] / kv_indices [B, H, nQ, nKV]: the partial tiles of each query-block row
+    (mask_mod evaluated there); full_kv_*: the full tiles (mask_mod skipped); q_* / full_q_*: the
+    transposes. BLOCK_SIZE = (Q_BLOCK_SIZE, KV_BLOCK_SIZE); seq_lengths = (Q_LEN, KV_LEN).
+    """
+
+    def __init__(self, seq_lengths, kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices, q_num_blocks,
+                 q_indices, full_q_num_blocks, full_q_indices, BLOCK_SIZE, mask_mod):
+        if len(kv_indices.shape) < 2:
+            raise RuntimeError("BlockMask must have at least 2 dimensions")
+        if (full_kv_num_blocks is None) != (full_kv_indices is None):
+            raise ValueError("full_kv_num_blocks and full_kv_indices must be both provided or omitted")
+        if (full_q_num_blocks is None) != (full_q_indices is None):
+            raise ValueError("full_q_num_blocks and full_q_indices must be both provided or omitted")
+        self.seq_lengths = tuple(int(s) for s in seq_lengths)
+        self.kv_num_blocks, self.kv_indices = kv_num_blocks, kv_indices
+        self.full_kv_num_blocks, self.full_kv_indices = full_kv_num_blocks, full_kv_indices
+        self.q_num_blocks, self.q_indices = q_num_blocks, q_indices
+        self.full_q_num_blocks, self.full_q_indices = full_q_num_blocks, full_q_indices
+        self.BLOCK_SIZE = _block_size(BLOCK_SIZE)
+        self.mask_mod = mask_mod
+
+    @classmethod
+    def from_kv_blocks(cls, kv_num_blocks, kv_indices, full_kv_num_blocks=None, full_kv_indices=None,
+                       BLOCK_SIZE=_DEFAULT_SPARSE_BLOCK_SIZE, mask_mod=None, seq_lengths=None,
+                       compute_q_blocks=True):
+        """A BlockMask from the kv-side block lists; the q side is computed by transposition."""
+        if (full_kv_num_blocks is None) != (full_kv_indices is None):
+            raise ValueError("full_kv_num_blocks and full_kv_indices must be both provided or omitted")
+        num, idx = _int32(kv_num_blocks), _int32(kv_indices)
+        layout.check_ordered(num, idx, "kv")
+        fnum, fidx = _int32(full_kv_num_blocks), _int32(full_kv_indices)
+        if fnum is not None:
+            layout.check_ordered(fnum, fidx, "full_kv")
+            if fidx.shape != idx.shape:
+                raise ValueError(f"full_kv_indices has shape {fidx.shape} but kv_indices has shape {idx.shape}")
+        q = layout.transpose_ordered(num, idx) if compute_q_blocks else (None, None)
+        fq = layout.transpose_ordered(fnum, fidx) if compute_q_blocks and fnum is not None else (None, None)
+        bs = _block_size(BLOCK_SIZE)
+        if seq_lengths is None:
+            seq_lengths = (idx.shape[-2] * bs[0], idx.shape[-1] * bs[1])
+        like = kv_num_blocks
+        conv = (lambda a: a) if not is_torch_tensor(like) else (lambda a: None if a is None else
+                                                                 from_numpy(a, like.device))
+        return cls(seq_lengths, conv(num), conv(idx), conv(fnum), conv(fidx), conv(q[0]), conv(q[1]), conv(fq[0]),
+                   conv(fq[1]), bs, noop_mask if mask_mod is None else mask_mod)
+
+    def _np(self, field):
+        return _int32(getattr(self, field))
+
+    def as_tuple(self, flatten=True):
+        bs = self.BLOCK_SIZE if flatten else (self.BLOCK_SIZE,)
+        sl = self.seq_lengths if flatten else (self.seq_lengths,)
+        return (*sl, *(getattr(self, f) for f in _FIELDS), *bs, self.mask_mod)
+
+    @property
+    def shape(self):
+        return tuple(int(s) for s in self.kv_indices.shape[:-2]) + self.seq_lengths
+
+    @property
+    def device(self):
+        return device_of(self.kv_num_blocks)
+
+    def numel(self):
+        return functools.reduce(operator.mul, self.shape, 1)
+
+    def sparsity(self) -> float:
+        """Percent of the mask area whose tiles are skipped (torch's formula, area / unpadded numel)."""
+        computed = int(self._np("kv_num_blocks").sum())
+        if self.full_kv_num_blocks is not None:
+            computed += int(self._np("full_kv_num_blocks").sum())
+        return 100 * (1 - computed * self.BLOCK_SIZE[0] * self.BLOCK_SIZE[1] / self.numel())
+
+    def _dense_np(self):
+        dense = layout.ordered_to_dense(self._np("kv_num_blocks"), self._np("kv_indices"))
+        if self.full_kv_num_blocks is not None:
+            dense |= layout.ordered_to_dense(self._np("full_kv_num_blocks"), self._np("full_kv_indices"))
+        return dense
+
+    def to_dense(self):
+        """int32 [..., nQ, nKV]: 1 where a tile is computed (partial or full), as torch."""
+        return self._like(self._dense_np())
+
+    def tile_classes(self):
+        """int8 numpy [..., nQ, nKV]: 0 skipped, 1 partial (mask_mod evaluated), 2 full."""
+        cls = layout.ordered_to_dense(self._np("kv_num_blocks"), self._np("kv_indices")).astype(np.int8)
+        if self.full_kv_num_blocks is not None:
+            full = layout.ordered_to_dense(self._np("full_kv_num_blocks"), self._np("full_kv_indices"))
+            cls = np.where(full != 0, 2, cls).astype(np.int8)
+        return cls
+
+    def _like(self, a):
+        return from_numpy(a, self.kv_num_blocks.device) if is_torch_tensor(self.kv_num_blocks) else a
+
+    def to_string(self, grid_size=(20, 20), limit=4):
+        """An ASCII picture of the mask per (batch, head): '█' all computed, '░' some, ' ' none."""
+        dense = self._dense_np()
+        *batch_dims, num_rows, num_cols = dense.shape
+        if grid_size is None or grid_size == -1:
+            max_rows, max_cols = num_rows, num_cols
+        elif isinstance(grid_size, int):
+            max_rows = max_cols = grid_size
+        else:
+            max_rows, max_cols = grid_size
+        row_step = max(1, -(-num_rows // max_rows))
+        col_step = max(1, -(-num_cols // max_cols))
+        out = []
+        for k, bidx in enumerate(itertools.product(*[range(i) for i in batch_dims])):
+            if k == limit:
+                out += ["...", "To print out more, set BlockMask.to_string(limit=N)",
+                        "You can also index (BlockMask[batch, head]) to choose a specific batch or head"]
+                break
+            cur = dense[bidx]
+            vis = f"{bidx}\n"
+            for r in range(0, num_rows, row_step):
+                for c in range(0, num_cols, col_step):
+                    frac = cur[r:r + row_step, c:c + col_step].mean()
+                    vis += ("█" if frac == 1 else " " if frac == 0 else "░") * 2
+                vis += "\n"
+            out.append(vis)
+        return "\n".join(out)
+
+    def __str__(self):
+        return (f"BlockMask(shape={self.shape}, sparsity={self.sparsity():.2f}%, \n"
+                f"{self.to_string().strip()}\n)")
+
+    def __repr__(self):
+        def shape(x):
+            return None if x is None else tuple(x.shape)
+        fields = ",\n".join(f"    {f}={shape(getattr(self, f))}" for f in _FIELDS)
+        name = getattr(self.mask_mod, "__name__", self.mask_mod)
+        return (f"BlockMask(\n{fields},\n    BLOCK_SIZE={self.BLOCK_SIZE},\n    shape={self.shape},\n"
+                f"    sparsity={self.sparsity():.2f}%,\n    mask_mod={name}\n)")
+
+    def __getitem__(self, index):
+        """The mask restricted to batch / head / query-block-row indices (the first <= 3 dims). Integer
+        indices keep their dimension (as torch's newest code); the mask_mod becomes an error stub that
+        must be replaced (e.g. with an offset for decoding)."""
+        index = index if isinstance(index, tuple) else (index,)
+        nd = self._np("kv_num_blocks").ndim
+        if len(index) > nd:
+            raise IndexError(f"BlockMask index has {len(index)} entries, the mask has {nd} leading dims")
+        sizes = self.kv_num_blocks.shape
+        norm = []
+        for i, n in zip(index, sizes):
+            if isinstance(i, (int, np.integer)) and not isinstance(i, bool):
+                if not -n <= i < n:
+                    raise IndexError(f"BlockMask index {i} is out of range for a dimension of size {n}")
+                i = int(i) % n
+                i = slice(i, i + 1)
+            elif is_torch_tensor(i) or hasattr(i, "__array__"):
+                i = to_numpy(i)
+            norm.append(i)
+        ix = tuple(norm)
+        pick = (lambda f: None if getattr(self, f) is None else self._like(self._np(f)[ix]))
+        return BlockMask.from_kv_blocks(pick("kv_num_blocks"), pick("kv_indices"), pick("full_kv_num_blocks"),
+                                        pick("full_kv_indices"), BLOCK_SIZE=self.BLOCK_SIZE,
+                                        mask_mod=_sliced_mask_mod_error, seq_lengths=self.seq_lengths,
+                                        compute_q_blocks=self.q_indices is not None)
+
+    def _adjust(self, new_q_len, new_kv_len):
+        """The top-left (new_q_len, new_kv_len) crop (block counts rounded up, as newer torch)."""
+        rows = -(-new_q_len // self.BLOCK_SIZE[0])
+        cols = -(-new_kv_len // self.BLOCK_SIZE[1])
+
+        def crop(num_field, idx_field):
+            if getattr(self, num_field) is None:
+                return None, None
+            dense = layout.ordered_to_dense(self._np(num_field), self._np(idx_field))[..., :rows, :cols]
+            return tuple(self._like(a) for a in layout.dense_to_ordered(dense))
+
+        num, idx = crop("kv_num_blocks", "kv_indices")
+        fnum, fidx = crop("full_kv_num_blocks", "full_kv_indices")
+        return BlockMask.from_kv_blocks(num, idx, fnum, fidx, self.BLOCK_SIZE, self.mask_mod,
+                                        seq_lengths=(new_q_len, new_kv_len))
+
+    def to(self, device):
+        """A copy with every index tensor on `device` ('numpy' for numpy arrays)."""
+        dev = resolve_device(device)
+        moved = [None if getattr(self, f) is None else from_numpy(self._np(f), dev) for f in _FIELDS]
+        return BlockMask(self.seq_lengths, *moved, self.BLOCK_SIZE, self.mask_mod)
+
+
+def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=_DEFAULT_SPARSE_BLOCK_SIZE,
+                      _compile=False):
+    """The BlockMask of `mask_mod` for (B, H, Q_LEN, KV_LEN); B or H None means 1 (broadcast).
+
+    Tiles are classified by evaluating the traced mask_mod in chunks of query-block rows (the dense mask
+    of the whole problem never exists at once); padding past the lengths counts as masked, so tail tiles
+    are never full. Tensors are numpy arrays unless a torch device applies (see resolve_device)."""
+    kind = mod_kind(mask_mod)
+    if kind != "mask_mod":
+        raise TypeError(f"create_block_mask requires a mask_mod function (4 parameters b, h, q_idx, kv_idx), got "
+                        f"a {kind} {getattr(mask_mod, '__qualname__', mask_mod)!r}")
+    if _compile:
+        warnings.warn("create_block_mask(_compile=True) is deprecated in torch and has no effect in flexattn",
+                      DeprecationWarning, stacklevel=2)
+    B = 1 if B is None else B
+    H = 1 if H is None else H
+    _check_sizes(B=B, H=H, Q_LEN=Q_LEN, KV_LEN=KV_LEN)
+    QB, KVB = _block_size(BLOCK_SIZE)
+    dev = resolve_device(device)
+    counts = layout.tile_counts(trace(mask_mod, "mask_mod"), B, H, Q_LEN, KV_LEN, QB, KVB)
+    full = counts == QB * KVB
+    partial = (counts > 0) & ~full
+    num, idx = layout.dense_to_ordered(partial)
+    fnum, fidx = layout.dense_to_ordered(full)
+    bm = BlockMask.from_kv_blocks(num, idx, fnum, fidx, (QB, KVB), mask_mod, seq_lengths=(Q_LEN, KV_LEN))
+    return bm if isinstance(dev, str) else bm.to(dev)
+
+
+def empty_block_mask(like=None):
+    """The mask flex_attention uses when block_mask is None: one tile covering everything."""
+    bm = BlockMask.from_kv_blocks(np.ones((1, 1, 1), np.int32), np.zeros((1, 1, 1, 1), np.int32),
+                                  BLOCK_SIZE=_LARGE_SPARSE_BLOCK_SIZE, seq_lengths=(1, 1))
+    if like is not None and is_torch_tensor(like):
+        return bm.to(like.device)
+    return bm
+
+
+def is_empty_block_mask(bm) -> bool:
+    return bm.BLOCK_SIZE == (_LARGE_SPARSE_BLOCK_SIZE, _LARGE_SPARSE_BLOCK_SIZE)
+
+
+__all__ = ["BlockMask", "create_block_mask"]

@@ -1,0 +1,61 @@
+"""Mask combinators and create_mask, as in torch.nn.attention.flex_attention."""
+from __future__ import annotations
+
+import numpy as np
+
+from ._arrays import from_numpy, resolve_device
+from ._block_layout import mask_rows
+from ._tracer import trace
+
+
+def noop_mask(batch, head, token_q, token_kv):
+    """A mask_mod that keeps every position."""
+    return True
+
+
+def _check_callables(mask_mods):
+    if not all(callable(m) for m in mask_mods):
+        raise RuntimeError(f"All inputs should be callable mask_mods: {mask_mods}")
+
+
+def and_masks(*mask_mods):
+    """A mask_mod that is the intersection of `mask_mods` (True if there are none)."""
+    _check_callables(mask_mods)
+
+    def and_mask(b, h, q_idx, kv_idx):
+        result = True
+        for mask in mask_mods:
+            result = result & mask(b, h, q_idx, kv_idx)
+        return result
+
+    return and_mask
+
+
+def or_masks(*mask_mods):
+    """A mask_mod that is the union of `mask_mods` (False if there are none)."""
+    _check_callables(mask_mods)
+
+    def or_mask(b, h, q_idx, kv_idx):
+        result = False
+        for mask in mask_mods:
+            result = result | mask(b, h, q_idx, kv_idx)
+        return result
+
+    return or_mask
+
+
+def _check_sizes(**sizes):
+    for name, v in sizes.items():
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+
+
+def create_mask(mod_fn, B, H, Q_LEN, KV_LEN, device=None):
+    """The dense mask of a mask_mod (or of a score_mod: False where it gives -inf), bool [B, H, Q_LEN,
+    KV_LEN]. B or H None means 1. A numpy array unless a torch device applies (see resolve_device)."""
+    B = 1 if B is None else B
+    H = 1 if H is None else H
+    _check_sizes(B=B, H=H, Q_LEN=Q_LEN, KV_LEN=KV_LEN)
+    dev = resolve_device(device)
+    mask = np.ascontiguousarray(mask_rows(trace(mod_fn), B, H, 0, Q_LEN, KV_LEN))
+    return from_numpy(mask, dev)

@@ -1,0 +1,68 @@
+"""Operations a mod may use when it is written without torch.
+
+Each function works on traced values (inside flex_attention / create_block_mask / trace), on torch
+tensors (it calls the torch function of the same name) and on numpy arrays or Python numbers (it
+computes with numpy), so a mod written with flexattn.ops can also be called directly.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._arrays import dtype_name, is_torch_tensor, torch_module
+from ._dispatch import HANDLERS
+from ._proxy import BufferProxy, Proxy
+
+
+def _traced(args) -> bool:
+    return any(isinstance(a, (Proxy, BufferProxy)) for a in args)
+
+
+def _np_clamp(x, min=None, max=None):
+    if min is not None:
+        x = np.maximum(x, min)
+    return x if max is None else np.minimum(x, max)
+
+
+def _np_cast(x, dtype):
+    return np.asarray(x).astype(np.float32 if dtype_name(dtype) == "bfloat16" else dtype_name(dtype))
+
+
+_NUMPY = {
+    "where": np.where, "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x), "tanh": np.tanh, "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-np.asarray(x))),
+    "sin": np.sin, "cos": np.cos, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "abs": np.abs,
+    "minimum": np.minimum, "maximum": np.maximum, "clamp": _np_clamp, "pow": np.power,
+    "floor_divide": np.floor_divide, "remainder": np.remainder, "logical_and": np.logical_and,
+    "logical_or": np.logical_or, "logical_xor": np.logical_xor, "logical_not": np.logical_not,
+    "isnan": np.isnan, "isinf": np.isinf, "isneginf": np.isneginf, "isposinf": np.isposinf,
+    "isfinite": np.isfinite, "sign": np.sign, "to": _np_cast,
+}
+def _make(name):
+    def op(*args, **kwargs):
+        if _traced(args) or _traced(kwargs.values()):
+            return HANDLERS[name](*args, **kwargs)
+        if any(is_torch_tensor(a) for a in args):
+            if name == "to":
+                return args[0].to(getattr(torch_module(), dtype_name(args[1])))
+            return getattr(torch_module(), name)(*args, **kwargs)
+        return _NUMPY[name](*args, **kwargs)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"{name} on traced values, torch tensors or numpy arrays (torch semantics when traced)."
+    return op
+
+
+where = _make("where")
+exp, exp2, log, log2 = _make("exp"), _make("exp2"), _make("log"), _make("log2")
+sqrt, rsqrt, tanh, sigmoid = _make("sqrt"), _make("rsqrt"), _make("tanh"), _make("sigmoid")
+sin, cos, floor, ceil, trunc, abs = _make("sin"), _make("cos"), _make("floor"), _make("ceil"), _make("trunc"), _make("abs")
+minimum, maximum, clamp, pow = _make("minimum"), _make("maximum"), _make("clamp"), _make("pow")
+floor_divide, remainder = _make("floor_divide"), _make("remainder")
+logical_and, logical_or, logical_xor, logical_not = (_make("logical_and"), _make("logical_or"),
+                                                      _make("logical_xor"), _make("logical_not"))
+isnan, isinf, isneginf, isposinf, isfinite = (_make("isnan"), _make("isinf"), _make("isneginf"), _make("isposinf"),
+                                              _make("isfinite"))
+sign = _make("sign")
+cast = _make("to")  # cast(x, "float32" | "int32" | "int64" | "bool" | numpy/torch dtype)
+
+__all__ = sorted(n for n in _NUMPY if n != "to") + ["cast"]

@@ -1,0 +1,121 @@
+// The checks behind `flexattn run --check` must be able to fail: a perturbed output or gradient is
+// reported, a correct one is not.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "check.h"
+#include "execute.h"
+#include "problem.h"
+
+using namespace flexattn;
+using namespace flexattn::cli;
+
+namespace {
+
+Problem small_problem(const std::string& mask, const std::string& score) {
+  ProblemConfig c;
+  c.B = 1, c.H = 2, c.Q = 24, c.KV = 20, c.D = 8;
+  c.mask_spec = mask, c.score_spec = score;
+  c.backward = true;
+  c.seed = 1;
+  return make_problem(c);
+}
+
+}  // namespace
+
+TEST(Check, CompareMeasuresMaxAbsAndNormwiseRelativeError) {
+  HostTensor a(DType::F64, {4}), b(DType::F64, {4});
+  for (int i = 0; i < 4; ++i) a.set(i, i), b.set(i, i);
+  EXPECT_EQ(compare("x", a, b, 1e-9).max_abs, 0);
+  a.set(1, 1.5);
+  const Discrepancy d = compare("x", a, b, 1e-9);
+  EXPECT_DOUBLE_EQ(d.max_abs, 0.5);
+  EXPECT_DOUBLE_EQ(d.rel, 0.5 / 3);
+  EXPECT_FALSE(d.ok());
+  a.set(1, 1), a.set(0, -INFINITY), b.set(0, -INFINITY);
+  EXPECT_TRUE(compare("x", a, b, 0).ok()) << "matching infinities (fully masked rows) are equal";
+  a.set(0, NAN);
+  EXPECT_FALSE(compare("x", a, b, 1e9).ok()) << "NaN where the reference has -inf";
+}
+
+TEST(Check, ReferenceMatchesDenseAndAPerturbedOutputFails) {
+  const Problem p = small_problem("sliding_window:5", "softcap:3");
+  Execution e = execute(p, "cpu", 8, true);
+  CheckReport r = check_execution(p, e, true);
+  ASSERT_TRUE(r.ok());
+  for (const Discrepancy& d : r.forward) EXPECT_LT(d.rel, 1e-12) << d.name;
+  e.out.set(17, e.out.get(17) + 1e-6);
+  r = check_execution(p, e, false);
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.forward[0].name, "out");
+  EXPECT_FALSE(r.forward[0].ok());
+}
+
+TEST(Check, GradientsMatchFiniteDifferencesAndAWrongGradientFails) {
+  const Problem p = small_problem("causal", "relbias");
+  ASSERT_EQ(p.variant.grad_buffers, std::vector<std::string>{"bias"});
+  const Execution e = execute(p, "cpu", 8, true);
+  // Every entry is checked (entries >= numel), so a single wrong entry anywhere must be found.
+  const int all = 1 << 20;
+  auto grads = check_gradients(p, e.dq, e.dk, e.dv, e.dbuffers, all, 1e-6);
+  ASSERT_EQ(grads.size(), 4u);
+  for (const Discrepancy& d : grads) EXPECT_TRUE(d.ok()) << format(d);
+  for (const std::string which : {"dq", "dk", "dv", "dbias"}) {
+    HostTensor dq = e.dq, dk = e.dk, dv = e.dv;
+    auto db = e.dbuffers;
+    HostTensor* t = which == "dq" ? &dq : which == "dk" ? &dk : which == "dv" ? &dv : &db.at("bias");
+    t->set(t->numel() / 3, t->get(t->numel() / 3) + 1e-3);
+    grads = check_gradients(p, dq, dk, dv, db, all, 1e-6);
+    for (const Discrepancy& d : grads) EXPECT_EQ(d.ok(), d.name != which) << which << ": " << format(d);
+  }
+}
+
+TEST(Check, ScalarArgTypes) {
+  EXPECT_EQ(parse_scalar_arg("S=128").type, DType::I32);
+  EXPECT_EQ(parse_scalar_arg("c=0.5").type, DType::F32);
+  EXPECT_EQ(parse_scalar_arg("c:f32=3").type, DType::F32);
+  EXPECT_EQ(parse_scalar_arg("n:i64=-4").value, -4);
+  EXPECT_EQ(parse_scalar_arg("on:bool=true").value, 1);
+}
+
+TEST(Check, NaiveBaselineErrorGrowsAsPrecisionDrops) {
+  ProblemConfig c;
+  c.B = 1, c.H = 2, c.Q = 64, c.D = 32, c.mask_spec = "causal", c.seed = 2;
+  c.dtype = DType::BF16;  // inputs exactly representable in every precision below
+  const Problem p = make_problem(c);
+  HostTensor exact_out, exact_lse;
+  dense_forward(p, &exact_out, &exact_lse);
+  double prev = 0;
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    HostTensor out, lse;
+    dense_forward(p, &out, &lse, t);
+    const double rel = compare("out", out, exact_out, 0).rel;
+    EXPECT_GT(rel, prev) << dtype_name(t);
+    prev = rel;
+  }
+  EXPECT_LT(prev, 3e-2);
+  EXPECT_GT(prev, 1e-3) << "bf16 rounding of P and out must show";
+}
+
+TEST(Check, BackendComparisonAcceptsDtypeRoundingAndRejectsMore) {
+  ProblemConfig c;
+  c.B = 1, c.H = 2, c.Q = 48, c.D = 16, c.mask_spec = "sliding_window:20", c.score_spec = "alibi_slopes";
+  c.dtype = DType::BF16, c.backward = true, c.seed = 4;
+  const Problem p = make_problem(c);
+  // A pretend backend: the exact reference rounded to bf16 (what a perfect bf16 kernel returns).
+  Execution e = execute(p, "cpu", 16, true);
+  e.backend = "cuda";
+  for (HostTensor* t : {&e.out, &e.dq, &e.dk, &e.dv, &e.dbuffers.at("slopes")})
+    for (int64_t i = 0; i < t->numel(); ++i) t->set(i, double(bf16_to_float(float_to_bf16(float(t->get(i))))));
+  CheckReport r = check_execution(p, e, true);
+  EXPECT_TRUE(r.ok());
+  ASSERT_EQ(r.backward.size(), 4u);
+  EXPECT_EQ(r.backward[3].name, "dslopes");
+  e.dk.set(5, e.dk.get(5) + 0.5);
+  r = check_execution(p, e, true);
+  EXPECT_FALSE(r.ok());
+  for (const Discrepancy& d : r.backward) EXPECT_EQ(d.ok(), d.name != "dk") << format(d);
+  e.out.set(3, e.out.get(3) * 1.2 + 0.1);
+  EXPECT_FALSE(check_execution(p, e, false).forward[0].ok());
+}

@@ -1,0 +1,140 @@
+// Every kind of bad input ends with exactly one line "flexattn: error: ..." on stderr and exit code 2.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "cli_test_util.h"
+#include "flexattn/npy.h"
+
+using namespace flexattn;
+using flexattn::test::CliResult;
+using flexattn::test::run_cli;
+using flexattn::test::TempDir;
+
+namespace {
+
+// The error line without its prefix; fails the test unless the output has the promised form.
+std::string error_line(const std::vector<std::string>& args) {
+  const CliResult r = run_cli(args);
+  std::string joined;
+  for (const auto& a : args) joined += a + " ";
+  EXPECT_EQ(r.rc, 2) << joined << "\nstdout: " << r.out << "\nstderr: " << r.err;
+  const std::string prefix = "flexattn: error: ";
+  EXPECT_EQ(r.err.rfind(prefix, 0), 0u) << joined << "\nstderr: " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << joined << "\nstderr: " << r.err;
+  if (r.err.size() < prefix.size() + 1) return "";
+  return r.err.substr(prefix.size(), r.err.size() - prefix.size() - 1);
+}
+
+HostTensor filled(DType t, std::vector<int64_t> shape) {
+  HostTensor r(t, std::move(shape));
+  for (int64_t i = 0; i < r.numel(); ++i) r.set(i, double(i % 5));
+  return r;
+}
+
+}  // namespace
+
+TEST(CliErrors, CommandsAndFlags) {
+  EXPECT_EQ(error_line({}), "missing command; expected one of info, run, mask, bench, cache (see flexattn --help)");
+  EXPECT_EQ(error_line({"frobnicate"}), "unknown command 'frobnicate'; expected one of info, run, mask, bench, cache");
+  EXPECT_EQ(error_line({"run", "--bogus"}), "unknown flag '--bogus' for 'run' (see flexattn run --help)");
+  EXPECT_EQ(error_line({"run", "--mask"}), "--mask: missing value NAME[:ARGS]");
+  EXPECT_EQ(error_line({"run", "-Q", "4", "-Q", "8"}), "-Q given more than once");
+  EXPECT_EQ(error_line({"run", "extra"}), "unexpected argument 'extra' for 'run'");
+  EXPECT_EQ(error_line({"run", "--backward=1"}), "--backward takes no value");
+  EXPECT_EQ(error_line({"mask", "--score", "softcap:3"}), "unknown flag '--score' for 'mask' (see flexattn mask --help)");
+  EXPECT_EQ(error_line({"info", "--verbose"}), "unknown flag '--verbose' for 'info' (see flexattn info --help)");
+}
+
+TEST(CliErrors, NumbersAndShapes) {
+  EXPECT_EQ(error_line({"run", "-Q", "0"}), "-Q: expected an integer in [1, 2147483648], got 0");
+  EXPECT_EQ(error_line({"run", "-Q", "12abc"}), "-Q: expected an integer, got '12abc'");
+  EXPECT_EQ(error_line({"run", "-D", ""}), "-D: expected an integer, got ''");
+  EXPECT_EQ(error_line({"run", "--seed", "-1"}), "--seed: expected a non-negative integer, got '-1'");
+  EXPECT_EQ(error_line({"run", "--block", "0"}), "--block: expected an integer in [1, 1048576], got 0");
+  EXPECT_EQ(error_line({"run", "-H", "6", "--hkv", "4"}), "GQA: -H 6 must be a multiple of --hkv 4");
+  EXPECT_EQ(error_line({"run", "-H", "100000", "-Q", "100000"}),
+            "shape too large: q/k/v may hold at most 2^31 elements each");
+  EXPECT_EQ(error_line({"run", "--dtype", "f64"}), "--dtype: dtype 'f64' is not supported here, expected one of f32, f16, bf16");
+  EXPECT_EQ(error_line({"run", "--dtype", "f8"}), "--dtype: unknown dtype 'f8', expected one of f32, f16, bf16");
+  EXPECT_EQ(error_line({"run", "--backend", "tpu"}), "--backend: expected cpu, cuda or auto, got 'tpu'");
+}
+
+TEST(CliErrors, Mods) {
+  const std::string unknown = error_line({"run", "--mask", "nope"});
+  EXPECT_EQ(unknown.rfind("--mask: unknown mod 'nope'; known mods: full, causal, sliding_window:W,", 0), 0u) << unknown;
+  EXPECT_EQ(error_line({"run", "--mask", "sliding_window:x"}),
+            "--mask: mod 'sliding_window:x': W (window) must be an integer, got 'x'");
+  EXPECT_EQ(error_line({"run", "--mask", "softcap:30"}), "--mask: 'softcap:30' is a score mod, expected a mask mod");
+  EXPECT_EQ(error_line({"run", "--score", "causal"}), "--score: 'causal' is a mask mod, expected a score mod");
+  EXPECT_EQ(error_line({"run", "--mask", "causal", "--mask-expr", "q_idx >= kv_idx"}), "give --mask or --mask-expr, not both");
+  EXPECT_EQ(error_line({"run", "--score", "alibi", "--score-expr", "score"}), "give --score or --score-expr, not both");
+  EXPECT_EQ(error_line({"run", "--mask-expr", ""}), "--mask-expr: empty expression");
+  const std::string parse = error_line({"run", "--mask-expr", "q_idx >= "});
+  EXPECT_EQ(parse.rfind("--mask-expr: line 1, column 10: expected", 0), 0u) << parse;
+  const std::string parse2 = error_line({"run", "--score-expr", "score *\n (h + "});
+  EXPECT_EQ(parse2.rfind("--score-expr: line 2, column", 0), 0u) << parse2;
+  EXPECT_EQ(error_line({"run", "--mask-expr", "q_idx - kv_idx"}), "--mask-expr: a mask_mod must return bool, this one returns i32");
+  EXPECT_EQ(error_line({"run", "--mask-expr", "score > 0"}), "--mask-expr: a mask_mod cannot read score");
+  EXPECT_EQ(error_line({"run", "--score-expr", "q_idx > kv_idx"}), "--score-expr: a score_mod must return a number, this one returns bool");
+}
+
+TEST(CliErrors, ScalarsAndBuffers) {
+  TempDir dir;
+  EXPECT_EQ(error_line({"run", "--score-expr", "score * c"}),
+            "scalar 'c' is read by the mods but not given (use --scalar c=VALUE)");
+  EXPECT_EQ(error_line({"run", "--scalar", "x=1"}), "--scalar x: the mods do not read a scalar named 'x'");
+  EXPECT_EQ(error_line({"run", "--score-expr", "score * c", "--scalar", "c"}), "--scalar: expected NAME=VALUE, got 'c'");
+  EXPECT_EQ(error_line({"run", "--score-expr", "score * c", "--scalar", "c=abc"}),
+            "--scalar c=abc: expected a finite number, got 'abc'");
+  EXPECT_EQ(error_line({"run", "--score-expr", "score * c", "--scalar", "c:u8=1"}),
+            "--scalar c:u8=1: type must be f32, i32, i64 or bool, got 'u8'");
+  EXPECT_EQ(error_line({"run", "--score-expr", "score + bias[h]"}),
+            "buffer 'bias' is read by the mods but not given (use --buffer bias=FILE.npy)");
+  EXPECT_EQ(error_line({"run", "--score-expr", "score + bias[h]", "--buffer", "bias=/nonexistent/b.npy"}),
+            "/nonexistent/b.npy: cannot open for reading: No such file or directory");
+  std::ofstream(dir / "text.npy") << "not numpy";
+  EXPECT_EQ(error_line({"run", "--score-expr", "score + bias[h]", "--buffer", "bias=" + (dir / "text.npy")}),
+            dir / "text.npy" + ": not a .npy file (bad magic string)");
+  npy::write(dir / "b2.npy", filled(DType::F32, {3, 4}));
+  EXPECT_EQ(error_line({"run", "--score-expr", "score + bias[h]", "--buffer", "bias=" + (dir / "b2.npy")}),
+            "--buffer bias=" + (dir / "b2.npy") + ": has shape [3, 4] but the mod indexes it with 1 indices");
+  EXPECT_EQ(error_line({"run", "--buffer", "bias=" + (dir / "b2.npy")}),
+            "--buffer bias=" + (dir / "b2.npy") + ": the mods do not read a buffer named 'bias'");
+  EXPECT_EQ(error_line({"run", "--buffer", "bias"}), "--buffer: expected NAME=VALUE, got 'bias'");
+  npy::write(dir / "f.npy", filled(DType::F32, {128}));
+  EXPECT_EQ(error_line({"run", "--mask", "document:2", "--buffer", "doc_ids=" + (dir / "f.npy")}),
+            "--buffer doc_ids=" + (dir / "f.npy") + ": holds f32 but the mod reads it as i32");
+  EXPECT_EQ(error_line({"run", "--score-expr", "score + bias[h]", "--buffer", "bias=" + (dir / "f.npy"), "--buffer",
+                        "bias=" + (dir / "f.npy")}),
+            "--buffer bias: given more than once");
+}
+
+TEST(CliErrors, LoadAndSave) {
+  TempDir dir;
+  EXPECT_EQ(error_line({"run", "--load", "/nonexistent/dir"}), "--load /nonexistent/dir: not a directory");
+  EXPECT_EQ(error_line({"run", "--load", dir.path.string()}), dir / "q.npy" + ": cannot open for reading: No such file or directory");
+  npy::write(dir / "q.npy", filled(DType::F32, {2, 8, 16}));
+  EXPECT_EQ(error_line({"run", "--load", dir.path.string()}), dir / "q.npy" + ": expected a 4-d array [B, H, L, D], got shape [2, 8, 16]");
+  npy::write(dir / "q.npy", filled(DType::F32, {1, 2, 8, 16}));
+  npy::write(dir / "k.npy", filled(DType::F32, {1, 2, 8, 16}));
+  npy::write(dir / "v.npy", filled(DType::F32, {1, 2, 9, 16}));
+  EXPECT_EQ(error_line({"run", "--load", dir.path.string()}),
+            "--load: shapes do not fit together: q [1, 2, 8, 16], k [1, 2, 8, 16], v [1, 2, 9, 16] (need k [B|1, Hkv, KV, D], "
+            "v [B|1, Hkv, KV, Dv])");
+  npy::write(dir / "v.npy", filled(DType::F32, {1, 2, 8, 16}));
+  EXPECT_EQ(error_line({"run", "--load", dir.path.string(), "-H", "4"}), "-H 4 disagrees with q.shape[1] = 2 of --load");
+  std::ofstream(dir / "file") << "x";
+  EXPECT_EQ(error_line({"run", "-Q", "8", "-D", "16", "--save", dir / "file"}).rfind("--save " + (dir / "file") + ": cannot create the directory", 0), 0u);
+}
+
+TEST(CliErrors, OtherCommands) {
+  EXPECT_EQ(error_line({"mask"}), "mask: give --mask NAME[:ARGS] or --mask-expr TEXT");
+  EXPECT_EQ(error_line({"mask", "--mask", "relbias"}), "--mask: 'relbias' is a score mod, expected a mask mod");
+  EXPECT_EQ(error_line({"cache"}), "cache: missing action; expected list, clear or prewarm");
+  EXPECT_EQ(error_line({"cache", "purge"}), "cache: unknown action 'purge'; expected list, clear or prewarm");
+  EXPECT_EQ(error_line({"bench", "--suite", "slow"}), "--suite: unknown suite 'slow'; expected quick");
+  EXPECT_EQ(error_line({"cache", "list", "--arch", "sm_80"}), "--arch applies to 'cache prewarm' only");
+  // No GPU here ("cannot run here"), or one and f32 inputs ("takes bf16 or f16 inputs").
+  EXPECT_EQ(error_line({"run", "--backend", "cuda"}).rfind("--backend cuda: the cuda backend ", 0), 0u);
+}

@@ -1,0 +1,206 @@
+"""The torch integration on CPU tensors: the flexattn::attn_fwd / attn_bwd custom ops, autograd (q, k, v,
+learnable captured buffers, the lse), torch.compile (no graph break, no recompile when a captured 0-d
+tensor changes) and the flexattn.torch switch. Compared with a dense float64 torch reference written
+from the definition (torch's own flex_attention has no CPU backward). Skipped without torch or _C."""
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import flexattn  # noqa: E402
+import flexattn.torch as fat  # noqa: E402
+from flexattn import AuxRequest, _native  # noqa: E402
+
+if _native.load() is None:
+    pytest.skip(f"flexattn._C not built: {_native.error()}", allow_module_level=True)
+
+from flexattn import _torch_api, _torch_ops  # noqa: E402
+import torch._dynamo.testing  # noqa: E402
+
+flex = _torch_api.flex_attention
+
+
+def dense(q, k, v, score=None, mask=None, scale=None):
+    """softmax(score(q k^T * scale) | mask) v with autograd, GQA and batch broadcast (the definition)."""
+    B, Hq, L, E = q.shape
+    G = Hq // k.shape[1]
+    k = k.repeat_interleave(G, 1).expand(B, -1, -1, -1)
+    v = v.repeat_interleave(G, 1).expand(B, -1, -1, -1)
+    s = q @ k.transpose(-1, -2) * (1 / math.sqrt(E) if scale is None else scale)
+    idx = (torch.arange(B).view(-1, 1, 1, 1), torch.arange(Hq).view(1, -1, 1, 1),
+           torch.arange(L).view(1, 1, -1, 1), torch.arange(k.shape[2]).view(1, 1, 1, -1))
+    if score is not None:
+        s = score(s, *idx)
+    if mask is not None:
+        s = torch.where(mask(*idx), s, -math.inf)
+    lse = torch.logsumexp(s, -1)
+    p = torch.where(lse[..., None] == -math.inf, 0.0, torch.exp(s - lse[..., None]))
+    return p @ v, lse
+
+
+def rand(*shape, dtype=torch.float64, grad=True):
+    return torch.randn(*shape, dtype=dtype).requires_grad_(grad)
+
+
+def grads(out, lse, inputs, g, gl):
+    return torch.autograd.grad((out * g).sum() + (torch.where(lse.isinf(), 0.0, lse) * gl).sum(), inputs)
+
+
+def causal(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx
+
+
+def test_forward_and_backward_with_learnable_bias_gqa_broadcast_and_lse_gradient():
+    torch.manual_seed(0)
+    q, k, v = rand(3, 4, 45, 16), rand(1, 2, 45, 16), rand(1, 2, 45, 8)
+    bias = rand(4, 90).float().detach().requires_grad_()
+    cap = 20.0
+
+    def score(s, b, h, q_idx, kv_idx):
+        return cap * torch.tanh(s / cap) + bias[h, q_idx - kv_idx + 45]
+
+    bm = flexattn.create_block_mask(causal, 3, 1, 45, 45, device="cpu", BLOCK_SIZE=16)
+    out, aux = flex(q, k, v, score_mod=score, block_mask=bm, enable_gqa=True,
+                    return_aux=AuxRequest(lse=True, max_scores=True))
+    ref, ref_lse = dense(q, k, v, score, causal)
+    assert out.dtype == torch.float64 and aux.lse.dtype == torch.float64 and out.shape == (3, 4, 45, 8)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-6)  # the bias is read as float32
+    torch.testing.assert_close(aux.lse, ref_lse, rtol=1e-6, atol=1e-6)
+    assert not aux.max_scores.requires_grad
+    g, gl = torch.randn_like(out), torch.randn_like(ref_lse)
+    mine = grads(out, aux.lse, (q, k, v, bias), g, gl)
+    want = grads(ref, ref_lse, (q, k, v, bias), g, gl)
+    for name, a, b in zip("qkv", mine, want):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+    assert mine[3].dtype == torch.float32
+    torch.testing.assert_close(mine[3], want[3], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype,atol", [(torch.float32, 2e-6), (torch.bfloat16, 1.6e-2), (torch.float16, 2e-3)])
+def test_low_precision_inputs_odd_lengths_and_non_contiguous_views(dtype, atol):
+    torch.manual_seed(1)
+    base = torch.randn(2, 37, 3, 24)  # [B, L, H, E] -> a transposed, non-contiguous [B, H, L, E] view
+    q = base.to(dtype).transpose(1, 2).requires_grad_()
+    k = torch.randn(2, 3, 29, 24, dtype=dtype, requires_grad=True)
+    v = torch.randn(2, 3, 29, 24, dtype=dtype, requires_grad=True)
+    assert not q.is_contiguous()
+    out = flex(q, k, v, score_mod=lambda s, b, h, i, j: s - (i - j).abs() * 0.1)
+    ref, _ = dense(*(x.double() for x in (q, k, v)), lambda s, b, h, i, j: s - (i - j).abs() * 0.1)
+    assert out.dtype == dtype
+    torch.testing.assert_close(out.double(), ref, rtol=0, atol=atol)
+    out.sum().backward()
+    assert q.grad.dtype == dtype and q.grad.shape == q.shape and torch.isfinite(q.grad.float()).all()
+
+
+def test_fully_masked_rows_are_zero_with_minus_inf_lse_and_finite_gradients():
+    q, k, v = rand(1, 2, 20, 8), rand(1, 2, 20, 8), rand(1, 2, 20, 8)
+    out, lse = flex(q, k, v, block_mask=flexattn.create_block_mask(lambda b, h, i, j: (i >= 5) & (j <= i), 1, 1, 20,
+                                                                   20, device="cpu", BLOCK_SIZE=8), return_lse=True)
+    assert (out[:, :, :5] == 0).all() and (lse[:, :, :5] == -math.inf).all()
+    out.sum().backward()
+    assert torch.isfinite(q.grad).all() and (q.grad[:, :, :5] == 0).all()
+
+
+def test_compiled_fullgraph_matches_eager_and_never_recompiles_for_new_scalar_values():
+    torch.manual_seed(2)
+    q, k, v = rand(2, 2, 33, 16, dtype=torch.float32), rand(2, 2, 33, 16, dtype=torch.float32), rand(
+        2, 2, 33, 16, dtype=torch.float32)
+    bias = torch.randn(2, 66, requires_grad=True)
+    shift = torch.tensor(0.5)
+    window = torch.tensor(9)
+
+    def score(s, b, h, q_idx, kv_idx):
+        return s * shift + bias[h, q_idx - kv_idx + 33]
+
+    def sliding(b, h, q_idx, kv_idx):
+        return (q_idx >= kv_idx) & (q_idx - kv_idx < window)
+
+    bm = flexattn.create_block_mask(sliding, 1, 1, 33, 33, device="cpu", BLOCK_SIZE=16)
+
+    def f(q, k, v, bm):
+        out, aux = flex(q, k, v, score_mod=score, block_mask=bm, return_aux=AuxRequest(lse=True))
+        return out, aux.lse
+
+    for backend in ("aot_eager", "inductor"):
+        cnt = torch._dynamo.testing.CompileCounterWithBackend(backend)
+        cf = torch.compile(f, backend=cnt, fullgraph=True)
+        for shift_value, window_value in ((0.5, 9), (2.0, 4), (1.0, 33)):
+            shift.fill_(shift_value)
+            window.fill_(window_value)
+            bm = flexattn.create_block_mask(sliding, 1, 1, 33, 33, device="cpu", BLOCK_SIZE=16)
+            (o, l), (oe, le) = cf(q, k, v, bm), f(q, k, v, bm)
+            torch.testing.assert_close(o, oe, rtol=0, atol=0)
+            mine = torch.autograd.grad(o.sum() + l.sum(), (q, k, v, bias))
+            want = torch.autograd.grad(oe.sum() + le.sum(), (q, k, v, bias))
+            for a, b in zip(mine, want):
+                torch.testing.assert_close(a, b, rtol=0, atol=0)
+        assert cnt.frame_count == 1, backend
+
+
+def test_a_captured_tensor_without_a_direct_path_is_refused_under_compile_only():
+    class Holder:
+        pass
+    h = Holder()
+    h.bias = torch.randn(2, 8)
+
+    def score(s, b, hh, q_idx, kv_idx):
+        return s + h.bias[hh, kv_idx]
+    q = rand(1, 2, 8, 16, dtype=torch.float32, grad=False)
+    ref, _ = dense(q, q, q, lambda s, b, hh, i, j: s + h.bias[hh, j])
+    torch.testing.assert_close(flex(q, q, q, score_mod=score), ref.float(), rtol=0, atol=1e-5)
+    with pytest.raises(Exception, match="must be captured directly"):
+        torch.compile(lambda q: flex(q, q, q, score_mod=score), backend="eager", fullgraph=True)(q)
+
+
+def test_errors_follow_torch():
+    q = rand(1, 2, 8, 16, grad=False)
+    with pytest.raises(ValueError, match="Expected query, key, and value to have the same dtype"):
+        flex(q, q.float(), q)
+    with pytest.raises(ValueError, match="Try setting enable_gqa=True"):
+        flex(q, q[:, :1], q[:, :1])
+    with pytest.raises(ValueError, match="Cannot specify both return_lse and return_aux"):
+        flex(q, q, q, return_lse=True, return_aux=AuxRequest(lse=True))
+    with pytest.raises(NotImplementedError, match="NYI: query, key, and value must be 4D tensors"):
+        flex(q[0], q[0], q[0])
+    bm = flexattn.create_block_mask(causal, 1, 1, 16, 16, device="cpu", BLOCK_SIZE=8)
+    with pytest.raises(ValueError, match=r"_adjust\(q_len, kv_len\)"):
+        flex(q, q, q, block_mask=bm)
+    with pytest.warns(FutureWarning, match="return_lse is deprecated"):
+        flex(q, q, q, return_lse=True)
+
+
+def test_enable_routes_torch_api_including_names_bound_by_import():
+    import torch.nn.attention.flex_attention as tfa
+    from torch.nn.attention.flex_attention import flex_attention as bound_by_name
+    torch_fa, torch_cbm = tfa.flex_attention, tfa.create_block_mask
+    assert not fat.is_enabled()
+    q = rand(1, 2, 16, 16, dtype=torch.float32, grad=False)
+    with fat.enabled():
+        assert tfa.flex_attention is _torch_api.flex_attention and tfa.create_block_mask is _torch_api.create_block_mask
+        before = _torch_ops.stats["fwd"]
+        bm = tfa.create_block_mask(causal, 1, 1, 16, 16, device="cpu", BLOCK_SIZE=8)
+        out = tfa.flex_attention(q, q, q, block_mask=bm)
+        assert _torch_ops.stats["fwd"] == before + 1 and isinstance(bm, flexattn.BlockMask)
+        torch.testing.assert_close(out, dense(q, q, q, mask=causal)[0], rtol=0, atol=1e-5)
+    assert tfa.flex_attention is torch_fa and tfa.create_block_mask is torch_cbm and bound_by_name is torch_fa
+    fat.enable()
+    fat.enable()  # idempotent
+    assert fat.is_enabled()
+    fat.disable()
+    assert tfa.flex_attention is torch_fa and not fat.is_enabled()
+
+
+def test_enable_patches_modules_that_imported_the_function_by_name():
+    import types
+    import sys
+    import torch.nn.attention.flex_attention as tfa
+    user = types.ModuleType("flexattn_test_user_module")
+    user.fa = tfa.flex_attention
+    sys.modules[user.__name__] = user
+    try:
+        with fat.enabled():
+            assert user.fa is _torch_api.flex_attention
+        assert user.fa is tfa.flex_attention
+    finally:
+        del sys.modules[user.__name__]

@@ -1,0 +1,174 @@
+"""torch mods, torch tensors and agreement with torch's own flex_attention (skipped without torch)."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+tfa = pytest.importorskip("torch.nn.attention.flex_attention")
+
+import flexattn  # noqa: E402
+from flexattn import TraceError  # noqa: E402
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def text(fn):
+    return flexattn.trace(fn).text
+
+
+@pytest.mark.parametrize("mod,expected", [
+    (lambda s, b, h, q, kv: torch.where(q >= kv, s, -float("inf")), "where(q_idx >= kv_idx, score, -inf)"),
+    (lambda s, b, h, q, kv: 30.0 * torch.tanh(s / 30.0), "30.0 * tanh(score / 30.0)"),
+    (lambda s, b, h, q, kv: torch.exp2(s) + torch.exp(s) + torch.log(s) + torch.log2(s),
+     "exp2(score) + exp(score) + log(score) + log2(score)"),
+    (lambda s, b, h, q, kv: torch.sigmoid(s) * torch.sqrt(s) * torch.rsqrt(s), "sigmoid(score) * sqrt(score) * rsqrt(score)"),
+    (lambda s, b, h, q, kv: torch.sin(s) + torch.cos(s) + torch.floor(s) + torch.ceil(s) + torch.abs(s),
+     "sin(score) + cos(score) + floor(score) + ceil(score) + abs(score)"),
+    (lambda s, b, h, q, kv: torch.clamp(s, min=-1.0, max=1.0), "min(max(score, -1.0), 1.0)"),
+    (lambda s, b, h, q, kv: torch.minimum(s, torch.maximum(s, q)), "min(score, max(score, q_idx))"),
+    (lambda s, b, h, q, kv: s + (q - kv).float() * 0.5, "score + f32(q_idx - kv_idx) * 0.5"),
+    (lambda s, b, h, q, kv: s + (q - kv).to(torch.int64), "score + i64(q_idx - kv_idx)"),
+    (lambda s, b, h, q, kv: s.to(torch.float32) + torch.tensor(2.0), "score + 2.0{f32}"),
+    (lambda s, b, h, q, kv: torch.where(q > kv, 1.0, 0.0) * s, "f32(where(q_idx > kv_idx, 1.0, 0.0)) * score"),
+    (lambda s, b, h, q, kv: torch.div(q, 2, rounding_mode="floor") * s, "q_idx // 2 * score"),
+    (lambda s, b, h, q, kv: torch.special.expit(s), "sigmoid(score)"),
+    (lambda s, b, h, q, kv: torch.nn.functional.relu(s), "max(score, 0)"),
+])
+def test_torch_functions_are_traced(mod, expected):
+    assert text(mod) == expected
+
+
+def test_torch_mask_ops_and_combinators():
+    assert text(lambda b, h, q, kv: torch.logical_and(q >= kv, kv > 0)) == "q_idx >= kv_idx && kv_idx > 0"
+    assert text(lambda b, h, q, kv: (q >= kv) & ~(kv == 3)) == "q_idx >= kv_idx && !(kv_idx == 3)"
+    causal = lambda b, h, q, kv: q >= kv  # noqa: E731
+    window = lambda b, h, q, kv: q - kv < 8  # noqa: E731
+    assert text(tfa.and_masks(causal, window)) == "q_idx >= kv_idx && q_idx - kv_idx < 8"
+    assert text(tfa.or_masks(causal, window)) == "q_idx >= kv_idx || q_idx - kv_idx < 8"
+    assert text(tfa.noop_mask) == "true{bool}"
+
+
+def test_captured_tensors_and_zero_dim_scalars():
+    bias = torch.randn(4, 64, dtype=torch.bfloat16)
+    offset = torch.tensor(3)
+    scale = torch.tensor(0.5)
+
+    def mod(score, b, h, q_idx, kv_idx):
+        return score * scale + bias[h, q_idx - kv_idx + offset]
+    t = flexattn.trace(mod)
+    assert t.text == "score * scale + bias{bf16}[h, q_idx - kv_idx + offset{i64}]"
+    assert t.buffers["bias"] is bias and t.scalars == {"scale": 0.5, "offset": 3}
+    assert t.scalar_types == {"scale": "f32", "offset": "i64"}
+    bias2 = torch.randn(4, 64, dtype=torch.bfloat16)
+
+    def mod2(score, b, h, q_idx, kv_idx):
+        return score * scale + bias2[h, q_idx - kv_idx + offset]
+    assert flexattn.trace(mod2).text == "score * scale + bias2{bf16}[h, q_idx - kv_idx + offset{i64}]"
+
+
+def test_tensor_reached_through_an_attribute_is_bound_each_call():
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rel = torch.nn.Parameter(torch.randn(2, 16), requires_grad=False)
+
+        def score_mod(self, score, b, h, q_idx, kv_idx):
+            return score + self.rel[h, kv_idx]
+
+    layer = Layer()
+    t = flexattn.trace(layer.score_mod)
+    assert t.text == "score + tensor[h, kv_idx]" and t.buffers["tensor"] is layer.rel
+    assert not flexattn.trace(layer.score_mod).cached  # bound by identity: retraced every call
+
+
+def test_control_flow_error_in_a_torch_mod():
+    def torch_mod(score, b, h, q_idx, kv_idx):
+        if torch.any(q_idx > kv_idx):  # MARK
+            return score
+        return score
+
+    with pytest.raises(TraceError, match="in score_mod 'test_control_flow_error_in_a_torch_mod.<locals>.torch_mod' at "
+                                         "test_torch.py:"):
+        flexattn.trace(torch_mod)
+
+
+def doc_mask_factory(device):
+    doc = torch.repeat_interleave(torch.arange(4), torch.tensor([50, 60, 3, 87])).to(device)
+
+    def doc_causal(b, h, q_idx, kv_idx):
+        return (doc[q_idx] == doc[kv_idx]) & (q_idx >= kv_idx)
+    return doc_causal
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_create_block_mask_matches_torch(device):
+    mod = doc_mask_factory(device)
+    ours = flexattn.create_block_mask(mod, 2, 1, 200, 200, device=device, BLOCK_SIZE=32)
+    theirs = tfa.create_block_mask(mod, 2, 1, 200, 200, device=device, BLOCK_SIZE=32)
+    assert isinstance(ours.kv_indices, torch.Tensor) and ours.kv_indices.device.type == device
+    assert ours.kv_indices.dtype == torch.int32
+    for f in ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices", "q_num_blocks",
+              "full_q_num_blocks"):
+        torch.testing.assert_close(getattr(ours, f), getattr(theirs, f), msg=f)
+    assert ours.sparsity() == pytest.approx(theirs.sparsity())
+    assert ours.to_string() == theirs.to_string()
+    torch.testing.assert_close(flexattn.create_mask(mod, 1, 1, 200, 200, device=device),
+                               tfa.create_mask(mod, 1, 1, 200, 200, device=device))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_flex_attention_matches_torch(device, dtype):
+    torch.manual_seed(0)
+    cap = 20.0
+    bias = torch.randn(4, 400, device=device)
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return cap * torch.tanh(score / cap) + bias[h, q_idx - kv_idx + 199]
+
+    mask = doc_mask_factory(device)
+    L = 200
+    q = torch.randn(2, 4, L, 64, device=device, dtype=dtype)
+    k = torch.randn(2, 2, L, 64, device=device, dtype=dtype)
+    v = torch.randn(2, 2, L, 32, device=device, dtype=dtype)
+    bm_ours = flexattn.create_block_mask(mask, 2, 1, L, L, device=device, BLOCK_SIZE=64)
+    bm_torch = tfa.create_block_mask(mask, 2, 1, L, L, device=device, BLOCK_SIZE=64)
+    with torch.no_grad():
+        out, aux = flexattn.flex_attention(q, k, v, score_mod=score_mod, block_mask=bm_ours, enable_gqa=True,
+                                           return_aux=flexattn.AuxRequest(lse=True))
+        ref, ref_lse = tfa.flex_attention(q, k, v, score_mod=score_mod, block_mask=bm_torch, enable_gqa=True,
+                                          return_lse=True)
+        ref64 = tfa.flex_attention(q.double(), k.double(), v.double(), score_mod=score_mod, block_mask=bm_torch,
+                                   enable_gqa=True)
+    assert out.dtype == dtype and out.device == q.device and out.shape == ref.shape
+    err_ours = (out.double() - ref64).abs().max().item()
+    err_torch = (ref.double() - ref64).abs().max().item()
+    assert err_ours <= 2 * err_torch + 1e-6, (err_ours, err_torch)
+    torch.testing.assert_close(aux.lse, ref_lse.float(), rtol=1e-4, atol=1e-4)
+    # torch's own BlockMask is accepted too
+    with torch.no_grad():
+        out2 = flexattn.flex_attention(q, k, v, score_mod=score_mod, block_mask=bm_torch, enable_gqa=True)
+    torch.testing.assert_close(out2, out)
+
+
+def test_requires_grad_is_refused_until_backward_exists():
+    q = torch.randn(1, 1, 8, 4, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="backward pass is not available from Python yet"):
+        flexattn.flex_attention(q, q, q)
+    with torch.no_grad():
+        assert flexattn.flex_attention(q, q, q).shape == (1, 1, 8, 4)
+
+
+def test_block_mask_devices():
+    bm = flexattn.create_block_mask(lambda b, h, q, kv: q >= kv, 1, 1, 64, 64, device="cpu", BLOCK_SIZE=16)
+    assert isinstance(bm.kv_indices, torch.Tensor) and bm.device == "cpu"
+    assert isinstance(bm.to("numpy").kv_indices, np.ndarray)
+    sliced = bm[0, 0, 1]
+    assert isinstance(sliced.kv_indices, torch.Tensor) and sliced.kv_num_blocks.shape == (1, 1, 1)
+    torch.testing.assert_close(bm._adjust(32, 32).kv_num_blocks, torch.tensor([[[1, 1]]], dtype=torch.int32))
+
+
+def test_ops_call_torch_on_tensors():
+    x = torch.tensor([-1.5, 0.5])
+    torch.testing.assert_close(flexattn.ops.tanh(x), torch.tanh(x))
+    torch.testing.assert_close(flexattn.ops.where(x > 0, x, 0.0), torch.tensor([0.0, 0.5]))
+    assert flexattn.ops.cast(x, "int32").dtype == torch.int32

@@ -1,0 +1,213 @@
+"""Every operation a mod may use: the IR text it traces to, the IR type, and agreement between the traced
+IR (evaluated by the numpy interpreter) and the mod called directly on numpy grids."""
+import math
+
+import numpy as np
+import pytest
+from conftest import grids
+
+import flexattn
+from flexattn import ops
+from flexattn._ir import input_leaf, python_literal, binary
+from flexattn._print import print_text
+
+
+def text(fn):
+    return flexattn.trace(fn).text
+
+
+# (mod, expected IR text)
+SCORE_OPS = [
+    (lambda s, b, h, q, kv: s + 1.5, "score + 1.5"),
+    (lambda s, b, h, q, kv: 2 - s, "2 - score"),
+    (lambda s, b, h, q, kv: s * 0.5, "score * 0.5"),
+    (lambda s, b, h, q, kv: s / 30.0, "score / 30.0"),
+    (lambda s, b, h, q, kv: s // 2, "score // 2"),
+    (lambda s, b, h, q, kv: s % 3.0, "score % 3.0"),
+    (lambda s, b, h, q, kv: s ** 2, "score ** 2"),
+    (lambda s, b, h, q, kv: 2.0 ** s, "2.0 ** score"),
+    (lambda s, b, h, q, kv: -s, "-score"),
+    (lambda s, b, h, q, kv: +s, "score"),
+    (lambda s, b, h, q, kv: abs(s), "abs(score)"),
+    (lambda s, b, h, q, kv: ops.tanh(s), "tanh(score)"),
+    (lambda s, b, h, q, kv: ops.exp(s), "exp(score)"),
+    (lambda s, b, h, q, kv: ops.exp2(s), "exp2(score)"),
+    (lambda s, b, h, q, kv: ops.log(s), "log(score)"),
+    (lambda s, b, h, q, kv: ops.log2(s), "log2(score)"),
+    (lambda s, b, h, q, kv: ops.sqrt(s), "sqrt(score)"),
+    (lambda s, b, h, q, kv: ops.rsqrt(s), "rsqrt(score)"),
+    (lambda s, b, h, q, kv: ops.sigmoid(s), "sigmoid(score)"),
+    (lambda s, b, h, q, kv: ops.sin(s), "sin(score)"),
+    (lambda s, b, h, q, kv: ops.cos(s), "cos(score)"),
+    (lambda s, b, h, q, kv: ops.floor(s), "floor(score)"),
+    (lambda s, b, h, q, kv: ops.ceil(s), "ceil(score)"),
+    (lambda s, b, h, q, kv: ops.abs(s), "abs(score)"),
+    (lambda s, b, h, q, kv: ops.minimum(s, 1.0), "min(score, 1.0)"),
+    (lambda s, b, h, q, kv: ops.maximum(s, q), "max(score, q_idx)"),
+    (lambda s, b, h, q, kv: ops.clamp(s, -1.0, 1.0), "min(max(score, -1.0), 1.0)"),
+    (lambda s, b, h, q, kv: ops.clamp(s, max=2.0), "min(score, 2.0)"),
+    (lambda s, b, h, q, kv: ops.pow(s, 3), "score ** 3"),
+    (lambda s, b, h, q, kv: ops.where(q >= kv, s, -float("inf")), "where(q_idx >= kv_idx, score, -inf)"),
+    (lambda s, b, h, q, kv: s + (q - kv), "score + (q_idx - kv_idx)"),
+    (lambda s, b, h, q, kv: s - (q - kv), "score - (q_idx - kv_idx)"),
+    (lambda s, b, h, q, kv: (s + 1) * 2, "(score + 1) * 2"),
+    (lambda s, b, h, q, kv: s * 2 + 1, "score * 2 + 1"),
+    (lambda s, b, h, q, kv: (-s) ** 2, "(-score) ** 2"),
+    (lambda s, b, h, q, kv: -(s ** 2), "-score ** 2"),
+    (lambda s, b, h, q, kv: s ** -1, "score ** -1"),
+    (lambda s, b, h, q, kv: (-2) ** s, "(-2) ** score"),
+    (lambda s, b, h, q, kv: ops.cast(q, "float32") * s, "f32(q_idx) * score"),
+    (lambda s, b, h, q, kv: s + ops.cast(q - kv, "int64"), "score + i64(q_idx - kv_idx)"),
+    (lambda s, b, h, q, kv: ops.trunc(s), "where(score < 0, ceil(score), floor(score))"),
+]
+
+MASK_OPS = [
+    (lambda b, h, q, kv: q >= kv, "q_idx >= kv_idx"),
+    (lambda b, h, q, kv: q > kv, "q_idx > kv_idx"),
+    (lambda b, h, q, kv: q <= kv, "q_idx <= kv_idx"),
+    (lambda b, h, q, kv: q < kv, "q_idx < kv_idx"),
+    (lambda b, h, q, kv: q == kv, "q_idx == kv_idx"),
+    (lambda b, h, q, kv: q != kv, "q_idx != kv_idx"),
+    (lambda b, h, q, kv: (q >= kv) & (q - kv < 4), "q_idx >= kv_idx && q_idx - kv_idx < 4"),
+    (lambda b, h, q, kv: (q < 2) | (kv < 2), "q_idx < 2 || kv_idx < 2"),
+    (lambda b, h, q, kv: ~(q < kv), "!(q_idx < kv_idx)"),
+    (lambda b, h, q, kv: (q < 3) ^ (kv < 3), "(q_idx < 3) != (kv_idx < 3)"),
+    (lambda b, h, q, kv: ((q < 2) | (kv < 2)) & (h == 1), "(q_idx < 2 || kv_idx < 2) && h == 1"),
+    (lambda b, h, q, kv: q // 4 == kv // 4, "q_idx // 4 == kv_idx // 4"),
+    (lambda b, h, q, kv: q % 3 == b, "q_idx % 3 == b"),
+    (lambda b, h, q, kv: ops.logical_and(q >= kv, kv > 0), "q_idx >= kv_idx && kv_idx > 0"),
+    (lambda b, h, q, kv: ops.logical_or(q == 0, kv == 0), "q_idx == 0 || kv_idx == 0"),
+    (lambda b, h, q, kv: ops.logical_not(q == kv), "!(q_idx == kv_idx)"),
+    (lambda b, h, q, kv: ops.logical_xor(q == 0, kv == 0), "(q_idx == 0) != (kv_idx == 0)"),
+    (lambda b, h, q, kv: ops.cast(q % 2, "bool"), "bool(q_idx % 2)"),
+    (lambda b, h, q, kv: ops.cast(q, "float32") / 2 > kv, "f32(q_idx) / 2 > kv_idx"),
+    (lambda b, h, q, kv: q / 2 > kv, "q_idx / 2 > kv_idx"),
+    (lambda b, h, q, kv: True & (q >= kv), "q_idx >= kv_idx"),
+    (lambda b, h, q, kv: (q >= kv) | False, "q_idx >= kv_idx"),
+    (lambda b, h, q, kv: True, "true"),
+]
+
+
+@pytest.mark.parametrize("mod,expected", SCORE_OPS, ids=[e for _, e in SCORE_OPS])
+def test_score_op_text(mod, expected):
+    assert text(mod) == expected
+
+
+@pytest.mark.parametrize("mod,expected", MASK_OPS, ids=[e for _, e in MASK_OPS])
+def test_mask_op_text(mod, expected):
+    assert text(mod) == expected
+
+
+# mods with a direct numpy meaning (flexattn.ops computes with numpy on arrays) and no integer overflow
+@pytest.mark.parametrize("mod,expected", SCORE_OPS, ids=[e for _, e in SCORE_OPS])
+def test_score_op_matches_direct_numpy_call(mod, expected):
+    b, h, q, kv = grids()
+    score = np.linspace(-3.0, 3.0, 2 * 3 * 7 * 9).reshape(2, 3, 7, 9) + 0.01
+    traced = flexattn.trace(mod).evaluate(score=score, b=b, h=h, q_idx=q, kv_idx=kv)
+    with np.errstate(all="ignore"):
+        direct = mod(score, b, h, q, kv)
+    np.testing.assert_allclose(np.broadcast_to(traced, score.shape), np.broadcast_to(direct, score.shape),
+                               rtol=1e-12, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("mod,expected", MASK_OPS, ids=[e for _, e in MASK_OPS])
+def test_mask_op_matches_direct_numpy_call(mod, expected):
+    b, h, q, kv = grids()
+    traced = flexattn.trace(mod).evaluate(b=b, h=h, q_idx=q, kv_idx=kv)
+    direct = mod(b, h, q, kv)
+    assert traced.dtype == np.bool_
+    np.testing.assert_array_equal(np.broadcast_to(traced, (2, 3, 7, 9)), np.broadcast_to(direct, (2, 3, 7, 9)))
+
+
+def test_numpy_ufuncs_and_functions_on_traced_values_are_traced():
+    def mod(s, b, h, q, kv):
+        return np.where(q >= kv, np.tanh(s) + np.maximum(s, 0.0), np.clip(s, -1.0, 1.0))
+
+    assert text(mod) == "where(q_idx >= kv_idx, tanh(score) + max(score, 0.0), min(max(score, -1.0), 1.0))"
+
+
+def test_python_methods_on_traced_values():
+    mod = lambda s, b, h, q, kv: s.tanh().clamp(min=0.0) + (q - kv).float().abs()  # noqa: E731
+    assert text(mod) == "max(tanh(score), 0.0) + abs(f32(q_idx - kv_idx))"
+    assert text(lambda s, b, h, q, kv: s.where(q > kv, 0.0)) == "where(q_idx > kv_idx, score, 0.0)"
+
+
+# ---- types (mirror src/ir/expr.cc: torch 0-d promotion with weak Python scalars) ----
+@pytest.mark.parametrize("mod,expected", [
+    (lambda s, b, h, q, kv: q + 1, "i32"),
+    (lambda s, b, h, q, kv: q + 1.5, "f32"),
+    (lambda s, b, h, q, kv: q / 2, "f32"),
+    (lambda s, b, h, q, kv: q // 2, "i32"),
+    (lambda s, b, h, q, kv: ops.cast(q, "int64") + kv, "i64"),
+    (lambda s, b, h, q, kv: ops.where(q > kv, 1, 0), "i64"),
+    (lambda s, b, h, q, kv: ops.where(q > kv, q, 0), "i32"),
+    (lambda s, b, h, q, kv: ops.where(q > kv, 1.0, 0), "f32"),
+    (lambda s, b, h, q, kv: ops.exp(q), "f32"),
+    (lambda s, b, h, q, kv: ops.floor(q), "i32"),
+    (lambda s, b, h, q, kv: (q > 1) + (kv > 1), "bool"),
+    (lambda s, b, h, q, kv: (q > 1) * (kv > 1), "bool"),
+    (lambda s, b, h, q, kv: (q > 1) + 1, "i64"),
+    (lambda s, b, h, q, kv: ops.maximum(q > 1, kv > 2), "bool"),
+], ids=lambda x: x if isinstance(x, str) else "")
+def test_value_types(mod, expected):
+    r = flexattn.trace(lambda s, b, h, q, kv: mod(s, b, h, q, kv))
+    node = r.root.args[0] if r.root.op == "cast" else r.root  # score_mods are cast to f32 at the end
+    assert node.type == expected
+
+
+def test_where_of_two_python_scalars_is_a_strong_tensor_like_torch():
+    r = flexattn.trace(lambda s, b, h, q, kv: ops.where(q > kv, 1.0, 0.0) * s).root
+    assert r.args[0].op == "cast" and not r.args[0].weak
+
+
+def test_bool_arithmetic_maps_to_logic_like_torch():
+    assert text(lambda b, h, q, kv: (q > 1) + (kv > 1)) == "q_idx > 1 || kv_idx > 1"
+    assert text(lambda b, h, q, kv: (q > 1) * (kv > 1)) == "q_idx > 1 && kv_idx > 1"
+
+
+def test_score_mod_returning_integers_is_cast_to_f32():
+    assert text(lambda s, b, h, q, kv: q - kv) == "f32(q_idx - kv_idx)"
+    assert text(lambda s, b, h, q, kv: 0) == "f32(0)"
+
+
+# ---- literal spellings: exact, round-trippable ----
+@pytest.mark.parametrize("value,expected", [
+    (1e-05, "1e-05"), (0.1, "0.1"), (30.0, "30.0"), (1e16, "1e+16"), (-0.0, "-0.0"),
+    (math.inf, "inf"), (-math.inf, "-inf"), (math.nan, "nan"), (7, "7"), (-7, "-7"), (2**40, str(2**40)),
+])
+def test_literal_spellings(value, expected):
+    assert print_text(python_literal(value)) == expected
+
+
+def test_strong_literals_are_annotated():
+    t = text(lambda s, b, h, q, kv: s * np.array(2.5, dtype=np.float32) + q * np.array(3, dtype=np.int32))
+    assert t == "score * 2.5{f32} + q_idx * 3{i32}"
+
+
+def test_negative_literal_operands_are_unambiguous():
+    assert print_text(binary("sub", input_leaf("score"), python_literal(-3))) == "score - -3"
+    assert print_text(binary("pow", python_literal(-3), input_leaf("score"))) == "(-3) ** score"
+
+
+def test_shared_subexpressions_become_bindings():
+    def mod(s, b, h, q, kv):
+        d = q - kv
+        return s + d * d
+
+    assert text(mod) == "_t0 = q_idx - kv_idx;\nscore + _t0 * _t0"
+
+
+def test_deep_chains_do_not_recurse():
+    def mod(s, b, h, q, kv):
+        for _ in range(5000):
+            s = s + 1.0
+        return s
+
+    t = text(mod)
+    assert t.startswith("score + 1.0 + 1.0") and t.count("1.0") == 5000
+
+
+def test_identical_expressions_are_one_node():
+    r = flexattn.trace(lambda s, b, h, q, kv: (q - kv) * (q - kv)).root
+    mul = r.args[0]
+    assert mul.args[0] is mul.args[1]

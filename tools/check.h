@@ -1,0 +1,46 @@
+#pragma once
+// What `flexattn run --check` measures, independently of the code under test:
+//  - forward: out and lse against a plain dense evaluation written here (double precision, one row at a
+//    time, no block mask, the mods evaluated directly with the IR interpreter);
+//  - backward: dq, dk, dv and every buffer gradient against central finite differences of
+//    L = sum(out * dout) computed with that dense evaluation, at a few seeded entries per tensor.
+// Both paths evaluate the mods with the same IR interpreter, so a wrong interpreter is not caught here
+// (tests/unit/ir covers it); everything around the mods (block mask, GQA, softmax, gradients of the
+// score mod and of buffers) is.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "flexattn/tensor.h"
+#include "problem.h"
+
+namespace flexattn::cli {
+
+struct Discrepancy {
+  std::string name;     // "out", "lse", "dq", "dbias", ...
+  double max_abs = 0;   // max |got - want| over the compared entries
+  double rel = 0;       // max_abs / max |want| over the whole tensor (normwise)
+  double tol = 0;       // rel must be <= tol
+  int64_t compared = 0; // entries compared
+  bool ok() const { return rel <= tol; }
+};
+
+// Compares two tensors of equal shape element-wise. Non-finite values must match exactly (both NaN, or
+// the same infinity); otherwise the discrepancy is infinite.
+Discrepancy compare(const std::string& name, const HostTensor& got, const HostTensor& want, double tol);
+
+// out [B,H,Q,Dv] and lse [B,H,Q] (natural log, F64 tensors) of the dense evaluation: exact double math
+// (precision F64), or torch eager's arithmetic for inputs of dtype `precision` (F32 / F16 / BF16:
+// f32 scores and softmax, P rounded to that dtype before P·V, out rounded to it). The latter is the
+// same-precision naive baseline that backend tolerances are derived from.
+void dense_forward(const Problem& p, HostTensor* out, HostTensor* lse, DType precision = DType::F64);
+
+// Finite-difference check of the given gradients (F64, shapes of q / k / v / the buffers) at
+// `entries` seeded entries per tensor.
+std::vector<Discrepancy> check_gradients(const Problem& p, const HostTensor& dq, const HostTensor& dk,
+                                         const HostTensor& dv, const std::map<std::string, HostTensor>& dbuffers,
+                                         int entries, double tol);
+
+std::string format(const Discrepancy& d);  // "out      max_abs 1.2e-16  rel 3.4e-16  ok"
+
+}  // namespace flexattn::cli

@@ -1,0 +1,37 @@
+#pragma once
+// The subcommands of the flexattn tool. Each returns the process exit code (0 ok, 1 a --check or bench
+// comparison failed) and throws flexattn::Error for bad input (main prints it and exits with 2).
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "problem.h"
+
+namespace flexattn::cli {
+
+int cmd_info(const std::vector<std::string>& argv);
+int cmd_run(const std::vector<std::string>& argv);
+int cmd_mask(const std::vector<std::string>& argv);
+int cmd_bench(const std::vector<std::string>& argv);
+int cmd_cache(const std::vector<std::string>& argv);
+
+// The bench suite (also compiled by `cache prewarm`).
+struct BenchCase {
+  const char* name;
+  const char* mask;        // registry spec or ""
+  const char* mask_expr;   // text or ""
+  const char* score;
+  const char* score_expr;
+  int64_t hkv;             // -1: = H
+};
+const std::vector<BenchCase>& quick_suite();
+ProblemConfig bench_config(const BenchCase& c, DType dtype, uint64_t seed);
+
+// The problem flags shared by run and mask, and their translation into a ProblemConfig.
+std::vector<FlagSpec> problem_flags();
+ProblemConfig problem_config(const Args& args);
+// The help text of the registry ("  causal  q_idx >= kv_idx" per mod).
+std::string registry_help();
+void reject_positional(const Args& args, const std::string& command);
+
+}  // namespace flexattn::cli
