@@ -48,6 +48,9 @@ struct Node {
   DType buffer_dtype;    // Load only: element type of the buffer
   std::vector<NodePtr> args;
   uint64_t hash;  // includes literal values (used for interning)
+  // Releases long operand chains iteratively: a recursive release overflows the stack for chains of
+  // tens of thousands of nodes (a few thousand under ASan).
+  ~Node();
 };
 
 // A value handle with operator overloading, so a C++ user writes a mod as a generic lambda:

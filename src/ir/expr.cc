@@ -78,6 +78,27 @@ std::string type_str(const Node& n) {
 
 }  // namespace
 
+Node::~Node() {
+  if (args.empty()) return;
+  std::vector<NodePtr> stack = std::move(args);
+  while (!stack.empty()) {
+    NodePtr n = std::move(stack.back());
+    stack.pop_back();
+    if (n->args.empty()) continue;
+    {
+      // Under the intern mutex no other thread can revive `n` through its weak table entry between
+      // the use_count check and taking its operands.
+      std::lock_guard<std::mutex> lock(table().mu);
+      if (n.use_count() == 1) {
+        auto& owned = const_cast<Node&>(*n).args;
+        for (NodePtr& a : owned) stack.push_back(std::move(a));
+        owned.clear();
+      }
+    }
+    // `n` is released here with no operands left to recurse into (or it is still shared).
+  }
+}
+
 const char* op_name(Op op) { return kOps[int(op)].name; }
 int op_arity(Op op) { return kOps[int(op)].arity; }
 
@@ -109,10 +130,14 @@ Expr make_node(Op op, DType type, bool weak, std::vector<Expr> args, double valu
   node->hash = h;
 
   InternTable& t = table();
+  // Candidates locked from the table are kept here and released only after the mutex: releasing the
+  // last owner runs ~Node, which takes the same mutex.
+  std::vector<NodePtr> seen;
   std::lock_guard<std::mutex> lock(t.mu);
   auto& bucket = t.buckets[h];
   for (size_t i = 0; i < bucket.size();) {
     if (auto existing = bucket[i].lock()) {
+      seen.push_back(existing);
       if (same_node(*existing, *node)) return Expr(existing);
       ++i;
     } else {
