@@ -11,7 +11,7 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 
 build: setup
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DFLEXATTN_BUILD_PYTHON=ON >/dev/null
 	cmake --build $(BUILD) -j$(JOBS)
 
 setup:

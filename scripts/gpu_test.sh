@@ -8,9 +8,13 @@ mkdir -p "$LOG"
 JOBS=$(nproc)
 export FLEXATTN_CACHE_DIR=${FLEXATTN_CACHE_DIR:-$PWD/build-gpu/kernel-cache}
 status=0
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFLEXATTN_REQUIRE_GTEST=OFF >"$LOG/configure.log" 2>&1 \
+PYOPT=-DFLEXATTN_BUILD_PYTHON=OFF
+python3 -c "import nanobind" 2>/dev/null && PYOPT=-DFLEXATTN_BUILD_PYTHON=ON
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFLEXATTN_REQUIRE_GTEST=OFF $PYOPT >"$LOG/configure.log" 2>&1 \
   || { tail -30 "$LOG/configure.log"; exit 1; }
-cmake --build build-gpu -j"$JOBS" --target gpu_attention_check flexattn >"$LOG/build.log" 2>&1 \
+TARGETS="gpu_attention_check gpu_block_mask_check flexattn"
+[ "$PYOPT" = -DFLEXATTN_BUILD_PYTHON=ON ] && TARGETS="$TARGETS _C"
+cmake --build build-gpu -j"$JOBS" --target $TARGETS >"$LOG/build.log" 2>&1 \
   || { grep -E "error" "$LOG/build.log" | head -30; exit 1; }
 declare -A result
 run() {  # name, command...
@@ -22,8 +26,10 @@ run() {  # name, command...
   [ $rc -eq 0 ] || status=1
 }
 run gpu_attention build-gpu/tests/gpu/attention/gpu_attention_check ${GPU_TEST_ARGS:-}
-if python3 -c "import torch" 2>/dev/null && [ -d tests/python ]; then
-  run python_gpu python3 -m pytest -q tests/python ${PYTEST_ARGS:-}
+[ -x build-gpu/tests/gpu/block_mask_gpu/gpu_block_mask_check ] && run gpu_block_mask build-gpu/tests/gpu/block_mask_gpu/gpu_block_mask_check
+if python3 -c "import torch" 2>/dev/null && ls build-gpu/bindings/_C*.so >/dev/null 2>&1; then
+  FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONUNBUFFERED=1 \
+    run python_gpu python3 -m pytest -q -p no:cacheprovider tests/python/gpu tests/python/test_native_torch.py ${PYTEST_ARGS:-}
 fi
 echo "---- failures (if any) ----"
 grep -h "^FAIL" "$LOG"/gpu_attention.log | head -40

@@ -31,6 +31,10 @@
 //      buf[i]       captured buffer i (ir::buffers order), contiguous row-major, element type fixed by
 //                   the generated code; buf_shape[i][0..rank) its shape, unused dims 1
 //      buf_grad[i]  fp32 gradient accumulator of buffer i (same shape, zeroed by the host), or null
+//  - q_map, k_map, v_map, o_map: Hopper TMA descriptors (CUtensorMap, opaque, 128 bytes, 128-aligned)
+//    of q, k, v, out, encoded on the host by src/runtime/tma_sm90.cc for the sm90 family only (zero
+//    otherwise). They must stay in kernel parameter space: entries take `const __grid_constant__
+//    AttnParams`, and TMA reads a map through the address of the parameter field.
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define FLEXATTN_HD __host__ __device__
 #else
@@ -50,6 +54,11 @@ struct ModParams {
   const void* buf[kModBufs];
   long long buf_shape[kModBufs][kModBufRank];
   float* buf_grad[kModBufs];
+};
+
+// A CUtensorMap as the kernel sees it (cuda.h: alignas(128) cuuint64_t opaque[16]).
+struct alignas(128) TmaDesc {
+  unsigned long long opaque[16];
 };
 
 struct AttnParams {
@@ -99,9 +108,13 @@ struct AttnParams {
   int pad_;
 
   ModParams mod;
+
+  // Hopper forward (appended so the fields above keep their offsets).
+  TmaDesc q_map, k_map, v_map, o_map;
 };
 
 static_assert(sizeof(ModParams) == 1024, "ModParams layout is part of the kernel ABI");
+static_assert(sizeof(TmaDesc) == 128 && alignof(TmaDesc) == 128, "CUtensorMap layout");
 static_assert(sizeof(AttnParams) <= 4096, "kernel parameter space");
 
 }  // namespace flexattn::kern

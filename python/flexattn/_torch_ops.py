@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+import warnings
 from typing import List, Optional, Tuple
 
 import torch
@@ -25,6 +26,7 @@ from . import _native
 _DTYPE_NAMES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.int32: "i32",
                 torch.int64: "i64", torch.bool: "bool", torch.float64: "f64"}
 stats = {"fwd": 0, "bwd": 0, "cuda": 0, "cpu": 0}
+_warned = {"f32_cuda": False}
 
 
 # ---- the variant of a spec --------------------------------------------------------------------------
@@ -152,7 +154,8 @@ def _cuda_bwd(variant, q, k, v, out, lse, dout, dlse, scalars, buffers, grad_nam
     ws = torch.empty(C.cuda_backward_workspace_bytes(list(qp.shape), deterministic), dtype=torch.uint8,
                      device=q.device)
     dl = None if dlse is None else dlse.to(torch.float32).contiguous()
-    C.cuda_backward(variant, _view(qp), _view(kp), _view(vp), _view(outp), lse.contiguous().data_ptr(),
+    lse = lse.contiguous()  # kept alive in a variable: the kernels read it after this line
+    C.cuda_backward(variant, _view(qp), _view(kp), _view(vp), _view(outp), lse.data_ptr(),
                     _view(doutp), grad_lse=0 if dl is None else dl.data_ptr(), dq=_view(dq), dk=_view(dk),
                     dv=_view(dv), scalars=scalars, buffers=_cuda_buffers(buffers),
                     buffer_grads={n: g.data_ptr() for n, g in grads.items()}, block_mask=_device_mask(mask, meta),
@@ -184,6 +187,10 @@ def attn_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scalars: torch.T
         with torch.cuda.device(q.device):
             return _cuda_fwd(variant, q, k, v, sc, bufs, mask, mask_meta, scale)
     stats["cpu"] += 1
+    if q.device.type == "cuda" and not _warned["f32_cuda"]:
+        _warned["f32_cuda"] = True
+        warnings.warn(f"flexattn: the cuda backend takes bfloat16 / float16; {q.dtype} CUDA tensors run on the cpu "
+                      "backend (exact float64 math on host copies, slow)", stacklevel=2)
     return _cpu_fwd(variant, q, k, v, sc, bufs, mask, mask_meta, scale)
 
 

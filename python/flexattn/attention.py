@@ -7,7 +7,7 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
-from . import _reference
+from . import _native, _reference
 from ._arrays import dtype_name, is_array_like, is_torch_tensor, like, to_numpy, torch_module
 from ._tracer import trace
 from .block_mask import _FIELDS, BlockMask, empty_block_mask, is_empty_block_mask
@@ -128,6 +128,11 @@ def _backend_forward(query, key, value, score_mod, mask_mod, block_mask, scale, 
     on the input's device, else numpy); lse / max are None unless requested.
 
     Today: the pure-numpy reference (flexattn._reference). The compiled backends replace this body."""
+    # The native cpu backend (float64 throughout). float16 keeps the numpy reference, which rounds P to
+    # float16 before P @ v exactly as torch's eager path does.
+    if not is_torch_tensor(query) and dtype_name(query.dtype) != "float16" and _native.load() is not None:
+        return _native.cpu_forward_numpy(query, key, value, score_mod, mask_mod, block_mask, scale, need_lse,
+                                         need_max)
     qn, kn, vn = (to_numpy(x) for x in (query, key, value))
     qdt = dtype_name(query.dtype)
     groups = query.shape[1] // key.shape[1] if enable_gqa else 1
@@ -150,6 +155,12 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
 
     Inputs are numpy arrays (or DLPack producers) or torch tensors; outputs are of the same kind. Forward
     only. Returns out, (out, AuxOutput) with return_aux, or (out, lse) with the deprecated return_lse."""
+    if is_torch_tensor(query) and _native.load() is not None:
+        # torch tensors with the extension: custom ops with autograd and torch.compile support.
+        from . import _torch_api
+
+        return _torch_api.flex_attention(query, key, value, score_mod, block_mask, scale, enable_gqa, return_lse,
+                                         kernel_options, return_aux=return_aux)
     _validate_inputs(query, key, value)
     _validate_heads_and_batch(query, key, enable_gqa, block_mask)
     traced_score = None if score_mod is None else trace(score_mod, "score_mod")

@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 
 from . import _block_layout as layout
+from . import _native
 from ._arrays import device_of, from_numpy, is_torch_tensor, resolve_device, to_numpy
 from ._tracer import mod_kind, trace
 from .masks import _check_sizes, noop_mask
@@ -241,6 +242,14 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=_DE
     _check_sizes(B=B, H=H, Q_LEN=Q_LEN, KV_LEN=KV_LEN)
     QB, KVB = _block_size(BLOCK_SIZE)
     dev = resolve_device(device)
+    if _native.load() is not None:
+        if getattr(dev, "type", None) == "cuda":  # built on the GPU (flexattn._torch_api)
+            from . import _torch_api
+
+            return _torch_api.create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, dev, (QB, KVB))
+        arrays = _native.build_block_mask_numpy(trace(mask_mod, "mask_mod"), B, H, Q_LEN, KV_LEN, QB, KVB)
+        bm = BlockMask((Q_LEN, KV_LEN), *arrays, (QB, KVB), mask_mod)
+        return bm if isinstance(dev, str) else bm.to(dev)
     counts = layout.tile_counts(trace(mask_mod, "mask_mod"), B, H, Q_LEN, KV_LEN, QB, KVB)
     full = counts == QB * KVB
     partial = (counts > 0) & ~full

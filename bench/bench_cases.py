@@ -1,0 +1,182 @@
+"""The benchmark's cases, suites and arithmetic: pure Python (no torch), so CI tests it without a GPU.
+
+Counting convention (anchors-h200.md): TFLOP/s count only attended score entries; the forward does
+4·D flops per entry (QKᵀ and PV), the backward 2.5× the forward's flops. Densities are exact counts of
+the attended entries over S·S, from closed forms per query row (the driver checks them on the GPU
+against the mask_mod itself).
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+IMPLS = ("flexattn", "torch-flex", "sdpa-cudnn", "sdpa-flash")
+FLEX_IMPLS = ("flexattn", "torch-flex")  # the two that compile per variant
+SDPA_IMPLS = ("sdpa-cudnn", "sdpa-flash")
+CASES = ("full", "causal", "sliding1024", "document", "prefixlm", "alibi_causal", "softcap_causal", "relbias_full")
+SUITES = ("full", "quick", "decode")
+
+WINDOW = 1024          # sliding1024: q - kv < WINDOW and causal, each query sees WINDOW keys
+N_DOCS = 8             # document: 8 packed documents, causal within each
+DOC_SEED = 0           # their lengths are a seeded random split (equal lengths would be an easy case)
+PREFIX_DIVISOR = 4     # prefixlm: the first S/4 keys are visible to every query, causal elsewhere
+SOFTCAP = 30.0
+BWD_FLOP_FACTOR = 2.5
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    mask: str             # "none", "causal", "sliding", "document", "prefixlm"
+    score: str            # "none", "alibi", "softcap", "relbias"
+    sdpa_causal: Optional[bool]  # None: SDPA has no backend for it; else its is_causal flag
+    title: str
+
+
+CASE_TABLE: Dict[str, Case] = {c.name: c for c in (
+    Case("full", "none", "none", False, "full"),
+    Case("causal", "causal", "none", True, "causal"),
+    Case("sliding1024", "sliding", "none", None, "sliding window 1024 (causal)"),
+    Case("document", "document", "none", None, "document mask (8 docs, causal)"),
+    Case("prefixlm", "prefixlm", "none", None, "prefix-LM (prefix S/4)"),
+    Case("alibi_causal", "causal", "alibi", None, "ALiBi + causal"),
+    Case("softcap_causal", "causal", "softcap", None, "softcap 30 + causal"),
+    Case("relbias_full", "none", "relbias", None, "relative-position bias gather, full"),
+)}
+
+
+@dataclass(frozen=True)
+class Shape:
+    B: int
+    H: int
+    S: int
+    D: int
+
+
+SUITE_SHAPES: Dict[str, Tuple[Shape, ...]] = {
+    # The anchors' long and short shapes, both head dims.
+    "full": (Shape(2, 16, 8192, 128), Shape(2, 16, 8192, 64), Shape(4, 16, 2048, 128), Shape(4, 16, 2048, 64)),
+    # Under 3 minutes on an H200: the short shape at D=128 only (the anchors' short suite).
+    "quick": (Shape(4, 16, 2048, 128),),
+}
+DEFAULT_REPS = {"full": 50, "quick": 20, "decode": 50}
+MIN_REPS = 20
+
+
+@dataclass(frozen=True)
+class Job:
+    impl: str
+    case: str
+    shape: Shape
+
+
+def applies(impl: str, case: str) -> bool:
+    """Does `impl` run `case`? SDPA only where a backend computes it without a dense mask."""
+    return impl in FLEX_IMPLS or CASE_TABLE[case].sdpa_causal is not None
+
+
+def parse_list(text: Optional[str], allowed: Sequence[str], arg: str) -> Tuple[str, ...]:
+    """'a,b' -> ('a', 'b') in `allowed` order; None or 'all' -> all. Raises ValueError naming `arg`."""
+    if text is None or text.strip() == "all":
+        return tuple(allowed)
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise ValueError(f"{arg}: expected a comma-separated list of {', '.join(allowed)}, got {text!r}")
+    bad = [n for n in names if n not in allowed]
+    if bad:
+        raise ValueError(f"{arg}: unknown name{'s' if len(bad) > 1 else ''} {', '.join(bad)}; "
+                         f"expected some of {', '.join(allowed)}")
+    return tuple(a for a in allowed if a in names)
+
+
+def jobs(suite: str, cases: Sequence[str], impls: Sequence[str]) -> List[Job]:
+    """The measurements of a suite, grouped by shape, then case, then impl (so the inputs of one
+    (shape, case) are made once and shared by every impl)."""
+    if suite not in SUITE_SHAPES:
+        raise ValueError(f"--suite: {suite!r} has no attention jobs; expected one of {', '.join(SUITE_SHAPES)}")
+    return [Job(i, c, s) for s in SUITE_SHAPES[suite] for c in cases for i in impls if applies(i, c)]
+
+
+# ---- exact densities ----------------------------------------------------------------------------------
+def doc_lengths(S: int, n_docs: int = N_DOCS, seed: int = DOC_SEED) -> List[int]:
+    """n_docs positive lengths summing to S: a seeded random split (the same on every machine)."""
+    if not 1 <= n_docs <= S:
+        raise ValueError(f"doc_lengths: need 1 <= n_docs <= S, got n_docs={n_docs}, S={S}")
+    cuts = sorted(random.Random(seed).sample(range(1, S), n_docs - 1))
+    bounds = [0] + cuts + [S]
+    return [b - a for a, b in zip(bounds, bounds[1:])]
+
+
+def doc_ids(S: int, n_docs: int = N_DOCS, seed: int = DOC_SEED) -> List[int]:
+    return [i for i, n in enumerate(doc_lengths(S, n_docs, seed)) for _ in range(n)]
+
+
+def attended_per_row(case: str, S: int) -> List[int]:
+    """Number of keys query row q attends, for every q (the mask does not depend on b or h)."""
+    mask = CASE_TABLE[case].mask
+    if mask == "none":
+        return [S] * S
+    if mask == "causal":
+        return [q + 1 for q in range(S)]
+    if mask == "sliding":
+        return [min(q + 1, WINDOW) for q in range(S)]
+    if mask == "prefixlm":
+        prefix = S // PREFIX_DIVISOR
+        return [max(q + 1, prefix) for q in range(S)]
+    if mask == "document":
+        rows = []
+        for n in doc_lengths(S):
+            rows += [i + 1 for i in range(n)]
+        return rows
+    raise AssertionError(f"unhandled mask kind {mask}")
+
+
+def attended_entries(case: str, S: int) -> int:
+    """Attended (q, kv) entries of one (batch, head)."""
+    return sum(attended_per_row(case, S))
+
+
+def density(case: str, S: int) -> float:
+    return attended_entries(case, S) / (S * S)
+
+
+# ---- flops ------------------------------------------------------------------------------------------
+def fwd_flops(shape: Shape, entries_per_head: int) -> float:
+    return 4.0 * shape.D * shape.B * shape.H * entries_per_head
+
+
+def bwd_flops(shape: Shape, entries_per_head: int) -> float:
+    return BWD_FLOP_FACTOR * fwd_flops(shape, entries_per_head)
+
+
+def tflops(flops: float, ms: Optional[float]) -> Optional[float]:
+    if ms is None or ms <= 0:
+        return None
+    return flops / (ms * 1e-3) / 1e12
+
+
+# ---- decode (hook: rows impl, case "decode", B, Hq, Hkv, S, D, page, ms, GBps) ------------------------
+@dataclass(frozen=True)
+class DecodeShape:
+    B: int
+    Hq: int
+    Hkv: int
+    S: int            # KV length
+    D: int
+    page: Optional[int] = None  # paged KV page size; None = contiguous KV
+
+
+DECODE_SHAPES = (DecodeShape(8, 32, 8, 8192, 128), DecodeShape(1, 32, 8, 131072, 128),
+                 DecodeShape(64, 32, 8, 4096, 128))
+
+
+def decode_bytes(s: DecodeShape, elem_bytes: int = 2) -> int:
+    """Bytes of K and V read once (the anchors' GB/s numerator)."""
+    return 2 * s.B * s.Hkv * s.S * s.D * elem_bytes
+
+
+def gbps(nbytes: float, ms: Optional[float]) -> Optional[float]:
+    if ms is None or ms <= 0:
+        return None
+    return nbytes / (ms * 1e-3) / 1e9

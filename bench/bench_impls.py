@@ -1,0 +1,210 @@
+"""The GPU side of the benchmark, part 2: each implementation as a callable on the same inputs, one
+measurement (compile, forward, backward, accuracy), flexattn's parallel cold compile, and the decode
+hook. Needs torch, CUDA, and for flexattn the compiled extension (python/flexattn/_native.py)."""
+from __future__ import annotations
+
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+import torch.nn.functional as F
+
+import bench_cases as bc
+import bench_torch as bt
+
+DEV = bt.DEV
+
+
+def _sdpa_backend(impl):
+    from torch.nn.attention import SDPBackend
+    return {"sdpa-cudnn": SDPBackend.CUDNN_ATTENTION, "sdpa-flash": SDPBackend.FLASH_ATTENTION}[impl]
+
+
+def make_block_mask(impl, mask_mod, S):
+    """A BlockMask of B=1, H=1, 128×128 blocks (as the anchors), by the impl's own builder."""
+    if mask_mod is None:
+        return None
+    if impl == "flexattn":
+        from flexattn import _torch_api
+        return _torch_api.create_block_mask(mask_mod, 1, 1, S, S, device=DEV)
+    from torch.nn.attention.flex_attention import create_block_mask
+    return create_block_mask(mask_mod, 1, 1, S, S, device=DEV)
+
+
+def make_forward(impl, case, score_mod, block_mask, enable_gqa=False):
+    """fn(q, k, v) -> out for one variant. torch-flex gets a fresh torch.compile per variant."""
+    if impl == "flexattn":
+        from flexattn import _torch_api
+        return lambda q, k, v: _torch_api.flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask,
+                                                         enable_gqa=enable_gqa)
+    if impl == "torch-flex":
+        from torch.nn.attention.flex_attention import flex_attention
+        compiled = torch.compile(flex_attention)
+        return lambda q, k, v: compiled(q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=enable_gqa)
+    from torch.nn.attention import sdpa_kernel
+    backend = _sdpa_backend(impl)
+    causal = bool(bc.CASE_TABLE[case].sdpa_causal) if case in bc.CASE_TABLE else False
+
+    def sdpa(q, k, v):
+        with sdpa_kernel([backend]):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=enable_gqa)
+    return sdpa
+
+
+class CaseContext:
+    """What every impl of one (shape, case) shares: the mods, the inputs, the density, the reference."""
+
+    def __init__(self, shape, case, seed, with_reference=True):
+        self.shape, self.case = shape, case
+        self.mask_mod = bt.make_mask_mod(case, shape.S)
+        self.score_mod = bt.make_score_mod(case, shape.S, shape.H, seed)
+        self.q, self.k, self.v, self.dout = bt.make_inputs(shape, seed)
+        self.entries = bt.count_attended(self.mask_mod, shape.S)
+        self.density = self.entries / (shape.S * shape.S)
+        expected = bc.attended_entries(case, shape.S)
+        self.density_note = None if expected == self.entries else (
+            f"density: the mask_mod attends {self.entries} entries, the closed form says {expected}")
+        self.ref = bt.reference(self.q, self.k, self.v, self.score_mod, self.mask_mod) if with_reference else None
+
+
+def measure(impl, ctx, reps, warmup, backward, say=lambda stage: None):
+    """{fwd_ms, bwd_ms, compile_s, rel_err} of one impl on ctx. compile_s is the first calls' time over
+    the steady time (block-mask build, forward, and backward when measured); None for SDPA. `say`
+    reports the stage (for the progress line)."""
+    compiling = impl in bc.FLEX_IMPLS
+    if impl == "torch-flex":
+        torch._dynamo.reset()  # each variant compiles on its own; no guard chain grows across variants
+        # Donated buffers forbid the repeated backward (retain_graph) that the timing loop runs; they only
+        # let the compiled backward reuse saved activations' memory.
+        torch._functorch.config.donated_buffer = False
+    overhead = 0.0
+    t_first, bm = bt.first_call(lambda: make_block_mask(impl, ctx.mask_mod, ctx.shape.S))
+    if bm is not None:
+        t_second, bm = bt.first_call(lambda: make_block_mask(impl, ctx.mask_mod, ctx.shape.S))
+        overhead += max(0.0, t_first - t_second)
+    fwd = make_forward(impl, ctx.case, ctx.score_mod, bm)
+    q, k, v = ctx.q, ctx.k, ctx.v
+    with torch.no_grad():
+        say("compiling forward" if compiling else "first forward")
+        t_first, out = bt.first_call(lambda: fwd(q, k, v))
+        err = None if ctx.ref is None else bt.rel_err(out, ctx.ref)
+        del out
+        say(f"timing forward ({reps} reps)")
+        fwd_ms = bt.time_ms(lambda: fwd(q, k, v), reps, warmup)
+    overhead += max(0.0, t_first - fwd_ms / 1e3)
+    bwd_ms = None
+    if backward:
+        say("compiling backward" if compiling else "first backward")
+        qg, kg, vg = (x.detach().requires_grad_() for x in (q, k, v))
+        t_a, out = bt.first_call(lambda: fwd(qg, kg, vg))
+
+        def grad():
+            return torch.autograd.grad(out, (qg, kg, vg), ctx.dout, retain_graph=True)
+        t_b, _ = bt.first_call(grad)
+        say(f"timing backward ({reps} reps)")
+        bwd_ms = bt.time_ms(grad, reps, warmup)
+        overhead += max(0.0, t_a - fwd_ms / 1e3) + max(0.0, t_b - bwd_ms / 1e3)
+        del out
+    return {"fwd_ms": fwd_ms, "bwd_ms": bwd_ms, "compile_s": overhead if compiling else None, "rel_err": err}
+
+
+def _arch():
+    major, minor = torch.cuda.get_device_capability()
+    return f"sm_{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")  # as src/jit/device.cc names it
+
+
+def prewarm_flexattn(variants, jobs, backward):
+    """Compiles flexattn's kernels of every (case, D) in `variants` ({(case, D): (score_mod, mask_mod)})
+    on `jobs` threads (NVRTC runs outside the GIL, one compile per thread). Returns ({(case, D): seconds},
+    [failures]): each the wall time of that variant's own compiles (forward, plus backward)."""
+    from flexattn import _native, _torch_api, _torch_ops
+    from flexattn.masks import noop_mask
+
+    C = _native.require("the benchmark")
+    arch = _arch()
+    tasks = []
+    for (case, D), (score_mod, mask_mod) in variants.items():
+        spec = _torch_api._bound_values(score_mod, mask_mod or noop_mask)[0]
+        variant = _torch_ops._decode(spec, "")[0]
+        tasks += [((case, D), variant, D, bw) for bw in ((False, True) if backward else (False,))]
+
+    def compile_one(task):
+        key, variant, D, bw = task
+        t0 = time.perf_counter()
+        try:
+            C.compile_variant(variant, "bf16", D, D, arch, bw)
+        except Exception as e:  # noqa: BLE001 - the first call compiles it again, and its row says why
+            return key, None, f"{key[0]} D={D}{' backward' if bw else ''}: {e}"
+        return key, time.perf_counter() - t0, None
+
+    seconds, failures = {}, []
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for key, s, why in pool.map(compile_one, tasks):
+            if why:
+                failures.append(why)
+            else:
+                seconds[key] = seconds.get(key, 0.0) + s
+    return seconds, failures
+
+
+def prime(impl, backward):
+    """One small call of a compiling impl with a mod no case uses, so that imports, the inductor worker
+    pool, the CUDA driver and NVRTC loading stay out of the first measured compile."""
+    if impl not in bc.FLEX_IMPLS:
+        return
+    shape = bc.Shape(1, 2, 256, 64)
+    q, k, v, dout = bt.make_inputs(shape, 12345)
+
+    def half(score, b, h, q_idx, kv_idx):
+        return score * 0.5
+
+    def near(b, h, q_idx, kv_idx):
+        return kv_idx <= q_idx + 7
+
+    bm = make_block_mask(impl, near, shape.S)
+    fwd = make_forward(impl, "full", half, bm)
+    with torch.no_grad():
+        fwd(q, k, v)
+    if backward:
+        qg = q.detach().requires_grad_()
+        torch.autograd.grad(fwd(qg, k, v), (qg,), dout)
+    torch.cuda.synchronize()
+    if impl == "torch-flex":
+        torch._dynamo.reset()
+
+
+def native_status():
+    """None when flexattn's cuda backend can run here, else why not."""
+    try:
+        from flexattn import _native
+        C = _native.load()
+        if C is None:
+            return f"flexattn._C not loaded: {_native.error()}"
+        ok, why = C.cuda_available()
+        return None if ok else f"flexattn cuda backend unavailable: {why}"
+    except Exception as e:  # noqa: BLE001 - any failure means "cannot benchmark flexattn"
+        return f"flexattn import failed: {type(e).__name__}: {e}"
+
+
+# ---- decode (hook) ------------------------------------------------------------------------------------
+def measure_decode(impl, s, reps, warmup, seed=0):
+    """ms of one decode step: q [B, Hq, 1, D] against contiguous K/V [B, Hkv, S, D] (GQA). Paged KV
+    (s.page) is not implemented yet."""
+    if s.page is not None:
+        raise NotImplementedError("paged KV decode is not implemented yet")
+    g = torch.Generator(device=DEV).manual_seed(seed)
+    q = torch.randn(s.B, s.Hq, 1, s.D, device=DEV, generator=g).to(bt.DTYPE)
+    k, v = (torch.randn(s.B, s.Hkv, s.S, s.D, device=DEV, generator=g).to(bt.DTYPE) for _ in range(2))
+    if impl == "torch-flex":
+        torch._dynamo.reset()
+    fwd = make_forward(impl, "decode", None, None, enable_gqa=True)
+    with torch.no_grad():
+        out = fwd(q, k, v)
+        if not torch.isfinite(out.float()).all():
+            raise RuntimeError("decode output has NaN or inf")
+        return bt.time_ms(lambda: fwd(q, k, v), reps, warmup)
+
+
+def finite_or_none(x):
+    return None if x is None or not math.isfinite(x) else x

@@ -1,0 +1,160 @@
+"""The GPU side of the benchmark, part 1: the cases' mods as torch functions, inputs, exact densities
+counted on the GPU, a float32 dense reference, and CUDA-event timing. Needs torch and a CUDA device."""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+import torch
+
+import bench_cases as bc
+
+DEV = "cuda"
+DTYPE = torch.bfloat16
+_FLUSH_BYTES = 256 << 20  # larger than the H200's 60 MB L2, as triton.testing.do_bench flushes
+
+
+# ---- mods (plain torch ops: torch's flex, flexattn's tracer and the dense reference all call them) ----
+def make_mask_mod(case: str, S: int):
+    kind = bc.CASE_TABLE[case].mask
+    if kind == "none":
+        return None
+    if kind == "causal":
+        def causal(b, h, q, kv):
+            return q >= kv
+        return causal
+    if kind == "sliding":
+        window = bc.WINDOW
+
+        def sliding1024(b, h, q, kv):
+            return (q >= kv) & (q - kv < window)
+        return sliding1024
+    if kind == "prefixlm":
+        prefix = S // bc.PREFIX_DIVISOR
+
+        def prefix_lm(b, h, q, kv):
+            return (kv < prefix) | (q >= kv)
+        return prefix_lm
+    if kind == "document":
+        docs = torch.tensor(bc.doc_ids(S), dtype=torch.int32, device=DEV)
+
+        def document(b, h, q, kv):
+            return (docs[q] == docs[kv]) & (q >= kv)
+        return document
+    raise AssertionError(kind)
+
+
+def make_score_mod(case: str, S: int, H: int, seed: int = 0):
+    kind = bc.CASE_TABLE[case].score
+    if kind == "none":
+        return None
+    if kind == "alibi":
+        slopes = torch.exp2(-8.0 * torch.arange(1, H + 1, device=DEV, dtype=torch.float32) / H)
+
+        def alibi(score, b, h, q, kv):
+            return score + slopes[h] * (kv - q)
+        return alibi
+    if kind == "softcap":
+        cap = bc.SOFTCAP
+
+        def softcap(score, b, h, q, kv):
+            return cap * torch.tanh(score / cap)
+        return softcap
+    if kind == "relbias":
+        g = torch.Generator(device=DEV).manual_seed(seed + 17)
+        bias = torch.randn(H, 2 * S, device=DEV, dtype=torch.float32, generator=g) * 0.5
+
+        def rel_bias(score, b, h, q, kv):
+            return score + bias[h, q - kv + S]
+        return rel_bias
+    raise AssertionError(kind)
+
+
+# ---- inputs -------------------------------------------------------------------------------------------
+def make_inputs(shape: bc.Shape, seed: int):
+    """q, k, v, dout: fresh N(0, 1) bf16 (never zeros: they hide unwritten outputs and time faster)."""
+    g = torch.Generator(device=DEV).manual_seed(seed)
+    return tuple(torch.randn(shape.B, shape.H, shape.S, shape.D, device=DEV, dtype=torch.float32, generator=g)
+                 .to(DTYPE) for _ in range(4))
+
+
+# ---- exact density and the reference ------------------------------------------------------------------
+def count_attended(mask_mod, S: int, chunk: int = 1024) -> int:
+    """Attended entries of one (b, h), evaluating the mask_mod itself on the dense grid in row chunks."""
+    if mask_mod is None:
+        return S * S
+    zero = torch.zeros((), dtype=torch.int64, device=DEV)
+    kv = torch.arange(S, device=DEV)[None, :]
+    total = 0
+    for q0 in range(0, S, chunk):
+        q = torch.arange(q0, min(q0 + chunk, S), device=DEV)[:, None]
+        total += int(mask_mod(zero, zero, q, kv).sum())
+    return total
+
+
+def reference(q, k, v, score_mod, mask_mod):
+    """softmax(mask(score_mod(q kᵀ / sqrt(D)))) v in float32 (no TF32), one (b, h) at a time."""
+    B, H, S, D = q.shape
+    out = torch.empty(q.shape, dtype=torch.float32, device=DEV)
+    idx = torch.arange(S, device=DEV)
+    qi, ki = idx[:, None], idx[None, :]
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        for b in range(B):
+            bt = torch.tensor(b, device=DEV)
+            for h in range(H):
+                ht = torch.tensor(h, device=DEV)
+                s = (q[b, h].float() @ k[b, h].float().T) / math.sqrt(D)
+                if score_mod is not None:
+                    s = score_mod(s, bt, ht, qi, ki)
+                if mask_mod is not None:
+                    s = s.masked_fill(~mask_mod(bt, ht, qi, ki), -math.inf)
+                out[b, h] = torch.softmax(s, dim=-1) @ v[b, h].float()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+    return out
+
+
+def rel_err(out, ref) -> float:
+    """‖out − ref‖ / ‖ref‖ (inf when out has NaN or inf)."""
+    o = out.float()
+    if not torch.isfinite(o).all():
+        return math.inf
+    return float(torch.linalg.vector_norm(o - ref) / torch.linalg.vector_norm(ref))
+
+
+# ---- timing -------------------------------------------------------------------------------------------
+_flush_buf = []
+
+
+def _flush_l2():
+    if not _flush_buf:
+        _flush_buf.append(torch.empty(_FLUSH_BYTES // 4, dtype=torch.int32, device=DEV))
+    _flush_buf[0].zero_()
+
+
+def time_ms(fn, reps: int, warmup: int = 5) -> float:
+    """Median of `reps` CUDA-event timings of fn(), each after an L2 flush, after `warmup` calls."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for s, e in zip(starts, ends):
+        _flush_l2()
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+def first_call(fn):
+    """(seconds, result) of one synchronized call: with empty caches, mostly compile time."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    r = fn()
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0, r

@@ -1,0 +1,136 @@
+#pragma once
+// Consumer warpgroup of the sm90 forward (64 query rows). Schedule per kv tile j (hopper.md 2.4,
+// "intra-warpgroup overlap"): issue S_j = Q K_j^T, issue O += P_{j-1} V_{j-1}, wait for S_j only,
+// apply the mods and the softmax to S_j while the P V wgmma still runs, then wait for it, rescale O
+// and round P_j. With ping-pong on, the two consumer warpgroups take turns issuing their GEMMs
+// (named barriers), so one's softmax hides under the other's tensor-core work (hopper.md 2.5).
+//
+// Every stage is released per warp right after the wgmma_wait that retired its reads. The kv tiles,
+// their order and kind come from the producer's info slots, so both warpgroups see the same
+// sequence and take the same number of turns.
+#include "common/numeric.cuh"
+#include "common/params.h"
+#include "common/variant.cuh"
+#include "sm90/fwd_epilogue_sm90.cuh"
+#include "sm90/fwd_gemm_sm90.cuh"
+#include "sm90/fwd_layout_sm90.cuh"
+#include "sm90/fwd_softmax_sm90.cuh"
+#include "sm90/ptx/fence.cuh"
+#include "sm90/ptx/mbarrier.cuh"
+#include "sm90/ptx/smem.cuh"
+#include "sm90/ptx/wgmma.cuh"
+
+namespace flexattn::kern::sm90 {
+
+// Ping-pong turn taking; warpgroup wg waits for its token, issues, then hands the token over.
+template <bool kOn>
+struct Turns {
+  int wg;
+  __device__ __forceinline__ void take() const {
+    if constexpr (kOn) named_bar_sync(kBarSchedule0 + wg, 256);
+  }
+  __device__ __forceinline__ void give() const {
+    if constexpr (kOn) named_bar_arrive(kBarSchedule0 + (wg ^ 1), 256);
+  }
+  // Warpgroup 1 grants the first turn; warpgroup 0 consumes the one grant left over at the end, so
+  // both barriers finish with no pending arrivals whatever the number of tiles (zero included).
+  __device__ __forceinline__ void start() const {
+    if constexpr (kOn) {
+      if (wg == 1) named_bar_arrive(kBarSchedule0, 256);
+    }
+  }
+  __device__ __forceinline__ void finish() const {
+    if constexpr (kOn) {
+      if (wg == 0) named_bar_sync(kBarSchedule0, 256);
+    }
+  }
+};
+
+__device__ __forceinline__ void release(unsigned empty_bar, int lane) {
+  if (lane == 0) mbar_arrive(empty_bar);
+}
+
+template <class V, class T, int D, int Dv, bool kPingPong>
+__device__ __forceinline__ void fwd_consumer(const AttnParams& p, const FwdCfg<D, Dv>& c, int wg, int q0, int b,
+                                             int h) {
+  using C = FwdCfg<D, Dv>;
+  constexpr int BN = C::BN;
+  const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, t = lane & 3;
+  const int row = q0 + 64 * wg + 16 * warp + (lane >> 2);
+  const int qw[2] = {wrap_index(row, p.L), wrap_index(row + 8, p.L)};
+  const unsigned q_half = c.q_half(wg);
+  const Turns<kPingPong> turns{wg};
+
+  float o[Dv / 2], s[BN / 2], m[2], l[2], alpha[2];
+  unsigned pa[BN / 4];
+#pragma unroll
+  for (int i = 0; i < Dv / 2; ++i) o[i] = 0.f;
+  m[0] = m[1] = neg_inf();
+  l[0] = l[1] = 0.f;
+
+  turns.start();
+  mbar_wait(c.bar_q(), 0u);
+  RingPos pos{0, 0u};
+  mbar_wait(c.full_k(pos.stage), pos.phase);
+  int kv0 = ld_shared_s32(c.info(pos.stage));
+  if (kv0 >= 0) {
+    // Prologue: S_0 alone.
+    bool full = ld_shared_s32(c.info(pos.stage) + 4) != 0;
+    turns.take();
+    issue_qk<T, D, BN>(s, q_half, c.k_tile(pos.stage));
+    turns.give();
+    wgmma_wait<0>();
+    fence_operands(s);
+    release(c.empty_k(pos.stage), lane);
+    apply_scores<V, BN>(s, p, b, h, qw, kv0, full, t);
+    online_softmax<BN>(s, m, l, alpha);
+    pack_p<T, BN>(pa, s);
+    RingPos prev = pos;
+    pos.template advance<C::ST>();
+
+    // Steady state: S_j and P_{j-1} V_{j-1} in flight together.
+    while (true) {
+      mbar_wait(c.full_k(pos.stage), pos.phase);
+      kv0 = ld_shared_s32(c.info(pos.stage));
+      if (kv0 < 0) break;
+      full = ld_shared_s32(c.info(pos.stage) + 4) != 0;
+      turns.take();
+      issue_qk<T, D, BN>(s, q_half, c.k_tile(pos.stage));
+      mbar_wait(c.full_v(prev.stage), prev.phase);
+      issue_pv<T, Dv, BN>(o, pa, c.v_tile(prev.stage));
+      turns.give();
+      wgmma_wait<1>();
+      fence_operands(s);
+      release(c.empty_k(pos.stage), lane);
+      apply_scores<V, BN>(s, p, b, h, qw, kv0, full, t);
+      online_softmax<BN>(s, m, l, alpha);
+      // Pin the softmax above the wait (its results are only used after it, so the compiler would
+      // otherwise sink the exp2s below it and lose the overlap with the P V wgmma).
+      fence_operands(s);
+      fence_operands(l);
+      fence_operands(alpha);
+      wgmma_wait<0>();
+      fence_operands(o);
+      fence_operands(pa);
+      release(c.empty_v(prev.stage), lane);
+      rescale_o<Dv>(o, alpha);
+      pack_p<T, BN>(pa, s);
+      prev = pos;
+      pos.template advance<C::ST>();
+    }
+
+    // Drain: the last P V.
+    mbar_wait(c.full_v(prev.stage), prev.phase);
+    turns.take();
+    issue_pv<T, Dv, BN>(o, pa, c.v_tile(prev.stage));
+    turns.give();
+    wgmma_wait<0>();
+    fence_operands(o);
+    fence_operands(pa);
+    release(c.empty_v(prev.stage), lane);
+  }
+  turns.finish();
+  fwd_epilogue<T, Dv>(p, o, m, l, q_half, wg, tid, q0, b, h);
+}
+
+}  // namespace flexattn::kern::sm90

@@ -1,0 +1,60 @@
+#pragma once
+// Compile-time view of one sm90 forward specialization: tile shape and shared-memory addresses of
+// every tile, barrier and info slot (offsets from tile_config_sm90.h, added to the 1024-aligned base).
+#include "sm90/tile_config_sm90.h"
+
+namespace flexattn::kern::sm90 {
+
+template <int D, int Dv>
+struct FwdCfg {
+  static constexpr Sm90FwdTile kTile = sm90_fwd_tile(D, Dv);
+  static constexpr Sm90FwdSmem kSmem = sm90_fwd_smem_layout(D, Dv);
+  static constexpr int BM = kTile.block_m, BN = kTile.block_n, ST = kTile.stages;
+  static constexpr int kSlab = 64;                 // elements per slab row (128 bytes)
+  static constexpr int kQSlabBytes = 64 * 128;     // one [64 rows][64] slab of a warpgroup's Q / O
+  static constexpr int kKvSlabBytes = BN * 128;    // one [BN rows][64] slab of K or V
+  static constexpr unsigned kQBytes = BM * D * 2;  // expect_tx of the Q barrier (both halves)
+  static constexpr unsigned kKBytes = BN * D * 2;
+  static constexpr unsigned kVBytes = BN * Dv * 2;
+  static_assert(D % 64 == 0 && Dv % 64 == 0 && D <= 256 && Dv <= 256, "sm90 head dims: 64, 128, 192, 256");
+  static_assert(BM == 64 * kSm90ConsumerWarpgroups, "one 64-row wgmma tile per consumer warpgroup");
+  static_assert(kSmem.q_half % 1024 == 0 && kSmem.k_stage % 1024 == 0 && kSmem.v_stage % 1024 == 0,
+                "128B-swizzled tiles must stay 1024-byte aligned");
+
+  unsigned base;  // 1024-aligned shared address of the layout
+
+  __device__ __forceinline__ unsigned q_half(int wg) const { return base + kSmem.q + wg * kSmem.q_half; }
+  __device__ __forceinline__ unsigned k_tile(int s) const { return base + kSmem.k + s * kSmem.k_stage; }
+  __device__ __forceinline__ unsigned v_tile(int s) const { return base + kSmem.v + s * kSmem.v_stage; }
+  __device__ __forceinline__ unsigned bar_q() const { return base + kSmem.bars; }
+  __device__ __forceinline__ unsigned full_k(int s) const { return base + kSmem.bars + 8 * (1 + s); }
+  __device__ __forceinline__ unsigned full_v(int s) const { return base + kSmem.bars + 8 * (1 + ST + s); }
+  __device__ __forceinline__ unsigned empty_k(int s) const { return base + kSmem.bars + 8 * (1 + 2 * ST + s); }
+  __device__ __forceinline__ unsigned empty_v(int s) const { return base + kSmem.bars + 8 * (1 + 3 * ST + s); }
+  // Two ints per stage: kv tile start (-1 = no more tiles) and 1 for a full (mask-free) tile.
+  __device__ __forceinline__ unsigned info(int s) const { return base + kSmem.info + 8 * s; }
+};
+
+// Ring position shared by the producer and the consumers.
+struct RingPos {
+  int stage;
+  unsigned phase;
+  template <int ST>
+  __device__ __forceinline__ void advance() {
+    if (++stage == ST) {
+      stage = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
+// Arrivals on each empty barrier: one per consumer warp (a warp releases a stage once its own
+// wgmma_wait has retired the reads; per-warp rather than per-warpgroup so no warp can be behind).
+constexpr unsigned kEmptyArrivals = kSm90ConsumerWarpgroups * 4;
+
+// Named barrier ids (0 is __syncthreads): 1, 2 = "consumer warpgroup 0 / 1 may issue its GEMMs"
+// (ping-pong); 3, 4 = epilogue of consumer warpgroup 0 / 1.
+constexpr int kBarSchedule0 = 1;
+constexpr int kBarEpilogue0 = 3;
+
+}  // namespace flexattn::kern::sm90

@@ -1,0 +1,92 @@
+#pragma once
+// Element-wise work of the sm90 forward on a warpgroup's S accumulator (m64 x block_n, layout in
+// ptx/wgmma.cuh): the FlexAttention score semantics (scale -> score_mod -> bounds -> mask_mod, the same
+// masked_score_log2 the sm80 family uses, so both families apply the variant contract identically),
+// the exp2 online softmax, and the rounding of P into the register A operand of the P V wgmma.
+#include "common/numeric.cuh"
+#include "common/params.h"
+#include "common/variant.cuh"
+#include "sm80/scores_sm80.cuh"
+
+namespace flexattn::kern::sm90 {
+
+// s' in log2 units for every entry of the thread's two rows. qw: the rows' wrapped query indices;
+// kTail: the tile runs past S, so kv >= S lanes are forced to -inf and get wrapped indices.
+template <class V, bool kFull, bool kTail, int BN>
+__device__ __forceinline__ void scores_tile(float (&s)[BN / 2], const AttnParams& p, int b, int h, const int (&qw)[2],
+                                            int kv0, int t) {
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int kv = kv0 + 8 * i + 2 * t + (e & 1);
+      const bool in_bounds = !kTail || kv < p.S;
+      const int kvw = kTail ? wrap_index(kv, p.S) : kv;
+      s[4 * i + e] = masked_score_log2<V, kFull>(p, s[4 * i + e], b, h, qw[e >> 1], kvw, in_bounds);
+    }
+  }
+}
+
+template <class V, int BN>
+__device__ __forceinline__ void apply_scores(float (&s)[BN / 2], const AttnParams& p, int b, int h,
+                                             const int (&qw)[2], int kv0, bool full, int t) {
+  const bool tail = kv0 + BN > p.S;
+  if (full) {
+    if (tail) scores_tile<V, true, true, BN>(s, p, b, h, qw, kv0, t);
+    else scores_tile<V, true, false, BN>(s, p, b, h, qw, kv0, t);
+  } else {
+    if (tail) scores_tile<V, false, true, BN>(s, p, b, h, qw, kv0, t);
+    else scores_tile<V, false, false, BN>(s, p, b, h, qw, kv0, t);
+  }
+}
+
+// One kv tile of the online softmax: s (log2 units, -inf = masked) becomes P in place; m is the
+// running row max, l the thread's partial row sum (quad-reduced once, in the epilogue); alpha =
+// exp2(m_old - m_new) is returned for the O rescale, which waits until the in-flight P V retires. A
+// row whose max is still -inf subtracts 0 instead, so exp2(-inf) = 0 and nothing becomes NaN.
+template <int BN>
+__device__ __forceinline__ void online_softmax(float (&s)[BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx = m[r];
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float mu = mx == neg_inf() ? 0.f : mx;
+    alpha[r] = fast_exp2(m[r] - mu);
+    m[r] = mx;
+    float rs = 0.f;
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const float pv = fast_exp2(s[4 * i + 2 * r + j] - mu);
+        s[4 * i + 2 * r + j] = pv;
+        rs += pv;
+      }
+    }
+    l[r] = l[r] * alpha[r] + rs;
+  }
+}
+
+template <int DV>
+__device__ __forceinline__ void rescale_o(float (&o)[DV / 2], const float (&alpha)[2]) {
+#pragma unroll
+  for (int i = 0; i < DV / 8; ++i) {
+    o[4 * i] *= alpha[0];
+    o[4 * i + 1] *= alpha[0];
+    o[4 * i + 2] *= alpha[1];
+    o[4 * i + 3] *= alpha[1];
+  }
+}
+
+// P rounded to T (before P V, as the reference casts P to the input dtype), packed in A-operand order:
+// k-step ks uses pa[4ks .. 4ks+3].
+template <class T, int BN>
+__device__ __forceinline__ void pack_p(unsigned (&pa)[BN / 4], const float (&s)[BN / 2]) {
+#pragma unroll
+  for (int j = 0; j < BN / 4; ++j) pa[j] = Num<T>::pack(s[2 * j], s[2 * j + 1]);
+}
+
+}  // namespace flexattn::kern::sm90

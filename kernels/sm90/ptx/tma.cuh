@@ -1,0 +1,45 @@
+#pragma once
+// TMA (cp.async.bulk.tensor, sm_90) through host-encoded tensor maps (CUtensorMap, 128 bytes) that live
+// in kernel parameter space: `map` is the generic address of a __grid_constant__ parameter field, the
+// only place a kernel may read a tensor map from without a tensormap proxy fence.
+//
+// Every map here is 4-D, innermost first: (head dim, rows, head, batch), box (64, rows, 1, 1) with
+// 128-byte swizzle, so one load fills one [rows][64] slab of a tile (see tile_config_sm90.h).
+namespace flexattn::kern::sm90 {
+
+__device__ __forceinline__ unsigned long long map_addr(const void* map) {
+  return reinterpret_cast<unsigned long long>(map);
+}
+
+__device__ __forceinline__ void tma_prefetch_map(const void* map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(map_addr(map)) : "memory");
+}
+
+// Global -> shared; completion (bytes) is signalled on mbarrier `bar`. Out-of-bounds elements are
+// zero-filled. The .shared::cluster destination is the CTA's own window when there is no cluster.
+__device__ __forceinline__ void tma_load_4d(unsigned dst, const void* map, unsigned bar, int c0, int c1, int c2,
+                                            int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, "
+      "%6}], [%2];" ::"r"(dst),
+      "l"(map_addr(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+
+// Shared -> global; elements outside the tensor bounds are not written (how rows >= L are skipped).
+__device__ __forceinline__ void tma_store_4d(const void* map, unsigned src, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(
+                   map_addr(map)),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
+
+__device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+
+// Waits until the committed stores have finished *reading* shared memory (the smem may be reused or
+// the CTA may exit; the global writes complete on their own).
+__device__ __forceinline__ void tma_store_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+
+}  // namespace flexattn::kern::sm90

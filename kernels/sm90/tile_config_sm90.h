@@ -1,0 +1,108 @@
+#pragma once
+// The one tile table of the sm90 (Hopper, sm_90a) forward family, its shared-memory layout and launch
+// geometry. Compiles as host C++ (the runtime sizes and launches from it) and as device code.
+//
+// Fixed structure (hopper.md sections 0, 2.1): 384 threads = 1 producer warpgroup (one lane issues
+// TMA) + 2 consumer warpgroups of 64 query rows each, so block_m = 128 for every head dim. 128 rows
+// is also torch's default BlockMask tile, and the mask tile must be a multiple of the compute tile,
+// which rules out FA3's 192-row (hdim 64) and 176/80-wide kv tiles: block_n must divide 128.
+// Registers: setmaxnreg moves the producer to 24 and the consumers to 240
+// (128 * 24 + 256 * 240 = 64,512 <= 65,536); the entry cap of __launch_bounds__(384, 1) is 168.
+//
+// NOTHING HERE IS MEASURED YET (no GPU time in the session that wrote it). Each row below is the
+// reasoning that chose it; replace it by the timing that confirms or overturns it (docs/kernels_sm90.md).
+#include "common/params.h"
+
+namespace flexattn::kern {
+
+constexpr int kSm90Threads = 384;
+constexpr int kSm90ConsumerWarpgroups = 2;
+constexpr int kSm90ProducerRegs = 24;
+constexpr int kSm90ConsumerRegs = 240;
+constexpr int kSm90SmemLimit = 227 * 1024;  // per-CTA opt-in maximum on H100 / H200
+
+struct Sm90FwdTile {
+  int block_m;  // query rows per CTA (2 consumer warpgroups x 64)
+  int block_n;  // kv rows per pipeline stage
+  int stages;   // K/V ring depth
+};
+
+FLEXATTN_HD constexpr int sm90_dmax(int d, int dv) { return d > dv ? d : dv; }
+
+// Head dims the family compiles for: multiples of 64 (one TMA box row of 128 bytes = one 128B-swizzle
+// span per slab) up to 256 (wgmma N limit for P V).
+FLEXATTN_HD constexpr bool sm90_head_dim_ok(int d) { return d == 64 || d == 128 || d == 192 || d == 256; }
+
+// Rows (per thread accumulator registers: O = Dv/2, S = block_n/2, P = block_n/4):
+//  d <= 64 : 128 x 128, 4 stages. O 32 + S 64 + P 32 regs; smem 16 K (Q) + 4 x 32 K = 144 KiB. The kv
+//            tile cannot grow past 128 (mask tile), so depth buys the latency hiding instead.
+//  d <= 128: 128 x 128, 2 stages (FA3's causal tile; its 176-wide non-causal tile is ruled out above).
+//            O 64 + S 64 + P 32 = 160 regs; smem 32 K + 2 x 64 K = 160 KiB (3 stages = 224 KiB also
+//            fits under 227 KiB: a first tuning candidate).
+//  d <= 192: 128 x 64, 3 stages. O 96 + S 32 + P 16; smem 48 K + 3 x 48 K = 192 KiB.
+//  d <= 256: 128 x 64, 2 stages (FA3: 128 x 80, "hits the limit of smem"). O 128 + S 32 + P 16;
+//            smem 64 K + 2 x 64 K = 192 KiB.
+FLEXATTN_HD constexpr Sm90FwdTile sm90_fwd_tile(int d, int dv) {
+  return sm90_dmax(d, dv) <= 64    ? Sm90FwdTile{128, 128, 4}
+         : sm90_dmax(d, dv) <= 128 ? Sm90FwdTile{128, 128, 2}
+         : sm90_dmax(d, dv) <= 192 ? Sm90FwdTile{128, 64, 3}
+                                   : Sm90FwdTile{128, 64, 2};
+}
+
+// Shared-memory layout (byte offsets from a 1024-aligned base; every tile 1024-aligned because the
+// 128B swizzle pattern is taken from address bits 4-9). A tile of R rows and C columns is stored as
+// C/64 slabs of [R][64] elements, 128-byte rows, 16-byte chunks XOR-swizzled by (row % 8): exactly what
+// a TMA box (64, R) with CU_TENSOR_MAP_SWIZZLE_128B writes.
+//   q      : 2 halves (one per consumer warpgroup) of 64 x max(D, Dv); a half holds that warpgroup's
+//            Q rows, then its O tile for the TMA store (sized for the larger head dim).
+//   k, v   : `stages` tiles of block_n x D and block_n x Dv.
+//   bars   : full_q, then per stage full_k, full_v, empty_k, empty_v (8 bytes each).
+//   info   : per stage the kv tile start written by the producer (-1 = end of the list) and its kind.
+struct Sm90FwdSmem {
+  int q_half, q, k_stage, k, v_stage, v, bars, info, total;
+};
+
+FLEXATTN_HD constexpr Sm90FwdSmem sm90_fwd_smem_layout(int d, int dv) {
+  const Sm90FwdTile t = sm90_fwd_tile(d, dv);
+  Sm90FwdSmem s{};
+  s.q_half = 64 * sm90_dmax(d, dv) * 2;
+  s.q = 0;
+  s.k_stage = t.block_n * d * 2;
+  s.k = s.q + 2 * s.q_half;
+  s.v_stage = t.block_n * dv * 2;
+  s.v = s.k + t.stages * s.k_stage;
+  s.bars = s.v + t.stages * s.v_stage;
+  s.info = s.bars + 8 * (1 + 4 * t.stages);
+  s.total = s.info + 8 * t.stages;
+  return s;
+}
+
+// Dynamic shared memory to request: the layout plus slack to round the base up to 1024 bytes.
+FLEXATTN_HD constexpr int sm90_fwd_smem(int d, int dv) { return sm90_fwd_smem_layout(d, dv).total + 1024; }
+
+struct Sm90Launch {
+  unsigned grid_x, grid_y, grid_z;
+  unsigned block;
+  unsigned smem;
+};
+
+// Grid: x = query tile, y = query head, z = batch (one CTA per tile; not persistent yet).
+FLEXATTN_HD constexpr Sm90Launch sm90_fwd_launch(int d, int dv, int B, int Hq, int L) {
+  return Sm90Launch{(unsigned)((L + sm90_fwd_tile(d, dv).block_m - 1) / sm90_fwd_tile(d, dv).block_m),
+                    (unsigned)Hq, (unsigned)B, (unsigned)kSm90Threads, (unsigned)sm90_fwd_smem(d, dv)};
+}
+
+// The mask tile sizes the forward accepts (the no-mask sentinel 1 << 30 qualifies).
+FLEXATTN_HD constexpr bool sm90_mask_blocks_ok(int d, int dv, int q_block, int kv_block) {
+  return q_block > 0 && kv_block > 0 && q_block % sm90_fwd_tile(d, dv).block_m == 0 &&
+         kv_block % sm90_fwd_tile(d, dv).block_n == 0;
+}
+
+static_assert(sm90_fwd_smem(64, 64) <= kSm90SmemLimit, "smem d64");
+static_assert(sm90_fwd_smem(128, 128) <= kSm90SmemLimit, "smem d128");
+static_assert(sm90_fwd_smem(192, 192) <= kSm90SmemLimit, "smem d192");
+static_assert(sm90_fwd_smem(256, 256) <= kSm90SmemLimit, "smem d256");
+static_assert(sm90_fwd_smem(64, 256) <= kSm90SmemLimit, "smem d64/dv256");
+static_assert(kSm90ProducerRegs * 128 + kSm90ConsumerRegs * 256 <= 65536, "register file");
+
+}  // namespace flexattn::kern
