@@ -87,6 +87,9 @@ struct CompileReport {
 CompileReport compile_variant(const Variant& variant, DType dtype, int head_dim, int value_head_dim,
                               const std::string& arch, bool backward);
 
+// The NVRTC target of a device ("sm_80", "sm_90a", ...). Throws flexattn::Error without a driver.
+std::string cuda_device_arch(int device);
+
 // Is the cuda backend usable here (driver + device + NVRTC)? `why` receives the reason if not.
 bool cuda_available(std::string* why = nullptr);
 

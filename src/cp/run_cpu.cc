@@ -38,16 +38,23 @@ void check_plan(const char* who, const ShardPlan& plan, const BlockMask& bm, con
             detail::shape_str(k.shape) + ", v " + detail::shape_str(v.shape));
 }
 
-// The kv chunks each q chunk is combined with, in the order its rank computes them.
-std::vector<std::vector<int>> pieces_by_q_chunk(const ShardPlan& plan) {
-  std::vector<std::vector<int>> by(plan.chunks.size());
+// The kv chunks each q chunk is combined with, in the order its rank computes them. A piece listed
+// twice would be counted twice, so it is rejected like a chunk id out of range.
+std::vector<std::vector<int>> pieces_by_q_chunk(const char* who, const ShardPlan& plan) {
+  const size_t n = plan.chunks.size();
+  std::vector<std::vector<int>> by(n);
+  std::vector<uint8_t> seen(n * n, 0);
   for (const RankPlan& rp : plan.ranks)
     for (const RingStep& st : rp.steps)
       for (const Piece& p : st.pieces) {
-        check(p.q_chunk >= 0 && size_t(p.q_chunk) < by.size() && p.kv_chunk >= 0 &&
-                  size_t(p.kv_chunk) < by.size(),
-              "plan is malformed: a piece names chunk (" + std::to_string(p.q_chunk) + ", " +
-                  std::to_string(p.kv_chunk) + ") outside [0, " + std::to_string(by.size()) + ")");
+        std::string name = "(";  // built with += : GCC 12 warns (-Wrestrict) on "(" + std::string
+        name += std::to_string(p.q_chunk) + ", " + std::to_string(p.kv_chunk) + ")";
+        check(p.q_chunk >= 0 && size_t(p.q_chunk) < n && p.kv_chunk >= 0 && size_t(p.kv_chunk) < n,
+              std::string(who) + ": plan is malformed: a piece names chunks " + name + " outside [0, " +
+                  std::to_string(n) + ")");
+        uint8_t& s = seen[size_t(p.q_chunk) * n + size_t(p.kv_chunk)];
+        check(!s, std::string(who) + ": plan is malformed: piece " + name + " is listed twice");
+        s = 1;
         by[size_t(p.q_chunk)].push_back(p.kv_chunk);
       }
   return by;
@@ -102,7 +109,7 @@ Merged cpu_plan_forward(const ShardPlan& plan, const BlockMask& bm, const HostTe
   Merged r{HostTensor(DType::F64, {q.shape[0], q.shape[1], q.shape[2], v.shape[3]}),
            HostTensor(DType::F64, {q.shape[0], q.shape[1], q.shape[2]})};
   for (int64_t i = 0; i < r.lse.numel(); ++i) r.lse.set(i, -std::numeric_limits<double>::infinity());
-  const auto by = pieces_by_q_chunk(plan);
+  const auto by = pieces_by_q_chunk("cpu_plan_forward", plan);
   for (size_t qc = 0; qc < by.size(); ++qc) {
     if (by[qc].empty()) continue;  // no piece: out 0, lse -inf
     const Range rows = plan.chunks[qc].q_rows;
@@ -137,7 +144,7 @@ cpu::BackwardResult cpu_plan_backward(const ShardPlan& plan, const BlockMask& bm
   const std::vector<HostTensor> ks = seq_chunks(plan, k), vs = seq_chunks(plan, v);
   cpu::BackwardResult g{HostTensor(DType::F64, q.shape), HostTensor(DType::F64, k.shape),
                         HostTensor(DType::F64, v.shape)};
-  const auto by = pieces_by_q_chunk(plan);
+  const auto by = pieces_by_q_chunk("cpu_plan_backward", plan);
   for (size_t qc = 0; qc < by.size(); ++qc) {
     if (by[qc].empty()) continue;  // rows that attend nothing get no gradient
     const Range rows = plan.chunks[qc].q_rows;

@@ -226,6 +226,8 @@ CompileReport compile_variant(const Variant& variant, DType dtype, int head_dim,
   return r;
 }
 
+std::string cuda_device_arch(int device) { return device_arch(device); }
+
 bool cuda_available(std::string* why) {
   try {
     const jit::JitInfo info = jit::jit_info();

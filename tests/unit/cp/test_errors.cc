@@ -106,6 +106,14 @@ TEST(CpErrors, PlanExecution) {
   cp::ShardPlan truncated = plan;
   truncated.chunks.pop_back();
   expect_error([&] { cp::cpu_plan_forward(truncated, bm, q, k, v, {}); }, "cpu_plan_forward: plan is malformed");
+  cp::ShardPlan twice = plan;
+  twice.ranks[0].steps[0].pieces.push_back(twice.ranks[0].steps[0].pieces[0]);
+  expect_error([&] { cp::cpu_plan_forward(twice, bm, q, k, v, {}); },
+               "cpu_plan_forward: plan is malformed: piece (0, 0) is listed twice");
+  cp::ShardPlan outside = plan;
+  outside.ranks[1].steps[0].pieces[0].kv_chunk = 9;
+  expect_error([&] { cp::cpu_plan_backward(outside, bm, q, k, v, t({1, 2, 32, 3}), nullptr, {}); },
+               "cpu_plan_backward: plan is malformed: a piece names chunks (1, 9) outside [0, 4)");
   expect_error([&] { cp::cpu_plan_backward(plan, bm, q, k, v, t({1, 2, 32, 4}), nullptr, {}); },
                "cpu_plan_backward: dout must have shape [B, Hq, L, Dv] = [1, 2, 32, 3]; got [1, 2, 32, 4]");
   const HostTensor bad_dlse = t({1, 2, 31});
