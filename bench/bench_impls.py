@@ -77,7 +77,8 @@ def measure(impl, ctx, reps, warmup, backward, say=lambda stage: None):
         torch._dynamo.reset()  # each variant compiles on its own; no guard chain grows across variants
         # Donated buffers forbid the repeated backward (retain_graph) that the timing loop runs; they only
         # let the compiled backward reuse saved activations' memory.
-        torch._functorch.config.donated_buffer = False
+        import torch._functorch.config as functorch_config
+        functorch_config.donated_buffer = False
     overhead = 0.0
     t_first, bm = bt.first_call(lambda: make_block_mask(impl, ctx.mask_mod, ctx.shape.S))
     if bm is not None:

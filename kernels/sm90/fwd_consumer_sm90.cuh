@@ -82,8 +82,7 @@ __device__ __forceinline__ void fwd_consumer(const AttnParams& p, const FwdCfg<D
     wgmma_wait<0>();
     fence_operands(s);
     release(c.empty_k(pos.stage), lane);
-    apply_scores<V, BN>(s, p, b, h, qw, kv0, full, t);
-    online_softmax<BN>(s, m, l, alpha);
+    scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha);
     pack_p<T, BN>(pa, s);
     RingPos prev = pos;
     pos.template advance<C::ST>();
@@ -102,10 +101,9 @@ __device__ __forceinline__ void fwd_consumer(const AttnParams& p, const FwdCfg<D
       wgmma_wait<1>();
       fence_operands(s);
       release(c.empty_k(pos.stage), lane);
-      apply_scores<V, BN>(s, p, b, h, qw, kv0, full, t);
-      online_softmax<BN>(s, m, l, alpha);
-      // Pin the softmax above the wait (its results are only used after it, so the compiler would
-      // otherwise sink the exp2s below it and lose the overlap with the P V wgmma).
+      scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha);
+      // Keep the softmax above the wait: its results are used only after it, and NVVM would
+      // otherwise be free to sink the exp2s below it, losing the overlap with the P V wgmma.
       fence_operands(s);
       fence_operands(l);
       fence_operands(alpha);

@@ -27,19 +27,6 @@ __device__ __forceinline__ void scores_tile(float (&s)[BN / 2], const AttnParams
   }
 }
 
-template <class V, int BN>
-__device__ __forceinline__ void apply_scores(float (&s)[BN / 2], const AttnParams& p, int b, int h,
-                                             const int (&qw)[2], int kv0, bool full, int t) {
-  const bool tail = kv0 + BN > p.S;
-  if (full) {
-    if (tail) scores_tile<V, true, true, BN>(s, p, b, h, qw, kv0, t);
-    else scores_tile<V, true, false, BN>(s, p, b, h, qw, kv0, t);
-  } else {
-    if (tail) scores_tile<V, false, true, BN>(s, p, b, h, qw, kv0, t);
-    else scores_tile<V, false, false, BN>(s, p, b, h, qw, kv0, t);
-  }
-}
-
 // One kv tile of the online softmax: s (log2 units, -inf = masked) becomes P in place; m is the
 // running row max, l the thread's partial row sum (quad-reduced once, in the epilogue); alpha =
 // exp2(m_old - m_new) is returned for the O rescale, which waits until the in-flight P V retires. A
@@ -67,6 +54,35 @@ __device__ __forceinline__ void online_softmax(float (&s)[BN / 2], float (&m)[2]
       }
     }
     l[r] = l[r] * alpha[r] + rs;
+  }
+}
+
+// Scores then softmax of one tile, specialised per tile kind (mask_mod or not) and tail (kv >= S or
+// not). The softmax sits *inside* each branch on purpose: ptxas 13.0 hoists a wgmma.wait_group to the
+// top of the basic block it lives in, so with the branch join before the softmax the wait for the
+// in-flight P V landed above the row max and the exp2s no longer overlapped it (seen in the SASS;
+// with the softmax in the branches the wait stays below all of it).
+template <class V, int BN>
+__device__ __forceinline__ void scores_softmax(float (&s)[BN / 2], const AttnParams& p, int b, int h,
+                                               const int (&qw)[2], int kv0, bool full, int t, float (&m)[2],
+                                               float (&l)[2], float (&alpha)[2]) {
+  const bool tail = kv0 + BN > p.S;
+  if (full) {
+    if (tail) {
+      scores_tile<V, true, true, BN>(s, p, b, h, qw, kv0, t);
+      online_softmax<BN>(s, m, l, alpha);
+    } else {
+      scores_tile<V, true, false, BN>(s, p, b, h, qw, kv0, t);
+      online_softmax<BN>(s, m, l, alpha);
+    }
+  } else {
+    if (tail) {
+      scores_tile<V, false, true, BN>(s, p, b, h, qw, kv0, t);
+      online_softmax<BN>(s, m, l, alpha);
+    } else {
+      scores_tile<V, false, false, BN>(s, p, b, h, qw, kv0, t);
+      online_softmax<BN>(s, m, l, alpha);
+    }
   }
 }
 

@@ -9,7 +9,9 @@
 #include "jit/device.h"
 #include "jit/module.h"
 #include "runtime/kernel_set.h"
+#include "runtime/tma_sm90.h"
 #include "sm80/tile_config.h"
+#include "sm90/tile_config_sm90.h"
 
 namespace flexattn {
 
@@ -148,13 +150,33 @@ jit::LaunchConfig config_of(const kern::Sm80Launch& l, void* stream) {
   return c;
 }
 
+// Opt-in Hopper path (FLEXATTN_SM90=1): used only where the sm90 forward supports the problem, else
+// the sm80 family runs as usual. Not the default until checked on a GPU (docs/kernels_sm90.md).
+bool try_sm90_forward(const ForwardArgs& a, AttnParams& p, const std::string& arch) {
+  if (!runtime::sm90_forward_requested() || !runtime::sm90_forward_supported(arch, p)) return false;
+  runtime::encode_sm90_forward_maps(&p, a.q.dtype);
+  runtime::KernelSetKey key{a.q.dtype, p.D, p.Dv, arch, false, runtime::KernelFamily::sm90};
+  const runtime::KernelSet& set = runtime::get_kernel_set(*a.variant, key);
+  runtime::fill_mod_params(set.layout, a.bindings, false, &p.mod);
+  const kern::Sm90Launch l = kern::sm90_fwd_launch(p.D, p.Dv, p.B, p.Hq, p.L);
+  jit::LaunchConfig c;
+  c.grid = {l.grid_x, l.grid_y, l.grid_z};
+  c.block = {l.block, 1, 1};
+  c.smem = l.smem;
+  c.stream = static_cast<jit::CUstream>(a.stream);
+  jit::launch(jit::get_function(set.compiled, "flexattn_fwd"), c, p);
+  return true;
+}
+
 }  // namespace
 
 void cuda_forward(const ForwardArgs& a) {
   AttnParams p{};
   const Problem pr = check_forward(a, &p);
+  const std::string arch = device_arch(a.device);
+  if (try_sm90_forward(a, p, arch)) return;
   check_mask_blocks(p, pr, false);
-  runtime::KernelSetKey key{a.q.dtype, int(pr.D), int(pr.Dv), device_arch(a.device), false};
+  runtime::KernelSetKey key{a.q.dtype, int(pr.D), int(pr.Dv), arch, false};
   const runtime::KernelSet& set = runtime::get_kernel_set(*a.variant, key);
   runtime::fill_mod_params(set.layout, a.bindings, false, &p.mod);
   jit::CUfunction f = jit::get_function(set.compiled, "flexattn_fwd");

@@ -9,6 +9,7 @@
 
 #include "common/params.h"
 #include "flexattn/error.h"
+#include "runtime/tma_sm90.h"
 #include "sm80/tile_config.h"
 
 namespace flexattn::runtime {
@@ -53,7 +54,7 @@ std::string kernel_source(const codegen::GeneratedVariant& variant, const Kernel
 
 const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key) {
   using CacheKey = std::tuple<const ir::Node*, const ir::Node*, std::vector<std::string>, DType, int, int,
-                              std::string, bool>;
+                              std::string, bool, KernelFamily>;
   struct Entry {
     Variant keep_alive;  // holds the nodes whose addresses are in the key
     std::unique_ptr<KernelSet> set;
@@ -61,7 +62,7 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
   static std::mutex mu;
   static std::map<CacheKey, Entry>* cache = new std::map<CacheKey, Entry>();
   const CacheKey ck{variant.score_mod.get(), variant.mask_mod.get(), variant.grad_buffers, key.dtype, key.d,
-                    key.dv, key.arch, key.backward};
+                    key.dv, key.arch, key.backward, key.family};
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache->find(ck);
@@ -75,9 +76,12 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
   set->key = key;
   set->layout = gen.layout;
   jit::KernelRequest req;
-  req.prefix = std::string("attn_") + (key.backward ? "bwd" : "fwd") + "_sm80_" + kernel_dtype(key.dtype) + "_d" +
-               std::to_string(key.d) + "_dv" + std::to_string(key.dv);
-  req.source = kernel_source(gen, key);
+  const bool sm90 = key.family == KernelFamily::sm90;
+  if (sm90 && key.arch != "sm_90a")
+    throw Error("arch: the sm90 kernel family compiles only for sm_90a, got '" + key.arch + "'");
+  req.prefix = std::string("attn_") + (key.backward ? "bwd" : "fwd") + (sm90 ? "_sm90a_" : "_sm80_") +
+               kernel_dtype(key.dtype) + "_d" + std::to_string(key.d) + "_dv" + std::to_string(key.dv);
+  req.source = sm90 ? kernel_source_sm90(gen, key) : kernel_source(gen, key);
   req.arch = key.arch;
   if (key.backward)
     req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq", "flexattn_bwd_dq_convert"};

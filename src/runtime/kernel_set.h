@@ -13,11 +13,16 @@ struct ModParams;
 
 namespace flexattn::runtime {
 
+// sm80: the portable mma.sync family (the default everywhere); sm90: the Hopper forward (wgmma + TMA,
+// sm_90a only, opt-in through FLEXATTN_SM90 until checked on a GPU: runtime/tma_sm90.h).
+enum class KernelFamily { sm80, sm90 };
+
 struct KernelSetKey {
   DType dtype = DType::BF16;
   int d = 0, dv = 0;
   std::string arch;
   bool backward = false;
+  KernelFamily family = KernelFamily::sm80;
 };
 
 struct KernelSet {
@@ -26,7 +31,8 @@ struct KernelSet {
   KernelSetKey key;
 };
 
-// The generated source of a kernel set (exposed for golden-file tests).
+// The generated source of an sm80-family kernel set (exposed for golden-file tests); the sm90 one is
+// kernel_source_sm90 (runtime/tma_sm90.h).
 std::string kernel_source(const codegen::GeneratedVariant& variant, const KernelSetKey& key);
 
 // Generates, compiles (through the JIT caches) and returns the kernel set. Cached in-process by the

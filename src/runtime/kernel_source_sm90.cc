@@ -1,0 +1,31 @@
+// The generated source of the sm90 (Hopper) forward kernel set.
+#include <sstream>
+
+#include "flexattn/error.h"
+#include "runtime/kernel_set.h"
+#include "runtime/tma_sm90.h"
+#include "sm90/tile_config_sm90.h"
+
+namespace flexattn::runtime {
+
+std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const KernelSetKey& key) {
+  if (key.backward) throw Error("the sm90 family has no backward kernels yet; use the sm80 family");
+  if (key.dtype != DType::BF16 && key.dtype != DType::F16)
+    throw Error("dtype: the sm90 forward takes bf16 or f16 tensors, got " + std::string(dtype_name(key.dtype)));
+  if (!kern::sm90_head_dim_ok(key.d) || !kern::sm90_head_dim_ok(key.dv))
+    throw Error("head dims: the sm90 forward takes 64, 128, 192 or 256, got D=" + std::to_string(key.d) +
+                ", Dv=" + std::to_string(key.dv));
+  const std::string t = key.dtype == DType::BF16 ? "bf16" : "fp16";
+  std::ostringstream s;
+  s << "// flexattn forward kernel, sm90 family (sm_90a), " << t << ", D=" << key.d << ", Dv=" << key.dv << "\n";
+  s << "#include \"common/mod_ops.cuh\"\n";
+  s << "#include \"sm90/attn_fwd_sm90.cuh\"\n";
+  s << "using namespace flexattn::kern;\n\n";
+  s << variant.source << "\n";
+  s << "extern \"C\" __global__ void __launch_bounds__(kSm90Threads, 1)\n"
+    << "flexattn_fwd(const __grid_constant__ AttnParams p) { attn_fwd_sm90<FlexVariant, " << t << ", " << key.d
+    << ", " << key.dv << ">(p); }\n";
+  return s.str();
+}
+
+}  // namespace flexattn::runtime

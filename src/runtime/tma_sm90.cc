@@ -1,0 +1,94 @@
+// TMA tensor maps and the opt-in / eligibility rules of the sm90 forward.
+#include "runtime/tma_sm90.h"
+
+#include <cstring>
+
+#include "common/params.h"
+#include "flexattn/error.h"
+#include "jit/driver_api.h"
+#include "jit/sys.h"
+#include "sm90/tile_config_sm90.h"
+
+namespace flexattn::runtime {
+
+namespace {
+
+constexpr int kTmaBf16 = 9;  // CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+constexpr int kTmaF16 = 6;   // CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+void encode(const TmaMapArgs& a, const char* what, kern::TmaDesc* out) {
+  const jit::DriverApi& drv = jit::driver();
+  if (drv.cuTensorMapEncodeTiled == nullptr)
+    throw Error(std::string(what) + ": the sm90 forward needs cuTensorMapEncodeTiled (CUDA 12+ driver), which " +
+                drv.path + " does not export; unset FLEXATTN_SM90");
+  jit::CUtensorMap map{};
+  const jit::CUresult r = drv.cuTensorMapEncodeTiled(
+      &map, a.data_type, a.rank, const_cast<void*>(a.address), a.dims, a.strides, a.box, a.element_strides,
+      a.interleave, a.swizzle, a.l2_promotion, a.oob_fill);
+  if (r != jit::CUDA_SUCCESS)
+    throw Error(std::string(what) + ": cuTensorMapEncodeTiled rejected the tensor (dims " + num(int64_t(a.dims[0])) +
+                ", " + num(int64_t(a.dims[1])) + ", " + num(int64_t(a.dims[2])) + ", " + num(int64_t(a.dims[3])) +
+                "; byte strides " + num(int64_t(a.strides[0])) + ", " + num(int64_t(a.strides[1])) + ", " +
+                num(int64_t(a.strides[2])) + "): " + jit::cu_error_text(r));
+  static_assert(sizeof(map) == sizeof(kern::TmaDesc), "CUtensorMap is 128 bytes");
+  std::memcpy(out->opaque, &map, sizeof(map));
+}
+
+}  // namespace
+
+TmaMapArgs sm90_map_args(const char* what, const void* base, DType dtype, int64_t batch, int64_t heads, int64_t rows,
+                         int64_t dim, int64_t sb, int64_t sh, int64_t sl, int box_rows) {
+  if (dtype != DType::BF16 && dtype != DType::F16)
+    throw Error(std::string(what) + ": the sm90 forward takes bf16 or f16, got " + std::string(dtype_name(dtype)));
+  if (dim % 64 != 0 || dim < 64 || dim > 256)
+    throw Error(std::string(what) + ": the sm90 forward takes head dims 64, 128, 192 or 256, got " + num(dim));
+  const int64_t extents[3] = {rows, heads, batch};
+  for (int64_t e : extents)
+    if (e < 1 || e > (int64_t(1) << 32))
+      throw Error(std::string(what) + ": every extent must be in [1, 2^32] for a TMA map, got " + num(e));
+  const int64_t strides[3] = {sl, sh, sb};
+  for (int64_t s : strides)
+    if (s < 0 || s % 8 != 0 || s >= (int64_t(1) << 39))
+      throw Error(std::string(what) + ": TMA needs strides that are multiples of 8 elements (16 bytes) below 2^39, got " +
+                  num(s));
+  if (reinterpret_cast<uintptr_t>(base) % 16 != 0) throw Error(std::string(what) + ": data must be 16-byte aligned");
+  TmaMapArgs a;
+  a.data_type = dtype == DType::BF16 ? kTmaBf16 : kTmaF16;
+  a.address = base;
+  a.dims[0] = uint64_t(dim), a.dims[1] = uint64_t(rows), a.dims[2] = uint64_t(heads), a.dims[3] = uint64_t(batch);
+  a.strides[0] = uint64_t(sl) * 2, a.strides[1] = uint64_t(sh) * 2, a.strides[2] = uint64_t(sb) * 2;
+  a.box[0] = 64, a.box[1] = uint32_t(box_rows), a.box[2] = 1, a.box[3] = 1;
+  return a;
+}
+
+void encode_sm90_forward_maps(kern::AttnParams* p, DType dtype) {
+  const kern::Sm90FwdTile t = kern::sm90_fwd_tile(p->D, p->Dv);
+  // Q and O are moved in 64-row boxes (one per consumer warpgroup), K and V in block_n-row boxes.
+  encode(sm90_map_args("q", p->q, dtype, p->B, p->Hq, p->L, p->D, p->q_sb, p->q_sh, p->q_sl, 64), "q", &p->q_map);
+  encode(sm90_map_args("k", p->k, dtype, p->Bkv, p->Hkv, p->S, p->D, p->k_sb, p->k_sh, p->k_sl, t.block_n), "k",
+         &p->k_map);
+  encode(sm90_map_args("v", p->v, dtype, p->Bkv, p->Hkv, p->S, p->Dv, p->v_sb, p->v_sh, p->v_sl, t.block_n), "v",
+         &p->v_map);
+  encode(sm90_map_args("out", p->out, dtype, p->B, p->Hq, p->L, p->Dv, p->out_sb, p->out_sh, p->out_sl, 64), "out",
+         &p->o_map);
+}
+
+bool sm90_forward_requested() { return jit::env_flag("FLEXATTN_SM90"); }
+
+bool sm90_forward_supported(const std::string& arch, const kern::AttnParams& p, std::string* why) {
+  auto no = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  if (arch != "sm_90a") return no("the device is " + arch + ", the sm90 kernels need sm_90a");
+  if (!kern::sm90_head_dim_ok(p.D) || !kern::sm90_head_dim_ok(p.Dv))
+    return no("head dims D=" + num(p.D) + ", Dv=" + num(p.Dv) + " (the sm90 forward takes 64, 128, 192, 256)");
+  if (p.kv_num_blocks != nullptr && !kern::sm90_mask_blocks_ok(p.D, p.Dv, p.q_block, p.kv_block))
+    return no("block mask BLOCK_SIZE (" + num(p.q_block) + ", " + num(p.kv_block) + ") is not a multiple of (" +
+              num(kern::sm90_fwd_tile(p.D, p.Dv).block_m) + ", " + num(kern::sm90_fwd_tile(p.D, p.Dv).block_n) + ")");
+  return true;
+}
+
+}  // namespace flexattn::runtime

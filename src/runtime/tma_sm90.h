@@ -1,0 +1,58 @@
+#pragma once
+// Host side of the sm90 (Hopper) forward: TMA tensor-map encoding, the generated kernel source, and
+// the opt-in that routes cuda_forward to it (FLEXATTN_SM90=1, docs/env_vars.md). The default dispatch
+// stays on the sm80 family until the sm90 kernels have been checked on a GPU (docs/kernels_sm90.md).
+#include <cstdint>
+#include <string>
+
+#include "flexattn/codegen.h"
+#include "flexattn/dtype.h"
+
+namespace flexattn::kern {
+struct AttnParams;
+}
+
+namespace flexattn::runtime {
+
+struct KernelSetKey;
+
+// The arguments of one cuTensorMapEncodeTiled call (enum values as in cuda.h), kept as data so tests
+// can check them without a driver. 4-D, innermost first: (head dim, rows, head, batch); strides in
+// bytes for dims 1..3; box (64, box_rows, 1, 1): one 128-byte row per box row = one 128B-swizzle span,
+// so a tile of C columns is C / 64 boxes (kernels/sm90/tile_config_sm90.h).
+struct TmaMapArgs {
+  int data_type = 0;  // CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 (9) or _FLOAT16 (6)
+  uint32_t rank = 4;
+  const void* address = nullptr;
+  uint64_t dims[4] = {};
+  uint64_t strides[3] = {};
+  uint32_t box[4] = {};
+  uint32_t element_strides[4] = {1, 1, 1, 1};
+  int interleave = 0;  // CU_TENSOR_MAP_INTERLEAVE_NONE
+  int swizzle = 3;     // CU_TENSOR_MAP_SWIZZLE_128B
+  int l2_promotion = 2;  // CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+  int oob_fill = 0;      // CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: out-of-bounds elements read as zero
+};
+
+// Map of a [batch, heads, rows, dim] tensor with element strides (sb, sh, sl, 1). Throws Error naming
+// `what` when the layout cannot be described (dim not a multiple of 64, a stride not a multiple of 8
+// elements or not below 2^39 elements, an extent of 0 or above 2^32).
+TmaMapArgs sm90_map_args(const char* what, const void* base, DType dtype, int64_t batch, int64_t heads, int64_t rows,
+                         int64_t dim, int64_t sb, int64_t sh, int64_t sl, int box_rows);
+
+// Encodes p->q_map, k_map, v_map, o_map from p's tensor fields (filled and validated by the caller).
+// Throws Error naming the tensor and the driver's message when a map is rejected, or when the driver
+// has no cuTensorMapEncodeTiled (CUDA < 12).
+void encode_sm90_forward_maps(kern::AttnParams* p, DType dtype);
+
+// FLEXATTN_SM90 is on (read on every call; flags as in docs/env_vars.md).
+bool sm90_forward_requested();
+
+// Whether the sm90 forward can run this problem: arch "sm_90a", D and Dv in {64, 128, 192, 256},
+// mask blocks (when a mask is given) multiples of its compute tile. `why` gets the reason when not.
+bool sm90_forward_supported(const std::string& arch, const kern::AttnParams& p, std::string* why = nullptr);
+
+// The generated source of the sm90 forward kernel set (one entry, flexattn_fwd).
+std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const KernelSetKey& key);
+
+}  // namespace flexattn::runtime

@@ -1,0 +1,84 @@
+#include "sass_tools.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <vector>
+
+namespace flexattn::testing_sass {
+
+namespace {
+
+bool executable(const std::string& p) { return access(p.c_str(), X_OK) == 0; }
+
+std::string find_tool(const char* name) {
+  std::vector<std::string> dirs;
+  if (const char* h = std::getenv("CUDA_HOME")) dirs.push_back(std::string(h) + "/bin");
+  dirs.push_back("/usr/local/cuda/bin");
+  if (const char* path = std::getenv("PATH")) {
+    std::string s = path;
+    size_t start = 0;
+    while (start <= s.size()) {
+      const size_t end = s.find(':', start);
+      dirs.push_back(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+  }
+  for (const std::string& d : dirs)
+    if (!d.empty() && executable(d + "/" + name)) return d + "/" + name;
+  return "";
+}
+
+}  // namespace
+
+std::optional<std::string> disassemble(const std::string& cubin, std::string* why) {
+  const std::string tool = find_tool("cuobjdump");
+  if (tool.empty()) {
+    *why = "cuobjdump not found ($CUDA_HOME/bin, /usr/local/cuda/bin, PATH)";
+    return std::nullopt;
+  }
+  char tmpl[] = "/tmp/flexattn-sass-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  if (fd < 0) {
+    *why = "mkstemp failed";
+    return std::nullopt;
+  }
+  close(fd);
+  const std::string path = std::string(tmpl);
+  std::ofstream(path, std::ios::binary).write(cubin.data(), std::streamsize(cubin.size()));
+  const std::string cmd = "'" + tool + "' -sass '" + path + "' 2>&1";
+  std::string out;
+  int rc = -1;
+  if (FILE* f = popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+    rc = pclose(f);
+  }
+  std::remove(path.c_str());
+  if (rc != 0) {
+    *why = "cuobjdump failed (nvdisasm missing?): " + out.substr(0, 300);
+    return std::nullopt;
+  }
+  return out;
+}
+
+int count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t p = text.find(needle); p != std::string::npos; p = text.find(needle, p + needle.size())) ++n;
+  return n;
+}
+
+int max_register(const std::string& sass) {
+  static const std::regex reg(R"(\bR(\d+)\b)");
+  int best = -1;
+  for (std::sregex_iterator it(sass.begin(), sass.end(), reg), end; it != end; ++it)
+    best = std::max(best, std::stoi((*it)[1].str()));
+  return best;
+}
+
+}  // namespace flexattn::testing_sass

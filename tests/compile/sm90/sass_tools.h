@@ -1,0 +1,18 @@
+#pragma once
+// cuobjdump access for the compile tier: SASS of a cubin, when the toolkit's disassembler is present.
+#include <optional>
+#include <string>
+
+namespace flexattn::testing_sass {
+
+// cuobjdump -sass of the cubin bytes, or nullopt (with *why) when cuobjdump / nvdisasm cannot be run.
+// Looks in $CUDA_HOME/bin, /usr/local/cuda/bin, then PATH.
+std::optional<std::string> disassemble(const std::string& cubin, std::string* why);
+
+// Occurrences of `needle` in `text`.
+int count(const std::string& text, const std::string& needle);
+
+// Highest general register index (R<n>) named in the SASS, -1 if none.
+int max_register(const std::string& sass);
+
+}  // namespace flexattn::testing_sass

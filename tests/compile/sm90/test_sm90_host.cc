@@ -1,0 +1,122 @@
+// Host side of the sm90 forward, no GPU or NVRTC needed: tensor-map arguments, the FLEXATTN_SM90
+// opt-in and the eligibility rules, and the generated source.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "common/params.h"
+#include "flexattn/codegen.h"
+#include "flexattn/error.h"
+#include "flexattn/mods.h"
+#include "runtime/kernel_set.h"
+#include "runtime/tma_sm90.h"
+
+using namespace flexattn;
+
+namespace {
+
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+alignas(16) char g_data[64];
+
+kern::AttnParams eligible_params() {
+  kern::AttnParams p{};
+  p.D = p.Dv = 128;
+  p.q_block = p.kv_block = 1 << 30;
+  return p;
+}
+
+}  // namespace
+
+TEST(Sm90Host, MapArgsDescribeA4dViewWithSlabBoxes) {
+  // q [B=2, H=3, L=100, D=128] with padded rows (stride 136) and heads (stride 100 * 136).
+  const runtime::TmaMapArgs a =
+      runtime::sm90_map_args("q", g_data, DType::BF16, 2, 3, 100, 128, 3 * 13600, 13600, 136, 64);
+  EXPECT_EQ(a.data_type, 9);
+  EXPECT_EQ(a.rank, 4u);
+  EXPECT_EQ(a.address, g_data);
+  const uint64_t dims[4] = {128, 100, 3, 2};
+  const uint64_t strides[3] = {272, 27200, 81600};
+  const uint32_t box[4] = {64, 64, 1, 1};
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(a.dims[i], dims[i]) << i;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(a.strides[i], strides[i]) << i;
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(a.box[i], box[i]) << i;
+  EXPECT_EQ(a.swizzle, 3);   // 128B: a 64-element row of bf16
+  EXPECT_EQ(a.oob_fill, 0);  // zeros past L / S
+  EXPECT_EQ(runtime::sm90_map_args("v", g_data, DType::F16, 1, 1, 7, 64, 448, 448, 64, 128).data_type, 6);
+}
+
+TEST(Sm90Host, MapArgErrorsNameTheTensor) {
+  EXPECT_EQ(error_of([] { runtime::sm90_map_args("k", g_data, DType::BF16, 1, 1, 8, 96, 768, 768, 96, 128); }),
+            "k: the sm90 forward takes head dims 64, 128, 192 or 256, got 96");
+  EXPECT_EQ(error_of([] { runtime::sm90_map_args("v", g_data, DType::BF16, 1, 1, 8, 64, 512, 512, 68, 128); }),
+            "v: TMA needs strides that are multiples of 8 elements (16 bytes) below 2^39, got 68");
+  EXPECT_EQ(error_of([] { runtime::sm90_map_args("q", g_data, DType::F32, 1, 1, 8, 64, 512, 512, 64, 64); }),
+            "q: the sm90 forward takes bf16 or f16, got f32");
+  EXPECT_EQ(error_of([] { runtime::sm90_map_args("out", g_data + 8, DType::BF16, 1, 1, 8, 64, 512, 512, 64, 64); }),
+            "out: data must be 16-byte aligned");
+}
+
+TEST(Sm90Host, OptInReadsTheEnvironment) {
+  unsetenv("FLEXATTN_SM90");
+  EXPECT_FALSE(runtime::sm90_forward_requested());
+  setenv("FLEXATTN_SM90", "1", 1);
+  EXPECT_TRUE(runtime::sm90_forward_requested());
+  setenv("FLEXATTN_SM90", "0", 1);
+  EXPECT_FALSE(runtime::sm90_forward_requested());
+  unsetenv("FLEXATTN_SM90");
+}
+
+TEST(Sm90Host, SupportRulesAndReasons) {
+  kern::AttnParams p = eligible_params();
+  std::string why;
+  EXPECT_TRUE(runtime::sm90_forward_supported("sm_90a", p, &why)) << why;
+  EXPECT_FALSE(runtime::sm90_forward_supported("sm_80", p, &why));
+  EXPECT_EQ(why, "the device is sm_80, the sm90 kernels need sm_90a");
+  p.D = p.Dv = 96;
+  EXPECT_FALSE(runtime::sm90_forward_supported("sm_90a", p, &why));
+  EXPECT_EQ(why, "head dims D=96, Dv=96 (the sm90 forward takes 64, 128, 192, 256)");
+  p = eligible_params();
+  static const int counts[1] = {1};
+  p.kv_num_blocks = counts;  // a block mask with 64-wide kv blocks: the d128 kv tile is 128
+  p.q_block = 128, p.kv_block = 64;
+  EXPECT_FALSE(runtime::sm90_forward_supported("sm_90a", p, &why));
+  EXPECT_EQ(why, "block mask BLOCK_SIZE (128, 64) is not a multiple of (128, 128)");
+  p.D = p.Dv = 256;  // the d256 kv tile is 64
+  EXPECT_TRUE(runtime::sm90_forward_supported("sm_90a", p, &why)) << why;
+}
+
+TEST(Sm90Host, SourceNamesTheHopperEntry) {
+  Variant v;
+  v.mask_mod = mods::causal();
+  const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, false);
+  runtime::KernelSetKey key{DType::BF16, 128, 64, "sm_90a", false, runtime::KernelFamily::sm90};
+  const std::string src = runtime::kernel_source_sm90(gen, key);
+  EXPECT_NE(src.find("#include \"sm90/attn_fwd_sm90.cuh\""), std::string::npos) << src;
+  EXPECT_NE(src.find("__launch_bounds__(kSm90Threads, 1)"), std::string::npos) << src;
+  EXPECT_NE(src.find("flexattn_fwd(const __grid_constant__ AttnParams p) { attn_fwd_sm90<FlexVariant, bf16, 128, 64>(p); }"),
+            std::string::npos)
+      << src;
+  key.backward = true;
+  EXPECT_EQ(error_of([&] { runtime::kernel_source_sm90(gen, key); }),
+            "the sm90 family has no backward kernels yet; use the sm80 family");
+  key.backward = false;
+  key.d = 96;
+  EXPECT_EQ(error_of([&] { runtime::kernel_source_sm90(gen, key); }),
+            "head dims: the sm90 forward takes 64, 128, 192 or 256, got D=96, Dv=64");
+}
+
+TEST(Sm90Host, ParamsKeepTheirLayout) {
+  // Appending the tensor maps must not move a field the sm80 kernels read, and must fit the 4 KiB limit.
+  EXPECT_EQ(offsetof(kern::AttnParams, mod), 432u);
+  EXPECT_EQ(offsetof(kern::AttnParams, q_map) % 128, 0u);
+  EXPECT_LE(sizeof(kern::AttnParams), 4096u);
+}
