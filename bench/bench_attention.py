@@ -126,7 +126,8 @@ def add_warm_compile(args, rows, notes, run_py):
         cmd.append("--backward")
     print(f"[warm compile] a fresh process, caches in {args.cache_dir}", file=sys.stderr, flush=True)
     try:
-        r = subprocess.run(cmd, timeout=900)
+        # A hung child must not cost the whole device call (10 minutes at most) and the table with it.
+        r = subprocess.run(cmd, timeout=240 if args.suite == "quick" else 540)
         with open(path) as f:
             warm = {(w["impl"], w["case"], w["S"], w["D"]): w["compile_warm_s"] for w in json.load(f)}
     except (OSError, subprocess.SubprocessError, ValueError) as e:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import bench_cases as bc
 
@@ -130,9 +130,10 @@ def decode_table(rows: Sequence[dict]) -> str:
 
 
 def table_caption(meta: dict) -> str:
-    return (f"{meta.get('device', '?')}, {meta.get('dtype', 'bf16')}; TFLOP/s over attended entries (forward "
-            f"4·D flops per entry, backward {bc.BWD_FLOP_FACTOR}×); median of {meta.get('reps', '?')} CUDA-event "
-            f"timings; torch {meta.get('torch', '?')}, triton {meta.get('triton', '?')}")
+    what = ("GB/s = bytes of K and V read once / time" if meta.get("suite") == "decode" else
+            f"TFLOP/s over attended entries (forward 4·D flops per entry, backward {bc.BWD_FLOP_FACTOR}×)")
+    return (f"{meta.get('device', '?')}, {meta.get('dtype', 'bf16')}; {what}; median of {meta.get('reps', '?')} "
+            f"CUDA-event timings; torch {meta.get('torch', '?')}, triton {meta.get('triton', '?')}")
 
 
 def results_entry(doc: dict) -> str:

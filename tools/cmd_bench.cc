@@ -13,23 +13,8 @@
 
 namespace flexattn::cli {
 
-namespace {
-
-struct PeerShape {
-  int64_t B, H, S, D;
-};
-
-std::vector<PeerShape> peer_shapes(const std::string& suite) {
-  if (suite == "short") return {{4, 16, 2048, 128}};
-  return {{2, 16, 8192, 128}, {2, 16, 8192, 64}, {4, 16, 2048, 128}, {4, 16, 2048, 64}};
-}
-
 // bench/run.py's cases in the registry's terms. document: 8 equal documents, causal (run.py splits at
 // seeded random points, which would need a buffer file); the density printed is this mask's own.
-struct PeerCase {
-  std::string name, mask, mask_expr, score;
-};
-
 std::vector<PeerCase> peer_cases(int64_t S) {
   const std::string doc = std::to_string(std::max<int64_t>(S / 8, 1));
   return {{"full", "", "", ""},
@@ -42,8 +27,6 @@ std::vector<PeerCase> peer_cases(int64_t S) {
           {"relbias_full", "", "", "relbias"}};
 }
 
-// Attended (q, kv) entries over every (b, h): full tiles by area, partial tiles element by element
-// (the mask is evaluated only where the block mask says it matters).
 double attended_entries(const Problem& p, const BlockMask* bm) {
   const double all_bh = double(p.shape.B) * double(p.shape.H);
   if (bm == nullptr) return all_bh * double(p.shape.Q) * double(p.shape.KV);
@@ -77,6 +60,17 @@ double attended_entries(const Problem& p, const BlockMask* bm) {
         }
       }
   return total * (all_bh / (double(bm->B) * double(bm->H)));
+}
+
+namespace {
+
+struct PeerShape {
+  int64_t B, H, S, D;
+};
+
+std::vector<PeerShape> peer_shapes(const std::string& suite) {
+  if (suite == "short") return {{4, 16, 2048, 128}};
+  return {{2, 16, 8192, 128}, {2, 16, 8192, 64}, {4, 16, 2048, 128}, {4, 16, 2048, 64}};
 }
 
 int run_peer_suite(const std::string& suite, const std::string& requested, uint64_t seed) {

@@ -27,6 +27,16 @@ struct BenchCase {
 const std::vector<BenchCase>& quick_suite();
 ProblemConfig bench_config(const BenchCase& c, DType dtype, uint64_t seed);
 
+// `bench --suite short|full`: bench/run.py's cases (full, causal, sliding1024, document, prefixlm,
+// alibi_causal, softcap_causal, relbias_full) in the registry's terms, for KV length S.
+struct PeerCase {
+  std::string name, mask, mask_expr, score;
+};
+std::vector<PeerCase> peer_cases(int64_t S);
+// Attended (q, kv) entries over every (b, h) of p: full tiles of `bm` by area, partial tiles element by
+// element (the mask is evaluated only where the block mask says it matters); bm null = dense.
+double attended_entries(const Problem& p, const BlockMask* bm);
+
 // The problem flags shared by run and mask, and their translation into a ProblemConfig.
 std::vector<FlagSpec> problem_flags();
 ProblemConfig problem_config(const Args& args);
