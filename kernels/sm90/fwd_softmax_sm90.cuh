@@ -57,32 +57,35 @@ __device__ __forceinline__ void online_softmax(float (&s)[BN / 2], float (&m)[2]
   }
 }
 
-// Scores then softmax of one tile, specialised per tile kind (mask_mod or not) and tail (kv >= S or
-// not). The softmax sits *inside* each branch on purpose: ptxas 13.0 hoists a wgmma.wait_group to the
-// top of the basic block it lives in, so with the branch join before the softmax the wait for the
-// in-flight P V landed above the row max and the exp2s no longer overlapped it (seen in the SASS;
-// with the softmax in the branches the wait stays below all of it).
+// Scores then softmax of one tile, in two specialisations: the fast one for a tile that needs neither
+// mask_mod nor bounds (a full tile, or any tile of a variant without mask_mod, inside [0, S)), and a
+// general one that checks kv < S and applies mask_mod unless the tile is full (the predicate form of
+// masked_score_log2<V, full>, so a full tail tile never consults mask_mod).
+// The softmax sits *inside* each branch on purpose: ptxas 13.0 hoists a wgmma.wait_group to the top of
+// the basic block it lives in, so with the branch join before the softmax the wait for the in-flight
+// P V landed above the row max and the exp2s no longer overlapped it (seen in the SASS).
 template <class V, int BN>
 __device__ __forceinline__ void scores_softmax(float (&s)[BN / 2], const AttnParams& p, int b, int h,
                                                const int (&qw)[2], int kv0, bool full, int t, float (&m)[2],
                                                float (&l)[2], float (&alpha)[2]) {
   const bool tail = kv0 + BN > p.S;
-  if (full) {
-    if (tail) {
-      scores_tile<V, true, true, BN>(s, p, b, h, qw, kv0, t);
-      online_softmax<BN>(s, m, l, alpha);
-    } else {
-      scores_tile<V, true, false, BN>(s, p, b, h, qw, kv0, t);
-      online_softmax<BN>(s, m, l, alpha);
-    }
+  if (!tail && (full || !V::kHasMaskMod)) {
+    scores_tile<V, true, false, BN>(s, p, b, h, qw, kv0, t);
+    online_softmax<BN>(s, m, l, alpha);
   } else {
-    if (tail) {
-      scores_tile<V, false, true, BN>(s, p, b, h, qw, kv0, t);
-      online_softmax<BN>(s, m, l, alpha);
-    } else {
-      scores_tile<V, false, false, BN>(s, p, b, h, qw, kv0, t);
-      online_softmax<BN>(s, m, l, alpha);
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int kv = kv0 + 8 * i + 2 * t + (e & 1);
+        float x = s[4 * i + e] * p.scale;
+        if constexpr (V::kHasScoreMod) x = V::score_mod(p.mod, x, b, h, qw[e >> 1], wrap_index(kv, p.S));
+        bool keep = kv < p.S;
+        if constexpr (V::kHasMaskMod) keep = keep && (full || V::mask_mod(p.mod, b, h, qw[e >> 1], wrap_index(kv, p.S)));
+        s[4 * i + e] = keep ? x * kLog2e : neg_inf();
+      }
     }
+    online_softmax<BN>(s, m, l, alpha);
   }
 }
 

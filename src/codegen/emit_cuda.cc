@@ -188,7 +188,10 @@ std::string structural_text(const ir::Expr& e, const VariantLayout& layout) {
     for (const ir::NodePtr& a : n->args) args.push_back(rebuilt.at(a.get()));
     rebuilt[n] = ir::make_node(n->op, n->type, n->weak, args, n->value, n->name, n->buffer_dtype);
   }
-  return ir::print(rebuilt.at(e.get()));
+  // The printer may bind shared subexpressions on lines of their own: keep every line a comment.
+  std::string text = ir::print(rebuilt.at(e.get())), out;
+  for (char c : text) out += c == '\n' ? std::string("\n//     ") : std::string(1, c);
+  return out;
 }
 
 const char* kSignature = "const ModParams& p, float score, int b, int h, int q_idx, int kv_idx";
