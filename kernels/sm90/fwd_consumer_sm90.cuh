@@ -73,8 +73,9 @@ __device__ __forceinline__ void fwd_consumer(const AttnParams& p, const FwdCfg<D
   RingPos pos{0, 0u};
   mbar_wait(c.full_k(pos.stage), pos.phase);
   int kv0 = ld_shared_s32(c.info(pos.stage));
+  // The first tile is peeled rather than guarded by a "P V pending" flag: wgmma issues and waits under
+  // run-time conditions make ptxas serialize every wgmma (C7514).
   if (kv0 >= 0) {
-    // Prologue: S_0 alone.
     bool full = ld_shared_s32(c.info(pos.stage) + 4) != 0;
     turns.take();
     issue_qk<T, D, BN>(s, q_half, c.k_tile(pos.stage));
@@ -98,7 +99,7 @@ __device__ __forceinline__ void fwd_consumer(const AttnParams& p, const FwdCfg<D
       mbar_wait(c.full_v(prev.stage), prev.phase);
       issue_pv<T, Dv, BN>(o, pa, c.v_tile(prev.stage));
       turns.give();
-      wgmma_wait<1>();
+      wgmma_wait<1>();  // S_j is ready; P_{j-1} V_{j-1} may still run
       fence_operands(s);
       release(c.empty_k(pos.stage), lane);
       scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha);

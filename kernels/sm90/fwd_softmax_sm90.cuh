@@ -10,19 +10,17 @@
 
 namespace flexattn::kern::sm90 {
 
-// s' in log2 units for every entry of the thread's two rows. qw: the rows' wrapped query indices;
-// kTail: the tile runs past S, so kv >= S lanes are forced to -inf and get wrapped indices.
-template <class V, bool kFull, bool kTail, int BN>
-__device__ __forceinline__ void scores_tile(float (&s)[BN / 2], const AttnParams& p, int b, int h, const int (&qw)[2],
+// s' in log2 units of a tile that needs no mask_mod and no bounds: score_mod only (masked_score_log2,
+// the sm80 family's definition).
+template <class V, int BN>
+__device__ __forceinline__ void scores_fast(float (&s)[BN / 2], const AttnParams& p, int b, int h, const int (&qw)[2],
                                             int kv0, int t) {
 #pragma unroll
   for (int i = 0; i < BN / 8; ++i) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int kv = kv0 + 8 * i + 2 * t + (e & 1);
-      const bool in_bounds = !kTail || kv < p.S;
-      const int kvw = kTail ? wrap_index(kv, p.S) : kv;
-      s[4 * i + e] = masked_score_log2<V, kFull>(p, s[4 * i + e], b, h, qw[e >> 1], kvw, in_bounds);
+      s[4 * i + e] = masked_score_log2<V, true>(p, s[4 * i + e], b, h, qw[e >> 1], kv, true);
     }
   }
 }
@@ -70,7 +68,7 @@ __device__ __forceinline__ void scores_softmax(float (&s)[BN / 2], const AttnPar
                                                float (&l)[2], float (&alpha)[2]) {
   const bool tail = kv0 + BN > p.S;
   if (!tail && (full || !V::kHasMaskMod)) {
-    scores_tile<V, true, false, BN>(s, p, b, h, qw, kv0, t);
+    scores_fast<V, BN>(s, p, b, h, qw, kv0, t);
     online_softmax<BN>(s, m, l, alpha);
   } else {
 #pragma unroll

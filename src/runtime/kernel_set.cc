@@ -23,7 +23,8 @@ const char* kernel_dtype(DType t) {
 }
 
 std::string entry(const char* name, const std::string& bounds, const std::string& body) {
-  return "extern \"C\" __global__ void __launch_bounds__(" + bounds + ")\n" + name +
+  // minBlocksPerSM = 1: without it ptxas caps these kernels' registers low enough to spill.
+  return "extern \"C\" __global__ void __launch_bounds__(" + bounds + ", 1)\n" + name +
          "(const __grid_constant__ AttnParams p) { " + body + "; }\n";
 }
 
