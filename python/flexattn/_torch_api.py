@@ -16,7 +16,7 @@ import warnings
 import torch
 
 from . import _leaf_paths, _native, _torch_ops
-from .attention import AuxOutput
+from .attention import AuxOutput, _validate_block_mask
 from .masks import noop_mask
 from ._tracer import mod_kind, trace
 
@@ -142,23 +142,7 @@ def _mask_parts(block_mask, query, key):
         return noop_mask, [], []
     if tuple(block_mask.BLOCK_SIZE) == (_EMPTY_BLOCK, _EMPTY_BLOCK):
         return block_mask.mask_mod, [], []
-    q_len, kv_len = block_mask.seq_lengths
-    L, S = query.size(-2), key.size(-2)
-    shape = tuple(block_mask.kv_indices.shape[:-2]) + (q_len, kv_len)
-    if L > q_len or S > kv_len:
-        raise ValueError(f"block_mask was created for block_mask.shape={shape} but got q_len={L} and kv_len={S}. "
-                         "As the block mask was created for a smaller length than you're using it for, you likely "
-                         "need to create a new block mask.")
-    if L < q_len or S < kv_len:
-        raise ValueError(f"block_mask was created for block_mask.shape={shape} but got q_len={L} and kv_len={S}. "
-                         "As the block mask was created for a larger length than you're using it for, you can "
-                         "either 1. create a new block mask with the correct length, or 2. 'adjust' the existing "
-                         "block mask to the correct length by calling block_mask._adjust(q_len, kv_len). This "
-                         "essentially 'crops' the block mask to the upper left corner, which does not work for "
-                         "all mask_mods!")
-    if isinstance(block_mask.kv_num_blocks, torch.Tensor) and block_mask.kv_num_blocks.device != query.device:
-        raise RuntimeError(f"Expect q/k/v and block_mask to be on the same device but got {query.device} and "
-                           f"{block_mask.kv_num_blocks.device}.")
+    _validate_block_mask(query, key, block_mask)
 
     def prep(x, nd):
         t = torch.as_tensor(x).to(device=query.device, dtype=torch.int32)
