@@ -11,9 +11,9 @@
 //
 // Entry (generated source, runtime/kernel_source_sm90.cc), compiled for sm_90a only:
 //   extern "C" __global__ void __launch_bounds__(kSm90Threads, 1)
-//   flexattn_fwd(const __grid_constant__ AttnParams p) { attn_fwd_sm90<FlexVariant, bf16, 128, 128>(p); }
+//   flexattn_fwd(const __grid_constant__ AttnParams p) { attn_fwd_sm90<FlexVariant, bf16, 128, 128, false>(p); }
 // __grid_constant__ is required: TMA reads q_map..o_map through their parameter-space addresses.
-// Launch: sm90_fwd_launch() (tile_config_sm90.h); the host encodes the maps (runtime/tma_sm90.cc).
+// Launch: sm90_fwd_launch(D, Dv, narrow, ...) (tile_config_sm90.h); the host encodes the maps (runtime/tma_sm90.cc).
 #include "common/params.h"
 #include "sm90/fwd_consumer_sm90.cuh"
 #include "sm90/fwd_layout_sm90.cuh"
@@ -26,19 +26,21 @@
 
 namespace flexattn::kern {
 
+// kNarrow: the narrow kv tile of tile_config_sm90.h (the host picks it, runtime/tma_sm90.h, and must
+// encode the K/V maps and check the mask blocks with the same choice).
 // kPingPong: consumer warpgroups alternate their GEMM issue (on by default, as FA3 for hdim <= 128).
-template <class V, class T, int D, int Dv, bool kPingPong = true>
+template <class V, class T, int D, int Dv, bool kNarrow = false, bool kPingPong = true>
 __device__ __forceinline__ void attn_fwd_sm90(const AttnParams& p) {
   using namespace sm90;
   extern __shared__ __align__(1024) unsigned char flexattn_smem_sm90[];
-  const FwdCfg<D, Dv> c{(smem_u32(flexattn_smem_sm90) + 1023u) & ~1023u};
-  const int q0 = blockIdx.x * FwdCfg<D, Dv>::BM, h = blockIdx.y, b = blockIdx.z;
+  const FwdCfg<D, Dv, kNarrow> c{(smem_u32(flexattn_smem_sm90) + 1023u) & ~1023u};
+  const int q0 = blockIdx.x * FwdCfg<D, Dv, kNarrow>::BM, h = blockIdx.y, b = blockIdx.z;
   const int wg = threadIdx.x >> 7;
 
   if (threadIdx.x == 0) {
     mbar_init(c.bar_q(), 1);
 #pragma unroll
-    for (int s = 0; s < FwdCfg<D, Dv>::ST; ++s) {
+    for (int s = 0; s < FwdCfg<D, Dv, kNarrow>::ST; ++s) {
       mbar_init(c.full_k(s), 1);
       mbar_init(c.full_v(s), 1);
       mbar_init(c.empty_k(s), kEmptyArrivals);
@@ -51,10 +53,10 @@ __device__ __forceinline__ void attn_fwd_sm90(const AttnParams& p) {
   // One branch per role, each starting with its setmaxnreg (ptxas ignores them otherwise, C7508).
   if (wg == 0) {
     setmaxnreg_dec<kSm90ProducerRegs>();
-    if (threadIdx.x == 0) fwd_producer<D, Dv>(p, c, q0, b, h);
+    if (threadIdx.x == 0) fwd_producer<D, Dv, kNarrow>(p, c, q0, b, h);
   } else {
     setmaxnreg_inc<kSm90ConsumerRegs>();
-    fwd_consumer<V, T, D, Dv, kPingPong>(p, c, wg - 1, q0, b, h);
+    fwd_consumer<V, T, D, Dv, kNarrow, kPingPong>(p, c, wg - 1, q0, b, h);
   }
 }
 

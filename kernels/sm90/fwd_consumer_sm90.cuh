@@ -50,10 +50,10 @@ __device__ __forceinline__ void release(unsigned empty_bar, int lane) {
   if (lane == 0) mbar_arrive(empty_bar);
 }
 
-template <class V, class T, int D, int Dv, bool kPingPong>
-__device__ __forceinline__ void fwd_consumer(const AttnParams& p, const FwdCfg<D, Dv>& c, int wg, int q0, int b,
+template <class V, class T, int D, int Dv, bool kNarrow, bool kPingPong>
+__device__ __forceinline__ void fwd_consumer(const AttnParams& p, const FwdCfg<D, Dv, kNarrow>& c, int wg, int q0, int b,
                                              int h) {
-  using C = FwdCfg<D, Dv>;
+  using C = FwdCfg<D, Dv, kNarrow>;
   constexpr int BN = C::BN;
   const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, t = lane & 3;
   const int row = q0 + 64 * wg + 16 * warp + (lane >> 2);

@@ -11,28 +11,28 @@ namespace flexattn::kern::sm90 {
 
 template <class T, int D, int BN>
 __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], unsigned q_half, unsigned k_tile) {
-  const unsigned long long da = smem_desc(q_half, 16, 1024), db = smem_desc(k_tile, 16, 1024);
+  const SmemDesc da = smem_desc(q_half, 16, 1024), db = smem_desc(k_tile, 16, 1024);
   fence_operands(s);
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const unsigned in_slab = (kk % 4) * 32;  // 16 elements = 32 bytes inside the 128-byte row
-    wgmma_ss<T, BN, 0>(s, desc_advance(da, (kk / 4) * (64 * 128) + in_slab),
-                       desc_advance(db, (kk / 4) * (BN * 128) + in_slab), kk > 0 ? 1 : 0);
+    wgmma_ss<T, BN, 0>(s, desc_at(da, (kk / 4) * (64 * 128) + in_slab), desc_at(db, (kk / 4) * (BN * 128) + in_slab),
+                       kk > 0 ? 1 : 0);
   }
   wgmma_commit();
 }
 
 template <class T, int Dv, int BN>
 __device__ __forceinline__ void issue_pv(float (&o)[Dv / 2], unsigned (&pa)[BN / 4], unsigned v_tile) {
-  const unsigned long long db = smem_desc(v_tile, BN * 128, 1024);  // LBO: next 64-wide Dv slab
+  const SmemDesc db = smem_desc(v_tile, BN * 128, 1024);  // LBO: next 64-wide Dv slab
   fence_operands(o);
   fence_operands(pa);
   wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < BN / 16; ++ks) {
     const unsigned a[4] = {pa[4 * ks], pa[4 * ks + 1], pa[4 * ks + 2], pa[4 * ks + 3]};
-    wgmma_rs<T, Dv, 1>(o, a, desc_advance(db, ks * 16 * 128), 1);
+    wgmma_rs<T, Dv, 1>(o, a, desc_at(db, ks * 16 * 128), 1);
   }
   wgmma_commit();
 }

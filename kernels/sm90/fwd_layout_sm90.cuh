@@ -5,10 +5,10 @@
 
 namespace flexattn::kern::sm90 {
 
-template <int D, int Dv>
+template <int D, int Dv, bool kNarrow>
 struct FwdCfg {
-  static constexpr Sm90FwdTile kTile = sm90_fwd_tile(D, Dv);
-  static constexpr Sm90FwdSmem kSmem = sm90_fwd_smem_layout(D, Dv);
+  static constexpr Sm90FwdTile kTile = sm90_fwd_tile(D, Dv, kNarrow);
+  static constexpr Sm90FwdSmem kSmem = sm90_fwd_smem_layout(D, Dv, kNarrow);
   static constexpr int BM = kTile.block_m, BN = kTile.block_n, ST = kTile.stages;
   static constexpr int kSlab = 64;                 // elements per slab row (128 bytes)
   static constexpr int kQSlabBytes = 64 * 128;     // one [64 rows][64] slab of a warpgroup's Q / O

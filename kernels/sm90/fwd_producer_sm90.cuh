@@ -13,9 +13,9 @@
 
 namespace flexattn::kern::sm90 {
 
-template <int D, int Dv>
-__device__ __forceinline__ void fwd_producer(const AttnParams& p, const FwdCfg<D, Dv>& c, int q0, int b, int h) {
-  using C = FwdCfg<D, Dv>;
+template <int D, int Dv, bool kNarrow>
+__device__ __forceinline__ void fwd_producer(const AttnParams& p, const FwdCfg<D, Dv, kNarrow>& c, int q0, int b, int h) {
+  using C = FwdCfg<D, Dv, kNarrow>;
   tma_prefetch_map(&p.q_map);
   tma_prefetch_map(&p.k_map);
   tma_prefetch_map(&p.v_map);

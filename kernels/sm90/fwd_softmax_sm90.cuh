@@ -1,14 +1,23 @@
 #pragma once
 // Element-wise work of the sm90 forward on a warpgroup's S accumulator (m64 x block_n, layout in
-// ptx/wgmma.cuh): the FlexAttention score semantics (scale -> score_mod -> bounds -> mask_mod, the same
-// masked_score_log2 the sm80 family uses, so both families apply the variant contract identically),
-// the exp2 online softmax, and the rounding of P into the register A operand of the P V wgmma.
+// ptx/wgmma.cuh): the FlexAttention score semantics (scale -> score_mod -> bounds -> mask_mod, as in
+// variant.cuh and the sm80 family's masked_score_log2, which the fast path calls directly), the exp2
+// online softmax, and the rounding of P into the register A operand of the P V wgmma.
 #include "common/numeric.cuh"
 #include "common/params.h"
 #include "common/variant.cuh"
 #include "sm80/scores_sm80.cuh"
 
 namespace flexattn::kern::sm90 {
+
+// wrap_index(kv, S) for a lane of a tile starting below S: one conditional subtract covers every lane
+// unless S is shorter than the tile; the rare remainder takes a subtraction loop instead of a
+// per-lane integer division (which bloated the general path into spills with gather mods).
+__device__ __forceinline__ int wrap_kv(int kv, int S) {
+  int w = kv < S ? kv : kv - S;
+  while (w >= S) w -= S;
+  return w;
+}
 
 // s' in log2 units of a tile that needs no mask_mod and no bounds: score_mod only (masked_score_log2,
 // the sm80 family's definition).
@@ -76,10 +85,11 @@ __device__ __forceinline__ void scores_softmax(float (&s)[BN / 2], const AttnPar
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int kv = kv0 + 8 * i + 2 * t + (e & 1);
+        const int kvw = wrap_kv(kv, p.S);
         float x = s[4 * i + e] * p.scale;
-        if constexpr (V::kHasScoreMod) x = V::score_mod(p.mod, x, b, h, qw[e >> 1], wrap_index(kv, p.S));
+        if constexpr (V::kHasScoreMod) x = V::score_mod(p.mod, x, b, h, qw[e >> 1], kvw);
         bool keep = kv < p.S;
-        if constexpr (V::kHasMaskMod) keep = keep && (full || V::mask_mod(p.mod, b, h, qw[e >> 1], wrap_index(kv, p.S)));
+        if constexpr (V::kHasMaskMod) keep = keep && (full || V::mask_mod(p.mod, b, h, qw[e >> 1], kvw));
         s[4 * i + e] = keep ? x * kLog2e : neg_inf();
       }
     }

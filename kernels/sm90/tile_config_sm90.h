@@ -42,9 +42,13 @@ FLEXATTN_HD constexpr bool sm90_head_dim_ok(int d) { return d == 64 || d == 128 
 //  d <= 192: 128 x 64, 3 stages. O 96 + S 32 + P 16; smem 48 K + 3 x 48 K = 192 KiB.
 //  d <= 256: 128 x 64, 2 stages (FA3: 128 x 80, "hits the limit of smem"). O 128 + S 32 + P 16;
 //            smem 64 K + 2 x 64 K = 192 KiB.
-FLEXATTN_HD constexpr Sm90FwdTile sm90_fwd_tile(int d, int dv) {
-  return sm90_dmax(d, dv) <= 64    ? Sm90FwdTile{128, 128, 4}
-         : sm90_dmax(d, dv) <= 128 ? Sm90FwdTile{128, 128, 2}
+// `narrow` (variants whose mods read captured buffers, see runtime/tma_sm90.h): block_n 64 for every
+// head dim, 4 stages up to d 128. Measured at compile time (ptxas 13.0, d 128): the relative-bias
+// gather spilled 24-136 bytes at 128 x 128 -- ptxas hoists the 64-bit index math of all 64 gathers
+// of a thread's tile -- and none at 128 x 64; the T5 bucket variant also compiles in half the time.
+FLEXATTN_HD constexpr Sm90FwdTile sm90_fwd_tile(int d, int dv, bool narrow = false) {
+  return sm90_dmax(d, dv) <= 64    ? Sm90FwdTile{128, narrow ? 64 : 128, 4}
+         : sm90_dmax(d, dv) <= 128 ? (narrow ? Sm90FwdTile{128, 64, 4} : Sm90FwdTile{128, 128, 2})
          : sm90_dmax(d, dv) <= 192 ? Sm90FwdTile{128, 64, 3}
                                    : Sm90FwdTile{128, 64, 2};
 }
@@ -62,8 +66,8 @@ struct Sm90FwdSmem {
   int q_half, q, k_stage, k, v_stage, v, bars, info, total;
 };
 
-FLEXATTN_HD constexpr Sm90FwdSmem sm90_fwd_smem_layout(int d, int dv) {
-  const Sm90FwdTile t = sm90_fwd_tile(d, dv);
+FLEXATTN_HD constexpr Sm90FwdSmem sm90_fwd_smem_layout(int d, int dv, bool narrow = false) {
+  const Sm90FwdTile t = sm90_fwd_tile(d, dv, narrow);
   Sm90FwdSmem s{};
   s.q_half = 64 * sm90_dmax(d, dv) * 2;
   s.q = 0;
@@ -78,7 +82,9 @@ FLEXATTN_HD constexpr Sm90FwdSmem sm90_fwd_smem_layout(int d, int dv) {
 }
 
 // Dynamic shared memory to request: the layout plus slack to round the base up to 1024 bytes.
-FLEXATTN_HD constexpr int sm90_fwd_smem(int d, int dv) { return sm90_fwd_smem_layout(d, dv).total + 1024; }
+FLEXATTN_HD constexpr int sm90_fwd_smem(int d, int dv, bool narrow = false) {
+  return sm90_fwd_smem_layout(d, dv, narrow).total + 1024;
+}
 
 struct Sm90Launch {
   unsigned grid_x, grid_y, grid_z;
@@ -87,15 +93,15 @@ struct Sm90Launch {
 };
 
 // Grid: x = query tile, y = query head, z = batch (one CTA per tile; not persistent yet).
-FLEXATTN_HD constexpr Sm90Launch sm90_fwd_launch(int d, int dv, int B, int Hq, int L) {
-  return Sm90Launch{(unsigned)((L + sm90_fwd_tile(d, dv).block_m - 1) / sm90_fwd_tile(d, dv).block_m),
-                    (unsigned)Hq, (unsigned)B, (unsigned)kSm90Threads, (unsigned)sm90_fwd_smem(d, dv)};
+FLEXATTN_HD constexpr Sm90Launch sm90_fwd_launch(int d, int dv, bool narrow, int B, int Hq, int L) {
+  return Sm90Launch{(unsigned)((L + sm90_fwd_tile(d, dv, narrow).block_m - 1) / sm90_fwd_tile(d, dv, narrow).block_m),
+                    (unsigned)Hq, (unsigned)B, (unsigned)kSm90Threads, (unsigned)sm90_fwd_smem(d, dv, narrow)};
 }
 
 // The mask tile sizes the forward accepts (the no-mask sentinel 1 << 30 qualifies).
-FLEXATTN_HD constexpr bool sm90_mask_blocks_ok(int d, int dv, int q_block, int kv_block) {
-  return q_block > 0 && kv_block > 0 && q_block % sm90_fwd_tile(d, dv).block_m == 0 &&
-         kv_block % sm90_fwd_tile(d, dv).block_n == 0;
+FLEXATTN_HD constexpr bool sm90_mask_blocks_ok(int d, int dv, bool narrow, int q_block, int kv_block) {
+  return q_block > 0 && kv_block > 0 && q_block % sm90_fwd_tile(d, dv, narrow).block_m == 0 &&
+         kv_block % sm90_fwd_tile(d, dv, narrow).block_n == 0;
 }
 
 static_assert(sm90_fwd_smem(64, 64) <= kSm90SmemLimit, "smem d64");
@@ -103,6 +109,7 @@ static_assert(sm90_fwd_smem(128, 128) <= kSm90SmemLimit, "smem d128");
 static_assert(sm90_fwd_smem(192, 192) <= kSm90SmemLimit, "smem d192");
 static_assert(sm90_fwd_smem(256, 256) <= kSm90SmemLimit, "smem d256");
 static_assert(sm90_fwd_smem(64, 256) <= kSm90SmemLimit, "smem d64/dv256");
+static_assert(sm90_fwd_smem(128, 128, true) <= kSm90SmemLimit, "smem d128 narrow");
 static_assert(kSm90ProducerRegs * 128 + kSm90ConsumerRegs * 256 <= 65536, "register file");
 
 }  // namespace flexattn::kern

@@ -153,12 +153,21 @@ jit::LaunchConfig config_of(const kern::Sm80Launch& l, void* stream) {
 // Opt-in Hopper path (FLEXATTN_SM90=1): used only where the sm90 forward supports the problem, else
 // the sm80 family runs as usual. Not the default until checked on a GPU (docs/kernels_sm90.md).
 bool try_sm90_forward(const ForwardArgs& a, AttnParams& p, const std::string& arch) {
-  if (!runtime::sm90_forward_requested() || !runtime::sm90_forward_supported(arch, p)) return false;
-  runtime::encode_sm90_forward_maps(&p, a.q.dtype);
+  if (!runtime::sm90_forward_requested()) return false;
+  // Head dims and arch first (no compile); the mask-block rule depends on the tile the variant gets.
+  std::string why;
+  if (!runtime::sm90_forward_supported(arch, p, true, &why)) return runtime::sm90_decline(why);
   runtime::KernelSetKey key{a.q.dtype, p.D, p.Dv, arch, false, runtime::KernelFamily::sm90};
   const runtime::KernelSet& set = runtime::get_kernel_set(*a.variant, key);
+  const bool narrow = runtime::sm90_narrow_tile(set.layout);
+  if (!runtime::sm90_forward_supported(arch, p, narrow, &why)) return runtime::sm90_decline(why);
+  try {
+    runtime::encode_sm90_forward_maps(&p, a.q.dtype, narrow);
+  } catch (const Error& e) {  // e.g. a stride layout the driver's TMA encoder rejects
+    return runtime::sm90_decline(e.what());
+  }
   runtime::fill_mod_params(set.layout, a.bindings, false, &p.mod);
-  const kern::Sm90Launch l = kern::sm90_fwd_launch(p.D, p.Dv, p.B, p.Hq, p.L);
+  const kern::Sm90Launch l = kern::sm90_fwd_launch(p.D, p.Dv, narrow, p.B, p.Hq, p.L);
   jit::LaunchConfig c;
   c.grid = {l.grid_x, l.grid_y, l.grid_z};
   c.block = {l.block, 1, 1};

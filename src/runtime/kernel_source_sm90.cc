@@ -24,7 +24,7 @@ std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const K
   s << variant.source << "\n";
   s << "extern \"C\" __global__ void __launch_bounds__(kSm90Threads, 1)\n"
     << "flexattn_fwd(const __grid_constant__ AttnParams p) { attn_fwd_sm90<FlexVariant, " << t << ", " << key.d
-    << ", " << key.dv << ">(p); }\n";
+    << ", " << key.dv << ", " << (sm90_narrow_tile(variant.layout) ? "true" : "false") << ">(p); }\n";
   return s.str();
 }
 

@@ -1,6 +1,7 @@
 // TMA tensor maps and the opt-in / eligibility rules of the sm90 forward.
 #include "runtime/tma_sm90.h"
 
+#include <cstdio>
 #include <cstring>
 
 #include "common/params.h"
@@ -19,7 +20,10 @@ constexpr int kTmaF16 = 6;   // CU_TENSOR_MAP_DATA_TYPE_FLOAT16
 std::string num(int64_t v) { return std::to_string(v); }
 
 void encode(const TmaMapArgs& a, const char* what, kern::TmaDesc* out) {
-  const jit::DriverApi& drv = jit::driver();
+  std::string err;
+  const jit::DriverApi* api = jit::try_driver(&err);
+  if (api == nullptr) throw Error(std::string(what) + ": the sm90 forward needs the CUDA driver: " + err);
+  const jit::DriverApi& drv = *api;
   if (drv.cuTensorMapEncodeTiled == nullptr)
     throw Error(std::string(what) + ": the sm90 forward needs cuTensorMapEncodeTiled (CUDA 12+ driver), which " +
                 drv.path + " does not export; unset FLEXATTN_SM90");
@@ -63,8 +67,10 @@ TmaMapArgs sm90_map_args(const char* what, const void* base, DType dtype, int64_
   return a;
 }
 
-void encode_sm90_forward_maps(kern::AttnParams* p, DType dtype) {
-  const kern::Sm90FwdTile t = kern::sm90_fwd_tile(p->D, p->Dv);
+bool sm90_narrow_tile(const codegen::VariantLayout& layout) { return !layout.buffers.empty(); }
+
+void encode_sm90_forward_maps(kern::AttnParams* p, DType dtype, bool narrow) {
+  const kern::Sm90FwdTile t = kern::sm90_fwd_tile(p->D, p->Dv, narrow);
   // Q and O are moved in 64-row boxes (one per consumer warpgroup), K and V in block_n-row boxes.
   encode(sm90_map_args("q", p->q, dtype, p->B, p->Hq, p->L, p->D, p->q_sb, p->q_sh, p->q_sl, 64), "q", &p->q_map);
   encode(sm90_map_args("k", p->k, dtype, p->Bkv, p->Hkv, p->S, p->D, p->k_sb, p->k_sh, p->k_sl, t.block_n), "k",
@@ -77,7 +83,12 @@ void encode_sm90_forward_maps(kern::AttnParams* p, DType dtype) {
 
 bool sm90_forward_requested() { return jit::env_flag("FLEXATTN_SM90"); }
 
-bool sm90_forward_supported(const std::string& arch, const kern::AttnParams& p, std::string* why) {
+bool sm90_decline(const std::string& why) {
+  if (jit::env_flag("FLEXATTN_JIT_DEBUG")) std::fprintf(stderr, "[flexattn sm90] using the sm80 kernels: %s\n", why.c_str());
+  return false;
+}
+
+bool sm90_forward_supported(const std::string& arch, const kern::AttnParams& p, bool narrow, std::string* why) {
   auto no = [&](const std::string& reason) {
     if (why) *why = reason;
     return false;
@@ -85,9 +96,10 @@ bool sm90_forward_supported(const std::string& arch, const kern::AttnParams& p, 
   if (arch != "sm_90a") return no("the device is " + arch + ", the sm90 kernels need sm_90a");
   if (!kern::sm90_head_dim_ok(p.D) || !kern::sm90_head_dim_ok(p.Dv))
     return no("head dims D=" + num(p.D) + ", Dv=" + num(p.Dv) + " (the sm90 forward takes 64, 128, 192, 256)");
-  if (p.kv_num_blocks != nullptr && !kern::sm90_mask_blocks_ok(p.D, p.Dv, p.q_block, p.kv_block))
+  const kern::Sm90FwdTile t = kern::sm90_fwd_tile(p.D, p.Dv, narrow);
+  if (p.kv_num_blocks != nullptr && !kern::sm90_mask_blocks_ok(p.D, p.Dv, narrow, p.q_block, p.kv_block))
     return no("block mask BLOCK_SIZE (" + num(p.q_block) + ", " + num(p.kv_block) + ") is not a multiple of (" +
-              num(kern::sm90_fwd_tile(p.D, p.Dv).block_m) + ", " + num(kern::sm90_fwd_tile(p.D, p.Dv).block_n) + ")");
+              num(t.block_m) + ", " + num(t.block_n) + ")");
   return true;
 }
 

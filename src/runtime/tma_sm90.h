@@ -40,17 +40,27 @@ struct TmaMapArgs {
 TmaMapArgs sm90_map_args(const char* what, const void* base, DType dtype, int64_t batch, int64_t heads, int64_t rows,
                          int64_t dim, int64_t sb, int64_t sh, int64_t sl, int box_rows);
 
+// Whether a variant gets the narrow kv tile (kernels/sm90/tile_config_sm90.h): its mods read captured
+// buffers. The one rule both the generated source and the launch (map boxes, mask blocks) follow.
+bool sm90_narrow_tile(const codegen::VariantLayout& layout);
+
 // Encodes p->q_map, k_map, v_map, o_map from p's tensor fields (filled and validated by the caller).
 // Throws Error naming the tensor and the driver's message when a map is rejected, or when the driver
 // has no cuTensorMapEncodeTiled (CUDA < 12).
-void encode_sm90_forward_maps(kern::AttnParams* p, DType dtype);
+void encode_sm90_forward_maps(kern::AttnParams* p, DType dtype, bool narrow);
 
 // FLEXATTN_SM90 is on (read on every call; flags as in docs/env_vars.md).
 bool sm90_forward_requested();
 
+// The opt-in path declines a problem: prints "[flexattn sm90] using the sm80 kernels: <why>" to stderr
+// when FLEXATTN_JIT_DEBUG is on, and returns false (the caller then runs the sm80 family).
+bool sm90_decline(const std::string& why);
+
 // Whether the sm90 forward can run this problem: arch "sm_90a", D and Dv in {64, 128, 192, 256},
-// mask blocks (when a mask is given) multiples of its compute tile. `why` gets the reason when not.
-bool sm90_forward_supported(const std::string& arch, const kern::AttnParams& p, std::string* why = nullptr);
+// mask blocks (when a mask is given) multiples of the compute tile chosen with `narrow`. `why` gets
+// the reason when not.
+bool sm90_forward_supported(const std::string& arch, const kern::AttnParams& p, bool narrow,
+                            std::string* why = nullptr);
 
 // The generated source of the sm90 forward kernel set (one entry, flexattn_fwd).
 std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const KernelSetKey& key);

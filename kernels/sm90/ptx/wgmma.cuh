@@ -22,15 +22,19 @@ namespace flexattn::kern::sm90 {
 //     k-step of 16 elements: +32 bytes inside a slab; the next 64-wide slab starts rows * 128 bytes on.
 //   MN-major operand (rows = K, 64 MN elements per slab row): LBO = distance between 64-wide MN
 //     slabs (rows * 128), SBO = 1024 (next 8 K rows); k-step of 16 rows: +2048 bytes.
-__device__ __forceinline__ unsigned long long smem_desc(unsigned addr, unsigned lbo, unsigned sbo) {
-  return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)((lbo >> 4) & 0x3FFFu) << 16) |
-         ((unsigned long long)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
+struct SmemDesc {
+  unsigned lo;  // start address >> 4 | (LBO >> 4) << 16
+  unsigned hi;  // SBO >> 4 | swizzle mode << 30
+};
+
+__device__ __forceinline__ SmemDesc smem_desc(unsigned addr, unsigned lbo, unsigned sbo) {
+  return SmemDesc{((addr & 0x3FFFFu) >> 4) | (((lbo >> 4) & 0x3FFFu) << 16), ((sbo >> 4) & 0x3FFFu) | (1u << 30)};
 }
 
-// Adds a byte offset to a descriptor's start address (offsets keep the address below 256 KiB, so
-// the 14-bit field never carries into the LBO bits).
-__device__ __forceinline__ unsigned long long desc_advance(unsigned long long desc, unsigned bytes) {
-  return desc + (unsigned long long)(bytes >> 4);
+// The descriptor of the operand `bytes` past the described one (offsets keep the address below
+// 256 KiB, so the 14-bit address field never carries into the LBO bits).
+__device__ __forceinline__ unsigned long long desc_at(SmemDesc d, unsigned bytes) {
+  return ((unsigned long long)d.hi << 32) | (unsigned long long)(d.lo + (bytes >> 4));
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }

@@ -91,6 +91,20 @@ TEST_F(Sm90Compile, SassHasHopperInstructionsAndNoLocalMemory) {
   }
 }
 
+TEST_F(Sm90Compile, EveryHeaderCompilesOnItsOwn) {
+  for (const char* h : {"sm90/ptx/fence.cuh", "sm90/ptx/mbarrier.cuh", "sm90/ptx/setmaxnreg.cuh", "sm90/ptx/smem.cuh",
+                        "sm90/ptx/tma.cuh", "sm90/ptx/wgmma.cuh", "sm90/tile_config_sm90.h", "sm90/fwd_layout_sm90.cuh",
+                        "sm90/fwd_gemm_sm90.cuh", "sm90/fwd_softmax_sm90.cuh", "sm90/fwd_producer_sm90.cuh",
+                        "sm90/fwd_epilogue_sm90.cuh", "sm90/fwd_consumer_sm90.cuh", "sm90/attn_fwd_sm90.cuh"}) {
+    jit::KernelRequest req;
+    req.prefix = "sm90_header_probe";
+    req.source = std::string("#include \"") + h + "\"\nextern \"C\" __global__ void probe() {}\n";
+    req.arch = "sm_90a";
+    req.kernel_names = {"probe"};
+    EXPECT_NO_THROW(jit::get_or_compile(req)) << h;
+  }
+}
+
 TEST_F(Sm90Compile, OnlySm90aIsAccepted) {
   Variant v;
   runtime::KernelSetKey key{DType::BF16, 128, 128, "sm_80", false, runtime::KernelFamily::sm90};

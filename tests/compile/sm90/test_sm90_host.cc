@@ -8,8 +8,10 @@
 #include "flexattn/codegen.h"
 #include "flexattn/error.h"
 #include "flexattn/mods.h"
+#include "jit/driver_api.h"
 #include "runtime/kernel_set.h"
 #include "runtime/tma_sm90.h"
+#include "sm90/tile_config_sm90.h"
 
 using namespace flexattn;
 
@@ -78,20 +80,21 @@ TEST(Sm90Host, OptInReadsTheEnvironment) {
 TEST(Sm90Host, SupportRulesAndReasons) {
   kern::AttnParams p = eligible_params();
   std::string why;
-  EXPECT_TRUE(runtime::sm90_forward_supported("sm_90a", p, &why)) << why;
-  EXPECT_FALSE(runtime::sm90_forward_supported("sm_80", p, &why));
+  EXPECT_TRUE(runtime::sm90_forward_supported("sm_90a", p, false, &why)) << why;
+  EXPECT_FALSE(runtime::sm90_forward_supported("sm_80", p, false, &why));
   EXPECT_EQ(why, "the device is sm_80, the sm90 kernels need sm_90a");
   p.D = p.Dv = 96;
-  EXPECT_FALSE(runtime::sm90_forward_supported("sm_90a", p, &why));
+  EXPECT_FALSE(runtime::sm90_forward_supported("sm_90a", p, false, &why));
   EXPECT_EQ(why, "head dims D=96, Dv=96 (the sm90 forward takes 64, 128, 192, 256)");
   p = eligible_params();
   static const int counts[1] = {1};
   p.kv_num_blocks = counts;  // a block mask with 64-wide kv blocks: the d128 kv tile is 128
   p.q_block = 128, p.kv_block = 64;
-  EXPECT_FALSE(runtime::sm90_forward_supported("sm_90a", p, &why));
+  EXPECT_FALSE(runtime::sm90_forward_supported("sm_90a", p, false, &why));
   EXPECT_EQ(why, "block mask BLOCK_SIZE (128, 64) is not a multiple of (128, 128)");
+  EXPECT_TRUE(runtime::sm90_forward_supported("sm_90a", p, true, &why)) << why;  // narrow: 128 x 64
   p.D = p.Dv = 256;  // the d256 kv tile is 64
-  EXPECT_TRUE(runtime::sm90_forward_supported("sm_90a", p, &why)) << why;
+  EXPECT_TRUE(runtime::sm90_forward_supported("sm_90a", p, false, &why)) << why;
 }
 
 TEST(Sm90Host, SourceNamesTheHopperEntry) {
@@ -102,7 +105,7 @@ TEST(Sm90Host, SourceNamesTheHopperEntry) {
   const std::string src = runtime::kernel_source_sm90(gen, key);
   EXPECT_NE(src.find("#include \"sm90/attn_fwd_sm90.cuh\""), std::string::npos) << src;
   EXPECT_NE(src.find("__launch_bounds__(kSm90Threads, 1)"), std::string::npos) << src;
-  EXPECT_NE(src.find("flexattn_fwd(const __grid_constant__ AttnParams p) { attn_fwd_sm90<FlexVariant, bf16, 128, 64>(p); }"),
+  EXPECT_NE(src.find("flexattn_fwd(const __grid_constant__ AttnParams p) { attn_fwd_sm90<FlexVariant, bf16, 128, 64, false>(p); }"),
             std::string::npos)
       << src;
   key.backward = true;
@@ -112,6 +115,47 @@ TEST(Sm90Host, SourceNamesTheHopperEntry) {
   key.d = 96;
   EXPECT_EQ(error_of([&] { runtime::kernel_source_sm90(gen, key); }),
             "head dims: the sm90 forward takes 64, 128, 192 or 256, got D=96, Dv=64");
+}
+
+TEST(Sm90Host, BufferReadingModsGetTheNarrowTile) {
+  Variant plain, gather;
+  plain.score_mod = mods::softcap(30);
+  gather.score_mod = mods::lookup_score("relbias").expr;
+  const codegen::GeneratedVariant a = codegen::emit_cuda_variant(plain, false);
+  const codegen::GeneratedVariant b = codegen::emit_cuda_variant(gather, false);
+  EXPECT_FALSE(runtime::sm90_narrow_tile(a.layout));
+  EXPECT_TRUE(runtime::sm90_narrow_tile(b.layout));
+  runtime::KernelSetKey key{DType::F16, 128, 128, "sm_90a", false, runtime::KernelFamily::sm90};
+  EXPECT_NE(runtime::kernel_source_sm90(b, key).find("attn_fwd_sm90<FlexVariant, fp16, 128, 128, true>(p)"),
+            std::string::npos);
+  EXPECT_EQ(kern::sm90_fwd_tile(128, 128, true).block_n, 64);
+  EXPECT_EQ(kern::sm90_fwd_tile(128, 128, false).block_n, 128);
+}
+
+TEST(Sm90Host, DeclineExplainsItselfUnderJitDebug) {
+  setenv("FLEXATTN_JIT_DEBUG", "1", 1);
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(runtime::sm90_decline("head dims D=96, Dv=96"));
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "[flexattn sm90] using the sm80 kernels: head dims D=96, Dv=96\n");
+  unsetenv("FLEXATTN_JIT_DEBUG");
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(runtime::sm90_decline("quiet"));
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+}
+
+TEST(Sm90Host, EncodingWithoutADriverNamesTheTensor) {
+  std::string err;
+  if (jit::try_driver(&err) != nullptr) GTEST_SKIP() << "a CUDA driver is present";
+  kern::AttnParams p{};
+  p.q = p.k = p.v = g_data;
+  p.out = g_data;
+  p.B = p.Hq = p.Hkv = p.Bkv = 1;
+  p.L = p.S = 8;
+  p.D = p.Dv = 64;
+  p.q_sl = p.k_sl = p.v_sl = p.out_sl = 64;
+  p.q_sh = p.k_sh = p.v_sh = p.out_sh = p.q_sb = p.k_sb = p.v_sb = p.out_sb = 512;
+  const std::string msg = error_of([&] { runtime::encode_sm90_forward_maps(&p, DType::BF16, false); });
+  EXPECT_EQ(msg.rfind("q: the sm90 forward needs the CUDA driver: ", 0), 0u) << msg;
 }
 
 TEST(Sm90Host, ParamsKeepTheirLayout) {
