@@ -48,13 +48,6 @@ class ReverseMode {
       if (g != adj_.end()) propagate(**it, g->second);
     }
   }
-  ~ReverseMode() {
-    std::vector<Expr> roots;
-    for (auto& [n, a] : adj_) roots.push_back(std::move(a));
-    adj_.clear();
-    // Adjoints that no result keeps form chains as deep as the mod.
-    rules::release_users_first(std::move(roots));
-  }
   ReverseMode(const ReverseMode&) = delete;
   ReverseMode& operator=(const ReverseMode&) = delete;
 

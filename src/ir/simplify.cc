@@ -16,31 +16,6 @@
 
 namespace flexattn::ir {
 
-namespace rules {
-// Each release is one node deep: the list still holds the operands of every node it drops.
-void release_users_first(std::vector<Expr> roots) {
-  std::vector<NodePtr> post;  // post-order over all roots, each node once
-  std::unordered_set<const Node*> seen;
-  std::vector<std::pair<NodePtr, size_t>> stack;
-  for (const Expr& r : roots) {
-    if (!r.get() || !seen.insert(r.get()).second) continue;
-    stack.push_back({r.ptr(), 0});
-    while (!stack.empty()) {
-      auto& [n, next] = stack.back();
-      if (next < n->args.size()) {
-        const NodePtr& child = n->args[next++];
-        if (seen.insert(child.get()).second) stack.push_back({child, 0});
-      } else {
-        post.push_back(std::move(n));
-        stack.pop_back();
-      }
-    }
-  }
-  roots.clear();
-  while (!post.empty()) post.pop_back();
-}
-
-}  // namespace rules
 
 namespace {
 
@@ -49,16 +24,6 @@ class Simplifier {
   Simplifier() = default;
   Simplifier(const Simplifier&) = delete;
   Simplifier& operator=(const Simplifier&) = delete;
-  // Intermediate nodes (rebuilt operands a later rule discarded) can form deep chains.
-  ~Simplifier() {
-    std::vector<Expr> all;
-    for (auto& [n, kv] : memo_) {
-      all.push_back(std::move(kv.first));
-      all.push_back(std::move(kv.second));
-    }
-    memo_.clear();
-    rules::release_users_first(std::move(all));
-  }
 
   // Walks the DAG in post-order (operands first) without recursion: tracers can produce very long
   // chains. Only replacements recurse, and they are at most a node or two over fixed points.

@@ -47,9 +47,5 @@ bool match(const Pat& p, const Expr& e, Match* m);
 // weakness. Declines when a literal cannot hold the value bit for bit (an I64 beyond 2^53).
 std::optional<Expr> fold_constants(const Expr& e);
 
-// Drops `roots` and every node they reach, users before operands. Destroying a node releases its
-// operands recursively, so letting a deep chain die at once recurses once per level; the passes
-// hand their intermediate expressions here instead (defined in simplify.cc).
-void release_users_first(std::vector<Expr> roots);
 
 }  // namespace flexattn::ir::rules
