@@ -27,6 +27,12 @@ run() {  # name, command...
   [ $rc -eq 0 ] || status=1
 }
 run gpu_attention build-gpu/tests/gpu/attention/gpu_attention_check ${GPU_TEST_ARGS:-}
+# compute-sanitizer memcheck on the quick subset (every kernel, odd lengths, both dtypes): any invalid access
+# fails the step. Skipped where the tool is absent or GPU_TEST_MEMCHECK=0.
+if [ "${GPU_TEST_MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  run memcheck compute-sanitizer --tool memcheck --error-exitcode 3 \
+    build-gpu/tests/gpu/attention/gpu_attention_check --quick
+fi
 [ -x build-gpu/tests/gpu/block_mask_gpu/gpu_block_mask_check ] && run gpu_block_mask build-gpu/tests/gpu/block_mask_gpu/gpu_block_mask_check
 if python3 -c "import torch" 2>/dev/null && ls build-gpu/bindings/_C*.so >/dev/null 2>&1; then
   FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONUNBUFFERED=1 \
