@@ -1,6 +1,8 @@
 // The cuda backend's C++ API: validation, AttnParams filling and launches of the sm80 kernel family.
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "common/params.h"
 #include "flexattn/attention.h"
@@ -136,9 +138,16 @@ void check_mask_blocks(const AttnParams& p, const Problem& pr, bool backward) {
     throw Error("block_mask: the backward needs q_num_blocks / q_indices (the transposed lists)");
 }
 
+// Makes `device` current and returns its NVRTC target. The properties are queried once per device:
+// a decode step must not pay a dozen driver attribute queries per launch.
 std::string device_arch(int device) {
   jit::use_device(device);
-  return jit::device_props(device).arch;
+  static std::mutex mu;
+  static std::map<int, std::string> arch;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = arch.find(device);
+  if (it == arch.end()) it = arch.emplace(device, jit::device_props(device).arch).first;
+  return it->second;
 }
 
 jit::LaunchConfig config_of(const kern::Sm80Launch& l, void* stream) {
