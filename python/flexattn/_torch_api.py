@@ -143,6 +143,7 @@ def _mask_parts(block_mask, query, key):
     if tuple(block_mask.BLOCK_SIZE) == (_EMPTY_BLOCK, _EMPTY_BLOCK):
         return block_mask.mask_mod, [], []
     _validate_block_mask(query, key, block_mask)
+    q_len, kv_len = block_mask.seq_lengths
 
     def prep(x, nd):
         t = torch.as_tensor(x).to(device=query.device, dtype=torch.int32)
