@@ -31,12 +31,7 @@ double attended_entries(const Problem& p, const BlockMask* bm) {
   const double all_bh = double(p.shape.B) * double(p.shape.H);
   if (bm == nullptr) return all_bh * double(p.shape.Q) * double(p.shape.KV);
   const ModBindings binds = p.bindings();
-  ir::EvalEnv env;
-  env.scalar = [&binds](const std::string& n) { return binds.scalars.at(n); };
-  env.buffer = [&binds](const std::string& n) -> const ir::BufferView* {
-    auto it = binds.buffers.find(n);
-    return it == binds.buffers.end() ? nullptr : &it->second;
-  };
+  const ir::EvalEnv env = eval_env(binds);
   ir::Evaluator ev(p.variant.mask_mod);
   ev.bind(env);
   double total = 0;

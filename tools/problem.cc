@@ -302,12 +302,7 @@ BlockMask make_block_mask(const Problem& p, int block) {
   const int64_t B = ir::depends_on(mask, ir::Op::Batch) ? p.shape.B : 1;
   const int64_t H = ir::depends_on(mask, ir::Op::Head) ? p.shape.H : 1;
   const ModBindings binds = p.bindings();
-  ir::EvalEnv env;
-  env.scalar = [&binds](const std::string& n) { return binds.scalars.at(n); };
-  env.buffer = [&binds](const std::string& n) -> const ir::BufferView* {
-    auto it = binds.buffers.find(n);
-    return it == binds.buffers.end() ? nullptr : &it->second;
-  };
+  const ir::EvalEnv env = eval_env(binds);
   // One evaluator per call: rows are evaluated on several threads and an Evaluator is single-threaded.
   MaskRowFn row = [&](int64_t b, int64_t h, int64_t q, int64_t kv_begin, int64_t kv_end, uint8_t* out) {
     ir::Evaluator ev(mask);

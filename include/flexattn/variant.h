@@ -20,4 +20,15 @@ struct ModBindings {
   std::map<std::string, ir::BufferView> buffers;
 };
 
+// An interpreter environment reading `b` (which must outlive it). A scalar missing from `b` throws.
+inline ir::EvalEnv eval_env(const ModBindings& b) {
+  ir::EvalEnv env;
+  env.scalar = [&b](const std::string& n) { return b.scalars.at(n); };
+  env.buffer = [&b](const std::string& n) -> const ir::BufferView* {
+    auto it = b.buffers.find(n);
+    return it == b.buffers.end() ? nullptr : &it->second;
+  };
+  return env;
+}
+
 }  // namespace flexattn

@@ -16,7 +16,7 @@ import warnings
 import torch
 
 from . import _leaf_paths, _native, _torch_ops
-from .attention import AuxOutput, _validate_block_mask
+from .attention import AuxOutput, _validate_block_mask, _validate_heads_and_batch
 from .masks import noop_mask
 from ._tracer import mod_kind, trace
 
@@ -115,25 +115,7 @@ def _validate(query, key, value, enable_gqa, block_mask):
     if key.shape[:3] != value.shape[:3]:
         raise ValueError(f"Expect key and value to have the same batch size, heads and length, but got key shape "
                          f"{tuple(key.shape)} and value shape {tuple(value.shape)}.")
-    Hq, Hkv = query.size(1), key.size(1)
-    if not enable_gqa and Hq != Hkv:
-        raise ValueError(f"Expect query and key/value to have the same number of heads but got Hq={Hq} and "
-                         f"Hkv={Hkv}. Try setting enable_gqa=True for GQA.")
-    if enable_gqa and Hq % Hkv != 0:
-        raise ValueError(f"Expect number of query heads to be a multiple of kv heads for GQA but got Hq={Hq} and "
-                         f"Hkv={Hkv}.")
-    Bq, Bkv = query.size(0), key.size(0)
-    if Bq != Bkv:
-        if block_mask is None:
-            raise ValueError(f"Expect query and key/value to have the same batch size, or non-none block_mask, "
-                             f"but got block_mask=None, Bq={Bq}, and Bkv={Bkv}.")
-        b_mask = block_mask.kv_num_blocks.size(0)
-        if b_mask != Bq:
-            raise ValueError(f"Expect query and key/value to have the same batch size, or block_mask and query to "
-                             f"have the same batch size, but got Bq={Bq}, Bkv={Bkv}, B_block_mask={b_mask}.")
-        if Bkv != 1:
-            raise ValueError(f"Expect key/value batch size to be 1 (broadcast) or the query batch size, but got "
-                             f"Bq={Bq} and Bkv={Bkv}.")
+    _validate_heads_and_batch(query, key, enable_gqa, block_mask)
 
 
 def _mask_parts(block_mask, query, key):
