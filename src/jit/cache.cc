@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <future>
 #include <mutex>
-#include <regex>
 #include <unordered_map>
 
 #include "flexattn/error.h"
@@ -16,6 +15,7 @@
 #include "jit/nvrtc.h"
 #include "jit/sha256.h"
 #include "jit/sys.h"
+#include "jit/text_match.h"
 
 #ifndef FLEXATTN_VERSION
 #define FLEXATTN_VERSION "unknown"
@@ -54,16 +54,19 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
 }
 
 void validate(const KernelRequest& r, const NvrtcApi& api) {
-  static const std::regex prefix_re(R"([A-Za-z0-9_][A-Za-z0-9_.\-]{0,99})");
-  static const std::regex arch_re(R"(sm_([0-9]{2,3})[af]?)");
-  static const std::regex ident_re(R"([A-Za-z_][A-Za-z0-9_]*)");
-  check(std::regex_match(r.prefix, prefix_re),
+  const std::string& p = r.prefix;
+  check(!p.empty() && p.size() <= 100 && p[0] != '.' && p[0] != '-' && text::all_of(p, text::is_name_char),
         "KernelRequest.prefix: expected 1-100 characters from [A-Za-z0-9_.-] not starting with '.' or '-', got '" +
             r.prefix + "'");
-  std::smatch m;
-  check(std::regex_match(r.arch, m, arch_re),
+  // sm_<2 or 3 digits>[a|f]
+  std::string_view digits = std::string_view(r.arch);
+  bool arch_ok = digits.rfind("sm_", 0) == 0;
+  if (arch_ok) digits.remove_prefix(3);
+  if (arch_ok && !digits.empty() && (digits.back() == 'a' || digits.back() == 'f')) digits.remove_suffix(1);
+  arch_ok = arch_ok && (digits.size() == 2 || digits.size() == 3) && text::all_of(digits, text::is_digit);
+  check(arch_ok,
         "KernelRequest.arch: expected a real target sm_<major><minor>[a] (e.g. sm_80, sm_90a), got '" + r.arch + "'");
-  int arch_num = std::stoi(m[1].str());
+  int arch_num = std::stoi(std::string(digits));
   if (!api.supported_archs.empty()) {
     bool ok = std::find(api.supported_archs.begin(), api.supported_archs.end(), arch_num) != api.supported_archs.end();
     std::vector<std::string> names;
@@ -76,7 +79,7 @@ void validate(const KernelRequest& r, const NvrtcApi& api) {
     check(o.rfind("-arch", 0) != 0 && o.rfind("--gpu-architecture", 0) != 0 && o.rfind("-gpu-architecture", 0) != 0,
           "KernelRequest.options: the target goes in KernelRequest.arch, not in options ('" + o + "')");
   for (const auto& n : r.kernel_names)
-    check(std::regex_match(n, ident_re),
+    check(text::is_identifier(n),
           "KernelRequest.kernel_names: expected C identifiers (extern \"C\" kernel names), got '" + n + "'");
 }
 

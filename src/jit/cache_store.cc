@@ -7,11 +7,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
-#include <regex>
 
 #include "jit/json.h"
 #include "jit/sha256.h"
 #include "jit/sys.h"
+#include "jit/text_match.h"
 
 namespace flexattn::jit::disk {
 namespace fs = std::filesystem;
@@ -29,8 +29,11 @@ std::string unique_suffix() {
 // Folder names cache_clear may delete. Anything else in the cache folder is left alone, so a cache
 // folder pointed at the wrong place ($HOME) does not lose unrelated files.
 bool is_entry_name(const std::string& name) {
-  static const std::regex re(R"([A-Za-z0-9_.\-]+_[0-9a-f]{16})");
-  return !name.empty() && name[0] != '.' && std::regex_match(name, re);
+  // <name chars>+ '_' <16 lowercase hex digits>
+  if (name.size() < 18 || name[0] == '.' || name[name.size() - 17] != '_') return false;
+  const std::string_view s(name);
+  return text::all_of(s.substr(0, s.size() - 17), text::is_name_char) &&
+         text::all_of(s.substr(s.size() - 16), text::is_hex_lower);
 }
 bool is_scratch_name(const std::string& name) {
   return name.rfind(".tmp-", 0) == 0 || name.rfind(".trash-", 0) == 0;

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <mutex>
-#include <regex>
 
 #include "flexattn/error.h"
 #include "jit/header_bundle.h"
 #include "jit/sys.h"
+#include "jit/text_match.h"
 
 namespace flexattn::jit {
 namespace fs = std::filesystem;
@@ -59,12 +59,23 @@ std::unique_ptr<NvrtcApi> try_open(const std::string& file, std::string& tried) 
 
 // libnvrtc.so.13 before .so.12 before the unversioned development link.
 std::vector<std::string> libraries_in(const std::string& dir) {
-  static const std::regex name(R"(libnvrtc\.so(\.[0-9]+)*)");
+  // libnvrtc.so(.<digits>)*
+  auto is_nvrtc = [](const std::string& f) {
+    const std::string stem = "libnvrtc.so";
+    if (f.rfind(stem, 0) != 0) return false;
+    std::string_view rest = std::string_view(f).substr(stem.size());
+    while (!rest.empty()) {
+      if (rest[0] != '.' || rest.size() < 2 || !text::is_digit(rest[1])) return false;
+      rest.remove_prefix(1);
+      while (!rest.empty() && text::is_digit(rest[0])) rest.remove_prefix(1);
+    }
+    return true;
+  };
   std::vector<std::string> found;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     std::string f = e.path().filename().string();
-    if (std::regex_match(f, name)) found.push_back(f);
+    if (is_nvrtc(f)) found.push_back(f);
   }
   std::sort(found.begin(), found.end(), [](const std::string& a, const std::string& b) {
     auto major = [](const std::string& f) { return f.size() > 12 ? std::atoi(f.c_str() + 12) : -1; };

@@ -1,10 +1,11 @@
-// SHA-256, the meta.json JSON subset, the ptxas report parser, arch names: no NVRTC needed.
+// SHA-256, the meta.json JSON subset, the ptxas report parser, the name matchers, arch names: no NVRTC needed.
 #include <gtest/gtest.h>
 
 #include "jit/device.h"
 #include "jit/json.h"
 #include "jit/nvrtc.h"
 #include "jit/sha256.h"
+#include "jit/text_match.h"
 
 namespace flexattn::jit {
 namespace {
@@ -118,6 +119,33 @@ TEST(PtxasInfo, ParsesTheOlderFieldOrder) {
 TEST(PtxasInfo, EmptyOrForeignLogGivesNothing) {
   EXPECT_TRUE(parse_ptxas_info("").empty());
   EXPECT_TRUE(parse_ptxas_info("warning: something\nUsed 12 registers\n").empty());
+}
+
+TEST(TextMatch, NumberBeforeUnit) {
+  int64_t v = -1;
+  EXPECT_TRUE(text::number_before("ptxas .  8192 bytes stack frame, 24 bytes spill", " bytes stack frame", v));
+  EXPECT_EQ(v, 8192);
+  EXPECT_TRUE(text::number_before("x 24 bytes spill stores", " bytes spill stores", v));
+  EXPECT_EQ(v, 24);
+  EXPECT_FALSE(text::number_before("bytes stack frame", " bytes stack frame", v));  // no number
+  EXPECT_FALSE(text::number_before("abc bytes stack frame", " bytes stack frame", v));
+  EXPECT_FALSE(text::number_before("12 registers", " bytes smem", v));
+  EXPECT_FALSE(text::number_before("99999999999999999999 bytes smem", " bytes smem", v));  // would overflow
+}
+
+TEST(TextMatch, AfterPrefix) {
+  EXPECT_EQ(text::after("ptxas info : Compiling entry function 'k_1' for 'sm_80'", "entry function '", "'"), "k_1");
+  EXPECT_EQ(text::after("Function properties for _Z6helperPfi\r", "properties for ", " \t\r"), "_Z6helperPfi");
+  EXPECT_EQ(text::after("nothing here", "properties for ", " "), "");
+}
+
+TEST(TextMatch, Identifiers) {
+  EXPECT_TRUE(text::is_identifier("attn_fwd_sm80"));
+  EXPECT_TRUE(text::is_identifier("_k9"));
+  EXPECT_FALSE(text::is_identifier(""));
+  EXPECT_FALSE(text::is_identifier("9k"));
+  EXPECT_FALSE(text::is_identifier("bad name"));
+  EXPECT_FALSE(text::is_identifier("a-b"));
 }
 
 TEST(Arch, TargetsForComputeCapabilities) {
