@@ -181,6 +181,14 @@ nb::dict compile_variant_py(const VariantHandle& v, const std::string& dtype, in
 }  // namespace
 
 void bind_cuda(nb::module_& m) {
+  m.def(
+      "cuda_padded_head_dims",
+      [](int d, int dv) {
+        const HeadDims h = cuda_padded_head_dims(d, dv);
+        return nb::make_tuple(h.d, h.dv);
+      },
+      nb::arg("d"), nb::arg("dv"),
+      "(d', dv'): the smallest head dims >= (d, dv) that every cuda kernel takes (zero-pad to them).");
   m.def("cuda_available", &cuda_available_py,
         "(usable, reason): whether the cuda backend can run here (driver, device, NVRTC).");
   m.def("cuda_forward", &cuda_forward_py, nb::arg("variant"), nb::arg("query"), nb::arg("key"), nb::arg("value"),

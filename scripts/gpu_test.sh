@@ -26,12 +26,17 @@ run() {  # name, command...
   result[$name]="rc=$rc $(( $(date +%s) - t0 ))s"
   [ $rc -eq 0 ] || status=1
 }
-run gpu_attention build-gpu/tests/gpu/attention/gpu_attention_check ${GPU_TEST_ARGS:-}
+CHECK=build-gpu/tests/gpu/attention/gpu_attention_check
+run gpu_attention $CHECK ${GPU_TEST_ARGS:-}
+# On Hopper the forward defaults to the sm90 family; the portable sm80 family is checked as well.
+HOPPER=0
+build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
+[ $HOPPER = 1 ] && FLEXATTN_SM90=0 run gpu_attention_sm80 $CHECK ${GPU_TEST_ARGS:-}
 # compute-sanitizer memcheck on the quick subset (every kernel, odd lengths, both dtypes): any invalid access
 # fails the step. Skipped where the tool is absent or GPU_TEST_MEMCHECK=0.
 if [ "${GPU_TEST_MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
-  run memcheck compute-sanitizer --tool memcheck --error-exitcode 3 \
-    build-gpu/tests/gpu/attention/gpu_attention_check --quick
+  run memcheck compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick
+  [ $HOPPER = 1 ] && FLEXATTN_SM90=0 run memcheck_sm80 compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick
 fi
 [ -x build-gpu/tests/gpu/block_mask_gpu/gpu_block_mask_check ] && run gpu_block_mask build-gpu/tests/gpu/block_mask_gpu/gpu_block_mask_check
 if python3 -c "import torch" 2>/dev/null && ls build-gpu/bindings/_C*.so >/dev/null 2>&1; then
@@ -39,7 +44,7 @@ if python3 -c "import torch" 2>/dev/null && ls build-gpu/bindings/_C*.so >/dev/n
     run python_gpu python3 -m pytest -q -p no:cacheprovider tests/python/gpu tests/python/test_native_torch.py ${PYTEST_ARGS:-}
 fi
 echo "---- failures (if any) ----"
-grep -h "^FAIL" "$LOG"/gpu_attention.log | head -40
+grep -h "^FAIL" "$LOG"/gpu_attention*.log | head -40
 echo "---- summary ----"
 tail -3 "$LOG/gpu_attention.log"
 for k in "${!result[@]}"; do printf '%-16s %s\n' "$k" "${result[$k]}"; done

@@ -87,6 +87,14 @@ struct CompileReport {
 CompileReport compile_variant(const Variant& variant, DType dtype, int head_dim, int value_head_dim,
                               const std::string& arch, bool backward);
 
+// Head dims every cuda kernel takes, forward and backward: the smallest (d', dv') >= (d, dv) that are (48 ->
+// 64, 80 -> 96, 160 -> 192; 64 -> 64). Zero-padding q and k to d' and v to dv' leaves the result unchanged
+// (slice out[..., :dv]); the forward alone takes any multiple of 16. Throws flexattn::Error outside 1..256.
+struct HeadDims {
+  int d = 0, dv = 0;
+};
+HeadDims cuda_padded_head_dims(int d, int dv);
+
 // The NVRTC target of a device ("sm_80", "sm_90a", ...). Throws flexattn::Error without a driver.
 std::string cuda_device_arch(int device);
 

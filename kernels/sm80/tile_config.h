@@ -47,6 +47,41 @@ FLEXATTN_HD constexpr Sm80Tile sm80_bwd_dq_tile(int d, int dv) {
   return sm80_dmax(d, dv) <= 128 ? Sm80Tile{64, 64, 4, 2} : Sm80Tile{64, 16, 4, 2};
 }
 
+// How NW warps tile a ROWS x COLS output: WC warps across columns, NW / WC down rows. Minimises the
+// ldmatrix.x4 count per 16-deep k step (MI A loads + NJ B loads); ties go to fewer column warps.
+FLEXATTN_HD constexpr int warp_cols_for(int rows, int cols, int nw) {
+  int best = 0, best_cost = 1 << 30;
+  for (int wc = 1; wc <= nw; wc *= 2) {
+    const int wr = nw / wc;
+    if (nw % wc != 0 || cols % (wc * 16) != 0 || rows % (wr * 16) != 0) continue;
+    const int cost = rows / wr / 16 + cols / wc / 16;
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = wc;
+    }
+  }
+  return best;
+}
+
+// Head dims the backward can tile: its dK, dV and dQ accumulators (block_n x D, block_n x Dv, block_m x D)
+// must split over its warps in 16 x 16 atoms. That holds for every multiple of 32 up to 128 and every
+// multiple of 64 above; other multiples of 16 (48, 80, 160, ...) are zero-padded by the caller to the
+// next head dims that do (sm80_padded_head_dim; the result is the same, the padding costs flops).
+FLEXATTN_HD constexpr bool sm80_bwd_head_dims_ok(int d, int dv) {
+  const Sm80Tile t = sm80_bwd_tile(d, dv);
+  return warp_cols_for(t.block_n, d, t.warps) > 0 && warp_cols_for(t.block_n, dv, t.warps) > 0 &&
+         warp_cols_for(t.block_m, d, t.warps) > 0;
+}
+// The smallest head dim >= d (with dv likewise padded) that both sm80 directions take: padding to a
+// multiple of 16, then 32, then 64 until sm80_bwd_head_dims_ok holds. which = 0: D, 1: Dv.
+FLEXATTN_HD constexpr int sm80_padded_head_dim(int d, int dv, int which) {
+  for (int q = 16; q <= 64; q *= 2) {
+    const int pd = (d + q - 1) / q * q, pdv = (dv + q - 1) / q * q;
+    if (sm80_bwd_head_dims_ok(pd, pdv)) return which == 0 ? pd : pdv;
+  }
+  return -1;
+}
+
 // Row-parallel helper kernels (Δ preprocess, dQ convert).
 constexpr int kSm80AuxThreads = 128;
 constexpr int kSm80PreprocessRows = 16;  // 4 warps x 4 rows

@@ -10,24 +10,9 @@
 #include "sm80/ptx/ldmatrix.cuh"
 #include "sm80/ptx/mma.cuh"
 #include "sm80/ptx/smem.cuh"
+#include "sm80/tile_config.h"
 
 namespace flexattn::kern {
-
-// How NW warps tile a ROWS x COLS output: WC warps across columns, NW / WC down rows. Minimises the
-// ldmatrix.x4 count per 16-deep k step (MI A loads + NJ B loads); ties go to fewer column warps.
-FLEXATTN_HD constexpr int warp_cols_for(int rows, int cols, int nw) {
-  int best = 0, best_cost = 1 << 30;
-  for (int wc = 1; wc <= nw; wc *= 2) {
-    const int wr = nw / wc;
-    if (nw % wc != 0 || cols % (wc * 16) != 0 || rows % (wr * 16) != 0) continue;
-    const int cost = rows / wr / 16 + cols / wc / 16;
-    if (cost < best_cost) {
-      best_cost = cost;
-      best = wc;
-    }
-  }
-  return best;
-}
 
 template <int ROWS, int COLS, int NW>
 struct WarpTile {

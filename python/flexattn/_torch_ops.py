@@ -89,8 +89,11 @@ def _cpu_bwd(variant, q, k, v, dout, dlse, scalars, buffers, mask, meta, scale):
 
 
 # ---- cuda backend (device pointers, torch's stream and allocator) -----------------------------------
-def _pad16(n):
-    return -(-n // 16) * 16
+def _kernel_dims(C, D, Dv):
+    """Head dims the cuda kernels take (48 -> 64, 80 -> 96, ...); zero columns leave the result unchanged."""
+    if max(D, Dv) > 256:
+        raise ValueError(f"flex_attention: the cuda backend takes head dims up to 256, got E={D}, Ev={Dv}")
+    return C.cuda_padded_head_dims(D, Dv)
 
 
 def _kernel_ready(t, width):
@@ -128,9 +131,8 @@ def _cuda_buffers(buffers):
 def _cuda_fwd(variant, q, k, v, scalars, buffers, mask, meta, scale):
     C = _native.require("flex_attention on CUDA")
     D, Dv = q.shape[-1], v.shape[-1]
-    if max(D, Dv) > 256:
-        raise ValueError(f"flex_attention: the cuda backend takes head dims up to 256, got E={D}, Ev={Dv}")
-    qp, kp, vp = _kernel_ready(q, _pad16(D)), _kernel_ready(k, _pad16(D)), _kernel_ready(v, _pad16(Dv))
+    PD, PDv = _kernel_dims(C, D, Dv)
+    qp, kp, vp = _kernel_ready(q, PD), _kernel_ready(k, PD), _kernel_ready(v, PDv)
     B, Hq, L = q.shape[:3]
     out = torch.empty((B, Hq, L, vp.shape[-1]), dtype=q.dtype, device=q.device)
     lse = torch.empty((B, Hq, L), dtype=torch.float32, device=q.device)
@@ -145,9 +147,10 @@ def _cuda_fwd(variant, q, k, v, scalars, buffers, mask, meta, scale):
 def _cuda_bwd(variant, q, k, v, out, lse, dout, dlse, scalars, buffers, grad_names, mask, meta, scale):
     C = _native.require("the flex_attention backward on CUDA")
     D, Dv = q.shape[-1], v.shape[-1]
-    qp, kp = _kernel_ready(q, _pad16(D)), _kernel_ready(k, _pad16(D))
-    vp, outp = _kernel_ready(v, _pad16(Dv)), _kernel_ready(out, _pad16(Dv))
-    doutp = _kernel_ready(dout.to(q.dtype), _pad16(Dv))
+    PD, PDv = _kernel_dims(C, D, Dv)
+    qp, kp = _kernel_ready(q, PD), _kernel_ready(k, PD)
+    vp, outp = _kernel_ready(v, PDv), _kernel_ready(out, PDv)
+    doutp = _kernel_ready(dout.to(q.dtype), PDv)
     dq, dk, dv = (torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (qp, kp, vp))
     grads = {n: torch.zeros(buffers[n].shape, dtype=torch.float32, device=q.device) for n in grad_names}
     deterministic = torch.are_deterministic_algorithms_enabled()

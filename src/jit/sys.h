@@ -15,8 +15,9 @@ std::string library_path_of(void* symbol);
 
 // getenv as a string; `fallback` when unset or empty.
 std::string env_or(const char* name, const std::string& fallback = "");
-// True for "1", "true", "yes", "on" (any case).
-bool env_flag(const char* name);
+// True for "1", "true", "yes", "on", false for "0", "false", "no", "off" (any case); `fallback` when unset,
+// empty or anything else.
+bool env_flag(const char* name, bool fallback = false);
 
 std::optional<std::string> read_file(const std::string& path);
 // Writes the whole file; false on any error (the caller decides whether that matters).

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "common/params.h"
+#include "flexattn/attention.h"
 #include "flexattn/error.h"
 #include "runtime/tma_sm90.h"
 #include "sm80/tile_config.h"
@@ -53,6 +54,14 @@ std::string kernel_source(const codegen::GeneratedVariant& variant, const Kernel
   return s.str();
 }
 
+void check_backward_head_dims(int64_t d, int64_t dv) {
+  if (kern::sm80_bwd_head_dims_ok(int(d), int(dv))) return;
+  const HeadDims p = cuda_padded_head_dims(int(d), int(dv));
+  throw Error("head dims: the cuda backward takes multiples of 32 up to 128 or of 64 above, got D=" +
+              std::to_string(d) + ", Dv=" + std::to_string(dv) + "; zero-pad q and k to D=" + std::to_string(p.d) +
+              " and v to Dv=" + std::to_string(p.dv) + " (cuda_padded_head_dims; the result is unchanged)");
+}
+
 const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key) {
   using CacheKey = std::tuple<const ir::Node*, const ir::Node*, std::vector<std::string>, DType, int, int,
                               std::string, bool, KernelFamily>;
@@ -72,6 +81,7 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
   if (key.d % 16 != 0 || key.dv % 16 != 0 || key.d < 16 || key.dv < 16 || key.d > 256 || key.dv > 256)
     throw Error("head dims: the cuda backend takes head dims that are multiples of 16 up to 256, got D=" +
                 std::to_string(key.d) + ", Dv=" + std::to_string(key.dv));
+  if (key.backward) check_backward_head_dims(key.d, key.dv);
   codegen::GeneratedVariant gen = codegen::emit_cuda_variant(variant, key.backward);
   auto set = std::make_unique<KernelSet>();
   set->key = key;

@@ -40,6 +40,9 @@ std::string kernel_source(const codegen::GeneratedVariant& variant, const Kernel
 // reuses its mods pays no codegen.
 const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key);
 
+// Throws Error when the backward cannot tile head dims (d, dv), naming the padded dims that work.
+void check_backward_head_dims(int64_t d, int64_t dv);
+
 // Fills ModParams from the layout and the bindings; throws flexattn::Error naming a missing or
 // mismatched scalar / buffer / gradient.
 void fill_mod_params(const codegen::VariantLayout& layout, const DeviceBindings& bindings, bool backward,

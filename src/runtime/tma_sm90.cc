@@ -81,7 +81,7 @@ void encode_sm90_forward_maps(kern::AttnParams* p, DType dtype, bool narrow) {
          &p->o_map);
 }
 
-bool sm90_forward_requested() { return jit::env_flag("FLEXATTN_SM90"); }
+bool sm90_forward_requested() { return jit::env_flag("FLEXATTN_SM90", true); }
 
 bool sm90_decline(const std::string& why) {
   if (jit::env_flag("FLEXATTN_JIT_DEBUG")) std::fprintf(stderr, "[flexattn sm90] using the sm80 kernels: %s\n", why.c_str());

@@ -49,7 +49,7 @@ bool sm90_narrow_tile(const codegen::VariantLayout& layout);
 // has no cuTensorMapEncodeTiled (CUDA < 12).
 void encode_sm90_forward_maps(kern::AttnParams* p, DType dtype, bool narrow);
 
-// FLEXATTN_SM90 is on (read on every call; flags as in docs/env_vars.md).
+// FLEXATTN_SM90 is not switched off (default on; read on every call; flags as in docs/env_vars.md).
 bool sm90_forward_requested();
 
 // The opt-in path declines a problem: prints "[flexattn sm90] using the sm80 kernels: <why>" to stderr

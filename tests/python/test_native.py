@@ -262,3 +262,11 @@ def test_require_names_the_build_command_when_missing(monkeypatch):
     with pytest.raises(ImportError, match=r"the cpu backend needs the compiled extension flexattn._C.*no _C here"
                                           r".*pip install \."):
         _native.require("the cpu backend")
+
+
+def test_cuda_padded_head_dims_are_the_kernel_dims():
+    assert C.cuda_padded_head_dims(40, 40) == (64, 64)
+    assert C.cuda_padded_head_dims(64, 80) == (64, 96)
+    assert C.cuda_padded_head_dims(128, 128) == (128, 128)
+    with pytest.raises(Exception, match=r"head dims: expected 1..256, got D=300, Dv=64"):
+        C.cuda_padded_head_dims(300, 64)

@@ -67,9 +67,13 @@ TEST(Sm90Host, MapArgErrorsNameTheTensor) {
             "out: data must be 16-byte aligned");
 }
 
-TEST(Sm90Host, OptInReadsTheEnvironment) {
+TEST(Sm90Host, OnByDefaultAndSwitchedOffByTheEnvironment) {
   unsetenv("FLEXATTN_SM90");
+  EXPECT_TRUE(runtime::sm90_forward_requested());
+  setenv("FLEXATTN_SM90", "off", 1);
   EXPECT_FALSE(runtime::sm90_forward_requested());
+  setenv("FLEXATTN_SM90", "maybe", 1);  // not a flag value: the default
+  EXPECT_TRUE(runtime::sm90_forward_requested());
   setenv("FLEXATTN_SM90", "1", 1);
   EXPECT_TRUE(runtime::sm90_forward_requested());
   setenv("FLEXATTN_SM90", "0", 1);

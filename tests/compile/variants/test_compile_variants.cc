@@ -8,6 +8,7 @@
 #include "flexattn/attention.h"
 #include "flexattn/error.h"
 #include "flexattn/jit.h"
+#include "sm80/tile_config.h"
 
 using namespace flexattn;
 
@@ -83,4 +84,43 @@ TEST_F(CompileTier, UnsupportedHeadDimIsAClearError) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "head dims: the cuda backend takes head dims that are multiples of 16 up to 256, got D=72, Dv=72");
   }
+}
+
+// No NVRTC needed: the head-dim padding rule against the backward's own tiling rule.
+TEST(HeadDims, PaddedDimsAreTheSmallestTileableOnes) {
+  EXPECT_EQ(cuda_padded_head_dims(40, 40).d, 64);
+  EXPECT_EQ(cuda_padded_head_dims(48, 48).dv, 64);
+  EXPECT_EQ(cuda_padded_head_dims(80, 80).d, 96);
+  EXPECT_EQ(cuda_padded_head_dims(16, 16).d, 32);
+  EXPECT_EQ(cuda_padded_head_dims(160, 160).d, 192);
+  EXPECT_EQ(cuda_padded_head_dims(64, 128).d, 64);
+  EXPECT_EQ(cuda_padded_head_dims(64, 128).dv, 128);
+  EXPECT_EQ(cuda_padded_head_dims(256, 16).dv, 64);  // the dmax > 128 tile needs multiples of 64
+  for (int d = 1; d <= 256; ++d)
+    for (int dv = 1; dv <= 256; dv += 7) {
+      const HeadDims h = cuda_padded_head_dims(d, dv);
+      ASSERT_TRUE(kern::sm80_bwd_head_dims_ok(h.d, h.dv)) << d << " " << dv;
+      ASSERT_TRUE(h.d >= d && h.dv >= dv && h.d % 16 == 0 && h.dv % 16 == 0 && h.d <= 256 && h.dv <= 256)
+          << d << " " << dv;
+      if (d % 16 == 0 && dv % 16 == 0 && kern::sm80_bwd_head_dims_ok(d, dv)) ASSERT_TRUE(h.d == d && h.dv == dv);
+    }
+  try {
+    cuda_padded_head_dims(0, 64);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "head dims: expected 1..256, got D=0, Dv=64");
+  }
+}
+
+TEST_F(CompileTier, UntileableBackwardHeadDimNamesThePadding) {
+  Variant v;
+  try {
+    compile_variant(v, DType::BF16, 48, 48, "sm_80", true);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "head dims: the cuda backward takes multiples of 32 up to 128 or of 64 above, got D=48, "
+                           "Dv=48; zero-pad q and k to D=64 and v to Dv=64 (cuda_padded_head_dims; the result is "
+                           "unchanged)");
+  }
+  expect_no_spills(compile_variant(v, DType::BF16, 48, 48, "sm_80", false), "forward D=48");
 }
