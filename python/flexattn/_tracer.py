@@ -12,6 +12,7 @@ import collections
 import inspect
 import os
 import threading
+import types
 import weakref
 
 import numpy as np
@@ -34,10 +35,32 @@ def mod_name(fn) -> str:
     return getattr(f, "__qualname__", None) or getattr(type(f), "__qualname__", repr(f))
 
 
+_KIND_OF_CODE = {}  # (code object, number of defaults) -> kind; see mod_kind
+
+
 def mod_kind(fn) -> str:
     """'score_mod' (5 positional parameters without defaults) or 'mask_mod' (4), as torch decides."""
     if not callable(fn):
         raise TypeError(f"flexattn: a mod must be callable, got {type(fn).__name__}")
+    # inspect.signature costs ~30 us a call (measured), paid on every flex_attention call before this
+    # cache; for a plain function the answer depends only on its code and how many defaults it has.
+    plain = (type(fn) is types.FunctionType and not fn.__kwdefaults__ and "__wrapped__" not in fn.__dict__
+             and "__signature__" not in fn.__dict__)
+    if plain:
+        code = fn.__code__
+        key = (code, len(fn.__defaults__ or ()))
+        kind = _KIND_OF_CODE.get(key)
+        if kind is not None:
+            return kind
+    kind = _signature_kind(fn)
+    if plain:
+        if len(_KIND_OF_CODE) > 4096:
+            _KIND_OF_CODE.clear()
+        _KIND_OF_CODE[key] = kind
+    return kind
+
+
+def _signature_kind(fn) -> str:
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError) as e:
@@ -69,6 +92,9 @@ class _Entry:
         # the cache from holding on to them (a dead one makes the entry stale).
         self.refs = [_weak(o) for o in refs]
         self.text = print_text(root)
+        # Fixed by the IR, so computed once here rather than by every TracedMod bound to this entry.
+        self.used_scalars = frozenset(_ir.scalar_names(root))
+        self.used_buffers = _ir.buffer_uses(root)
 
     def alive(self) -> bool:
         return all(r() is not None for r in self.refs)
@@ -91,8 +117,8 @@ class TracedMod:
     def __init__(self, entry, leaves, extra_buffers, cached):
         self.kind, self.name, self.root, self.text = entry.kind, entry.name, entry.root, entry.text
         self.location, self.cached = entry.location, cached
-        used_scalars = set(_ir.scalar_names(self.root))
-        used_buffers = _ir.buffer_uses(self.root)
+        self.entry, self.extra = entry, bool(extra_buffers)
+        used_scalars, used_buffers = entry.used_scalars, entry.used_buffers
         self.scalars, self.scalar_types, self.buffers, self.buffer_dtypes, self.sources = {}, {}, {}, {}, {}
         for leaf, name in zip(leaves, entry.leaf_names):
             if name in used_scalars and name not in self.scalars:

@@ -204,3 +204,59 @@ def test_enable_patches_modules_that_imported_the_function_by_name():
         assert user.fa is tfa.flex_attention
     finally:
         del sys.modules[user.__name__]
+
+
+def test_eager_fast_path_matches_the_op_and_follows_changed_captures():
+    """No-grad eager calls skip the custom op and reuse cached traces; results must not depend on that."""
+    torch.manual_seed(1)
+    q, k, v = (rand(1, 2, 33, 16, grad=False) for _ in range(3))
+
+    def make(offset):
+        def score(s, b, h, q_idx, kv_idx):
+            return s + offset
+        return score
+
+    calls = _torch_ops.stats["fwd"]
+    with torch.no_grad():
+        out_fast = flex(q, k, v, score_mod=make(0.5), block_mask=None)
+    qg = q.clone().requires_grad_()
+    out_op = flex(qg, k, v, score_mod=make(0.5), block_mask=None)
+    assert torch.equal(out_fast, out_op.detach())
+    assert _torch_ops.stats["fwd"] == calls + 2
+    # Same code, a captured tensor instead of a float: a different structure, never the cached one.
+    bias = torch.linspace(-2, 2, 33, dtype=torch.float64)
+
+    def make_tensor(t):
+        def score(s, b, h, q_idx, kv_idx):
+            return s + t[kv_idx]
+        return score
+
+    for _ in range(2):
+        out_t = flex(q, k, v, score_mod=make_tensor(bias))
+        ref_t, _ = dense(q, k, v, score=lambda s, b, h, qi, ki: s + bias[ki])
+        assert torch.allclose(out_t, ref_t, atol=1e-10)
+        out_f = flex(q, k, v, score_mod=make(-1.0))
+        ref_f, _ = dense(q, k, v, score=lambda s, b, h, qi, ki: s - 1.0)
+        assert torch.allclose(out_f, ref_f, atol=1e-10)
+
+
+def test_mod_kind_follows_wrapped_signatures_and_defaults():
+    import functools
+    from flexattn._tracer import mod_kind
+
+    def mask(b, h, q_idx, kv_idx):
+        return q_idx >= kv_idx
+
+    @functools.wraps(mask)
+    def wrapper(*args):
+        return mask(*args)
+
+    assert mod_kind(mask) == "mask_mod"
+    assert mod_kind(wrapper) == "mask_mod"  # inspect follows __wrapped__; the code-keyed cache must not
+
+    def five(s, b, h, q_idx, kv_idx):
+        return s
+
+    assert mod_kind(five) == "score_mod"
+    five.__defaults__ = (0,)  # now 4 parameters without defaults
+    assert mod_kind(five) == "mask_mod"
