@@ -11,6 +11,7 @@
 #include "jit/device.h"
 #include "jit/module.h"
 #include "runtime/kernel_set.h"
+#include "runtime/sm90_backward.h"
 #include "runtime/tma_sm90.h"
 #include "sm80/tile_config.h"
 #include "sm90/tile_config_sm90.h"
@@ -237,6 +238,7 @@ void cuda_backward(const BackwardArgs& a) {
   char* ws = static_cast<char*>(a.workspace);
   p.delta = reinterpret_cast<float*>(ws);
   p.dq_accum = a.deterministic ? nullptr : reinterpret_cast<float*>(ws + ((size_t(pr.B * pr.Hq * pr.L) * 4 + 255) / 256) * 256);
+  if (runtime::try_sm90_backward(a, p, device_arch(a.fwd.device))) return;  // opt-in FLEXATTN_SM90_BWD
 
   runtime::KernelSetKey key{t, int(pr.D), int(pr.Dv), device_arch(a.fwd.device), true};
   const runtime::KernelSet& set = runtime::get_kernel_set(*a.fwd.variant, key);

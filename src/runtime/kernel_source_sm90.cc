@@ -1,15 +1,16 @@
-// The generated source of the sm90 (Hopper) forward kernel set.
+// The generated source of the sm90 (Hopper) forward kernel set (the backward's: sm90_backward.cc).
 #include <sstream>
 
 #include "flexattn/error.h"
 #include "runtime/kernel_set.h"
+#include "runtime/sm90_backward.h"
 #include "runtime/tma_sm90.h"
 #include "sm90/tile_config_sm90.h"
 
 namespace flexattn::runtime {
 
 std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const KernelSetKey& key) {
-  if (key.backward) throw Error("the sm90 family has no backward kernels yet; use the sm80 family");
+  if (key.backward) return kernel_source_sm90_bwd(variant, key);
   if (key.dtype != DType::BF16 && key.dtype != DType::F16)
     throw Error("dtype: the sm90 forward takes bf16 or f16 tensors, got " + std::string(dtype_name(key.dtype)));
   if (!kern::sm90_head_dim_ok(key.d) || !kern::sm90_head_dim_ok(key.dv))

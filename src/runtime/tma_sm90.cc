@@ -42,6 +42,8 @@ void encode(const TmaMapArgs& a, const char* what, kern::TmaDesc* out) {
 
 }  // namespace
 
+void encode_sm90_map(const TmaMapArgs& a, const char* what, kern::TmaDesc* out) { encode(a, what, out); }
+
 TmaMapArgs sm90_map_args(const char* what, const void* base, DType dtype, int64_t batch, int64_t heads, int64_t rows,
                          int64_t dim, int64_t sb, int64_t sh, int64_t sl, int box_rows) {
   if (dtype != DType::BF16 && dtype != DType::F16)

@@ -10,6 +10,7 @@
 
 namespace flexattn::kern {
 struct AttnParams;
+struct TmaDesc;
 }
 
 namespace flexattn::runtime {
@@ -43,6 +44,10 @@ TmaMapArgs sm90_map_args(const char* what, const void* base, DType dtype, int64_
 // Whether a variant gets the narrow kv tile (kernels/sm90/tile_config_sm90.h): its mods read captured
 // buffers. The one rule both the generated source and the launch (map boxes, mask blocks) follow.
 bool sm90_narrow_tile(const codegen::VariantLayout& layout);
+
+// Encodes one map into *out (the driver's cuTensorMapEncodeTiled). Throws Error naming `what` and the
+// driver's message when the map is rejected, or when the driver has no cuTensorMapEncodeTiled.
+void encode_sm90_map(const TmaMapArgs& a, const char* what, kern::TmaDesc* out);
 
 // Encodes p->q_map, k_map, v_map, o_map from p's tensor fields (filled and validated by the caller).
 // Throws Error naming the tensor and the driver's message when a map is rejected, or when the driver

@@ -84,12 +84,12 @@ struct WgmmaType<fp16> {
       "+f"(d[(o) + 6]), "+f"(d[(o) + 7])
 #define FA_WG_F32(o) FA_WG_F8(o), FA_WG_F8((o) + 8), FA_WG_F8((o) + 16), FA_WG_F8((o) + 24)
 
-// SS: A and B from shared-memory descriptors. Operands: d (N/2), da, db, scale_d, trans-b.
-#define FA_WG_SS(NN, TY, REGS, DA, DB, SC, TB, ...)                                                            \
+// SS: A and B from shared-memory descriptors. Operands: d (N/2), da, db, scale_d, trans-a, trans-b.
+#define FA_WG_SS(NN, TY, REGS, DA, DB, SC, TA, TB, ...)                                                        \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SC ", 0;\nwgmma.mma_async.sync.aligned.m64n" NN "k16.f32." TY \
-               "." TY " {" REGS "}, " DA ", " DB ", p, 1, 1, 0, " TB ";\n}\n"                                  \
+               "." TY " {" REGS "}, " DA ", " DB ", p, 1, 1, " TA ", " TB ";\n}\n"                             \
                : __VA_ARGS__                                                                                  \
-               : "l"(da), "l"(db), "r"(scale_d), "n"(kTransB))
+               : "l"(da), "l"(db), "r"(scale_d), "n"(kTransA), "n"(kTransB))
 // RS: A from four registers (bf16x2), B from a descriptor. Operands: d (N/2), a0..a3, db, scale_d,
 // trans-b.
 #define FA_WG_RS(NN, TY, REGS, A, DB, SC, TB, ...)                                                             \
@@ -98,8 +98,8 @@ struct WgmmaType<fp16> {
                : __VA_ARGS__                                                                                  \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(kTransB))
 
-#define FA_WG_SS64(TY) FA_WG_SS("64", TY, FA_WG_R0, "%32", "%33", "%34", "%35", FA_WG_F32(0))
-#define FA_WG_SS128(TY) FA_WG_SS("128", TY, FA_WG_R0 ", " FA_WG_R32, "%64", "%65", "%66", "%67", FA_WG_F32(0), \
+#define FA_WG_SS64(TY) FA_WG_SS("64", TY, FA_WG_R0, "%32", "%33", "%34", "%35", "%36", FA_WG_F32(0))
+#define FA_WG_SS128(TY) FA_WG_SS("128", TY, FA_WG_R0 ", " FA_WG_R32, "%64", "%65", "%66", "%67", "%68", FA_WG_F32(0), \
                                  FA_WG_F32(32))
 #define FA_WG_RS64(TY) FA_WG_RS("64", TY, FA_WG_R0, "%32, %33, %34, %35", "%36", "%37", "%38", FA_WG_F32(0))
 #define FA_WG_RS128(TY)                                                                                     \
@@ -112,9 +112,10 @@ struct WgmmaType<fp16> {
   FA_WG_RS("256", TY, FA_WG_R0 ", " FA_WG_R32 ", " FA_WG_R64 ", " FA_WG_R96, "%128, %129, %130, %131",   \
            "%132", "%133", "%134", FA_WG_F32(0), FA_WG_F32(32), FA_WG_F32(64), FA_WG_F32(96))
 
-// d (+)= A * B for one k16 step; scale_d = 0 overwrites d. A is K-major; kTransB = 1 for an MN-major B.
-// N is the shape actually needed by the kernels: 64 / 128 (the kv tile of Q K^T).
-template <class T, int N, int kTransB>
+// d (+)= A * B for one k16 step; scale_d = 0 overwrites d. kTransB = 1 for an MN-major B, kTransA = 1
+// for an MN-major A (the backward's dQ = dS K reads dS^T from shared memory). N is the shape actually
+// needed by the kernels: 64 / 128 (the kv tile of Q K^T, the head dims of the backward's GEMMs).
+template <class T, int N, int kTransB, int kTransA = 0>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], unsigned long long da, unsigned long long db,
                                          int scale_d) {
   static_assert(N == 64 || N == 128, "wgmma_ss: add the shape to ptx/wgmma.cuh");

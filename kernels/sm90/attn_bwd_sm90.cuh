@@ -1,0 +1,61 @@
+#pragma once
+// Backward attention, sm90 family (Hopper, sm_90a), main kernel: dK, dV and the atomic dQ partials.
+// One CTA per (128-row kv tile, kv head, kv batch), 384 threads:
+//   warpgroup 0    producer: setmaxnreg 40; warp 0 walks the query tiles that attend this kv tile
+//                  (the sm80 backward's order) and feeds Q, dO (TMA), lse, delta through a 2-stage
+//                  mbarrier ring (bwd_producer_sm90.cuh); warps 1-3 exit.
+//   warpgroups 1-2 consumers: setmaxnreg 232; 64 kv rows each, S^T / dP^T on wgmma, the element-wise
+//                  backward on the accumulator registers, dV / dK / dQ on wgmma (bwd_consumer_sm90.cuh).
+// Semantics are the sm80 backward's (it is the oracle; kernels/sm80/attn_bwd_sm80.cuh): same walk,
+// same per-entry function, dK / dV written once per CTA (deterministic), dQ partials added into the
+// fp32 dq_accum. The rest of the backward is the sm80 family's (preprocess, dq_convert, and in
+// deterministic mode the bwd_dq pass, in which case this kernel computes dQ but does not add it).
+//
+// Entry (generated source, runtime/sm90_backward.cc), compiled for sm_90a only:
+//   extern "C" __global__ void __launch_bounds__(kSm90Threads, 1)
+//   flexattn_bwd(const __grid_constant__ AttnParams p) { attn_bwd_sm90<FlexVariant, bf16, 128, 128>(p); }
+// TMA maps (host, runtime/sm90_backward.cc): q_map = Q, k_map = K, v_map = V, o_map = dO (the
+// backward never reads O here), all with 64-row boxes.
+#include "common/params.h"
+#include "sm90/bwd_consumer_sm90.cuh"
+#include "sm90/bwd_layout_sm90.cuh"
+#include "sm90/bwd_producer_sm90.cuh"
+#include "sm90/ptx/fence.cuh"
+#include "sm90/ptx/mbarrier.cuh"
+#include "sm90/ptx/setmaxnreg.cuh"
+#include "sm90/ptx/smem.cuh"
+#include "sm90/tile_config_sm90_bwd.h"
+
+namespace flexattn::kern {
+
+template <class V, class T, int D, int Dv>
+__device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
+  using namespace sm90;
+  extern __shared__ __align__(1024) unsigned char flexattn_smem_sm90[];
+  const BwdCfg<D, Dv> c{(smem_u32(flexattn_smem_sm90) + 1023u) & ~1023u};
+  const int kv0 = blockIdx.x * BwdCfg<D, Dv>::BN, hk = blockIdx.y, bz = blockIdx.z;
+  const int wg = threadIdx.x >> 7;
+  if (kv0 >= p.S) return;  // whole CTA, before any barrier
+
+  if (threadIdx.x == 0) {
+    mbar_init(c.bar_kv(), 1);
+#pragma unroll
+    for (int s = 0; s < BwdCfg<D, Dv>::ST; ++s) {
+      mbar_init(c.full(s), kBwdFullArrivals);
+      mbar_init(c.empty(s), kEmptyArrivals);
+    }
+    fence_mbarrier_init();
+  }
+  __syncthreads();
+
+  // One branch per role, each starting with its setmaxnreg (ptxas ignores them otherwise, C7508).
+  if (wg == 0) {
+    setmaxnreg_dec<kSm90BwdProducerRegs>();
+    if (threadIdx.x < 32) bwd_producer<D, Dv>(p, c, kv0, hk, bz, threadIdx.x);
+  } else {
+    setmaxnreg_inc<kSm90BwdConsumerRegs>();
+    bwd_consumer<V, T, D, Dv>(p, c, wg - 1, kv0, hk, bz);
+  }
+}
+
+}  // namespace flexattn::kern

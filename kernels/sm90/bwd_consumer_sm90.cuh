@@ -1,0 +1,168 @@
+#pragma once
+// Consumer warpgroup of the sm90 backward: owns 64 kv rows of the CTA's tile and their fp32 dK / dV
+// accumulators; per query tile (from the producer's ring):
+//   1. S^T = K_w Q^T and dP^T = V_w dO^T (one commit group), wait;
+//   2. per entry, on the accumulator registers, the sm80 family's backward_entry (the oracle's
+//      definition: scale -> score_mod -> bounds -> mask_mod on partial tiles, P = exp2(s' - lse2),
+//      dS = score_grad(P (dP - delta)), buffer_grad once per unmasked entry);
+//   3. P^T rounded into the RS A operand, dS^T rounded into this warpgroup's shared dS^T tile;
+//   4. dQ = dS K_w (group 1), dV += P^T dO and dK += dS^T Q (group 2); wait for group 1 only and add
+//      dQ into dq_accum (red.global.add.v2.f32) while group 2 runs; wait, release the stage.
+// The two warpgroups share nothing but the read-only stages, so they drift freely and one's
+// element-wise step overlaps the other's GEMMs. Accumulator layout: ptx/wgmma.cuh (thread (warp w,
+// lane g*4+t) holds rows 16w+g, +8 and, per 8-column atom i, columns 8i+2t, +1).
+#include "common/numeric.cuh"
+#include "common/params.h"
+#include "common/variant.cuh"
+#include "sm80/scores_sm80.cuh"
+#include "sm90/bwd_gemm_sm90.cuh"
+#include "sm90/bwd_layout_sm90.cuh"
+#include "sm90/ptx/fence.cuh"
+#include "sm90/ptx/mbarrier.cuh"
+#include "sm90/ptx/smem.cuh"
+#include "sm90/ptx/wgmma.cuh"
+
+namespace flexattn::kern::sm90 {
+
+__device__ __forceinline__ void ld_shared_v2_f32(unsigned addr, float& x, float& y) {
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(x), "=f"(y) : "r"(addr) : "memory");
+}
+
+__device__ __forceinline__ void red_add_v2_f32(float* addr, float x, float y) {
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(addr), "f"(x), "f"(y) : "memory");
+}
+
+__device__ __forceinline__ void st_global_u32(void* addr, unsigned v) {
+  asm volatile("st.global.b32 [%0], %1;" ::"l"(addr), "r"(v) : "memory");
+}
+
+// Step 2 on one 64 x 64 tile: st (raw S^T) becomes P^T, dpt (dP^T) becomes dS^T, both fp32.
+template <class V, bool kFull>
+__device__ __forceinline__ void bwd_tile_scores(float (&st)[32], float (&dpt)[32], const AttnParams& p, unsigned s_lse,
+                                                unsigned s_delta, int b, int h, int q0, int kv_row, int t) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    float lse2[2], del[2];
+    ld_shared_v2_f32(s_lse + 4 * (8 * i + 2 * t), lse2[0], lse2[1]);
+    ld_shared_v2_f32(s_delta + 4 * (8 * i + 2 * t), del[0], del[1]);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int kv = kv_row + 8 * (e >> 1), q = q0 + 8 * i + 2 * t + (e & 1);
+      backward_entry<V, kFull>(p, st[4 * i + e], dpt[4 * i + e], lse2[e & 1], del[e & 1], b, h, q, kv, true,
+                               st[4 * i + e], dpt[4 * i + e]);
+    }
+  }
+}
+
+// Step 3: P^T packed in A-operand order (k-step ks uses pa[4ks .. 4ks+3]) and dS^T stored into the
+// swizzled [64 kv][64 q] tile: the pair (row, 8i+2t) lands in 16-byte chunk i ^ (row % 8) of the row,
+// so the 8 rows of a warp hit 8 distinct chunks (no bank conflicts).
+template <class T>
+__device__ __forceinline__ void round_p_ds(unsigned (&pa)[16], const float (&pt)[32], const float (&dst)[32],
+                                           unsigned ds_tile, int warp, int g, int t) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      pa[2 * i + r] = Num<T>::pack(pt[4 * i + 2 * r], pt[4 * i + 2 * r + 1]);
+      const int row = 16 * warp + g + 8 * r;
+      st_shared_u32(ds_tile + row * 128 + ((i ^ (row & 7)) << 4) + 4 * t,
+                    Num<T>::pack(dst[4 * i + 2 * r], dst[4 * i + 2 * r + 1]));
+    }
+  }
+}
+
+// dQ partial of this warpgroup into dq_accum rows < L (fp32, unscaled: dq_convert applies scale).
+template <int D>
+__device__ __forceinline__ void add_dq(const AttnParams& p, const float (&dq)[D / 2], int b, int h, int q0, int warp,
+                                       int g, int t) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int q = q0 + 16 * warp + g + 8 * r;
+    if (q < p.L) {
+      float* row = p.dq_accum + (((long long)b * p.Hq + h) * p.L + q) * D + 2 * t;
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i) red_add_v2_f32(row + 8 * i, dq[4 * i + 2 * r], dq[4 * i + 2 * r + 1]);
+    }
+  }
+}
+
+// dK (scaled) or dV rounded to T, rows < S, straight from the accumulator (once per CTA).
+template <class T, int C>
+__device__ __forceinline__ void store_rows(void* base, long long row_stride, const float (&acc)[C / 2], float scale,
+                                           int row0, int S, int t) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (row0 + 8 * r < S) {
+      unsigned char* row = (unsigned char*)base + 2 * ((long long)(row0 + 8 * r) * row_stride + 2 * t);
+#pragma unroll
+      for (int i = 0; i < C / 8; ++i)
+        st_global_u32(row + 16 * i, Num<T>::pack(acc[4 * i + 2 * r] * scale, acc[4 * i + 2 * r + 1] * scale));
+    }
+  }
+}
+
+template <class V, class T, int D, int Dv>
+__device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D, Dv>& c, int wg, int kv0, int hk,
+                                             int bz) {
+  using C = BwdCfg<D, Dv>;
+  const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int kv_row = kv0 + 64 * wg + 16 * warp + g;
+  const unsigned k_half = c.k_half(wg), v_half = c.v_half(wg), ds_tile = c.ds_tile(wg);
+  const bool do_dq = p.deterministic == 0 && p.dq_accum != nullptr;
+
+  float dk[D / 2], dv[Dv / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) dk[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < Dv / 2; ++i) dv[i] = 0.f;
+
+  mbar_wait(c.bar_kv(), 0u);
+  RingPos pos{0, 0u};
+  while (true) {
+    mbar_wait(c.full(pos.stage), pos.phase);
+    const unsigned info = c.info(pos.stage);
+    const int q0 = ld_shared_s32(info);
+    if (q0 < 0) break;
+    const int h = ld_shared_s32(info + 4), b = ld_shared_s32(info + 8);
+    const bool full = ld_shared_s32(info + 12) != 0;
+    const unsigned q_tile = c.q_tile(pos.stage), do_tile = c.do_tile(pos.stage);
+
+    float st[32], dpt[32];
+    issue_sdp<T, D, Dv>(st, dpt, k_half, v_half, q_tile, do_tile);
+    wgmma_wait<0>();
+    fence_operands(st);
+    fence_operands(dpt);
+    if (full)
+      bwd_tile_scores<V, true>(st, dpt, p, c.lse(pos.stage), c.delta(pos.stage), b, h, q0, kv_row, t);
+    else
+      bwd_tile_scores<V, false>(st, dpt, p, c.lse(pos.stage), c.delta(pos.stage), b, h, q0, kv_row, t);
+    unsigned pa[16];
+    round_p_ds<T>(pa, st, dpt, ds_tile, warp, g, t);
+    // dS^T written by all four warps must reach the async proxy before any wgmma reads it.
+    fence_proxy_async_smem();
+    named_bar_sync(kBarDsFull0 + wg, 128);
+
+    issue_dkdv<T, D, Dv>(dk, dv, pa, ds_tile, q_tile, do_tile);
+    wgmma_wait<0>();
+    fence_operands(dk);
+    fence_operands(dv);
+    fence_operands(pa);
+    // Q, dO, lse and delta of this stage are no longer read by this warp.
+    if (lane == 0) mbar_arrive(c.empty(pos.stage));
+    float dq[D / 2];
+    issue_dq<T, D>(dq, ds_tile, k_half);
+    wgmma_wait<0>();
+    fence_operands(dq);
+    if (do_dq) add_dq<D>(p, dq, b, h, q0, warp, g, t);
+    pos.template advance<C::ST>();
+  }
+
+  // dK = scale * dS^T Q; dV as accumulated. With Bkv == 1 this CTA has summed every query batch.
+  const long long dk_off = (long long)bz * p.dk_sb + (long long)hk * p.dk_sh;
+  const long long dv_off = (long long)bz * p.dv_sb + (long long)hk * p.dv_sh;
+  store_rows<T, D>((unsigned char*)p.dk + 2 * dk_off, p.dk_sl, dk, p.scale, kv_row, p.S, t);
+  store_rows<T, Dv>((unsigned char*)p.dv + 2 * dv_off, p.dv_sl, dv, 1.f, kv_row, p.S, t);
+}
+
+}  // namespace flexattn::kern::sm90

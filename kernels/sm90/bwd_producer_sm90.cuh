@@ -1,0 +1,82 @@
+#pragma once
+// Producer of the sm90 backward: warp 0 of warpgroup 0. Lane 0 issues every TMA load: K and V of the
+// CTA's kv tile once, then Q and dO of each query tile that attends it, in the sm80 backward's order
+// (BwdTileIter: batch, query head of the group, transposed list partial then full). All 32 lanes copy
+// the tile's lse (converted to log2 units, +inf for a fully masked row and past L) and delta into the
+// stage, so the consumers never touch global memory for them; each lane's own arrival on the stage's
+// full barrier releases its stores. The tile's start, head, batch and kind go into the stage's info
+// slot; after the last tile a start of -1 ends the consumers' loop.
+#include "common/mask_iter.cuh"
+#include "common/params.h"
+#include "sm80/attn_bwd_sm80.cuh"
+#include "sm80/scores_sm80.cuh"
+#include "sm90/bwd_layout_sm90.cuh"
+#include "sm90/ptx/mbarrier.cuh"
+#include "sm90/ptx/smem.cuh"
+#include "sm90/ptx/tma.cuh"
+
+namespace flexattn::kern::sm90 {
+
+__device__ __forceinline__ void st_shared_f32(unsigned addr, float v) {
+  asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
+}
+
+template <int D, int Dv>
+__device__ __forceinline__ void bwd_producer(const AttnParams& p, const BwdCfg<D, Dv>& c, int kv0, int hk, int bz,
+                                             int lane) {
+  using C = BwdCfg<D, Dv>;
+  const int bk = p.Bkv == 1 ? 0 : bz;
+  if (lane == 0) {
+    tma_prefetch_map(&p.q_map);
+    tma_prefetch_map(&p.k_map);
+    tma_prefetch_map(&p.v_map);
+    tma_prefetch_map(&p.o_map);
+    // Rows past S come back as zeros (TMA bounds); the full box bytes are still credited.
+    mbar_arrive_expect_tx(c.bar_kv(), C::kKvBytes);
+#pragma unroll
+    for (int w = 0; w < kSm90ConsumerWarpgroups; ++w) {
+#pragma unroll
+      for (int s = 0; s < D / 64; ++s)
+        tma_load_4d(c.k_half(w) + s * C::kSlabBytes, &p.k_map, c.bar_kv(), 64 * s, kv0 + 64 * w, hk, bk);
+#pragma unroll
+      for (int s = 0; s < Dv / 64; ++s)
+        tma_load_4d(c.v_half(w) + s * C::kSlabBytes, &p.v_map, c.bar_kv(), 64 * s, kv0 + 64 * w, hk, bk);
+    }
+  }
+
+  BwdTileIter it;
+  it.init(p, bz, hk, kv0, C::BM);
+  RingPos pos{0, 0u};
+  while (it.next(p)) {
+    const QTileRef t = it.cur;
+    mbar_wait(c.empty(pos.stage), pos.phase ^ 1u);
+    const long long row0 = ((long long)t.b * p.Hq + t.h) * p.L + t.q0;
+#pragma unroll
+    for (int r = lane; r < C::BM; r += 32) {
+      const bool in = t.q0 + r < p.L;
+      st_shared_f32(c.lse(pos.stage) + 4 * r, in ? lse_to_log2(p.lse[row0 + r]) : pos_inf());
+      st_shared_f32(c.delta(pos.stage) + 4 * r, in ? p.delta[row0 + r] : 0.f);
+    }
+    if (lane == 0) {
+      st_shared_s32(c.info(pos.stage), t.q0);
+      st_shared_s32(c.info(pos.stage) + 4, t.h);
+      st_shared_s32(c.info(pos.stage) + 8, t.b);
+      st_shared_s32(c.info(pos.stage) + 12, t.full ? 1 : 0);
+      mbar_arrive_expect_tx(c.full(pos.stage), C::kQdoBytes);
+#pragma unroll
+      for (int s = 0; s < D / 64; ++s)
+        tma_load_4d(c.q_tile(pos.stage) + s * C::kSlabBytes, &p.q_map, c.full(pos.stage), 64 * s, t.q0, t.h, t.b);
+#pragma unroll
+      for (int s = 0; s < Dv / 64; ++s)
+        tma_load_4d(c.do_tile(pos.stage) + s * C::kSlabBytes, &p.o_map, c.full(pos.stage), 64 * s, t.q0, t.h, t.b);
+    } else {
+      mbar_arrive(c.full(pos.stage));
+    }
+    pos.template advance<C::ST>();
+  }
+  mbar_wait(c.empty(pos.stage), pos.phase ^ 1u);
+  if (lane == 0) st_shared_s32(c.info(pos.stage), -1);
+  mbar_arrive(c.full(pos.stage));
+}
+
+}  // namespace flexattn::kern::sm90

@@ -1,0 +1,98 @@
+#pragma once
+// Tile table, shared-memory layout and launch geometry of the sm90 (Hopper, sm_90a) backward main
+// kernel (dK / dV, atomic dQ). Compiles as host C++ (the runtime sizes and launches from it) and as
+// device code. The other backward entries (delta preprocess, deterministic dQ pass, dQ convert) are the
+// sm80 family's, compiled into the same module.
+//
+// Structure (hopper.md section 3, "SdP_swapAB"): one CTA per (128-row kv tile, kv head, kv batch),
+// 384 threads = a producer warpgroup (warp 0 alive: lane 0 issues TMA, all 32 lanes copy lse / delta)
+// + 2 consumer warpgroups that own 64 kv rows each, so S^T = K Q^T and dP^T = V dO^T are m64 wgmmas
+// whose accumulators (rows = kv) are already the register A operand of dV += P^T dO.
+//
+// NOTHING HERE IS MEASURED (written without GPU time). Reasoning per choice:
+//  block_m = 64 query rows per pipeline stage at D, Dv <= 128 (FA3 uses 64 x 128 for hdim 128 causal).
+//    Accumulators per consumer thread: S^T 32 + dP^T 32 + dV Dv/2 + dK D/2 (+ dQ D/2 while S^T / dP^T are
+//    dead) = 192 at D = Dv = 128, inside the 232 of setmaxnreg. 64 divides torch's 128 mask block.
+//  dQ per warpgroup is the partial product over its *own* 64 kv rows (m64 x D x k64), so the two
+//    consumer warpgroups never wait for each other (no cross-warpgroup barrier); the price is two fp32
+//    reductions into dq_accum per (query row, kv tile) instead of one.
+//  stages = 2 (Q, dO, lse, delta per stage). K and V stay resident for the CTA's life.
+//  D or Dv = 256 / 192 are not supported here (registers: dK + dV alone would be 256 per thread);
+//    they run on the sm80 family.
+#include "common/params.h"
+#include "sm90/tile_config_sm90.h"
+
+namespace flexattn::kern {
+
+constexpr int kSm90BwdBlockM = 64;   // query rows per pipeline stage
+constexpr int kSm90BwdBlockN = 128;  // kv rows per CTA (2 consumer warpgroups x 64)
+constexpr int kSm90BwdStages = 2;
+// Register split (setmaxnreg). The forward's 24 / 240 spilled 8-16 bytes in the producer here (ptxas
+// 13.0, every masked corpus variant): all 32 lanes walk the transposed lists (BwdTileIter) and copy
+// lse / delta. 40 / 232 compiles every corpus variant clean; 128 * 40 + 256 * 232 = 64,512.
+constexpr int kSm90BwdProducerRegs = 40;
+constexpr int kSm90BwdConsumerRegs = 232;
+
+// Head dims the backward main kernel compiles for.
+FLEXATTN_HD constexpr bool sm90_bwd_head_dims_ok(int d, int dv) {
+  return (d == 64 || d == 128) && (dv == 64 || dv == 128);
+}
+
+// Shared-memory layout (byte offsets from a 1024-aligned base; every 128B-swizzled tile 1024-aligned).
+// A tile of R rows and C columns is C/64 slabs of [R][64] (128-byte rows, 16-byte chunks XOR-swizzled
+// by row % 8: what a TMA box (64, R) with SWIZZLE_128B writes). Every TMA box here has 64 rows, so K and
+// V are stored per consumer half: [half][C/64][64][64].
+//   k, v      : the CTA's kv tile, 2 halves of 64 x D / 64 x Dv.
+//   q, dout   : `stages` tiles of 64 x D / 64 x Dv.
+//   ds        : per consumer warpgroup one [64 kv][64 q] tile of dS^T (read K-major by dK += dS^T Q and
+//               MN-major by dQ = dS K).
+//   lse, delta: per stage 64 floats (lse already in log2 units, +inf past L; delta 0 past L).
+//   bars      : kv (K + V landed), then per stage full, empty (8 bytes each).
+//   info      : per stage 4 ints: query tile start (-1 = no more tiles), query head, batch, full flag.
+struct Sm90BwdSmem {
+  int k_half, k, v_half, v, q_stage, q, do_stage, dout, ds_tile, ds, lse, delta, bars, info, total;
+};
+
+FLEXATTN_HD constexpr Sm90BwdSmem sm90_bwd_smem_layout(int d, int dv) {
+  Sm90BwdSmem s{};
+  s.k_half = 64 * d * 2;
+  s.k = 0;
+  s.v_half = 64 * dv * 2;
+  s.v = s.k + 2 * s.k_half;
+  s.q_stage = kSm90BwdBlockM * d * 2;
+  s.q = s.v + 2 * s.v_half;
+  s.do_stage = kSm90BwdBlockM * dv * 2;
+  s.dout = s.q + kSm90BwdStages * s.q_stage;
+  s.ds_tile = 64 * kSm90BwdBlockM * 2;
+  s.ds = s.dout + kSm90BwdStages * s.do_stage;
+  s.lse = s.ds + kSm90ConsumerWarpgroups * s.ds_tile;
+  s.delta = s.lse + kSm90BwdStages * kSm90BwdBlockM * 4;
+  s.bars = s.delta + kSm90BwdStages * kSm90BwdBlockM * 4;
+  s.info = s.bars + 8 * (1 + 2 * kSm90BwdStages);
+  s.total = s.info + 16 * kSm90BwdStages;
+  return s;
+}
+
+// Dynamic shared memory to request: the layout plus slack to round the base up to 1024 bytes.
+FLEXATTN_HD constexpr int sm90_bwd_smem(int d, int dv) { return sm90_bwd_smem_layout(d, dv).total + 1024; }
+
+// Grid: x = kv tile, y = kv head, z = kv batch (Bkv; with Bkv == 1 one CTA walks every query batch).
+FLEXATTN_HD constexpr Sm90Launch sm90_bwd_launch(int d, int dv, int Bkv, int Hkv, int S) {
+  return Sm90Launch{(unsigned)((S + kSm90BwdBlockN - 1) / kSm90BwdBlockN), (unsigned)Hkv, (unsigned)Bkv,
+                    (unsigned)kSm90Threads, (unsigned)sm90_bwd_smem(d, dv)};
+}
+
+// Mask tiles the backward accepts: a kv tile of 128 rows must sit inside one mask column, and the query
+// tiles of 64 rows inside one mask row (the no-mask sentinel 1 << 30 qualifies).
+FLEXATTN_HD constexpr bool sm90_bwd_mask_blocks_ok(int q_block, int kv_block) {
+  return q_block > 0 && kv_block > 0 && q_block % kSm90BwdBlockM == 0 && kv_block % kSm90BwdBlockN == 0;
+}
+
+static_assert(kSm90BwdProducerRegs * 128 + kSm90BwdConsumerRegs * 256 <= 65536, "register file");
+static_assert(kSm90BwdBlockN == 64 * kSm90ConsumerWarpgroups, "one 64-row kv half per consumer warpgroup");
+static_assert(sm90_bwd_smem(128, 128) <= kSm90SmemLimit, "smem d128");
+static_assert(sm90_bwd_smem(64, 128) <= kSm90SmemLimit, "smem d64/dv128");
+static_assert(sm90_bwd_smem_layout(128, 128).q % 1024 == 0 && sm90_bwd_smem_layout(64, 64).ds % 1024 == 0,
+              "tiles stay 1024-aligned");
+
+}  // namespace flexattn::kern

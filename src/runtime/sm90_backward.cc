@@ -1,0 +1,121 @@
+// The sm90 backward: opt-in, support rules, generated source, tensor maps, launches.
+#include "runtime/sm90_backward.h"
+
+#include <sstream>
+
+#include "common/params.h"
+#include "flexattn/error.h"
+#include "jit/module.h"
+#include "jit/sys.h"
+#include "runtime/kernel_set.h"
+#include "runtime/tma_sm90.h"
+#include "sm80/tile_config.h"
+#include "sm90/tile_config_sm90_bwd.h"
+
+namespace flexattn::runtime {
+
+namespace {
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+jit::LaunchConfig config(unsigned gx, unsigned gy, unsigned gz, unsigned block, unsigned smem, void* stream) {
+  jit::LaunchConfig c;
+  c.grid = {gx, gy, gz};
+  c.block = {block, 1, 1};
+  c.smem = smem;
+  c.stream = static_cast<jit::CUstream>(stream);
+  return c;
+}
+
+jit::LaunchConfig config(const kern::Sm80Launch& l, void* stream) {
+  return config(l.grid_x, l.grid_y, l.grid_z, l.block, l.smem, stream);
+}
+
+}  // namespace
+
+bool sm90_backward_requested() { return jit::env_flag("FLEXATTN_SM90_BWD", false); }
+
+bool sm90_backward_supported(const std::string& arch, const kern::AttnParams& p, std::string* why) {
+  auto no = [&](const std::string& reason) {
+    if (why) *why = "backward: " + reason;
+    return false;
+  };
+  if (arch != "sm_90a") return no("the device is " + arch + ", the sm90 kernels need sm_90a");
+  if (!kern::sm90_bwd_head_dims_ok(p.D, p.Dv))
+    return no("head dims D=" + num(p.D) + ", Dv=" + num(p.Dv) + " (the sm90 backward takes 64 and 128)");
+  if (p.kv_num_blocks != nullptr && !kern::sm90_bwd_mask_blocks_ok(p.q_block, p.kv_block))
+    return no("block mask BLOCK_SIZE (" + num(p.q_block) + ", " + num(p.kv_block) + ") is not a multiple of (" +
+              num(kern::kSm90BwdBlockM) + ", " + num(kern::kSm90BwdBlockN) + ")");
+  return true;
+}
+
+void encode_sm90_backward_maps(kern::AttnParams* p, DType dtype) {
+  encode_sm90_map(sm90_map_args("q", p->q, dtype, p->B, p->Hq, p->L, p->D, p->q_sb, p->q_sh, p->q_sl, 64), "q",
+                  &p->q_map);
+  encode_sm90_map(sm90_map_args("k", p->k, dtype, p->Bkv, p->Hkv, p->S, p->D, p->k_sb, p->k_sh, p->k_sl, 64), "k",
+                  &p->k_map);
+  encode_sm90_map(sm90_map_args("v", p->v, dtype, p->Bkv, p->Hkv, p->S, p->Dv, p->v_sb, p->v_sh, p->v_sl, 64), "v",
+                  &p->v_map);
+  encode_sm90_map(
+      sm90_map_args("dout", p->dout, dtype, p->B, p->Hq, p->L, p->Dv, p->dout_sb, p->dout_sh, p->dout_sl, 64), "dout",
+      &p->o_map);
+}
+
+std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key) {
+  if (key.dtype != DType::BF16 && key.dtype != DType::F16)
+    throw Error("dtype: the sm90 backward takes bf16 or f16 tensors, got " + std::string(dtype_name(key.dtype)));
+  if (!kern::sm90_bwd_head_dims_ok(key.d, key.dv))
+    throw Error("head dims: the sm90 backward takes 64 or 128, got D=" + std::to_string(key.d) +
+                ", Dv=" + std::to_string(key.dv));
+  const std::string t = key.dtype == DType::BF16 ? "bf16" : "fp16";
+  const std::string dd = std::to_string(key.d) + ", " + std::to_string(key.dv);
+  auto entry = [](const char* name, const std::string& bounds, const std::string& body) {
+    return "extern \"C\" __global__ void __launch_bounds__(" + bounds + ", 1)\n" + name +
+           "(const __grid_constant__ AttnParams p) { " + body + "; }\n";
+  };
+  std::ostringstream s;
+  s << "// flexattn backward kernels, sm90 family (sm_90a; preprocess, dq pass and convert from sm80), " << t
+    << ", D=" << key.d << ", Dv=" << key.dv << "\n";
+  s << "#include \"common/mod_ops.cuh\"\n";
+  s << "#include \"sm80/attn_bwd_sm80.cuh\"\n";
+  s << "#include \"sm90/attn_bwd_sm90.cuh\"\n";
+  s << "using namespace flexattn::kern;\n\n";
+  s << variant.source << "\n";
+  s << entry("flexattn_bwd_preprocess", "sm80_aux_threads()", "attn_bwd_preprocess_sm80<" + t + ", " + dd + ">(p)");
+  s << entry("flexattn_bwd", "kSm90Threads", "attn_bwd_sm90<FlexVariant, " + t + ", " + dd + ">(p)");
+  s << entry("flexattn_bwd_dq", "sm80_bwd_dq_threads(" + dd + ")",
+             "attn_bwd_dq_sm80<FlexVariant, " + t + ", " + dd + ">(p)");
+  s << entry("flexattn_bwd_dq_convert", "sm80_aux_threads()",
+             "attn_bwd_dq_convert_sm80<" + t + ", " + std::to_string(key.d) + ">(p)");
+  return s.str();
+}
+
+bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::string& arch) {
+  if (!sm90_backward_requested()) return false;
+  std::string why;
+  if (!sm90_backward_supported(arch, p, &why)) return sm90_decline(why);
+  const DType t = a.fwd.q.dtype;
+  try {
+    encode_sm90_backward_maps(&p, t);
+  } catch (const Error& e) {  // e.g. a stride layout the driver's TMA encoder rejects
+    return sm90_decline(std::string("backward: ") + e.what());
+  }
+  KernelSetKey key{t, p.D, p.Dv, arch, true, KernelFamily::sm90};
+  const KernelSet& set = get_kernel_set(*a.fwd.variant, key);
+  fill_mod_params(set.layout, a.fwd.bindings, true, &p.mod);
+  void* st = a.fwd.stream;
+  jit::launch(jit::get_function(set.compiled, "flexattn_bwd_preprocess"),
+              config(kern::sm80_bwd_preprocess_launch(p.B, p.Hq, p.L), st), p);
+  const kern::Sm90Launch l = kern::sm90_bwd_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S);
+  jit::launch(jit::get_function(set.compiled, "flexattn_bwd"),
+              config(l.grid_x, l.grid_y, l.grid_z, l.block, l.smem, st), p);
+  if (a.deterministic)
+    jit::launch(jit::get_function(set.compiled, "flexattn_bwd_dq"),
+                config(kern::sm80_bwd_dq_launch(p.D, p.Dv, p.B, p.Hq, p.L), st), p);
+  else
+    jit::launch(jit::get_function(set.compiled, "flexattn_bwd_dq_convert"),
+                config(kern::sm80_bwd_dq_convert_launch(p.B, p.Hq, p.L), st), p);
+  return true;
+}
+
+}  // namespace flexattn::runtime

@@ -1,0 +1,40 @@
+#pragma once
+// Host side of the sm90 (Hopper) backward: the opt-in FLEXATTN_SM90_BWD (default off until checked on
+// a GPU; docs/env_vars.md), the support rules, the generated source of the kernel set, the tensor maps
+// and the launches. Only the main (dK / dV / dQ-partials) kernel is Hopper-specific; the set also
+// carries the sm80 family's preprocess, deterministic dQ pass and dQ convert (docs/kernels_sm90.md).
+#include <string>
+
+#include "flexattn/attention.h"
+#include "flexattn/codegen.h"
+
+namespace flexattn::kern {
+struct AttnParams;
+}
+
+namespace flexattn::runtime {
+
+struct KernelSetKey;
+
+// FLEXATTN_SM90_BWD is on (default off; read on every call).
+bool sm90_backward_requested();
+
+// Whether the sm90 backward can run this problem (p filled and validated by cuda_backward): arch
+// "sm_90a", D and Dv in {64, 128}, mask blocks (when a mask is given) multiples of (64, 128). `why`
+// gets the reason when not.
+bool sm90_backward_supported(const std::string& arch, const kern::AttnParams& p, std::string* why = nullptr);
+
+// Encodes p->q_map (Q), k_map (K), v_map (V) and o_map (dO, not O) with 64-row boxes. Throws Error
+// naming the tensor when the driver rejects a map.
+void encode_sm90_backward_maps(kern::AttnParams* p, DType dtype);
+
+// The generated source of the sm90 backward kernel set: flexattn_bwd (sm90) plus the sm80 family's
+// flexattn_bwd_preprocess, flexattn_bwd_dq and flexattn_bwd_dq_convert.
+std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key);
+
+// The dispatch hook of cuda_backward: runs the whole backward on the sm90 set and returns true, or
+// returns false (with the reason under FLEXATTN_JIT_DEBUG=1) and the caller runs the sm80 family.
+// p must be completely filled (tensors, mask, delta / dq_accum workspace) by the caller.
+bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::string& arch);
+
+}  // namespace flexattn::runtime

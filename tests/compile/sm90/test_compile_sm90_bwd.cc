@@ -1,0 +1,107 @@
+// The sm90 backward set compiles with NVRTC for sm_90a, for every corpus variant (learnable buffers
+// included, so buffer_grad is in the kernel) and the head dims / dtypes it supports: the Hopper main
+// kernel has no spills, no stack, no ptxas warning (none of the wgmma serialization warnings
+// C7510-C7515, no ignored setmaxnreg C7508); the sm80 entries of the set (preprocess, deterministic dQ
+// pass, convert) compile for sm_90a too. When cuobjdump is available: HGMMA (with a transposed A for
+// dQ = dS K), TMA loads, both setmaxnreg, red.v2 for dQ, and no local memory.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "corpus.h"
+#include "flexattn/jit.h"
+#include "runtime/kernel_set.h"
+#include "sass_tools.h"
+#include "sm90/tile_config_sm90.h"
+
+using namespace flexattn;
+
+namespace {
+
+class Sm90BwdCompile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    static const bool nvrtc = jit::jit_info().nvrtc_found;
+    if (!nvrtc) GTEST_SKIP() << "NVRTC not found: " << jit::jit_info().nvrtc_error;
+    static const std::string dir = [] {
+      char tmpl[] = "/tmp/flexattn-sm90-bwd-test-XXXXXX";
+      const char* d = mkdtemp(tmpl);
+      return std::string(d ? d : "/tmp");
+    }();
+    setenv("FLEXATTN_CACHE_DIR", dir.c_str(), 1);
+  }
+};
+
+const runtime::KernelSet& compile_bwd(const Variant& v, DType t, int d, int dv) {
+  runtime::KernelSetKey key{t, d, dv, "sm_90a", true, runtime::KernelFamily::sm90};
+  return runtime::get_kernel_set(v, key);
+}
+
+void expect_clean(const runtime::KernelSet& set, const std::string& what) {
+  for (const char* name : {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq", "flexattn_bwd_dq_convert"}) {
+    ASSERT_EQ(set.compiled.ptxas.count(name), 1u) << what << " " << name << "\n" << set.compiled.log;
+    const jit::PtxasInfo& info = set.compiled.ptxas.at(name);
+    EXPECT_EQ(info.spill_stores + info.spill_loads, 0) << what << " " << name << " spills";
+    EXPECT_EQ(info.stack, 0) << what << " " << name << " has a stack frame";
+  }
+  // __launch_bounds__(384, 1): the entry allocation is capped at 65536 / 384 rounded down to 8.
+  EXPECT_LE(set.compiled.ptxas.at("flexattn_bwd").registers, 168) << what;
+  EXPECT_EQ(set.compiled.log.find("warning"), std::string::npos) << what << " ptxas warned:\n" << set.compiled.log;
+  EXPECT_EQ(set.compiled.log.find("serialized"), std::string::npos) << what << ":\n" << set.compiled.log;
+}
+
+}  // namespace
+
+TEST_F(Sm90BwdCompile, EveryCorpusVariantCompilesCleanly) {
+  for (const corpus::CorpusEntry& c : corpus::mod_corpus()) {
+    mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
+    corpus::BuiltVariant b = corpus::build_variant(c, shape);
+    expect_clean(compile_bwd(b.variant, DType::BF16, 128, 128), c.name + " D=128");
+  }
+}
+
+TEST_F(Sm90BwdCompile, HeadDimsAndDtypesCompileCleanly) {
+  Variant v;
+  v.mask_mod = mods::causal();
+  v.score_mod = mods::softcap(30);
+  for (int d : {64, 128}) expect_clean(compile_bwd(v, DType::BF16, d, d), "D=" + std::to_string(d));
+  expect_clean(compile_bwd(v, DType::F16, 128, 128), "f16");
+  expect_clean(compile_bwd(v, DType::BF16, 64, 128), "D=64 Dv=128");
+  expect_clean(compile_bwd(v, DType::BF16, 128, 64), "D=128 Dv=64");
+  // The gather with a buffer gradient at the smaller head dim (more registers per entry left over).
+  mods::ProblemShape shape{1, 4, 4, 256, 256, 64, 64, 1};
+  corpus::BuiltVariant b = corpus::build_variant(corpus::corpus_entry("relbias(learnable)"), shape);
+  expect_clean(compile_bwd(b.variant, DType::BF16, 64, 64), "relbias D=64");
+}
+
+TEST_F(Sm90BwdCompile, SassHasHopperInstructionsAndNoLocalMemory) {
+  Variant v;
+  v.mask_mod = mods::causal();
+  for (int d : {64, 128}) {
+    const runtime::KernelSet& set = compile_bwd(v, DType::BF16, d, d);
+    std::string why;
+    const std::optional<std::string> sass = testing_sass::disassemble(*set.compiled.cubin, &why);
+    if (!sass) GTEST_SKIP() << why;
+    const std::string what = "D=" + std::to_string(d);
+    EXPECT_GT(testing_sass::count(*sass, "HGMMA.64x"), 0) << what << ": no wgmma in the SASS";
+    EXPECT_GT(testing_sass::count(*sass, ".tnspA"), 0) << what << ": dQ = dS K must read dS^T MN-major";
+    EXPECT_GT(testing_sass::count(*sass, ".tnspB"), 0) << what << ": dV, dK, dQ read B MN-major";
+    EXPECT_GT(testing_sass::count(*sass, "UTMALDG"), 0) << what << ": no TMA load";
+    EXPECT_GE(testing_sass::count(*sass, "USETMAXREG"), 2) << what << ": setmaxnreg dec + inc";
+    EXPECT_GT(testing_sass::count(*sass, "RED"), 0) << what << ": dQ reduction";
+    EXPECT_EQ(testing_sass::count(*sass, "LDL"), 0) << what << ": local loads";
+    EXPECT_EQ(testing_sass::count(*sass, "STL"), 0) << what << ": local stores";
+  }
+}
+
+TEST_F(Sm90BwdCompile, EveryHeaderCompilesOnItsOwn) {
+  for (const char* h : {"sm90/tile_config_sm90_bwd.h", "sm90/bwd_layout_sm90.cuh", "sm90/bwd_gemm_sm90.cuh",
+                        "sm90/bwd_producer_sm90.cuh", "sm90/bwd_consumer_sm90.cuh", "sm90/attn_bwd_sm90.cuh"}) {
+    jit::KernelRequest req;
+    req.prefix = "sm90_bwd_header_probe";
+    req.source = std::string("#include \"") + h + "\"\nextern \"C\" __global__ void probe() {}\n";
+    req.arch = "sm_90a";
+    req.kernel_names = {"probe"};
+    EXPECT_NO_THROW(jit::get_or_compile(req)) << h;
+  }
+}

@@ -1,0 +1,161 @@
+// Host side of the sm90 backward, no GPU or NVRTC needed: the FLEXATTN_SM90_BWD opt-in (default off),
+// the support rules and their reasons, the tile table / shared-memory layout, the launch geometry,
+// the generated source, and the tensor maps (dO in o_map) without a driver.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "common/params.h"
+#include "flexattn/codegen.h"
+#include "flexattn/error.h"
+#include "flexattn/mods.h"
+#include "jit/driver_api.h"
+#include "runtime/kernel_set.h"
+#include "runtime/sm90_backward.h"
+#include "runtime/tma_sm90.h"
+#include "sm90/tile_config_sm90_bwd.h"
+
+using namespace flexattn;
+
+namespace {
+
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+alignas(16) char g_data[64];
+
+kern::AttnParams eligible_params() {
+  kern::AttnParams p{};
+  p.D = p.Dv = 128;
+  p.q_block = p.kv_block = 1 << 30;
+  return p;
+}
+
+}  // namespace
+
+TEST(Sm90BwdHost, OffByDefaultAndSwitchedOnByTheEnvironment) {
+  unsetenv("FLEXATTN_SM90_BWD");
+  EXPECT_FALSE(runtime::sm90_backward_requested());
+  setenv("FLEXATTN_SM90_BWD", "1", 1);
+  EXPECT_TRUE(runtime::sm90_backward_requested());
+  setenv("FLEXATTN_SM90_BWD", "on", 1);
+  EXPECT_TRUE(runtime::sm90_backward_requested());
+  setenv("FLEXATTN_SM90_BWD", "0", 1);
+  EXPECT_FALSE(runtime::sm90_backward_requested());
+  unsetenv("FLEXATTN_SM90_BWD");
+}
+
+TEST(Sm90BwdHost, OptOutNeverLooksAtTheProblem) {
+  unsetenv("FLEXATTN_SM90_BWD");
+  BackwardArgs a;  // nothing filled: the hook must return before reading any of it
+  kern::AttnParams p = eligible_params();
+  EXPECT_FALSE(runtime::try_sm90_backward(a, p, "sm_90a"));
+}
+
+TEST(Sm90BwdHost, SupportRulesAndReasons) {
+  kern::AttnParams p = eligible_params();
+  std::string why;
+  EXPECT_TRUE(runtime::sm90_backward_supported("sm_90a", p, &why)) << why;
+  EXPECT_FALSE(runtime::sm90_backward_supported("sm_80", p, &why));
+  EXPECT_EQ(why, "backward: the device is sm_80, the sm90 kernels need sm_90a");
+  for (int d : {64, 128}) {
+    for (int dv : {64, 128}) {
+      p.D = d, p.Dv = dv;
+      EXPECT_TRUE(runtime::sm90_backward_supported("sm_90a", p, &why)) << d << " " << dv << ": " << why;
+    }
+  }
+  p.D = p.Dv = 256;
+  EXPECT_FALSE(runtime::sm90_backward_supported("sm_90a", p, &why));
+  EXPECT_EQ(why, "backward: head dims D=256, Dv=256 (the sm90 backward takes 64 and 128)");
+  p.D = 128, p.Dv = 96;
+  EXPECT_FALSE(runtime::sm90_backward_supported("sm_90a", p, &why));
+  p = eligible_params();
+  static const int counts[1] = {1};
+  p.kv_num_blocks = counts;
+  p.q_block = 128, p.kv_block = 128;
+  EXPECT_TRUE(runtime::sm90_backward_supported("sm_90a", p, &why)) << why;
+  p.q_block = 64;  // query tiles are 64 rows
+  EXPECT_TRUE(runtime::sm90_backward_supported("sm_90a", p, &why)) << why;
+  p.kv_block = 64;  // but a kv tile is 128 rows and must sit in one mask column
+  EXPECT_FALSE(runtime::sm90_backward_supported("sm_90a", p, &why));
+  EXPECT_EQ(why, "backward: block mask BLOCK_SIZE (64, 64) is not a multiple of (64, 128)");
+  p.q_block = 32, p.kv_block = 128;
+  EXPECT_FALSE(runtime::sm90_backward_supported("sm_90a", p, &why));
+}
+
+TEST(Sm90BwdHost, TileTableLayoutAndLaunch) {
+  EXPECT_TRUE(kern::sm90_bwd_head_dims_ok(64, 128));
+  EXPECT_FALSE(kern::sm90_bwd_head_dims_ok(192, 192));
+  EXPECT_TRUE(kern::sm90_bwd_mask_blocks_ok(1 << 30, 1 << 30));  // the no-mask sentinel
+  for (int d : {64, 128}) {
+    for (int dv : {64, 128}) {
+      const kern::Sm90BwdSmem s = kern::sm90_bwd_smem_layout(d, dv);
+      for (int off : {s.k, s.v, s.q, s.dout, s.ds, s.k + s.k_half, s.v + s.v_half, s.q + s.q_stage,
+                      s.dout + s.do_stage, s.ds + s.ds_tile})
+        EXPECT_EQ(off % 1024, 0) << d << " " << dv << ": swizzled tiles start on 1024 bytes";
+      EXPECT_EQ(s.bars % 8, 0);
+      EXPECT_LE(kern::sm90_bwd_smem(d, dv), kern::kSm90SmemLimit);
+    }
+  }
+  // d128: K 32 + V 32 + Q 2 x 16 + dO 2 x 16 + dS 2 x 8 KiB, then lse / delta, barriers, info.
+  EXPECT_EQ(kern::sm90_bwd_smem_layout(128, 128).lse, 144 * 1024);
+  const kern::Sm90Launch l = kern::sm90_bwd_launch(128, 128, 1, 8, 1000);
+  EXPECT_EQ(l.grid_x, 8u);  // ceil(1000 / 128) kv tiles
+  EXPECT_EQ(l.grid_y, 8u);
+  EXPECT_EQ(l.grid_z, 1u);  // Bkv = 1: one CTA walks every batch
+  EXPECT_EQ(l.block, 384u);
+  EXPECT_EQ(l.smem, unsigned(kern::sm90_bwd_smem(128, 128)));
+}
+
+TEST(Sm90BwdHost, SourceHasTheHopperMainKernelAndTheSm80Helpers) {
+  Variant v;
+  v.mask_mod = mods::causal();
+  v.score_mod = mods::softcap(20);
+  const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, true);
+  runtime::KernelSetKey key{DType::F16, 64, 128, "sm_90a", true, runtime::KernelFamily::sm90};
+  const std::string src = runtime::kernel_source_sm90_bwd(gen, key);
+  EXPECT_NE(src.find("#include \"sm90/attn_bwd_sm90.cuh\""), std::string::npos) << src;
+  EXPECT_NE(src.find("flexattn_bwd(const __grid_constant__ AttnParams p) { attn_bwd_sm90<FlexVariant, fp16, 64, 128>(p); }"),
+            std::string::npos)
+      << src;
+  EXPECT_NE(src.find("__launch_bounds__(kSm90Threads, 1)"), std::string::npos) << src;
+  for (const char* e : {"flexattn_bwd_preprocess(", "flexattn_bwd_dq(", "flexattn_bwd_dq_convert("})
+    EXPECT_NE(src.find(e), std::string::npos) << e;
+  EXPECT_NE(src.find("attn_bwd_dq_sm80<FlexVariant, fp16, 64, 128>(p)"), std::string::npos) << src;
+  EXPECT_EQ(runtime::kernel_source_sm90(gen, key), src);  // the family's generator dispatches here
+  key.d = 256;
+  EXPECT_EQ(error_of([&] { runtime::kernel_source_sm90_bwd(gen, key); }),
+            "head dims: the sm90 backward takes 64 or 128, got D=256, Dv=128");
+}
+
+TEST(Sm90BwdHost, EncodingWithoutADriverNamesTheTensor) {
+  std::string err;
+  if (jit::try_driver(&err) != nullptr) GTEST_SKIP() << "a CUDA driver is present";
+  kern::AttnParams p{};
+  p.q = p.k = p.v = p.dout = g_data;
+  p.B = p.Hq = p.Hkv = p.Bkv = 1;
+  p.L = p.S = 8;
+  p.D = p.Dv = 64;
+  p.q_sl = p.k_sl = p.v_sl = p.dout_sl = 64;
+  p.q_sh = p.k_sh = p.v_sh = p.dout_sh = p.q_sb = p.k_sb = p.v_sb = p.dout_sb = 512;
+  const std::string msg = error_of([&] { runtime::encode_sm90_backward_maps(&p, DType::BF16); });
+  EXPECT_EQ(msg.rfind("q: the sm90 forward needs the CUDA driver: ", 0), 0u) << msg;
+}
+
+TEST(Sm90BwdHost, DoutMapArgsUse64RowBoxes) {
+  // dO [B=2, H=4, L=100, Dv=128], contiguous: the map the producer reads dO through (o_map).
+  const runtime::TmaMapArgs a =
+      runtime::sm90_map_args("dout", g_data, DType::BF16, 2, 4, 100, 128, 4 * 12800, 12800, 128, 64);
+  EXPECT_EQ(a.dims[0], 128u);
+  EXPECT_EQ(a.dims[1], 100u);
+  EXPECT_EQ(a.box[0], 64u);
+  EXPECT_EQ(a.box[1], 64u);
+  EXPECT_EQ(a.strides[0], 256u);
+}
