@@ -12,7 +12,7 @@
 #include "flexattn/jit.h"
 #include "runtime/kernel_set.h"
 #include "sass_tools.h"
-#include "sm90/tile_config_sm90.h"
+#include "sm90/tile_config_sm90_bwd.h"
 
 using namespace flexattn;
 
@@ -91,6 +91,8 @@ TEST_F(Sm90BwdCompile, SassHasHopperInstructionsAndNoLocalMemory) {
     EXPECT_GT(testing_sass::count(*sass, "RED"), 0) << what << ": dQ reduction";
     EXPECT_EQ(testing_sass::count(*sass, "LDL"), 0) << what << ": local loads";
     EXPECT_EQ(testing_sass::count(*sass, "STL"), 0) << what << ": local stores";
+    // setmaxnreg 232 for the consumers: no code may name a register past R231.
+    EXPECT_LT(testing_sass::max_register(*sass), kern::kSm90BwdConsumerRegs) << what;
   }
 }
 
