@@ -111,6 +111,27 @@ struct AttnParams {
 
   // Hopper forward (appended so the fields above keep their offsets).
   TmaDesc q_map, k_map, v_map, o_map;
+
+  // Decode family (kernels/decode; docs/kernels_decode.md). Appended; zero for the other families.
+  //  - page_table: int32 [B, max_pages] (row stride max_pages), logical page -> physical page, or null
+  //    for contiguous K/V. When set, k / v are page pools [num_pages, Hkv, page_size, D] addressed with
+  //    k_sb / v_sb = page stride, k_sh / v_sh = head stride, k_sl / v_sl = row stride in a page.
+  //  - kv_lens: int32 [B] valid kv length per sequence (clamped to [0, S]), or null (= S); S is the
+  //    capacity: the contiguous length, or max_pages * page_size.
+  //  - q_offsets: int32 [B] logical position of query row 0 per sequence, or null (= q_offset). Mods and
+  //    the block mask see logical positions q_offset + row and kv.
+  //  - part_o: fp32 [num_splits, B*Hq*L, Dv] unnormalised partial outputs; part_ml: fp32
+  //    [num_splits, B*Hq*L, 2] (running max in log2 units, row sum). Unused when num_splits == 1.
+  //  - pack_heads: query heads packed into one tile (Hq / Hkv, or 1 when the block mask has per-head
+  //    lists); num_splits: CTAs sharing one row tile's kv range.
+  const int* page_table;
+  const int* kv_lens;
+  const int* q_offsets;
+  float* part_o;
+  float* part_ml;
+  int page_size, max_pages, num_pages;
+  int q_offset;
+  int pack_heads, num_splits;
 };
 
 static_assert(sizeof(ModParams) == 1024, "ModParams layout is part of the kernel ABI");

@@ -75,6 +75,13 @@ std::unique_ptr<LoadResult> load(const std::string& path) {
   bind(lib, "cuEventElapsedTime", a.cuEventElapsedTime, true, missing);
   bind(lib, "cuEventDestroy_v2", a.cuEventDestroy, true, missing);
   bind(lib, "cuTensorMapEncodeTiled", a.cuTensorMapEncodeTiled, false, missing);
+  bind(lib, "cuStreamBeginCapture_v2", a.cuStreamBeginCapture, false, missing);
+  bind(lib, "cuStreamEndCapture", a.cuStreamEndCapture, false, missing);
+  bind(lib, "cuStreamIsCapturing", a.cuStreamIsCapturing, false, missing);
+  bind(lib, "cuGraphInstantiateWithFlags", a.cuGraphInstantiateWithFlags, false, missing);
+  bind(lib, "cuGraphLaunch", a.cuGraphLaunch, false, missing);
+  bind(lib, "cuGraphExecDestroy", a.cuGraphExecDestroy, false, missing);
+  bind(lib, "cuGraphDestroy", a.cuGraphDestroy, false, missing);
   if (!missing.empty()) {
     r->error = "CUDA driver " + a.path + " lacks entry points flexattn needs (" + missing +
                "); the cuda backend needs a newer NVIDIA driver";

@@ -16,6 +16,15 @@ using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
+using CUgraph = struct CUgraph_st*;
+using CUgraphExec = struct CUgraphExec_st*;
+
+// Stream capture (CUDA graphs): cuda.h's CUstreamCaptureMode / CUstreamCaptureStatus values.
+constexpr int CU_STREAM_CAPTURE_MODE_GLOBAL = 0;
+constexpr int CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
+constexpr int CU_STREAM_CAPTURE_MODE_RELAXED = 2;
+constexpr int CU_STREAM_CAPTURE_STATUS_NONE = 0;
+constexpr int CU_STREAM_CAPTURE_STATUS_ACTIVE = 1;
 
 constexpr CUresult CUDA_SUCCESS = 0;
 constexpr CUresult CUDA_ERROR_NOT_READY = 600;
@@ -117,6 +126,14 @@ struct DriverApi {
   // optional (CUDA 12+, Hopper TMA)
   CUresult (*cuTensorMapEncodeTiled)(CUtensorMap*, int, uint32_t, void*, const uint64_t*, const uint64_t*,
                                      const uint32_t*, const uint32_t*, int, int, int, int);
+  // optional (CUDA graphs: the decode step capture test; absent -> that test is skipped)
+  CUresult (*cuStreamBeginCapture)(CUstream, int);
+  CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
+  CUresult (*cuStreamIsCapturing)(CUstream, int*);
+  CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec*, CUgraph, unsigned long long);
+  CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
+  CUresult (*cuGraphExecDestroy)(CUgraphExec);
+  CUresult (*cuGraphDestroy)(CUgraph);
 };
 
 // The driver named by FLEXATTN_LIBCUDA (default libcuda.so.1), loaded and cuInit'ed once per path.

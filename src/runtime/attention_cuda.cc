@@ -10,6 +10,7 @@
 #include "flexattn/jit.h"
 #include "jit/device.h"
 #include "jit/module.h"
+#include "runtime/decode_hook.h"
 #include "runtime/kernel_set.h"
 #include "runtime/sm90_backward.h"
 #include "runtime/tma_sm90.h"
@@ -193,6 +194,7 @@ void cuda_forward(const ForwardArgs& a) {
   AttnParams p{};
   const Problem pr = check_forward(a, &p);
   const std::string arch = device_arch(a.device);
+  if (runtime::try_decode_forward(a, p, arch)) return;  // L <= 64: split-KV decode family (FLEXATTN_DECODE)
   if (try_sm90_forward(a, p, arch)) return;
   check_mask_blocks(p, pr, false);
   runtime::KernelSetKey key{a.q.dtype, int(pr.D), int(pr.Dv), arch, false};

@@ -10,6 +10,7 @@
 #include "common/params.h"
 #include "flexattn/attention.h"
 #include "flexattn/error.h"
+#include "runtime/decode_source.h"
 #include "runtime/tma_sm90.h"
 #include "sm80/tile_config.h"
 
@@ -90,11 +91,16 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
   const bool sm90 = key.family == KernelFamily::sm90;
   if (sm90 && key.arch != "sm_90a")
     throw Error("arch: the sm90 kernel family compiles only for sm_90a, got '" + key.arch + "'");
-  req.prefix = std::string("attn_") + (key.backward ? "bwd" : "fwd") + (sm90 ? "_sm90a_" : "_sm80_") +
-               kernel_dtype(key.dtype) + "_d" + std::to_string(key.d) + "_dv" + std::to_string(key.dv);
-  req.source = sm90 ? kernel_source_sm90(gen, key) : kernel_source(gen, key);
+  const bool decode = key.family == KernelFamily::decode;
+  if (decode && key.backward) throw Error("the decode kernel family is forward only");
+  req.prefix = std::string("attn_") + (decode ? "decode" : key.backward ? "bwd" : "fwd") +
+               (sm90 ? "_sm90a_" : decode ? "_" : "_sm80_") + kernel_dtype(key.dtype) + "_d" + std::to_string(key.d) +
+               "_dv" + std::to_string(key.dv);
+  req.source = sm90 ? kernel_source_sm90(gen, key) : decode ? kernel_source_decode(gen, key) : kernel_source(gen, key);
   req.arch = key.arch;
-  if (key.backward)
+  if (decode)
+    req.kernel_names = decode_kernel_names();
+  else if (key.backward)
     req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq", "flexattn_bwd_dq_convert"};
   else
     req.kernel_names = {"flexattn_fwd"};

@@ -15,7 +15,8 @@ namespace flexattn::runtime {
 
 // sm80: the portable mma.sync family (the default everywhere); sm90: the Hopper forward (wgmma + TMA,
 // sm_90a only, opt-in through FLEXATTN_SM90 until checked on a GPU: runtime/tma_sm90.h).
-enum class KernelFamily { sm80, sm90 };
+// decode: short queries, split-KV, paged K/V (kernels/decode, sm_80+, forward only; runtime/decode_source.h).
+enum class KernelFamily { sm80, sm90, decode };
 
 struct KernelSetKey {
   DType dtype = DType::BF16;

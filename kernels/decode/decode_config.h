@@ -1,0 +1,91 @@
+#pragma once
+// Tiles and launch geometry of the decode family (short queries, split-KV; docs/kernels_decode.md).
+// Host C++ and device code share it, like sm80/tile_config.h.
+//
+// A CTA owns block_m packed rows (pack_heads query heads x L query rows of one kv head) and one split
+// of the kv range. Its warps form warp_rows x warp_cols: each warp holds 16 rows against block_n /
+// warp_cols kv columns of every tile with its own running max / sum / output (no cross-warp traffic in
+// the loop), and the warps are merged once in the epilogue through shared memory.
+#include "common/params.h"
+
+namespace flexattn::kern {
+
+constexpr int kDecodeMaxRows = 64;     // query rows per sequence the decode family takes
+constexpr int kDecodeMaxSplits = 128;  // kv splits per row tile
+constexpr int kDecodeCombineWarps = 4; // one row per warp
+constexpr int kDecodeStages = 2;
+
+struct DecodeTile {
+  int block_m, block_n, warp_rows, warp_cols;
+};
+
+FLEXATTN_HD constexpr int decode_dmax(int d, int dv) { return d > dv ? d : dv; }
+
+// block_n: 64 kv rows up to head dim 128 (two K+V stages = 68 KiB at D=128, three CTAs per H200 SM);
+// 32 above, so D=256 stays at 68 KiB.
+FLEXATTN_HD constexpr DecodeTile decode_tile(int block_m, int d, int dv) {
+  const int bn = decode_dmax(d, dv) <= 128 ? 64 : 32;
+  const int wr = block_m / 16;
+  const int wc_max = bn / 16, wc_fit = 4 / wr > 0 ? 4 / wr : 1;
+  return DecodeTile{block_m, bn, wr, wc_max < wc_fit ? wc_max : wc_fit};
+}
+
+// The two compiled row tiles: 16 (one query row of up to 16 heads, the common decode step) and 64.
+FLEXATTN_HD constexpr int decode_block_m(int packed_rows) { return packed_rows <= 16 ? 16 : 64; }
+
+FLEXATTN_HD constexpr int decode_threads(int block_m, int d, int dv) {
+  return decode_tile(block_m, d, dv).warp_rows * decode_tile(block_m, d, dv).warp_cols * 32;
+}
+
+// Bytes: Q tile, then max(K/V ring, fp32 epilogue slabs), then the per-warp row max / sum.
+FLEXATTN_HD constexpr int decode_slab_stride(int dv) { return dv + 8; }
+FLEXATTN_HD constexpr int decode_smem_q(int block_m, int d, int dv) { return 2 * block_m * (decode_dmax(d, dv) + 8); }
+FLEXATTN_HD constexpr int decode_smem_kv(int block_m, int d, int dv) {
+  const DecodeTile t = decode_tile(block_m, d, dv);
+  const int ring = 2 * kDecodeStages * t.block_n * ((d + 8) + (dv + 8));
+  const int slab = 4 * t.warp_cols * block_m * decode_slab_stride(dv);
+  return ring > slab ? ring : slab;
+}
+FLEXATTN_HD constexpr int decode_smem(int block_m, int d, int dv) {
+  return decode_smem_q(block_m, d, dv) + decode_smem_kv(block_m, d, dv) +
+         2 * 4 * decode_tile(block_m, d, dv).warp_cols * block_m;
+}
+
+FLEXATTN_HD constexpr long long decode_cdiv(long long a, long long b) { return (a + b - 1) / b; }
+
+// Splits per row tile: enough CTAs for about three per SM, at least four kv tiles per split, at most
+// kDecodeMaxSplits. Depends on shapes and the SM count only (never on device data), so the workspace
+// size is known before the call and a captured graph stays valid while lengths change.
+FLEXATTN_HD constexpr int decode_num_splits(int sm_count, long long ctas, long long kv_capacity, int block_n) {
+  const long long tiles = decode_cdiv(kv_capacity > 0 ? kv_capacity : 1, block_n);
+  long long s = decode_cdiv(3ll * (sm_count > 0 ? sm_count : 1), ctas > 0 ? ctas : 1);
+  const long long by_work = decode_cdiv(tiles, 4);
+  if (s > by_work) s = by_work;
+  if (s > kDecodeMaxSplits) s = kDecodeMaxSplits;
+  return s < 1 ? 1 : (int)s;
+}
+
+struct DecodeLaunch {
+  unsigned grid_x, grid_y, grid_z;
+  unsigned block;
+  unsigned smem;
+};
+
+// Grid: x = row tile of the packed rows, y = batch x head group, z = kv split.
+FLEXATTN_HD constexpr DecodeLaunch decode_launch(int d, int dv, int B, int Hq, int L, int pack_heads, int splits) {
+  const int bm = decode_block_m(pack_heads * L);
+  return DecodeLaunch{(unsigned)decode_cdiv((long long)pack_heads * L, bm), (unsigned)(B * (Hq / pack_heads)),
+                      (unsigned)splits, (unsigned)decode_threads(bm, d, dv), (unsigned)decode_smem(bm, d, dv)};
+}
+FLEXATTN_HD constexpr DecodeLaunch decode_combine_launch(int B, int Hq, int L) {
+  return DecodeLaunch{(unsigned)decode_cdiv((long long)B * Hq * L, kDecodeCombineWarps), 1u, 1u,
+                      (unsigned)(kDecodeCombineWarps * 32), 0u};
+}
+
+// fp32 workspace: partial outputs [splits, rows, Dv], then (max, sum) pairs [splits, rows, 2]; 0 when
+// one split writes the output directly.
+FLEXATTN_HD constexpr long long decode_workspace_floats(long long rows, int dv, int splits) {
+  return splits <= 1 ? 0 : (long long)splits * rows * (dv + 2);
+}
+
+}  // namespace flexattn::kern

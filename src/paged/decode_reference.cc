@@ -1,0 +1,68 @@
+// The paged-decode oracle: gather, then the ordinary CPU reference with the mods moved to logical
+// positions (include/flexattn/paged.h).
+#include <cstring>
+#include <string>
+
+#include "flexattn/error.h"
+#include "flexattn/paged.h"
+
+namespace flexattn::cpu {
+
+HostTensor gather_pages(const HostTensor& pool, const std::vector<int32_t>& page_table, int64_t max_pages,
+                        const std::vector<int32_t>& kv_lens, int64_t max_len) {
+  if (pool.shape.size() != 4) throw Error("pool: expected [num_pages, Hkv, page_size, D]");
+  const int64_t P = pool.shape[0], H = pool.shape[1], ps = pool.shape[2], D = pool.shape[3];
+  const int64_t B = int64_t(kv_lens.size());
+  if (max_pages < 1 || int64_t(page_table.size()) != B * max_pages)
+    throw Error("page_table: expected " + std::to_string(B) + " x max_pages entries");
+  HostTensor out(pool.dtype, {B, H, max_len, D});
+  const size_t es = size_t(dtype_size(pool.dtype)), row = size_t(D) * es;
+  for (int64_t b = 0; b < B; ++b) {
+    if (kv_lens[b] < 0 || kv_lens[b] > max_len || kv_lens[b] > max_pages * ps)
+      throw Error("kv_lens[" + std::to_string(b) + "] = " + std::to_string(kv_lens[b]) + " is out of range");
+    for (int64_t j = 0; j < kv_lens[b]; ++j) {
+      const int32_t page = page_table[size_t(b * max_pages + j / ps)];
+      if (page < 0 || page >= P)
+        throw Error("page_table: sequence " + std::to_string(b) + " position " + std::to_string(j) +
+                    " maps to page " + std::to_string(page) + " (pool of " + std::to_string(P) + ")");
+      for (int64_t h = 0; h < H; ++h)
+        std::memcpy(out.bytes.data() + size_t(((b * H + h) * max_len + j)) * row,
+                    pool.bytes.data() + size_t(((page * H + h) * ps + j % ps)) * row, row);
+    }
+  }
+  return out;
+}
+
+ForwardResult decode_forward(const HostTensor& q, const HostTensor& k, const HostTensor& v,
+                             const DecodeReference& d, const ModFns& mods, const Options& options) {
+  if (options.block_mask != nullptr) throw Error("decode_forward: the mask is applied through mask_mod only");
+  if (q.shape.size() != 4 || k.shape.size() != 4 || v.shape.size() != 4) throw Error("q, k, v: expected 4-D");
+  const int64_t B = q.shape[0];
+  const bool paged = !d.page_table.empty();
+  const int64_t cap = paged ? d.max_pages * k.shape[2] : k.shape[2];
+  std::vector<int32_t> lens = d.kv_lens;
+  if (lens.empty()) lens.assign(size_t(B), int32_t(cap));
+  if (int64_t(lens.size()) != B) throw Error("kv_lens: expected " + std::to_string(B) + " entries");
+  for (int32_t& l : lens) l = l < 0 ? 0 : (l > cap ? int32_t(cap) : l);
+  std::vector<int64_t> off(size_t(B), d.q_offset);
+  if (!d.q_offsets.empty()) {
+    if (int64_t(d.q_offsets.size()) != B) throw Error("q_offsets: expected " + std::to_string(B) + " entries");
+    for (int64_t b = 0; b < B; ++b) off[b] = d.q_offsets[b] < 0 ? 0 : d.q_offsets[b];
+  }
+  HostTensor kc, vc;
+  if (paged) {
+    kc = gather_pages(k, d.page_table, d.max_pages, lens, cap);
+    vc = gather_pages(v, d.page_table, d.max_pages, lens, cap);
+  }
+  ModFns m;
+  if (mods.score_mod)
+    m.score_mod = [&](double s, int64_t b, int64_t h, int64_t i, int64_t kv) {
+      return mods.score_mod(s, b, h, i + off[b], kv);
+    };
+  m.mask_mod = [&](int64_t b, int64_t h, int64_t i, int64_t kv) {
+    return kv < lens[b] && (!mods.mask_mod || mods.mask_mod(b, h, i + off[b], kv));
+  };
+  return forward(q, paged ? kc : k, paged ? vc : v, m, options);
+}
+
+}  // namespace flexattn::cpu

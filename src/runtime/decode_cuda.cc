@@ -1,0 +1,290 @@
+// The decode family's host side: validation, split planning, workspace sizing, launches
+// (include/flexattn/decode.h), and the short-query hook of cuda_forward.
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "common/params.h"
+#include "decode/decode_config.h"
+#include "flexattn/decode.h"
+#include "flexattn/error.h"
+#include "jit/device.h"
+#include "jit/module.h"
+#include "jit/sys.h"
+#include "runtime/decode_hook.h"
+#include "runtime/decode_source.h"
+#include "runtime/kernel_set.h"
+
+namespace flexattn {
+
+namespace {
+
+using kern::AttnParams;
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+// Rank 4, shape, dtype, contiguous last dim, strides in multiples of 8, 16-byte alignment; the
+// (dim0, dim1, dim2) strides into s.
+void check_view(const TensorView& t, const char* name, const std::vector<int64_t>& want, DType dtype, long long s[3]) {
+  if (t.data == nullptr) throw Error(std::string(name) + ": no data pointer");
+  if (t.shape != want)
+    throw Error(std::string(name) + ": expected shape " + shape_str(want) + ", got " + shape_str(t.shape));
+  if (t.dtype != dtype)
+    throw Error(std::string(name) + ": expected dtype " + std::string(dtype_name(dtype)) + ", got " +
+                std::string(dtype_name(t.dtype)));
+  std::vector<int64_t> st = t.strides;
+  if (st.empty()) {
+    st.assign(4, 1);
+    for (int i = 2; i >= 0; --i) st[i] = st[i + 1] * t.shape[i + 1];
+  }
+  if (st.size() != 4 || st[3] != 1) throw Error(std::string(name) + ": the last dimension must be contiguous");
+  for (int i = 0; i < 3; ++i)
+    if (st[i] % 8 != 0)
+      throw Error(std::string(name) + ": strides must be multiples of 8 elements (16-byte rows), got " + shape_str(st));
+  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) throw Error(std::string(name) + ": data must be 16-byte aligned");
+  for (int i = 0; i < 3; ++i) s[i] = st[i];
+}
+
+int sm_count_of(int device) {
+  static std::mutex mu;
+  static std::map<int, int> counts;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = counts.find(device);
+  if (it == counts.end()) it = counts.emplace(device, jit::device_props(device).sm_count).first;
+  return it->second;
+}
+
+std::string arch_of(int device) {
+  static std::mutex mu;
+  static std::map<int, std::string> archs;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = archs.find(device);
+  if (it == archs.end()) it = archs.emplace(device, jit::device_props(device).arch).first;
+  return it->second;
+}
+
+struct Plan {
+  int pack = 1, block_m = 16, splits = 1;
+  long long rows = 0;  // B * Hq * L
+};
+
+// mask_H > 1 gives each query head its own list, so heads are then not packed (one list per tile).
+Plan make_plan(const AttnParams& p, int mask_H, int sm_count, int forced_splits) {
+  Plan pl;
+  const int G = p.Hq / p.Hkv;
+  pl.pack = mask_H > 1 ? 1 : G;
+  pl.block_m = kern::decode_block_m(pl.pack * p.L);
+  pl.rows = (long long)p.B * p.Hq * p.L;
+  const long long ctas = kern::decode_cdiv((long long)pl.pack * p.L, pl.block_m) * p.B * (p.Hq / pl.pack);
+  const int bn = kern::decode_tile(pl.block_m, p.D, p.Dv).block_n;
+  pl.splits = forced_splits > 0 ? forced_splits : kern::decode_num_splits(sm_count, ctas, p.S, bn);
+  return pl;
+}
+
+// Block-mask fields in logical coordinates; the kv block must be a multiple of the decode kv tile.
+void set_mask(AttnParams* p, const DeviceBlockMask* m) {
+  if (m == nullptr) {
+    p->mask_B = p->mask_H = 1, p->nq = p->nkv = 1;
+    p->q_block = p->kv_block = 1 << 30;
+    return;
+  }
+  if (m->B != 1 && m->B != p->B)
+    throw Error("block_mask: batch must be 1 or " + std::to_string(p->B) + ", got " + std::to_string(m->B));
+  if (m->H != 1 && m->H != p->Hq)
+    throw Error("block_mask: heads must be 1 or " + std::to_string(p->Hq) + ", got " + std::to_string(m->H));
+  if (m->kv_num_blocks == nullptr || m->kv_indices == nullptr)
+    throw Error("block_mask: kv_num_blocks and kv_indices are required");
+  if (m->q_block < 1 || m->kv_block < 1 || m->nq < 1 || m->nkv < 1) throw Error("block_mask: empty or bad block sizes");
+  const int bn = kern::decode_tile(16, p->D, p->Dv).block_n;
+  if (m->kv_block % bn != 0)
+    throw Error("block_mask: the decode kernels need a kv BLOCK_SIZE that is a multiple of " + std::to_string(bn) +
+                ", got " + std::to_string(m->kv_block));
+  p->kv_num_blocks = m->kv_num_blocks, p->kv_indices = m->kv_indices;
+  p->full_kv_num_blocks = m->full_kv_num_blocks, p->full_kv_indices = m->full_kv_indices;
+  p->mask_B = int(m->B), p->mask_H = int(m->H), p->nq = int(m->nq), p->nkv = int(m->nkv);
+  p->q_block = m->q_block, p->kv_block = m->kv_block;
+}
+
+// Shapes, views, paging and mask of a decode call into p (no device access).
+void check_decode(const DecodeArgs& a, AttnParams* p) {
+  if (a.variant == nullptr) throw Error("variant: null");
+  if (a.q.shape.size() != 4) throw Error("q: expected a 4-D tensor [B, Hq, L, D], got shape " + shape_str(a.q.shape));
+  if (a.k.shape.size() != 4 || a.v.shape.size() != 4) throw Error("k, v: expected 4-D tensors");
+  const DType t = a.q.dtype;
+  if (t != DType::BF16 && t != DType::F16)
+    throw Error("q: the cuda backend takes bf16 or f16, got " + std::string(dtype_name(t)));
+  const int64_t B = a.q.shape[0], Hq = a.q.shape[1], L = a.q.shape[2], D = a.q.shape[3];
+  const int64_t Hkv = a.k.shape[1], Dv = a.v.shape[3];
+  const bool paged = a.page_table != nullptr;
+  if (B < 1 || Hq < 1 || D < 1) throw Error("q: every dimension must be at least 1, got " + shape_str(a.q.shape));
+  if (L < 1 || L > kern::kDecodeMaxRows)
+    throw Error("q: the decode kernels take 1.." + std::to_string(kern::kDecodeMaxRows) + " query rows, got " +
+                std::to_string(L));
+  if (Hkv < 1 || Hq % Hkv != 0)
+    throw Error("k: the number of query heads (" + std::to_string(Hq) + ") must be a multiple of the kv heads (" +
+                std::to_string(Hkv) + ")");
+  if (D % 16 != 0 || Dv % 16 != 0 || D > 256 || Dv > 256 || Dv < 16)
+    throw Error("head dims: the cuda backend takes multiples of 16 up to 256, got D=" + std::to_string(D) +
+                ", Dv=" + std::to_string(Dv));
+  long long s[3];
+  check_view(a.q, "q", {B, Hq, L, D}, t, s);
+  p->q = a.q.data, p->q_sb = s[0], p->q_sh = s[1], p->q_sl = s[2];
+  int64_t S = 0, Bkv = B;
+  if (paged) {
+    const int64_t pages = a.k.shape[0], ps = a.k.shape[2];
+    if (ps < 1 || ps > 256) throw Error("k: page size (dim 2 of the pool) must be 1..256, got " + std::to_string(ps));
+    if (a.max_pages < 1) throw Error("max_pages: must be at least 1 with a page table");
+    if (pages < 1 || pages >= (int64_t(1) << 31)) throw Error("k: the pool needs 1..2^31-1 pages");
+    S = a.max_pages * ps;
+    check_view(a.k, "k", {pages, Hkv, ps, D}, t, s);
+    p->k = a.k.data, p->k_sb = s[0], p->k_sh = s[1], p->k_sl = s[2];
+    check_view(a.v, "v", {pages, Hkv, ps, Dv}, t, s);
+    p->v = a.v.data, p->v_sb = s[0], p->v_sh = s[1], p->v_sl = s[2];
+    p->page_table = a.page_table, p->max_pages = int(a.max_pages), p->page_size = int(ps), p->num_pages = int(pages);
+  } else {
+    Bkv = a.k.shape[0], S = a.k.shape[2];
+    if (Bkv != B && Bkv != 1)
+      throw Error("k: batch must equal q's batch (" + std::to_string(B) + ") or be 1, got " + std::to_string(Bkv));
+    if (S < 1) throw Error("k: the kv length must be at least 1");
+    check_view(a.k, "k", {Bkv, Hkv, S, D}, t, s);
+    p->k = a.k.data, p->k_sb = s[0], p->k_sh = s[1], p->k_sl = s[2];
+    check_view(a.v, "v", {Bkv, Hkv, S, Dv}, t, s);
+    p->v = a.v.data, p->v_sb = s[0], p->v_sh = s[1], p->v_sl = s[2];
+  }
+  if (S >= (int64_t(1) << 31) || B * Hq * L >= (int64_t(1) << 31)) throw Error("k: kv capacity over 2^31 rows");
+  check_view(a.out, "out", {B, Hq, L, Dv}, t, s);
+  p->out = a.out.data, p->out_sb = s[0], p->out_sh = s[1], p->out_sl = s[2];
+  p->lse = a.lse, p->max_score = a.max_score;
+  p->B = int(B), p->Hq = int(Hq), p->Hkv = int(Hkv), p->Bkv = int(Bkv);
+  p->L = int(L), p->S = int(S), p->D = int(D), p->Dv = int(Dv);
+  p->scale = float(std::isnan(a.scale) ? 1.0 / std::sqrt(double(D)) : a.scale);
+  if (a.q_offset < 0 || a.q_offset + L >= (int64_t(1) << 30)) throw Error("q_offset: must be in [0, 2^30 - L)");
+  p->kv_lens = a.kv_lens, p->q_offsets = a.q_offsets, p->q_offset = int(a.q_offset);
+  set_mask(p, a.block_mask);
+  if (a.block_mask && a.q_offsets == nullptr && a.block_mask->nq * a.block_mask->q_block < a.q_offset + L)
+    throw Error("block_mask: its " + std::to_string(a.block_mask->nq) + " query blocks do not reach position " +
+                std::to_string(a.q_offset + L - 1) + " (build it for the whole cache)");
+  if (a.num_splits < 0 || a.num_splits > kern::kDecodeMaxSplits)
+    throw Error("num_splits: expected 0 (auto) or 1.." + std::to_string(kern::kDecodeMaxSplits));
+}
+
+void launch_decode(const Variant& variant, const DeviceBindings& bindings, DType dtype, AttnParams& p,
+                   const Plan& pl, const std::string& arch, void* stream) {
+  runtime::KernelSetKey key{dtype, p.D, p.Dv, arch, false, runtime::KernelFamily::decode};
+  const runtime::KernelSet& set = runtime::get_kernel_set(variant, key);
+  runtime::fill_mod_params(set.layout, bindings, false, &p.mod);
+  p.pack_heads = pl.pack, p.num_splits = pl.splits;
+  const kern::DecodeLaunch l = kern::decode_launch(p.D, p.Dv, p.B, p.Hq, p.L, pl.pack, pl.splits);
+  jit::LaunchConfig c;
+  c.grid = {l.grid_x, l.grid_y, l.grid_z};
+  c.block = {l.block, 1, 1};
+  c.smem = l.smem;
+  c.stream = static_cast<jit::CUstream>(stream);
+  jit::launch(jit::get_function(set.compiled, runtime::decode_entry_for(pl.block_m)), c, p);
+  if (pl.splits <= 1) return;
+  const kern::DecodeLaunch cl = kern::decode_combine_launch(p.B, p.Hq, p.L);
+  c.grid = {cl.grid_x, cl.grid_y, cl.grid_z};
+  c.block = {cl.block, 1, 1};
+  c.smem = 0;
+  jit::launch(jit::get_function(set.compiled, "flexattn_decode_combine"), c, p);
+}
+
+size_t workspace_bytes_for(const Plan& pl, int dv) {
+  return size_t(kern::decode_workspace_floats(pl.rows, dv, pl.splits)) * 4;
+}
+
+void set_workspace(AttnParams* p, const Plan& pl, void* ws) {
+  if (pl.splits <= 1) return;
+  p->part_o = static_cast<float*>(ws);
+  p->part_ml = p->part_o + size_t(pl.splits) * size_t(pl.rows) * size_t(p->Dv);
+}
+
+}  // namespace
+
+int decode_num_splits(const DecodeArgs& a) {
+  AttnParams p{};
+  check_decode(a, &p);
+  return make_plan(p, p.mask_H, sm_count_of(a.device), a.num_splits).splits;
+}
+
+size_t decode_workspace_bytes(const DecodeArgs& a) {
+  AttnParams p{};
+  check_decode(a, &p);
+  return workspace_bytes_for(make_plan(p, p.mask_H, sm_count_of(a.device), a.num_splits), p.Dv);
+}
+
+void cuda_decode(const DecodeArgs& a) {
+  AttnParams p{};
+  check_decode(a, &p);
+  jit::use_device(a.device);
+  const Plan pl = make_plan(p, p.mask_H, sm_count_of(a.device), a.num_splits);
+  const size_t need = workspace_bytes_for(pl, p.Dv);
+  if (need > 0 && (a.workspace == nullptr || a.workspace_bytes < need))
+    throw Error("workspace: the decode call needs " + std::to_string(need) + " bytes (decode_workspace_bytes), got " +
+                std::to_string(a.workspace_bytes));
+  if (reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0) throw Error("workspace: must be 16-byte aligned");
+  set_workspace(&p, pl, a.workspace);
+  launch_decode(*a.variant, a.bindings, a.q.dtype, p, pl, arch_of(a.device), a.stream);
+}
+
+CompileReport compile_decode(const Variant& variant, DType dtype, int head_dim, int value_head_dim,
+                             const std::string& arch) {
+  runtime::KernelSetKey key{dtype, head_dim, value_head_dim, arch, false, runtime::KernelFamily::decode};
+  const runtime::KernelSet& set = runtime::get_kernel_set(variant, key);
+  CompileReport r;
+  r.key = set.compiled.key;
+  for (const auto& [name, info] : set.compiled.ptxas) {
+    r.registers[name] = info.registers;
+    r.spill_bytes[name] = info.spill_stores + info.spill_loads;
+  }
+  return r;
+}
+
+namespace runtime {
+
+namespace {
+
+// Grow-only split workspace per (device, stream) for the cuda_forward hook, which has no workspace
+// argument. Growing synchronises the device first (the old buffer may still be read by a launch).
+void* hook_workspace(int device, void* stream, size_t bytes) {
+  static std::mutex mu;
+  static std::map<std::pair<int, void*>, std::unique_ptr<jit::DeviceBuffer>> pool;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = pool[{device, stream}];
+  if (slot && slot->size() >= bytes) return reinterpret_cast<void*>(slot->ptr());
+  const jit::DriverApi& d = jit::driver();
+  int capturing = jit::CU_STREAM_CAPTURE_STATUS_NONE;
+  if (d.cuStreamIsCapturing == nullptr ||
+      d.cuStreamIsCapturing(static_cast<jit::CUstream>(stream), &capturing) != jit::CUDA_SUCCESS ||
+      capturing != jit::CU_STREAM_CAPTURE_STATUS_NONE)
+    return nullptr;
+  if (slot) jit::device_synchronize();
+  slot = std::make_unique<jit::DeviceBuffer>(bytes);
+  return reinterpret_cast<void*>(slot->ptr());
+}
+
+}  // namespace
+
+bool try_decode_forward(const ForwardArgs& a, kern::AttnParams& p, const std::string& arch) {
+  if (p.L > kern::kDecodeMaxRows || !jit::env_flag("FLEXATTN_DECODE", true)) return false;
+  if (p.kv_num_blocks != nullptr && p.kv_block % kern::decode_tile(16, p.D, p.Dv).block_n != 0) return false;
+  Plan pl = make_plan(p, p.mask_H, sm_count_of(a.device), 0);
+  void* ws = nullptr;
+  if (pl.splits > 1) {
+    ws = hook_workspace(a.device, a.stream, workspace_bytes_for(pl, p.Dv));
+    if (ws == nullptr) pl.splits = 1;
+  }
+  set_workspace(&p, pl, ws);
+  launch_decode(*a.variant, a.bindings, a.q.dtype, p, pl, arch, a.stream);
+  return true;
+}
+
+}  // namespace runtime
+
+}  // namespace flexattn

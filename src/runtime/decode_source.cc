@@ -1,0 +1,46 @@
+// Source generation for the decode family; compiled and cached through get_kernel_set like the others.
+#include "runtime/decode_source.h"
+
+#include <sstream>
+
+#include "flexattn/error.h"
+
+namespace flexattn::runtime {
+
+namespace {
+
+const char* dtype_tag(DType t) {
+  if (t == DType::BF16) return "bf16";
+  if (t == DType::F16) return "fp16";
+  throw Error("dtype: the cuda backend takes bf16 or f16 tensors, got " + std::string(dtype_name(t)));
+}
+
+}  // namespace
+
+std::string decode_entry_for(int block_m) { return "flexattn_decode_m" + std::to_string(block_m); }
+
+const std::vector<std::string>& decode_kernel_names() {
+  static const std::vector<std::string> names = {decode_entry_for(16), decode_entry_for(64), "flexattn_decode_combine"};
+  return names;
+}
+
+std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const KernelSetKey& key) {
+  const std::string t = dtype_tag(key.dtype);
+  const std::string dd = std::to_string(key.d) + ", " + std::to_string(key.dv);
+  std::ostringstream s;
+  s << "// flexattn decode kernels (split-KV, packed GQA, paged K/V), " << t << ", D=" << key.d << ", Dv=" << key.dv
+    << "\n";
+  s << "#include \"common/mod_ops.cuh\"\n#include \"decode/attn_decode.cuh\"\n#include \"decode/decode_combine.cuh\"\n";
+  s << "using namespace flexattn::kern;\n\n" << variant.source << "\n";
+  // minBlocksPerSM = 1 as in the other families: a bare bound caps registers and spills.
+  for (int bm : {16, 64})
+    s << "extern \"C\" __global__ void __launch_bounds__(decode_threads(" << bm << ", " << dd << "), 1)\n"
+      << decode_entry_for(bm) << "(const __grid_constant__ AttnParams p) { attn_decode<FlexVariant, " << t << ", "
+      << dd << ", " << bm << ">(p); }\n";
+  s << "extern \"C\" __global__ void __launch_bounds__(kDecodeCombineWarps * 32, 1)\n"
+    << "flexattn_decode_combine(const __grid_constant__ AttnParams p) { attn_decode_combine<" << t << ", " << key.dv
+    << ">(p); }\n";
+  return s.str();
+}
+
+}  // namespace flexattn::runtime

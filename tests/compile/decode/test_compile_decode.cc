@@ -1,0 +1,102 @@
+// The decode family (kernels/decode) compiles with NVRTC for every corpus variant, sm_80 and sm_90a,
+// without local-memory spills; literal values never change the compiled kernel; the source names the
+// entries the runtime launches. No GPU needed.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "corpus.h"
+#include "decode/decode_config.h"
+#include "flexattn/decode.h"
+#include "flexattn/error.h"
+#include "flexattn/jit.h"
+#include "flexattn/mods.h"
+
+using namespace flexattn;
+
+namespace {
+
+class DecodeCompile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!jit::jit_info().nvrtc_found) GTEST_SKIP() << "NVRTC not found: " << jit::jit_info().nvrtc_error;
+    static const std::string dir = [] {
+      char tmpl[] = "/tmp/flexattn-decode-compile-XXXXXX";
+      const char* d = mkdtemp(tmpl);
+      return std::string(d ? d : "/tmp");
+    }();
+    setenv("FLEXATTN_CACHE_DIR", dir.c_str(), 1);
+  }
+};
+
+void expect_no_spills(const CompileReport& r, const std::string& what) {
+  ASSERT_EQ(r.registers.size(), 3u) << what;  // two row tiles + combine
+  for (const auto& [fn, bytes] : r.spill_bytes) EXPECT_EQ(bytes, 0) << what << ": " << fn << " spills";
+  for (const auto& [fn, regs] : r.registers) {
+    EXPECT_LE(regs, 255) << what << ": " << fn;
+    std::printf("  %-40s %-32s %3d regs\n", what.c_str(), fn.c_str(), regs);
+  }
+}
+
+}  // namespace
+
+TEST_F(DecodeCompile, EveryCorpusVariantCompilesWithoutSpills) {
+  for (const corpus::CorpusEntry& c : corpus::mod_corpus()) {
+    corpus::BuiltVariant b = corpus::build_variant(c, mods::ProblemShape{1, 32, 8, 1, 4096, 128, 128, 1});
+    for (const char* arch : {"sm_80", "sm_90a"})
+      expect_no_spills(compile_decode(b.variant, DType::BF16, 128, 128, arch), c.name + " " + arch);
+  }
+}
+
+TEST_F(DecodeCompile, HeadDimsAndDtypesCompileWithoutSpills) {
+  Variant v;
+  v.mask_mod = mods::sliding_window(4096);
+  v.score_mod = mods::softcap(30);
+  for (int d : {64, 96, 256})
+    for (const char* arch : {"sm_80", "sm_90a"})
+      expect_no_spills(compile_decode(v, DType::BF16, d, d, arch), "D=" + std::to_string(d) + " " + arch);
+  expect_no_spills(compile_decode(v, DType::F16, 128, 128, "sm_90a"), "f16");
+  expect_no_spills(compile_decode(v, DType::BF16, 64, 128, "sm_90a"), "D=64 Dv=128");
+  expect_no_spills(compile_decode(v, DType::BF16, 256, 64, "sm_80"), "D=256 Dv=64");
+}
+
+TEST_F(DecodeCompile, LiteralValuesShareOneKernel) {
+  Variant a, b;
+  a.score_mod = mods::softcap(20);
+  b.score_mod = mods::softcap(50);
+  a.mask_mod = mods::sliding_window(128);
+  b.mask_mod = mods::sliding_window(4096);
+  const CompileReport ra = compile_decode(a, DType::BF16, 128, 128, "sm_80");
+  const int64_t compiles = jit::jit_stats().compiles;
+  const CompileReport rb = compile_decode(b, DType::BF16, 128, 128, "sm_80");
+  EXPECT_EQ(ra.key, rb.key);
+  EXPECT_EQ(jit::jit_stats().compiles, compiles) << "changing a literal recompiled";
+}
+
+// No NVRTC needed: the host-side geometry the kernels assume.
+TEST(DecodeConfig, TilesFitTheirSharedMemoryAndWarps) {
+  for (int bm : {16, 64})
+    for (int d = 16; d <= 256; d += 16)
+      for (int dv = 16; dv <= 256; dv += 16) {
+        const kern::DecodeTile t = kern::decode_tile(bm, d, dv);
+        ASSERT_EQ(t.warp_rows * 16, bm);
+        ASSERT_GE(t.warp_cols, 1);
+        ASSERT_EQ((t.block_n / t.warp_cols) % 16, 0) << bm << " " << d << " " << dv;
+        ASSERT_LE(t.warp_rows * t.warp_cols, 4);
+        ASSERT_LE(kern::decode_smem(bm, d, dv), 163 * 1024) << "A100 opt-in limit";
+      }
+}
+
+TEST(DecodeConfig, SplitsFollowWorkAndSmCount) {
+  // B=1, Hkv=8, 128k cache on 132 SMs: many splits; B=64: the batch alone fills the GPU.
+  EXPECT_GT(kern::decode_num_splits(132, 8, 131072, 64), 32);
+  EXPECT_EQ(kern::decode_num_splits(132, 512, 4096, 64), 1);
+  EXPECT_EQ(kern::decode_num_splits(132, 8, 100, 64), 1);  // two tiles: not worth a combine
+  EXPECT_LE(kern::decode_num_splits(1000, 1, 1 << 30, 64), kern::kDecodeMaxSplits);
+  EXPECT_EQ(kern::decode_workspace_floats(100, 128, 1), 0);
+  EXPECT_EQ(kern::decode_workspace_floats(100, 128, 4), 4 * 100 * 130);
+  const kern::DecodeLaunch l = kern::decode_launch(128, 128, 2, 32, 1, 4, 8);
+  EXPECT_EQ(l.grid_x, 1u);
+  EXPECT_EQ(l.grid_y, 16u);  // 2 batches x 8 head groups
+  EXPECT_EQ(l.grid_z, 8u);
+}

@@ -1,0 +1,107 @@
+// The paged-decode oracle: gather_pages undoes a scatter through an allocator's page table, and
+// decode_forward agrees with the plain reference on the equivalent contiguous problem.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "flexattn/error.h"
+#include "flexattn/paged.h"
+
+using namespace flexattn;
+
+namespace {
+
+HostTensor randn(std::vector<int64_t> shape, unsigned seed) {
+  HostTensor t(DType::F32, std::move(shape));
+  std::mt19937 g(seed);
+  std::normal_distribution<double> n;
+  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, n(g));
+  return t;
+}
+
+// Writes contiguous [B, H, S, D] rows below lens into a pool through the allocator's table.
+HostTensor scatter(const HostTensor& kc, const PageAllocator& a, const std::vector<int32_t>& lens) {
+  const int64_t B = kc.shape[0], H = kc.shape[1], S = kc.shape[2], D = kc.shape[3], ps = a.page_size();
+  HostTensor pool(kc.dtype, {a.num_pages(), H, ps, D});
+  for (int64_t i = 0; i < pool.numel(); ++i) pool.set(i, NAN);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < lens[b]; ++j)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t d = 0; d < D; ++d)
+          pool.set(((a.physical_page(b, j) * H + h) * ps + j % ps) * D + d, kc.get(((b * H + h) * S + j) * D + d));
+  return pool;
+}
+
+}  // namespace
+
+TEST(GatherPages, UndoesAScatterForEveryPageSize) {
+  for (int64_t ps : {1, 5, 16, 128}) {
+    const int64_t B = 3, H = 2, S = 150, D = 8;
+    PageAllocator a(3 * ((S + ps - 1) / ps) + 2, ps, B, (S + ps - 1) / ps);
+    const std::vector<int32_t> lens{150, 1, 77};
+    for (int64_t t = 0; t < S; ++t)  // interleaved appends: pages of the sequences alternate in the pool
+      for (int64_t b = 0; b < B; ++b)
+        if (t < lens[b]) a.append(b, 1);
+    const HostTensor kc = randn({B, H, S, D}, 1);
+    const HostTensor pool = scatter(kc, a, lens);
+    const HostTensor back = cpu::gather_pages(pool, a.page_table(), a.max_pages_per_seq(), lens, S);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t j = 0; j < S; ++j)
+          for (int64_t d = 0; d < D; ++d) {
+            const int64_t i = ((b * H + h) * S + j) * D + d;
+            ASSERT_EQ(back.get(i), j < lens[b] ? kc.get(i) : 0.0) << ps << " " << b << " " << j;
+          }
+  }
+}
+
+TEST(GatherPages, UnmappedPageIsAnError) {
+  HostTensor pool(DType::F32, {2, 1, 4, 8});
+  EXPECT_THROW(cpu::gather_pages(pool, {0, -1}, 2, {5}, 8), Error);
+  EXPECT_THROW(cpu::gather_pages(pool, {0, 7}, 2, {5}, 8), Error);
+  EXPECT_NO_THROW(cpu::gather_pages(pool, {0, -1}, 2, {4}, 8));
+}
+
+TEST(DecodeForward, PagedEqualsContiguousAndTheLastRowOfCausal) {
+  const int64_t B = 2, Hq = 4, Hkv = 2, S = 40, D = 8, ps = 6;
+  const std::vector<int32_t> lens{40, 13};
+  const HostTensor q = randn({B, Hq, 1, D}, 2), kc = randn({B, Hkv, S, D}, 3), vc = randn({B, Hkv, S, D}, 4);
+  PageAllocator a(20, ps, B, 7);
+  for (int64_t t = 0; t < S; ++t)
+    for (int64_t b = 0; b < B; ++b)
+      if (t < lens[b]) a.append(b, 1);
+  cpu::ModFns causal;
+  causal.mask_mod = [](int64_t, int64_t, int64_t q, int64_t kv) { return q >= kv; };
+  cpu::DecodeReference contiguous;
+  contiguous.kv_lens = lens;
+  contiguous.q_offsets = {39, 12};
+  cpu::DecodeReference paged = contiguous;
+  paged.page_table = a.page_table();
+  paged.max_pages = a.max_pages_per_seq();
+  const cpu::ForwardResult rc = cpu::decode_forward(q, kc, vc, contiguous, causal);
+  const cpu::ForwardResult rp = cpu::decode_forward(q, scatter(kc, a, lens), scatter(vc, a, lens), paged, causal);
+  EXPECT_EQ(rc.out.bytes, rp.out.bytes);
+  EXPECT_EQ(rc.lse.bytes, rp.lse.bytes);
+  // Sequence 1: the query at position 12 attends kv 0..12, i.e. plain attention over its 13 rows.
+  HostTensor k1(DType::F32, {1, Hkv, 13, D}), v1(DType::F32, {1, Hkv, 13, D}), q1(DType::F32, {1, Hq, 1, D});
+  for (int64_t h = 0; h < Hkv; ++h)
+    for (int64_t j = 0; j < 13; ++j)
+      for (int64_t d = 0; d < D; ++d) {
+        k1.set((h * 13 + j) * D + d, kc.get(((1 * Hkv + h) * S + j) * D + d));
+        v1.set((h * 13 + j) * D + d, vc.get(((1 * Hkv + h) * S + j) * D + d));
+      }
+  for (int64_t i = 0; i < Hq * D; ++i) q1.set(i, q.get(Hq * D + i));
+  const cpu::ForwardResult r1 = cpu::forward(q1, k1, v1, cpu::ModFns{});
+  for (int64_t i = 0; i < Hq * D; ++i) EXPECT_NEAR(rc.out.get(Hq * D + i), r1.out.get(i), 1e-12);
+  for (int64_t h = 0; h < Hq; ++h) EXPECT_NEAR(rc.lse.get(Hq + h), r1.lse.get(h), 1e-12);
+}
+
+TEST(DecodeForward, EmptySequenceIsFullyMasked) {
+  const HostTensor q = randn({1, 2, 3, 8}, 5), k = randn({1, 1, 10, 8}, 6), v = randn({1, 1, 10, 8}, 7);
+  cpu::DecodeReference d;
+  d.kv_lens = {0};
+  const cpu::ForwardResult r = cpu::decode_forward(q, k, v, d, cpu::ModFns{});
+  for (int64_t i = 0; i < r.out.numel(); ++i) EXPECT_EQ(r.out.get(i), 0.0);
+  for (int64_t i = 0; i < r.lse.numel(); ++i) EXPECT_EQ(r.lse.get(i), -INFINITY);
+}
