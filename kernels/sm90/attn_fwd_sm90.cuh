@@ -1,6 +1,7 @@
 #pragma once
 // Forward attention, sm90 family (Hopper, sm_90a; FA3-class warp specialization, written from our own
-// PTX wrappers in sm90/ptx/). One CTA per (128-row query tile, query head, batch), 384 threads:
+// PTX wrappers in sm90/ptx/). Persistent: one CTA per SM walks the (128-row query tile, query head,
+// batch) tiles (fwd_scheduler_sm90.cuh), 384 threads:
 //   warpgroup 0   producer: setmaxnreg 24; one thread issues all TMA loads (fwd_producer_sm90.cuh)
 //   warpgroups 1-2 consumers: setmaxnreg 240; 64 query rows each, wgmma SS for Q K^T, RS for P V,
 //                 mods on the accumulator registers, exp2 online softmax (fwd_consumer_sm90.cuh),
@@ -18,6 +19,7 @@
 #include "sm90/fwd_consumer_sm90.cuh"
 #include "sm90/fwd_layout_sm90.cuh"
 #include "sm90/fwd_producer_sm90.cuh"
+#include "sm90/fwd_scheduler_sm90.cuh"
 #include "sm90/ptx/fence.cuh"
 #include "sm90/ptx/mbarrier.cuh"
 #include "sm90/ptx/setmaxnreg.cuh"
@@ -34,7 +36,7 @@ __device__ __forceinline__ void attn_fwd_sm90(const AttnParams& p) {
   using namespace sm90;
   extern __shared__ __align__(1024) unsigned char flexattn_smem_sm90[];
   const FwdCfg<D, Dv, kNarrow> c{(smem_u32(flexattn_smem_sm90) + 1023u) & ~1023u};
-  const int q0 = blockIdx.x * FwdCfg<D, Dv, kNarrow>::BM, h = blockIdx.y, b = blockIdx.z;
+  const FwdTileOrder order = fwd_tile_order<D, Dv, FwdCfg<D, Dv, kNarrow>::BM>(p);
   const int wg = threadIdx.x >> 7;
 
   if (threadIdx.x == 0) {
@@ -46,6 +48,7 @@ __device__ __forceinline__ void attn_fwd_sm90(const AttnParams& p) {
       mbar_init(c.empty_k(s), kEmptyArrivals);
       mbar_init(c.empty_v(s), kEmptyArrivals);
     }
+    mbar_init(c.q_free(), kSm90ConsumerWarpgroups);
     fence_mbarrier_init();
   }
   __syncthreads();
@@ -53,10 +56,10 @@ __device__ __forceinline__ void attn_fwd_sm90(const AttnParams& p) {
   // One branch per role, each starting with its setmaxnreg (ptxas ignores them otherwise, C7508).
   if (wg == 0) {
     setmaxnreg_dec<kSm90ProducerRegs>();
-    if (threadIdx.x == 0) fwd_producer<D, Dv, kNarrow>(p, c, q0, b, h);
+    if (threadIdx.x == 0) fwd_producer<D, Dv, kNarrow>(p, c, order);
   } else {
     setmaxnreg_inc<kSm90ConsumerRegs>();
-    fwd_consumer<V, T, D, Dv, kNarrow, kPingPong>(p, c, wg - 1, q0, b, h);
+    fwd_consumer<V, T, D, Dv, kNarrow, kPingPong>(p, c, wg - 1, order);
   }
 }
 

@@ -7,13 +7,15 @@
 //
 // Every stage is released per warp right after the wgmma_wait that retired its reads. The kv tiles,
 // their order and kind come from the producer's info slots, so both warpgroups see the same
-// sequence and take the same number of turns.
+// sequence and take the same number of turns. Persistent: the CTA's tiles run back to back on one ring
+// (fwd_scheduler_sm90.cuh); the end marker's slot is released like any other (fwd_producer_sm90.cuh).
 #include "common/numeric.cuh"
 #include "common/params.h"
 #include "common/variant.cuh"
 #include "sm90/fwd_epilogue_sm90.cuh"
 #include "sm90/fwd_gemm_sm90.cuh"
 #include "sm90/fwd_layout_sm90.cuh"
+#include "sm90/fwd_scheduler_sm90.cuh"
 #include "sm90/fwd_softmax_sm90.cuh"
 #include "sm90/ptx/fence.cuh"
 #include "sm90/ptx/mbarrier.cuh"
@@ -50,10 +52,12 @@ __device__ __forceinline__ void release(unsigned empty_bar, int lane) {
   if (lane == 0) mbar_arrive(empty_bar);
 }
 
+// One tile of a consumer warpgroup; `it` counts the CTA's tiles, `pos` is the ring position.
 template <class V, class T, int D, int Dv, bool kNarrow, bool kPingPong>
-__device__ __forceinline__ void fwd_consumer(const AttnParams& p, const FwdCfg<D, Dv, kNarrow>& c, int wg, int q0, int b,
-                                             int h) {
+__device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdCfg<D, Dv, kNarrow>& c, int wg,
+                                                 const FwdTile& tile, int it, RingPos& pos) {
   using C = FwdCfg<D, Dv, kNarrow>;
+  const int q0 = tile.q0, b = tile.b, h = tile.h;
   constexpr int BN = C::BN;
   const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, t = lane & 3;
   const int row = q0 + 64 * wg + 16 * warp + (lane >> 2);
@@ -68,9 +72,11 @@ __device__ __forceinline__ void fwd_consumer(const AttnParams& p, const FwdCfg<D
   m[0] = m[1] = neg_inf();
   l[0] = l[1] = 0.f;
 
+  // The first turn is granted only after Q arrived: Q needs q_free, i.e. both warpgroups' previous
+  // epilogues, so warpgroup 0 has consumed the previous tile's spare grant (Turns::finish) by now and
+  // the two grants can never meet on one barrier.
+  mbar_wait(c.bar_q(), unsigned(it) & 1u);
   turns.start();
-  mbar_wait(c.bar_q(), 0u);
-  RingPos pos{0, 0u};
   mbar_wait(c.full_k(pos.stage), pos.phase);
   int kv0 = ld_shared_s32(c.info(pos.stage));
   // The first tile is peeled rather than guarded by a "P V pending" flag: wgmma issues and waits under
@@ -128,8 +134,23 @@ __device__ __forceinline__ void fwd_consumer(const AttnParams& p, const FwdCfg<D
     fence_operands(pa);
     release(c.empty_v(prev.stage), lane);
   }
+  // The end marker's slot (its info was read above): no V bytes, released like a data slot.
+  mbar_wait(c.full_v(pos.stage), pos.phase);
+  release(c.empty_k(pos.stage), lane);
+  release(c.empty_v(pos.stage), lane);
+  pos.template advance<C::ST>();
   turns.finish();
-  fwd_epilogue<T, Dv>(p, o, m, l, q_half, wg, tid, q0, b, h);
+  fwd_epilogue<T, Dv>(p, o, m, l, q_half, c.q_free(), wg, tid, q0, b, h);
+}
+
+template <class V, class T, int D, int Dv, bool kNarrow, bool kPingPong>
+__device__ __forceinline__ void fwd_consumer(const AttnParams& p, const FwdCfg<D, Dv, kNarrow>& c, int wg,
+                                             const FwdTileOrder& order) {
+  RingPos pos{0, 0u};
+  int it = 0;
+  for (int t = blockIdx.x; t < order.count; t += gridDim.x, ++it)
+    fwd_consume_tile<V, T, D, Dv, kNarrow, kPingPong>(p, c, wg, order.template at<FwdCfg<D, Dv, kNarrow>::BM>(t), it,
+                                                      pos);
 }
 
 }  // namespace flexattn::kern::sm90

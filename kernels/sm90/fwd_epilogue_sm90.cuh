@@ -2,11 +2,13 @@
 // Epilogue of a consumer warpgroup: finish the row sums, write lse / max (natural log, -inf for fully
 // masked rows, only rows < L), normalise O (0 for empty rows), round it to T into the warpgroup's own
 // Q half (free once its last Q K^T retired) in the 128B-swizzled slab layout, and store it with TMA,
-// whose bounds drop rows >= L: no row past the end is ever written.
+// whose bounds drop rows >= L: no row past the end is ever written. Once the store has read the staging
+// tile, one arrival on q_free hands the Q half back to the producer for the CTA's next tile.
 #include "common/numeric.cuh"
 #include "common/params.h"
 #include "sm90/fwd_layout_sm90.cuh"
 #include "sm90/ptx/fence.cuh"
+#include "sm90/ptx/mbarrier.cuh"
 #include "sm90/ptx/smem.cuh"
 #include "sm90/ptx/tma.cuh"
 
@@ -14,8 +16,8 @@ namespace flexattn::kern::sm90 {
 
 template <class T, int Dv>
 __device__ __forceinline__ void fwd_epilogue(const AttnParams& p, float (&o)[Dv / 2], const float (&m)[2],
-                                             const float (&l)[2], unsigned stage_smem, int wg, int tid, int q0, int b,
-                                             int h) {
+                                             const float (&l)[2], unsigned stage_smem, unsigned q_free, int wg, int tid,
+                                             int q0, int b, int h) {
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   float inv[2];
 #pragma unroll
@@ -50,6 +52,7 @@ __device__ __forceinline__ void fwd_epilogue(const AttnParams& p, float (&o)[Dv 
     for (int s = 0; s < Dv / 64; ++s) tma_store_4d(&p.o_map, stage_smem + s * (64 * 128), 64 * s, q0 + 64 * wg, h, b);
     tma_store_commit();
     tma_store_wait_read();
+    mbar_arrive(q_free);
   }
 }
 

@@ -31,6 +31,8 @@ struct FwdCfg {
   __device__ __forceinline__ unsigned full_v(int s) const { return base + kSmem.bars + 8 * (1 + ST + s); }
   __device__ __forceinline__ unsigned empty_k(int s) const { return base + kSmem.bars + 8 * (1 + 2 * ST + s); }
   __device__ __forceinline__ unsigned empty_v(int s) const { return base + kSmem.bars + 8 * (1 + 3 * ST + s); }
+  // Both consumer warpgroups' O stores have read the Q halves: the producer may load the next tile's Q.
+  __device__ __forceinline__ unsigned q_free() const { return base + kSmem.bars + 8 * (1 + 4 * ST); }
   // Two ints per stage: kv tile start (-1 = no more tiles) and 1 for a full (mask-free) tile.
   __device__ __forceinline__ unsigned info(int s) const { return base + kSmem.info + 8 * s; }
 };

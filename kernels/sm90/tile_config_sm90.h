@@ -9,8 +9,9 @@
 // Registers: setmaxnreg moves the producer to 24 and the consumers to 240
 // (128 * 24 + 256 * 240 = 64,512 <= 65,536); the entry cap of __launch_bounds__(384, 1) is 168.
 //
-// NOTHING HERE IS MEASURED YET (no GPU time in the session that wrote it). Each row below is the
-// reasoning that chose it; replace it by the timing that confirms or overturns it (docs/kernels_sm90.md).
+// Measured (H200, bf16, S=8192, one CTA per tile, before the persistent scheduler): d128 dense 645,
+// causal 563, d64 dense 396 TFLOP/s (bench/RESULTS.md). The rows are otherwise the reasoning below, not
+// yet a sweep.
 #include "common/params.h"
 
 namespace flexattn::kern {
@@ -60,7 +61,7 @@ FLEXATTN_HD constexpr Sm90FwdTile sm90_fwd_tile(int d, int dv, bool narrow = fal
 //   q      : 2 halves (one per consumer warpgroup) of 64 x max(D, Dv); a half holds that warpgroup's
 //            Q rows, then its O tile for the TMA store (sized for the larger head dim).
 //   k, v   : `stages` tiles of block_n x D and block_n x Dv.
-//   bars   : full_q, then per stage full_k, full_v, empty_k, empty_v (8 bytes each).
+//   bars   : full_q, then per stage full_k, full_v, empty_k, empty_v, then q_free (8 bytes each).
 //   info   : per stage the kv tile start written by the producer (-1 = end of the list) and its kind.
 struct Sm90FwdSmem {
   int q_half, q, k_stage, k, v_stage, v, bars, info, total;
@@ -76,7 +77,7 @@ FLEXATTN_HD constexpr Sm90FwdSmem sm90_fwd_smem_layout(int d, int dv, bool narro
   s.v_stage = t.block_n * dv * 2;
   s.v = s.k + t.stages * s.k_stage;
   s.bars = s.v + t.stages * s.v_stage;
-  s.info = s.bars + 8 * (1 + 4 * t.stages);
+  s.info = s.bars + 8 * (2 + 4 * t.stages);
   s.total = s.info + 8 * t.stages;
   return s;
 }
@@ -92,10 +93,13 @@ struct Sm90Launch {
   unsigned smem;
 };
 
-// Grid: x = query tile, y = query head, z = batch (one CTA per tile; not persistent yet).
-FLEXATTN_HD constexpr Sm90Launch sm90_fwd_launch(int d, int dv, bool narrow, int B, int Hq, int L) {
-  return Sm90Launch{(unsigned)((L + sm90_fwd_tile(d, dv, narrow).block_m - 1) / sm90_fwd_tile(d, dv, narrow).block_m),
-                    (unsigned)Hq, (unsigned)B, (unsigned)kSm90Threads, (unsigned)sm90_fwd_smem(d, dv, narrow)};
+// Persistent grid: one CTA per SM (at most one per tile); the CTAs walk the (query tile, head, batch)
+// tiles in the order of sm90/fwd_scheduler_sm90.cuh.
+FLEXATTN_HD constexpr Sm90Launch sm90_fwd_launch(int d, int dv, bool narrow, int B, int Hq, int L, int sm_count) {
+  const long long tiles =
+      (long long)((L + sm90_fwd_tile(d, dv, narrow).block_m - 1) / sm90_fwd_tile(d, dv, narrow).block_m) * Hq * B;
+  const long long ctas = tiles < sm_count ? tiles : (sm_count > 0 ? sm_count : 1);
+  return Sm90Launch{(unsigned)ctas, 1u, 1u, (unsigned)kSm90Threads, (unsigned)sm90_fwd_smem(d, dv, narrow)};
 }
 
 // The mask tile sizes the forward accepts (the no-mask sentinel 1 << 30 qualifies).

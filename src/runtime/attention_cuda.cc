@@ -140,17 +140,19 @@ void check_mask_blocks(const AttnParams& p, const Problem& pr, bool backward) {
     throw Error("block_mask: the backward needs q_num_blocks / q_indices (the transposed lists)");
 }
 
-// Makes `device` current and returns its NVRTC target. The properties are queried once per device:
-// a decode step must not pay a dozen driver attribute queries per launch.
-std::string device_arch(int device) {
+// Makes `device` current and returns its properties, queried once per device: a decode step must not
+// pay a dozen driver attribute queries per launch.
+const jit::DeviceProps& current_device(int device) {
   jit::use_device(device);
   static std::mutex mu;
-  static std::map<int, std::string> arch;
+  static std::map<int, jit::DeviceProps> props;
   std::lock_guard<std::mutex> lock(mu);
-  auto it = arch.find(device);
-  if (it == arch.end()) it = arch.emplace(device, jit::device_props(device).arch).first;
-  return it->second;
+  auto it = props.find(device);
+  if (it == props.end()) it = props.emplace(device, jit::device_props(device)).first;
+  return it->second;  // std::map nodes never move
 }
+
+std::string device_arch(int device) { return current_device(device).arch; }
 
 jit::LaunchConfig config_of(const kern::Sm80Launch& l, void* stream) {
   jit::LaunchConfig c;
@@ -178,7 +180,8 @@ bool try_sm90_forward(const ForwardArgs& a, AttnParams& p, const std::string& ar
     return runtime::sm90_decline(e.what());
   }
   runtime::fill_mod_params(set.layout, a.bindings, false, &p.mod);
-  const kern::Sm90Launch l = kern::sm90_fwd_launch(p.D, p.Dv, narrow, p.B, p.Hq, p.L);
+  const kern::Sm90Launch l =
+      kern::sm90_fwd_launch(p.D, p.Dv, narrow, p.B, p.Hq, p.L, current_device(a.device).sm_count);
   jit::LaunchConfig c;
   c.grid = {l.grid_x, l.grid_y, l.grid_z};
   c.block = {l.block, 1, 1};

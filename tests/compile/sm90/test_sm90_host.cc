@@ -11,6 +11,7 @@
 #include "jit/driver_api.h"
 #include "runtime/kernel_set.h"
 #include "runtime/tma_sm90.h"
+#include "sm90/fwd_scheduler_sm90.cuh"
 #include "sm90/tile_config_sm90.h"
 
 using namespace flexattn;
@@ -167,4 +168,38 @@ TEST(Sm90Host, ParamsKeepTheirLayout) {
   EXPECT_EQ(offsetof(kern::AttnParams, mod), 432u);
   EXPECT_EQ(offsetof(kern::AttnParams, q_map) % 128, 0u);
   EXPECT_LE(sizeof(kern::AttnParams), 4096u);
+}
+
+// The persistent schedule: every (query tile, head, batch) exactly once, heads grouped so their K/V fit
+// in L2, and inside a group the query tiles longest first (descending), for odd shapes too.
+TEST(Sm90Host, TileOrderIsAPermutationLongestFirstPerHeadGroup) {
+  struct Shape {
+    int B, Hq, L, S;
+  };
+  for (const Shape& sh : {Shape{1, 1, 1, 1}, Shape{2, 16, 8192, 8192}, Shape{3, 5, 1000, 100000}, Shape{4, 16, 2048, 2048},
+                          Shape{1, 7, 129, 12}}) {
+    kern::AttnParams p{};
+    p.B = sh.B, p.Hq = sh.Hq, p.L = sh.L, p.S = sh.S;
+    const auto order = kern::sm90::fwd_tile_order<128, 128, 128>(p);
+    const int nq = (sh.L + 127) / 128;
+    ASSERT_EQ(order.count, nq * sh.Hq * sh.B);
+    const long long kv_bytes = 1ll * sh.S * 256 * 2;
+    EXPECT_GE(order.group, 1);
+    EXPECT_TRUE(order.group == 1 || order.group * kv_bytes <= kern::sm90::kL2KvBudgetBytes) << order.group;
+    std::vector<int> seen(order.count, 0);
+    int last_group = -1, last_q = 1 << 30;
+    for (int t = 0; t < order.count; ++t) {
+      const kern::sm90::FwdTile tile = order.at<128>(t);
+      ASSERT_TRUE(tile.q0 % 128 == 0 && tile.q0 < sh.L && tile.h >= 0 && tile.h < sh.Hq && tile.b >= 0 && tile.b < sh.B);
+      const int hb = tile.b * sh.Hq + tile.h;
+      seen[(tile.q0 / 128) * sh.Hq * sh.B + hb]++;
+      const int group = hb / order.group;
+      if (group != last_group) last_group = group, last_q = 1 << 30;
+      EXPECT_LE(tile.q0, last_q) << "t=" << t;  // query tiles never go back up inside a group
+      last_q = tile.q0;
+    }
+    for (int n : seen) ASSERT_EQ(n, 1);
+  }
+  EXPECT_EQ(kern::sm90_fwd_launch(128, 128, false, 2, 16, 8192, 132).grid_x, 132u);
+  EXPECT_EQ(kern::sm90_fwd_launch(128, 128, false, 1, 1, 129, 132).grid_x, 2u);  // fewer tiles than SMs
 }
