@@ -149,14 +149,17 @@ int cmd_bench(const std::vector<std::string>& argv) {
                  "on cuda it compares the backend with the cpu reference.\n"
                  "short, full: bench/run.py's cases (full, causal, sliding1024, document, prefixlm, alibi_causal,\n"
                  "softcap_causal, relbias_full) at its shapes (short: B=4 H=16 S=2048 D=128; full: also B=2 H=16\n"
-                 "S=8192 and D=64), bf16 on cuda only, timed, not checked. bench/run.py adds torch and SDPA.\n\nflags:\n"
+                 "S=8192 and D=64), bf16 on cuda only, timed, not checked. bench/run.py adds torch and SDPA.\n"
+                 "decode: the decode kernels on issue 7's shapes (Hq=32 Hkv=8 D=128, B x S = 8x8k, 1x128k, 64x4k),\n"
+                 "contiguous and paged (16, 128), timed; GB/s of K+V read, then JSON rows.\n\nflags:\n"
               << args.usage();
     return 0;
   }
   reject_positional(args, "bench");
   const std::string suite = args.get("--suite", "quick");
-  check(suite == "quick" || suite == "short" || suite == "full",
+  check(suite == "quick" || suite == "short" || suite == "full" || suite == "decode",
         "--suite: unknown suite '" + suite + "'; expected quick, short or full");
+  if (suite == "decode") return run_decode_suite();  // tools/bench_decode.cc
   const uint64_t seed = args.get_u64("--seed", 0);
   if (suite != "quick") return run_peer_suite(suite, args.get("--backend", "auto"), seed);
   std::string note;

@@ -14,6 +14,8 @@ int cmd_run(const std::vector<std::string>& argv);
 int cmd_mask(const std::vector<std::string>& argv);
 int cmd_bench(const std::vector<std::string>& argv);
 int cmd_cache(const std::vector<std::string>& argv);
+// flexattn bench --suite decode (tools/bench_decode.cc): the decode family on issue 7's shapes, timed.
+int run_decode_suite();
 
 // The bench suite (also compiled by `cache prewarm`).
 struct BenchCase {
