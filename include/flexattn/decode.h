@@ -50,7 +50,8 @@ struct DecodeArgs {
 };
 
 // The number of kv splits a call with these shapes uses, and the workspace it needs (0 with one split).
-// Both depend on shapes, num_splits and the device's SM count only.
+// Both depend on shapes, num_splits and the device only (SM count, CTAs of the compiled kernel resident
+// per SM), never on device data; the first query compiles and loads the kernels, as a call would.
 int decode_num_splits(const DecodeArgs& args);
 size_t decode_workspace_bytes(const DecodeArgs& args);
 

@@ -53,16 +53,29 @@ FLEXATTN_HD constexpr int decode_smem(int block_m, int d, int dv) {
 
 FLEXATTN_HD constexpr long long decode_cdiv(long long a, long long b) { return (a + b - 1) / b; }
 
-// Splits per row tile: enough CTAs for about three per SM, at least four kv tiles per split, at most
-// kDecodeMaxSplits. Depends on shapes and the SM count only (never on device data), so the workspace
-// size is known before the call and a captured graph stays valid while lengths change.
-FLEXATTN_HD constexpr int decode_num_splits(int sm_count, long long ctas, long long kv_capacity, int block_n) {
-  const long long tiles = decode_cdiv(kv_capacity > 0 ? kv_capacity : 1, block_n);
-  long long s = decode_cdiv(3ll * (sm_count > 0 ? sm_count : 1), ctas > 0 ? ctas : 1);
-  const long long by_work = decode_cdiv(tiles, 4);
-  if (s > by_work) s = by_work;
-  if (s > kDecodeMaxSplits) s = kDecodeMaxSplits;
-  return s < 1 ? 1 : (int)s;
+// Splits per row tile. With per_sm CTAs resident per SM there are sm_count * per_sm slots; the grid
+// runs ctas * splits CTAs in waves of that size, and a last partial wave idles the rest of the GPU.
+// Taken: the smallest split count whose wave efficiency (work / whole waves) is within 85% of the best
+// reachable, with at least four kv tiles per split and at most kDecodeMaxSplits. Depends on shapes
+// and the device only (never on device data), so the workspace size is known before the call and a
+// captured graph stays valid while lengths change.
+FLEXATTN_HD constexpr double decode_wave_efficiency(long long work, long long slots) {
+  return (double)work / (double)(((work + slots - 1) / slots) * slots);
+}
+FLEXATTN_HD constexpr int decode_num_splits(int sm_count, int per_sm, long long ctas, long long kv_capacity,
+                                            int block_n) {
+  const long long slots = (long long)(sm_count > 0 ? sm_count : 1) * (per_sm > 0 ? per_sm : 1);
+  const long long c = ctas > 0 ? ctas : 1;
+  long long most = decode_cdiv(decode_cdiv(kv_capacity > 0 ? kv_capacity : 1, block_n), 4);
+  if (most > kDecodeMaxSplits) most = kDecodeMaxSplits;
+  double best = 0;
+  for (long long s = 1; s <= most; ++s) {
+    const double e = decode_wave_efficiency(c * s, slots);
+    best = e > best ? e : best;
+  }
+  for (long long s = 1; s <= most; ++s)
+    if (decode_wave_efficiency(c * s, slots) >= 0.85 * best) return (int)s;
+  return 1;
 }
 
 struct DecodeLaunch {

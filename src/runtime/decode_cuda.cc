@@ -1,10 +1,12 @@
 // The decode family's host side: validation, split planning, workspace sizing, launches
 // (include/flexattn/decode.h), and the short-query hook of cuda_forward.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "common/params.h"
 #include "decode/decode_config.h"
@@ -74,16 +76,42 @@ struct Plan {
   long long rows = 0;  // B * Hq * L
 };
 
+// CTAs of a decode entry resident per SM (registers and shared memory), from the driver's occupancy
+// calculator; compiles and loads the kernel set on first use. Cached per function.
+int resident_per_sm(const runtime::KernelSet& set, int block_m, int d, int dv) {
+  static std::mutex mu;
+  static std::map<jit::CUfunction, int> cache;
+  jit::CUfunction f = jit::get_function(set.compiled, runtime::decode_entry_for(block_m));
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(f);
+  if (it != cache.end()) return it->second;
+  const int smem = kern::decode_smem(block_m, d, dv);
+  if (smem > 48 * 1024)  // the calculator counts only what the function may use
+    jit::cu_check(jit::driver().cuFuncSetAttribute(f, jit::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
+                  "cuFuncSetAttribute");
+  const int n = jit::max_active_blocks_per_sm(f, kern::decode_threads(block_m, d, dv), size_t(smem));
+  return cache.emplace(f, n > 0 ? n : 1).first->second;
+}
+
+const runtime::KernelSet& decode_set(const Variant& variant, DType dtype, const AttnParams& p, const std::string& arch) {
+  return runtime::get_kernel_set(variant, runtime::KernelSetKey{dtype, p.D, p.Dv, arch, false,
+                                                                runtime::KernelFamily::decode});
+}
+
 // mask_H > 1 gives each query head its own list, so heads are then not packed (one list per tile).
-Plan make_plan(const AttnParams& p, int mask_H, int sm_count, int forced_splits) {
+Plan make_plan(const AttnParams& p, const runtime::KernelSet& set, int sm_count, int forced_splits) {
   Plan pl;
   const int G = p.Hq / p.Hkv;
-  pl.pack = mask_H > 1 ? 1 : G;
+  pl.pack = p.mask_H > 1 ? 1 : G;
   pl.block_m = kern::decode_block_m(pl.pack * p.L);
   pl.rows = (long long)p.B * p.Hq * p.L;
+  if (forced_splits > 0) {
+    pl.splits = forced_splits;
+    return pl;
+  }
   const long long ctas = kern::decode_cdiv((long long)pl.pack * p.L, pl.block_m) * p.B * (p.Hq / pl.pack);
   const int bn = kern::decode_tile(pl.block_m, p.D, p.Dv).block_n;
-  pl.splits = forced_splits > 0 ? forced_splits : kern::decode_num_splits(sm_count, ctas, p.S, bn);
+  pl.splits = kern::decode_num_splits(sm_count, resident_per_sm(set, pl.block_m, p.D, p.Dv), ctas, p.S, bn);
   return pl;
 }
 
@@ -174,10 +202,8 @@ void check_decode(const DecodeArgs& a, AttnParams* p) {
     throw Error("num_splits: expected 0 (auto) or 1.." + std::to_string(kern::kDecodeMaxSplits));
 }
 
-void launch_decode(const Variant& variant, const DeviceBindings& bindings, DType dtype, AttnParams& p,
-                   const Plan& pl, const std::string& arch, void* stream) {
-  runtime::KernelSetKey key{dtype, p.D, p.Dv, arch, false, runtime::KernelFamily::decode};
-  const runtime::KernelSet& set = runtime::get_kernel_set(variant, key);
+void launch_decode(const runtime::KernelSet& set, const DeviceBindings& bindings, AttnParams& p, const Plan& pl,
+                   void* stream) {
   runtime::fill_mod_params(set.layout, bindings, false, &p.mod);
   p.pack_heads = pl.pack, p.num_splits = pl.splits;
   const kern::DecodeLaunch l = kern::decode_launch(p.D, p.Dv, p.B, p.Hq, p.L, pl.pack, pl.splits);
@@ -207,30 +233,38 @@ void set_workspace(AttnParams* p, const Plan& pl, void* ws) {
 
 }  // namespace
 
+namespace {
+
+Plan plan_of(const DecodeArgs& a, AttnParams* p) {
+  check_decode(a, p);
+  jit::use_device(a.device);
+  return make_plan(*p, decode_set(*a.variant, a.q.dtype, *p, arch_of(a.device)), sm_count_of(a.device),
+                   a.num_splits);
+}
+
+}  // namespace
+
 int decode_num_splits(const DecodeArgs& a) {
   AttnParams p{};
-  check_decode(a, &p);
-  return make_plan(p, p.mask_H, sm_count_of(a.device), a.num_splits).splits;
+  return plan_of(a, &p).splits;
 }
 
 size_t decode_workspace_bytes(const DecodeArgs& a) {
   AttnParams p{};
-  check_decode(a, &p);
-  return workspace_bytes_for(make_plan(p, p.mask_H, sm_count_of(a.device), a.num_splits), p.Dv);
+  const Plan pl = plan_of(a, &p);
+  return workspace_bytes_for(pl, p.Dv);
 }
 
 void cuda_decode(const DecodeArgs& a) {
   AttnParams p{};
-  check_decode(a, &p);
-  jit::use_device(a.device);
-  const Plan pl = make_plan(p, p.mask_H, sm_count_of(a.device), a.num_splits);
+  const Plan pl = plan_of(a, &p);
   const size_t need = workspace_bytes_for(pl, p.Dv);
   if (need > 0 && (a.workspace == nullptr || a.workspace_bytes < need))
     throw Error("workspace: the decode call needs " + std::to_string(need) + " bytes (decode_workspace_bytes), got " +
                 std::to_string(a.workspace_bytes));
   if (reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0) throw Error("workspace: must be 16-byte aligned");
   set_workspace(&p, pl, a.workspace);
-  launch_decode(*a.variant, a.bindings, a.q.dtype, p, pl, arch_of(a.device), a.stream);
+  launch_decode(decode_set(*a.variant, a.q.dtype, p, arch_of(a.device)), a.bindings, p, pl, a.stream);
 }
 
 CompileReport compile_decode(const Variant& variant, DType dtype, int head_dim, int value_head_dim,
@@ -251,22 +285,29 @@ namespace runtime {
 namespace {
 
 // Grow-only split workspace per (device, stream) for the cuda_forward hook, which has no workspace
-// argument. Growing synchronises the device first (the old buffer may still be read by a launch).
+// argument. A replaced buffer is kept, never freed: a CUDA graph captured earlier may still point at
+// it, and freeing would need a device synchronisation. Sizes double, so few buffers are ever retired.
 void* hook_workspace(int device, void* stream, size_t bytes) {
+  struct Slot {
+    std::unique_ptr<jit::DeviceBuffer> live;
+    std::vector<std::unique_ptr<jit::DeviceBuffer>> retired;
+  };
   static std::mutex mu;
-  static std::map<std::pair<int, void*>, std::unique_ptr<jit::DeviceBuffer>> pool;
+  // Never destroyed: freeing at exit could run after the context is gone (e.g. torch's teardown).
+  static auto* pool = new std::map<std::pair<int, void*>, Slot>();
   std::lock_guard<std::mutex> lock(mu);
-  auto& slot = pool[{device, stream}];
-  if (slot && slot->size() >= bytes) return reinterpret_cast<void*>(slot->ptr());
+  Slot& slot = (*pool)[{device, stream}];
+  if (slot.live && slot.live->size() >= bytes) return reinterpret_cast<void*>(slot.live->ptr());
   const jit::DriverApi& d = jit::driver();
   int capturing = jit::CU_STREAM_CAPTURE_STATUS_NONE;
   if (d.cuStreamIsCapturing == nullptr ||
       d.cuStreamIsCapturing(static_cast<jit::CUstream>(stream), &capturing) != jit::CUDA_SUCCESS ||
       capturing != jit::CU_STREAM_CAPTURE_STATUS_NONE)
     return nullptr;
-  if (slot) jit::device_synchronize();
-  slot = std::make_unique<jit::DeviceBuffer>(bytes);
-  return reinterpret_cast<void*>(slot->ptr());
+  const size_t grown = slot.live ? std::max(bytes, 2 * slot.live->size()) : bytes;
+  if (slot.live) slot.retired.push_back(std::move(slot.live));
+  slot.live = std::make_unique<jit::DeviceBuffer>(grown);
+  return reinterpret_cast<void*>(slot.live->ptr());
 }
 
 }  // namespace
@@ -274,14 +315,15 @@ void* hook_workspace(int device, void* stream, size_t bytes) {
 bool try_decode_forward(const ForwardArgs& a, kern::AttnParams& p, const std::string& arch) {
   if (p.L > kern::kDecodeMaxRows || !jit::env_flag("FLEXATTN_DECODE", true)) return false;
   if (p.kv_num_blocks != nullptr && p.kv_block % kern::decode_tile(16, p.D, p.Dv).block_n != 0) return false;
-  Plan pl = make_plan(p, p.mask_H, sm_count_of(a.device), 0);
+  const runtime::KernelSet& set = decode_set(*a.variant, a.q.dtype, p, arch);
+  Plan pl = make_plan(p, set, sm_count_of(a.device), 0);
   void* ws = nullptr;
   if (pl.splits > 1) {
     ws = hook_workspace(a.device, a.stream, workspace_bytes_for(pl, p.Dv));
     if (ws == nullptr) pl.splits = 1;
   }
   set_workspace(&p, pl, ws);
-  launch_decode(*a.variant, a.bindings, a.q.dtype, p, pl, arch, a.stream);
+  launch_decode(set, a.bindings, p, pl, a.stream);
   return true;
 }
 

@@ -14,7 +14,8 @@ namespace flexattn::runtime {
 // Runs the call on the decode kernels when it qualifies (L <= 64, mask blocks the decode tile takes,
 // FLEXATTN_DECODE not 0) and returns true; false leaves it to the other families. `p` is the filled
 // forward AttnParams. The split workspace comes from a per-(device, stream) buffer that grows on
-// first use of a larger shape; while the stream is being captured it never allocates (one split then).
+// first use of a larger shape (old buffers are kept alive for graphs that captured them); while the
+// stream is being captured it never allocates (the call then runs with one split).
 bool try_decode_forward(const ForwardArgs& args, kern::AttnParams& p, const std::string& arch);
 
 }  // namespace flexattn::runtime

@@ -88,15 +88,78 @@ TEST(DecodeConfig, TilesFitTheirSharedMemoryAndWarps) {
 }
 
 TEST(DecodeConfig, SplitsFollowWorkAndSmCount) {
-  // B=1, Hkv=8, 128k cache on 132 SMs: many splits; B=64: the batch alone fills the GPU.
-  EXPECT_GT(kern::decode_num_splits(132, 8, 131072, 64), 32);
-  EXPECT_EQ(kern::decode_num_splits(132, 512, 4096, 64), 1);
-  EXPECT_EQ(kern::decode_num_splits(132, 8, 100, 64), 1);  // two tiles: not worth a combine
-  EXPECT_LE(kern::decode_num_splits(1000, 1, 1 << 30, 64), kern::kDecodeMaxSplits);
+  // 132 SMs x 3 resident CTAs. B=1, Hkv=8, 128k cache: many splits, filling the slots.
+  const int s1 = kern::decode_num_splits(132, 3, 8, 131072, 64);
+  EXPECT_GT(s1, 32);
+  EXPECT_GE(kern::decode_wave_efficiency(8 * s1, 396), 0.8);
+  // B=64 x 8 kv heads = 512 CTAs = 1.3 waves: a second split evens the waves out.
+  EXPECT_EQ(kern::decode_num_splits(132, 3, 512, 4096, 64), 2);
+  // A full wave already: no split.
+  EXPECT_EQ(kern::decode_num_splits(132, 3, 396, 4096, 64), 1);
+  EXPECT_EQ(kern::decode_num_splits(132, 3, 8, 100, 64), 1);  // two kv tiles: not worth a combine
+  EXPECT_LE(kern::decode_num_splits(1000, 4, 1, 1 << 30, 64), kern::kDecodeMaxSplits);
+  EXPECT_EQ(kern::decode_num_splits(0, 0, 0, 0, 64), 1);
   EXPECT_EQ(kern::decode_workspace_floats(100, 128, 1), 0);
   EXPECT_EQ(kern::decode_workspace_floats(100, 128, 4), 4 * 100 * 130);
   const kern::DecodeLaunch l = kern::decode_launch(128, 128, 2, 32, 1, 4, 8);
   EXPECT_EQ(l.grid_x, 1u);
   EXPECT_EQ(l.grid_y, 16u);  // 2 batches x 8 head groups
   EXPECT_EQ(l.grid_z, 8u);
+}
+
+// No GPU needed: argument checks run before any device call.
+namespace {
+
+std::string decode_error(const DecodeArgs& a) {
+  try {
+    cuda_decode(a);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TensorView fake(std::vector<int64_t> shape) {
+  TensorView t;
+  t.data = reinterpret_cast<void*>(uintptr_t(1) << 20);
+  t.dtype = DType::BF16;
+  t.shape = std::move(shape);
+  return t;
+}
+
+}  // namespace
+
+TEST(DecodeArgsCheck, BadArgumentsAreNamed) {
+  Variant v;
+  DecodeArgs a;
+  a.variant = &v;
+  a.q = fake({2, 8, 65, 128});
+  a.k = fake({2, 2, 100, 128});
+  a.v = fake({2, 2, 100, 128});
+  a.out = fake({2, 8, 65, 128});
+  EXPECT_EQ(decode_error(a), "q: the decode kernels take 1..64 query rows, got 65");
+  a.q.shape[2] = a.out.shape[2] = 4;
+  a.k.shape[1] = 3;
+  EXPECT_EQ(decode_error(a), "k: the number of query heads (8) must be a multiple of the kv heads (3)");
+  a.k.shape[1] = 2;
+  a.page_table = reinterpret_cast<const int32_t*>(uintptr_t(1) << 20);
+  a.max_pages = 4;
+  a.k.shape = a.v.shape = {10, 2, 300, 128};
+  EXPECT_EQ(decode_error(a), "k: page size (dim 2 of the pool) must be 1..256, got 300");
+  a.k.shape[2] = 16;
+  a.v.shape = {10, 2, 8, 128};
+  EXPECT_EQ(decode_error(a), "v: expected shape [10, 2, 16, 128], got [10, 2, 8, 128]");
+  a.v.shape[2] = 16;
+  DeviceBlockMask m;
+  m.kv_num_blocks = m.kv_indices = reinterpret_cast<const int32_t*>(uintptr_t(1) << 20);
+  m.nq = m.nkv = 1;
+  m.q_block = 128, m.kv_block = 32;
+  a.block_mask = &m;
+  EXPECT_EQ(decode_error(a), "block_mask: the decode kernels need a kv BLOCK_SIZE that is a multiple of 64, got 32");
+  m.kv_block = 128;
+  a.q_offset = 126;
+  EXPECT_EQ(decode_error(a), "block_mask: its 1 query blocks do not reach position 129 (build it for the whole cache)");
+  a.q_offset = 0;
+  a.num_splits = 500;
+  EXPECT_EQ(decode_error(a), "num_splits: expected 0 (auto) or 1..128");
 }
