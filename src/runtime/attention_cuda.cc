@@ -10,6 +10,7 @@
 #include "flexattn/jit.h"
 #include "jit/device.h"
 #include "jit/module.h"
+#include "jit/sys.h"
 #include "runtime/decode_hook.h"
 #include "runtime/kernel_set.h"
 #include "runtime/sm90_backward.h"
@@ -181,7 +182,8 @@ bool try_sm90_forward(const ForwardArgs& a, AttnParams& p, const std::string& ar
   }
   runtime::fill_mod_params(set.layout, a.bindings, false, &p.mod);
   const kern::Sm90Launch l =
-      kern::sm90_fwd_launch(p.D, p.Dv, narrow, p.B, p.Hq, p.L, current_device(a.device).sm_count);
+      kern::sm90_fwd_launch(p.D, p.Dv, narrow, p.B, p.Hq, p.L, current_device(a.device).sm_count,
+                            jit::env_flag("FLEXATTN_SM90_PERSISTENT", false));
   jit::LaunchConfig c;
   c.grid = {l.grid_x, l.grid_y, l.grid_z};
   c.block = {l.block, 1, 1};

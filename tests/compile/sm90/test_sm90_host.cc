@@ -200,6 +200,7 @@ TEST(Sm90Host, TileOrderIsAPermutationLongestFirstPerHeadGroup) {
     }
     for (int n : seen) ASSERT_EQ(n, 1);
   }
-  EXPECT_EQ(kern::sm90_fwd_launch(128, 128, false, 2, 16, 8192, 132).grid_x, 132u);
-  EXPECT_EQ(kern::sm90_fwd_launch(128, 128, false, 1, 1, 129, 132).grid_x, 2u);  // fewer tiles than SMs
+  EXPECT_EQ(kern::sm90_fwd_launch(128, 128, false, 2, 16, 8192, 132, true).grid_x, 132u);
+  EXPECT_EQ(kern::sm90_fwd_launch(128, 128, false, 1, 1, 129, 132, true).grid_x, 2u);  // fewer tiles than SMs
+  EXPECT_EQ(kern::sm90_fwd_launch(128, 128, false, 2, 16, 8192, 132, false).grid_x, 64u * 32u);  // one per tile
 }
