@@ -4,12 +4,15 @@
 // past every sequence's length (a kernel that reads them fails). Also: the cuda_forward short-query
 // hook against cpu::forward, and a decode step captured in a CUDA graph and replayed with new lengths.
 // Prints a pass/fail table; exit 1 on a failure, 77 without a GPU. Tolerances as gpu_attention_check.
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "corpus.h"
@@ -75,10 +78,16 @@ double rel_err(const HostTensor& got, const HostTensor& want, double scale) {
   return e / std::max(scale, 1e-6);
 }
 
+// --dry: the host side only (inputs, pages, masks, references), with fake device addresses; for
+// checking the program itself on a machine without a GPU.
+bool g_dry = false;
+
 // Device copies that live until the end of a case.
 struct Dev {
   std::vector<std::unique_ptr<jit::DeviceBuffer>> bufs;
+  uintptr_t fake = uintptr_t(1) << 40;
   void* put(const void* host, size_t bytes) {
+    if (g_dry) return reinterpret_cast<void*>(fake += (bytes + 255) / 256 * 256 + 256);
     bufs.push_back(std::make_unique<jit::DeviceBuffer>(std::max<size_t>(bytes, 16)));
     if (bytes) bufs.back()->upload(host, bytes);
     return reinterpret_cast<void*>(bufs.back()->ptr());
@@ -124,7 +133,7 @@ struct Problem {
   std::unique_ptr<cpu::VariantFns> fns;
   HostTensor q, k, v;
   cpu::DecodeReference ref;
-  std::unique_ptr<BlockMask> mask;
+  std::shared_ptr<const BlockMask> mask;
   Dev dev;
   DecodeArgs args;
   DeviceBlockMask dmask;
@@ -132,7 +141,8 @@ struct Problem {
 
 void build_problem(Problem& pb, const Case& c, uint64_t seed) {
   const int64_t B = c.B, S = c.S, D = c.D;
-  pb.built = corpus::build_variant(*c.mod, mods::ProblemShape{B, c.Hq, c.Hkv, S, S, D, D, seed});
+  // Buffers from a fixed seed: the cached block masks below must match the mods of every case.
+  pb.built = corpus::build_variant(*c.mod, mods::ProblemShape{B, c.Hq, c.Hkv, S, S, D, D, 7});
   pb.fns = std::make_unique<cpu::VariantFns>(pb.built.variant, pb.built.bindings, 0);
   pb.q = random_tensor({B, c.Hq, c.L, D}, c.dtype, seed * 4 + 1);
   pb.k = random_tensor({B, c.Hkv, S, D}, c.dtype, seed * 4 + 2);
@@ -195,10 +205,19 @@ void build_problem(Problem& pb, const Case& c, uint64_t seed) {
   a.kv_lens = pb.dev.ints(lens);
   a.q_offsets = pb.dev.ints(pb.ref.q_offsets);
   if (!pb.built.variant.mask_mod.empty()) {  // a mask over the whole cache, in logical positions
-    const auto& mm = pb.fns->fns().mask_mod;
-    pb.mask = std::make_unique<BlockMask>(build_block_mask(
-        MaskFn([&](int64_t b, int64_t h, int64_t q, int64_t kv) { return mm(b, h, q, kv); }), B,
-        c.mask_per_head ? c.Hq : 1, S, S));
+    // Shared by the cases of one (mod, B, heads, S): building an S x S mask dominates the host time.
+    static std::map<std::string, std::shared_ptr<const BlockMask>> masks;
+    const int64_t mh = c.mask_per_head ? c.Hq : 1;
+    const std::string key = c.mod->name + "/" + std::to_string(B) + "/" + std::to_string(mh) + "/" + std::to_string(S);
+    auto it = masks.find(key);
+    if (it == masks.end()) {
+      const auto& mm = pb.fns->fns().mask_mod;
+      it = masks.emplace(key, std::make_shared<const BlockMask>(build_block_mask(
+                                  MaskFn([&](int64_t b, int64_t h, int64_t q, int64_t kv) { return mm(b, h, q, kv); }),
+                                  B, mh, S, S)))
+               .first;
+    }
+    pb.mask = it->second;
     pb.dmask = upload_mask(pb.dev, *pb.mask);
     a.block_mask = &pb.dmask;
   }
@@ -206,7 +225,7 @@ void build_problem(Problem& pb, const Case& c, uint64_t seed) {
   a.out = view(pb.dev.poisoned(size_t(B * c.Hq * c.L * D) * 2), c.dtype, {B, c.Hq, c.L, D});
   a.lse = static_cast<float*>(pb.dev.poisoned(size_t(B * c.Hq * c.L) * 4));
   a.max_score = static_cast<float*>(pb.dev.poisoned(size_t(B * c.Hq * c.L) * 4));
-  a.workspace_bytes = decode_workspace_bytes(a);
+  a.workspace_bytes = g_dry ? 0 : decode_workspace_bytes(a);
   a.workspace = a.workspace_bytes ? pb.dev.poisoned(a.workspace_bytes) : nullptr;
 }
 
@@ -234,6 +253,7 @@ Row run_case(const Case& c, uint64_t seed) {
     Problem pb;
     build_problem(pb, c, seed);
     const cpu::ForwardResult ref = cpu::decode_forward(pb.q, pb.k, pb.v, pb.ref, pb.fns->fns());
+    if (g_dry) return row;
     cuda_decode(pb.args);
     jit::device_synchronize();
     compare(row, pb, c.dtype, ref);
@@ -330,12 +350,16 @@ Row run_graph_case(const CorpusEntry& mod, int page) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    quick = quick || std::strcmp(argv[i], "--quick") == 0;
+    g_dry = g_dry || std::strcmp(argv[i], "--dry") == 0;
+  }
   std::string why;
-  if (!cuda_available(&why)) {
+  if (!g_dry && !cuda_available(&why)) {
     std::printf("SKIP: cuda backend unavailable: %s\n", why.c_str());
     return 77;
   }
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const auto& e = [](const char* n) -> const CorpusEntry& { return corpus::corpus_entry(n); };
   std::vector<Case> cases;
   const std::vector<int64_t> lengths = quick ? std::vector<int64_t>{17, 1000} : std::vector<int64_t>{1, 17, 127, 129, 1000, 4097};
@@ -361,6 +385,32 @@ int main(int argc, char** argv) {
     cases.push_back({&e("causal"), 3, 8, 2, 1, 4097, 128, DType::BF16, 16, true, splits});
   cases.push_back({&e("document:3"), 3, 8, 2, 3, 1000, 128, DType::BF16, 16, true, 0, true});
 
+  // Compile every decode kernel set first, in parallel (NVRTC is single-threaded, a set takes seconds).
+  if (!g_dry) {
+    std::map<std::string, std::pair<const CorpusEntry*, std::pair<DType, int64_t>>> sets;
+    for (const Case& c : cases) sets[c.mod->name + std::to_string(int(c.dtype)) + "/" + std::to_string(c.D)] = {c.mod, {c.dtype, c.D}};
+    for (const char* m : {"full", "causal", "sliding_window:100", "softcap:30+causal"})
+      sets[std::string(m) + std::to_string(int(DType::BF16)) + "/128"] = {&e(m), {DType::BF16, 128}};
+    std::vector<std::pair<const CorpusEntry*, std::pair<DType, int64_t>>> jobs;
+    for (const auto& [k, v] : sets) jobs.push_back(v);
+    const std::string arch = cuda_device_arch(0);
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < std::max(1u, std::min(16u, std::thread::hardware_concurrency())); ++t)
+      pool.emplace_back([&] {
+        for (size_t i; (i = next.fetch_add(1)) < jobs.size();) {
+          try {
+            corpus::BuiltVariant b = corpus::build_variant(*jobs[i].first, mods::ProblemShape{1, 8, 2, 64, 64, 128, 128, 7});
+            compile_decode(b.variant, jobs[i].second.first, int(jobs[i].second.second), int(jobs[i].second.second), arch);
+          } catch (const std::exception& ex) {
+            std::fprintf(stderr, "prewarm %s: %s\n", jobs[i].first->name.c_str(), ex.what());
+          }
+        }
+      });
+    for (auto& t : pool) t.join();
+    std::fprintf(stderr, "prewarmed %zu decode kernel sets\n", jobs.size());
+  }
+
   std::vector<Row> rows;
   uint64_t seed = 1;
   auto done = [&](Row r) {
@@ -368,11 +418,13 @@ int main(int argc, char** argv) {
     rows.push_back(std::move(r));
   };
   for (const Case& c : cases) done(run_case(c, seed++));
-  for (const char* m : {"full", "causal", "sliding_window:100", "softcap:30+causal"})
-    for (int64_t L : {1, 17, 64})
-      for (int64_t G : {1, 4})
-        done(run_hook_case(e(m), L, quick ? 300 : 1000, G, DType::BF16, seed++));
-  for (int page : {0, 16}) done(run_graph_case(e("causal"), page));
+  if (!g_dry) {
+    for (const char* m : {"full", "causal", "sliding_window:100", "softcap:30+causal"})
+      for (int64_t L : {1, 17, 64})
+        for (int64_t G : {1, 4})
+          done(run_hook_case(e(m), L, quick ? 300 : 1000, G, DType::BF16, seed++));
+    for (int page : {0, 16}) done(run_graph_case(e("causal"), page));
+  }
 
   int failed = 0;
   std::printf("%-86s %9s %9s  %s\n", "case", "out", "lse", "result");
