@@ -8,6 +8,7 @@ namespace flexattn::py {
 void bind_ir(nb::module_& m);
 void bind_cpu(nb::module_& m);
 void bind_cuda(nb::module_& m);
+void bind_paged(nb::module_& m);
 }  // namespace flexattn::py
 
 NB_MODULE(_C, m) {
@@ -19,4 +20,5 @@ NB_MODULE(_C, m) {
   flexattn::py::bind_ir(m);
   flexattn::py::bind_cpu(m);
   flexattn::py::bind_cuda(m);
+  flexattn::py::bind_paged(m);
 }
