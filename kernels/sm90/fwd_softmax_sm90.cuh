@@ -19,17 +19,18 @@ __device__ __forceinline__ int wrap_kv(int kv, int S) {
   return w;
 }
 
-// s' in log2 units of a tile that needs no mask_mod and no bounds: score_mod only (masked_score_log2,
-// the sm80 family's definition).
-template <class V, int BN>
-__device__ __forceinline__ void scores_fast(float (&s)[BN / 2], const AttnParams& p, int b, int h, const int (&qw)[2],
-                                            int kv0, int t) {
+// s' in log2 units of a tile inside [0, S) (masked_score_log2, the sm80 family's definition): kFull = no
+// mask_mod (a full tile, or a variant without one), else mask_mod on every entry. No kv wrap and no
+// bounds: only the tail tile needs them.
+template <class V, bool kFull, int BN>
+__device__ __forceinline__ void scores_inside(float (&s)[BN / 2], const AttnParams& p, int b, int h,
+                                              const int (&qw)[2], int kv0, int t) {
 #pragma unroll
   for (int i = 0; i < BN / 8; ++i) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int kv = kv0 + 8 * i + 2 * t + (e & 1);
-      s[4 * i + e] = masked_score_log2<V, true>(p, s[4 * i + e], b, h, qw[e >> 1], kv, true);
+      s[4 * i + e] = masked_score_log2<V, kFull>(p, s[4 * i + e], b, h, qw[e >> 1], kv, true);
     }
   }
 }
@@ -64,10 +65,11 @@ __device__ __forceinline__ void online_softmax(float (&s)[BN / 2], float (&m)[2]
   }
 }
 
-// Scores then softmax of one tile, in two specialisations: the fast one for a tile that needs neither
-// mask_mod nor bounds (a full tile, or any tile of a variant without mask_mod, inside [0, S)), and a
-// general one that checks kv < S and applies mask_mod unless the tile is full (the predicate form of
-// masked_score_log2<V, full>, so a full tail tile never consults mask_mod).
+// Scores then softmax of one tile, in three specialisations: a tile inside [0, S) that needs no
+// mask_mod (a full tile, or any tile of a variant without mask_mod); a partial tile inside [0, S)
+// (mask_mod, no wrap, no bounds: the diagonal of causal and the edges of windows and documents, most
+// tiles of sparse masks); and the tail tile, which checks kv < S, wraps kv for the mods and applies
+// mask_mod unless the tile is full (the predicate form of masked_score_log2<V, full>).
 // The softmax sits *inside* each branch on purpose: ptxas 13.0 hoists a wgmma.wait_group to the top of
 // the basic block it lives in, so with the branch join before the softmax the wait for the in-flight
 // P V landed above the row max and the exp2s no longer overlapped it (seen in the SASS).
@@ -77,7 +79,10 @@ __device__ __forceinline__ void scores_softmax(float (&s)[BN / 2], const AttnPar
                                                float (&l)[2], float (&alpha)[2]) {
   const bool tail = kv0 + BN > p.S;
   if (!tail && (full || !V::kHasMaskMod)) {
-    scores_fast<V, BN>(s, p, b, h, qw, kv0, t);
+    scores_inside<V, true, BN>(s, p, b, h, qw, kv0, t);
+    online_softmax<BN>(s, m, l, alpha);
+  } else if (!tail) {
+    scores_inside<V, false, BN>(s, p, b, h, qw, kv0, t);
     online_softmax<BN>(s, m, l, alpha);
   } else {
 #pragma unroll
