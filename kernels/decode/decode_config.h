@@ -30,8 +30,13 @@ FLEXATTN_HD constexpr DecodeTile decode_tile(int block_m, int d, int dv) {
   return DecodeTile{block_m, bn, wr, wc_max < wc_fit ? wc_max : wc_fit};
 }
 
-// The two compiled row tiles: 16 (one query row of up to 16 heads, the common decode step) and 64.
-FLEXATTN_HD constexpr int decode_block_m(int packed_rows) { return packed_rows <= 16 ? 16 : 64; }
+// The compiled row tiles: 16 (one query row of up to 16 heads, the common decode step) and 64. Above
+// head dim 128 only 16: the 64-row tile keeps a 16 x 256 fp32 output per warp and spills 16 B with the
+// heavier mods (relbias, text:mixed); larger packs then take several 16-row tiles (K/V re-read from L2).
+FLEXATTN_HD constexpr bool decode_has_m64(int d, int dv) { return decode_dmax(d, dv) <= 128; }
+FLEXATTN_HD constexpr int decode_block_m(int packed_rows, int d, int dv) {
+  return packed_rows <= 16 || !decode_has_m64(d, dv) ? 16 : 64;
+}
 
 FLEXATTN_HD constexpr int decode_threads(int block_m, int d, int dv) {
   return decode_tile(block_m, d, dv).warp_rows * decode_tile(block_m, d, dv).warp_cols * 32;
@@ -86,7 +91,7 @@ struct DecodeLaunch {
 
 // Grid: x = row tile of the packed rows, y = batch x head group, z = kv split.
 FLEXATTN_HD constexpr DecodeLaunch decode_launch(int d, int dv, int B, int Hq, int L, int pack_heads, int splits) {
-  const int bm = decode_block_m(pack_heads * L);
+  const int bm = decode_block_m(pack_heads * L, d, dv);
   return DecodeLaunch{(unsigned)decode_cdiv((long long)pack_heads * L, bm), (unsigned)(B * (Hq / pack_heads)),
                       (unsigned)splits, (unsigned)decode_threads(bm, d, dv), (unsigned)decode_smem(bm, d, dv)};
 }

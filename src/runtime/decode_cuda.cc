@@ -103,7 +103,7 @@ Plan make_plan(const AttnParams& p, const runtime::KernelSet& set, int sm_count,
   Plan pl;
   const int G = p.Hq / p.Hkv;
   pl.pack = p.mask_H > 1 ? 1 : G;
-  pl.block_m = kern::decode_block_m(pl.pack * p.L);
+  pl.block_m = kern::decode_block_m(pl.pack * p.L, p.D, p.Dv);
   pl.rows = (long long)p.B * p.Hq * p.L;
   if (forced_splits > 0) {
     pl.splits = forced_splits;

@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "decode/decode_config.h"
 #include "flexattn/error.h"
 
 namespace flexattn::runtime {
@@ -19,8 +20,10 @@ const char* dtype_tag(DType t) {
 
 std::string decode_entry_for(int block_m) { return "flexattn_decode_m" + std::to_string(block_m); }
 
-const std::vector<std::string>& decode_kernel_names() {
-  static const std::vector<std::string> names = {decode_entry_for(16), decode_entry_for(64), "flexattn_decode_combine"};
+std::vector<std::string> decode_kernel_names(int d, int dv) {
+  std::vector<std::string> names = {decode_entry_for(16)};
+  if (kern::decode_has_m64(d, dv)) names.push_back(decode_entry_for(64));
+  names.push_back("flexattn_decode_combine");
   return names;
 }
 
@@ -33,10 +36,12 @@ std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const
   s << "#include \"common/mod_ops.cuh\"\n#include \"decode/attn_decode.cuh\"\n#include \"decode/decode_combine.cuh\"\n";
   s << "using namespace flexattn::kern;\n\n" << variant.source << "\n";
   // minBlocksPerSM = 1 as in the other families: a bare bound caps registers and spills.
-  for (int bm : {16, 64})
+  for (int bm : {16, 64}) {
+    if (bm == 64 && !kern::decode_has_m64(key.d, key.dv)) continue;
     s << "extern \"C\" __global__ void __launch_bounds__(decode_threads(" << bm << ", " << dd << "), 1)\n"
       << decode_entry_for(bm) << "(const __grid_constant__ AttnParams p) { attn_decode<FlexVariant, " << t << ", "
       << dd << ", " << bm << ">(p); }\n";
+  }
   s << "extern \"C\" __global__ void __launch_bounds__(kDecodeCombineWarps * 32, 1)\n"
     << "flexattn_decode_combine(const __grid_constant__ AttnParams p) { attn_decode_combine<" << t << ", " << key.dv
     << ">(p); }\n";

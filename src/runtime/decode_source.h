@@ -11,8 +11,8 @@ namespace flexattn::runtime {
 
 std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const KernelSetKey& key);
 
-// Entry names, in the order the source defines them.
-const std::vector<std::string>& decode_kernel_names();
+// Entry names of the set for head dims (d, dv), in the order the source defines them.
+std::vector<std::string> decode_kernel_names(int d, int dv);
 
 // The entry for a row tile (decode_block_m): "flexattn_decode_m16" or "flexattn_decode_m64".
 std::string decode_entry_for(int block_m);

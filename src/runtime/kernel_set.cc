@@ -99,7 +99,7 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
   req.source = sm90 ? kernel_source_sm90(gen, key) : decode ? kernel_source_decode(gen, key) : kernel_source(gen, key);
   req.arch = key.arch;
   if (decode)
-    req.kernel_names = decode_kernel_names();
+    req.kernel_names = decode_kernel_names(key.d, key.dv);
   else if (key.backward)
     req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq", "flexattn_bwd_dq_convert"};
   else
