@@ -21,6 +21,7 @@
 #include "flexattn/block_mask.h"
 #include "flexattn/cpu_variant.h"
 #include "flexattn/cuda_host.h"
+#include "flexattn/decode.h"
 #include "flexattn/error.h"
 #include "flexattn/ir_text.h"
 #include "flexattn/mods.h"
@@ -199,13 +200,15 @@ int main(int argc, char** argv) {
     std::vector<std::function<void()>> jobs;
     std::set<std::string> seen;
     for (const Case& k : cases) {
+      const bool decode = k.L <= 64;  // cuda_forward runs these on the decode family (FLEXATTN_DECODE)
       const std::string id = k.mod->name + "/" + std::to_string(int(k.dtype)) + "/" + std::to_string(k.D) + "/" +
-                             std::to_string(k.Dv) + "/" + std::to_string(k.backward);
+                             std::to_string(k.Dv) + "/" + std::to_string(k.backward) + (decode ? "/decode" : "");
       if (!seen.insert(id).second) continue;
-      jobs.push_back([k] {
+      jobs.push_back([k, decode] {
         try {
           corpus::BuiltVariant b = corpus::build_variant(*k.mod, mods::ProblemShape{k.B, k.Hq, k.Hkv, k.L, k.S, k.D, k.Dv, 1});
           compile_variant(b.variant, k.dtype, int(k.D), int(k.Dv), device_arch_string(), false);
+          if (decode) compile_decode(b.variant, k.dtype, int(k.D), int(k.Dv), device_arch_string());
           if (k.backward) compile_variant(b.variant, k.dtype, int(k.D), int(k.Dv), device_arch_string(), true);
         } catch (const std::exception& e) {
           std::fprintf(stderr, "prewarm %s: %s\n", k.mod->name.c_str(), e.what());
