@@ -360,6 +360,9 @@ int main(int argc, char** argv) {
     std::printf("SKIP: cuda backend unavailable: %s\n", why.c_str());
     return 77;
   }
+  // The cases allocate device buffers before their first flexattn call: make device 0's context current
+  // on this thread first (without it every allocation failed with CUDA_ERROR_INVALID_CONTEXT on the H200).
+  if (!g_dry) jit::use_device(0);
   const auto& e = [](const char* n) -> const CorpusEntry& { return corpus::corpus_entry(n); };
   std::vector<Case> cases;
   const std::vector<int64_t> lengths = quick ? std::vector<int64_t>{17, 1000} : std::vector<int64_t>{1, 17, 127, 129, 1000, 4097};
