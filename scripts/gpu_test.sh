@@ -32,6 +32,10 @@ run gpu_attention $CHECK ${GPU_TEST_ARGS:-}
 HOPPER=0
 build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 [ $HOPPER = 1 ] && FLEXATTN_SM90=0 run gpu_attention_sm80 $CHECK ${GPU_TEST_ARGS:-}
+# The opt-in families (off by default until these steps pass on a GPU): the Hopper backward and the
+# decode kernels behind cuda_forward for L <= 64.
+[ $HOPPER = 1 ] && FLEXATTN_SM90_BWD=1 run gpu_attention_sm90_bwd $CHECK ${GPU_TEST_ARGS:-}
+FLEXATTN_DECODE=1 run gpu_attention_decode $CHECK --quick
 # compute-sanitizer memcheck on the quick subset (every kernel, odd lengths, both dtypes): any invalid access
 # fails the step. Skipped where the tool is absent or GPU_TEST_MEMCHECK=0.
 if [ "${GPU_TEST_MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then

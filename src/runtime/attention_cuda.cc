@@ -199,7 +199,7 @@ void cuda_forward(const ForwardArgs& a) {
   AttnParams p{};
   const Problem pr = check_forward(a, &p);
   const std::string arch = device_arch(a.device);
-  if (runtime::try_decode_forward(a, p, arch)) return;  // L <= 64: split-KV decode family (FLEXATTN_DECODE)
+  if (runtime::try_decode_forward(a, p, arch)) return;  // L <= 64: split-KV decode family (opt-in FLEXATTN_DECODE=1)
   if (try_sm90_forward(a, p, arch)) return;
   check_mask_blocks(p, pr, false);
   runtime::KernelSetKey key{a.q.dtype, int(pr.D), int(pr.Dv), arch, false};

@@ -12,7 +12,7 @@ struct AttnParams;
 namespace flexattn::runtime {
 
 // Runs the call on the decode kernels when it qualifies (L <= 64, mask blocks the decode tile takes,
-// FLEXATTN_DECODE not 0) and returns true; false leaves it to the other families. `p` is the filled
+// FLEXATTN_DECODE=1; off by default until the decode family has passed its GPU check) and returns true; false leaves it to the other families. `p` is the filled
 // forward AttnParams. The split workspace comes from a per-(device, stream) buffer that grows on
 // first use of a larger shape (old buffers are kept alive for graphs that captured them); while the
 // stream is being captured it never allocates (the call then runs with one split).

@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -200,7 +201,9 @@ int main(int argc, char** argv) {
     std::vector<std::function<void()>> jobs;
     std::set<std::string> seen;
     for (const Case& k : cases) {
-      const bool decode = k.L <= 64;  // cuda_forward runs these on the decode family (FLEXATTN_DECODE)
+      // cuda_forward runs these on the decode family when FLEXATTN_DECODE=1 (docs/env_vars.md).
+      const char* flag = std::getenv("FLEXATTN_DECODE");
+      const bool decode = k.L <= 64 && flag != nullptr && std::string(flag) == "1";
       const std::string id = k.mod->name + "/" + std::to_string(int(k.dtype)) + "/" + std::to_string(k.D) + "/" +
                              std::to_string(k.Dv) + "/" + std::to_string(k.backward) + (decode ? "/decode" : "");
       if (!seen.insert(id).second) continue;
