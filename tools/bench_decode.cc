@@ -48,19 +48,6 @@ BlockMask window_mask(int64_t S, int64_t window) {
   return from_kv_blocks(num, idx, nullptr, nullptr, 1, 1, n, n, int(blk), int(blk), S, S);
 }
 
-double median_ms(int reps, const std::function<void()>& call) {
-  std::vector<double> ms;
-  jit::Event a, b;
-  for (int i = 0; i < reps + 3; ++i) {
-    a.record();
-    call();
-    b.record();
-    b.synchronize();
-    if (i >= 3) ms.push_back(jit::Event::elapsed_ms(a, b));
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 }  // namespace
 
@@ -124,7 +111,7 @@ int run_decode_suite() {
     a.workspace_bytes = decode_workspace_bytes(a);
     jit::DeviceBuffer ws(std::max<size_t>(a.workspace_bytes, 16));
     a.workspace = reinterpret_cast<void*>(ws.ptr());
-    const double ms = median_ms(kReps, [&] { cuda_decode(a); });
+    const double ms = jit::median_event_ms(kReps, 3, [&] { cuda_decode(a); });
     const int64_t read_rows = s.window ? std::min<int64_t>(s.S, s.window + 1) : s.S;
     const double gbps = double(s.B * read_rows * Hkv * D * 2 * 2) / (ms * 1e6);
     std::printf("%-4lld %-7lld %-5d %-7lld %7d %10.4f %9.0f\n", (long long)s.B, (long long)s.S, s.page,

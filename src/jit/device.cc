@@ -1,5 +1,6 @@
 #include "jit/device.h"
 
+#include <algorithm>
 #include <mutex>
 #include <vector>
 
@@ -126,6 +127,20 @@ float Event::elapsed_ms(const Event& start, const Event& end) {
   float ms = 0;
   cu_check(driver().cuEventElapsedTime(&ms, start.e_, end.e_), "cuEventElapsedTime");
   return ms;
+}
+
+double median_event_ms(int reps, int warmup, const std::function<void()>& call) {
+  std::vector<double> ms;
+  Event a, b;
+  for (int i = 0; i < reps + warmup; ++i) {
+    a.record();
+    call();
+    b.record();
+    b.synchronize();
+    if (i >= warmup) ms.push_back(Event::elapsed_ms(a, b));
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms.empty() ? 0.0 : ms[ms.size() / 2];
 }
 
 }  // namespace flexattn::jit

@@ -2,6 +2,7 @@
 // Devices, contexts, device memory, streams and events over the runtime-loaded driver (driver_api.h).
 // flexattn uses each device's primary context, the one the CUDA runtime (and so PyTorch) uses too.
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "jit/driver_api.h"
@@ -87,5 +88,9 @@ class Event {
  private:
   CUevent e_ = nullptr;
 };
+
+// Median of `reps` CUDA-event timings (legacy stream) of `call`, after `warmup` untimed calls; each
+// timing brackets one call on an idle stream, so it includes the call's host cost.
+double median_event_ms(int reps, int warmup, const std::function<void()>& call);
 
 }  // namespace flexattn::jit

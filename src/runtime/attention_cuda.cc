@@ -266,14 +266,7 @@ void cuda_backward(const BackwardArgs& a) {
 CompileReport compile_variant(const Variant& variant, DType dtype, int head_dim, int value_head_dim,
                               const std::string& arch, bool backward) {
   runtime::KernelSetKey key{dtype, head_dim, value_head_dim, arch, backward};
-  const runtime::KernelSet& set = runtime::get_kernel_set(variant, key);
-  CompileReport r;
-  r.key = set.compiled.key;
-  for (const auto& [name, info] : set.compiled.ptxas) {
-    r.registers[name] = info.registers;
-    r.spill_bytes[name] = info.spill_stores + info.spill_loads;
-  }
-  return r;
+  return runtime::compile_report(runtime::get_kernel_set(variant, key));
 }
 
 HeadDims cuda_padded_head_dims(int d, int dv) {

@@ -270,14 +270,7 @@ void cuda_decode(const DecodeArgs& a) {
 CompileReport compile_decode(const Variant& variant, DType dtype, int head_dim, int value_head_dim,
                              const std::string& arch) {
   runtime::KernelSetKey key{dtype, head_dim, value_head_dim, arch, false, runtime::KernelFamily::decode};
-  const runtime::KernelSet& set = runtime::get_kernel_set(variant, key);
-  CompileReport r;
-  r.key = set.compiled.key;
-  for (const auto& [name, info] : set.compiled.ptxas) {
-    r.registers[name] = info.registers;
-    r.spill_bytes[name] = info.spill_stores + info.spill_loads;
-  }
-  return r;
+  return runtime::compile_report(runtime::get_kernel_set(variant, key));
 }
 
 namespace runtime {

@@ -5,18 +5,9 @@
 
 #include "decode/decode_config.h"
 #include "flexattn/error.h"
+#include "runtime/kernel_set.h"
 
 namespace flexattn::runtime {
-
-namespace {
-
-const char* dtype_tag(DType t) {
-  if (t == DType::BF16) return "bf16";
-  if (t == DType::F16) return "fp16";
-  throw Error("dtype: the cuda backend takes bf16 or f16 tensors, got " + std::string(dtype_name(t)));
-}
-
-}  // namespace
 
 std::string decode_entry_for(int block_m) { return "flexattn_decode_m" + std::to_string(block_m); }
 
@@ -28,7 +19,7 @@ std::vector<std::string> decode_kernel_names(int d, int dv) {
 }
 
 std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const KernelSetKey& key) {
-  const std::string t = dtype_tag(key.dtype);
+  const std::string t = kernel_dtype(key.dtype);
   const std::string dd = std::to_string(key.d) + ", " + std::to_string(key.dv);
   std::ostringstream s;
   s << "// flexattn decode kernels (split-KV, packed GQA, paged K/V), " << t << ", D=" << key.d << ", Dv=" << key.dv

@@ -54,21 +54,6 @@ HostTensor download(const void* dev, DType t, const std::vector<int64_t>& shape)
   return t == DType::F32 ? raw : converted(raw, DType::F32);
 }
 
-// Median of `reps` CUDA-event timings of `call`, after two untimed warm-up calls.
-template <class F>
-double median_ms(int reps, F call) {
-  std::vector<double> ms;
-  jit::Event a, b;
-  for (int i = 0; i < reps + 2; ++i) {
-    a.record();
-    call();
-    b.record();
-    b.synchronize();
-    if (i >= 2) ms.push_back(jit::Event::elapsed_ms(a, b));
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms.empty() ? 0.0 : ms[ms.size() / 2];
-}
 
 }  // namespace
 
@@ -123,7 +108,7 @@ CudaHostResult cuda_run_host(const CudaHostRequest& r) {
   res.out = download(fa.out.data, r.dtype, out_shape);
   res.lse = download(fa.lse, DType::F32, row_shape);
   res.max_score = download(fa.max_score, DType::F32, row_shape);
-  if (r.timing_reps > 0) res.fwd_ms = median_ms(r.timing_reps, [&] { cuda_forward(fa); });
+  if (r.timing_reps > 0) res.fwd_ms = jit::median_event_ms(r.timing_reps, 2, [&] { cuda_forward(fa); });
   if (!r.dout) return res;
 
   BackwardArgs ba;
@@ -157,7 +142,7 @@ CudaHostResult cuda_run_host(const CudaHostRequest& r) {
   res.dk = download(ba.dk.data, r.dtype, k.shape);
   res.dv = download(ba.dv.data, r.dtype, v.shape);
   for (auto& [name, g] : grads) res.buffer_grads[name] = download(g.first, DType::F32, g.second);
-  if (r.timing_reps > 0) res.bwd_ms = median_ms(r.timing_reps, [&] { cuda_backward(ba); });
+  if (r.timing_reps > 0) res.bwd_ms = jit::median_event_ms(r.timing_reps, 2, [&] { cuda_backward(ba); });
   return res;
 }
 

@@ -16,13 +16,23 @@
 
 namespace flexattn::runtime {
 
-namespace {
-
 const char* kernel_dtype(DType t) {
   if (t == DType::BF16) return "bf16";
   if (t == DType::F16) return "fp16";
   throw Error("dtype: the cuda backend takes bf16 or f16 tensors, got " + std::string(dtype_name(t)));
 }
+
+CompileReport compile_report(const KernelSet& set) {
+  CompileReport r;
+  r.key = set.compiled.key;
+  for (const auto& [name, info] : set.compiled.ptxas) {
+    r.registers[name] = info.registers;
+    r.spill_bytes[name] = info.spill_stores + info.spill_loads;
+  }
+  return r;
+}
+
+namespace {
 
 std::string entry(const char* name, const std::string& bounds, const std::string& body) {
   // minBlocksPerSM = 1: without it ptxas caps these kernels' registers low enough to spill.

@@ -41,6 +41,12 @@ std::string kernel_source(const codegen::GeneratedVariant& variant, const Kernel
 // reuses its mods pays no codegen.
 const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key);
 
+// "bf16" / "fp16": the element-type tag of kernel names and sources; Error for other dtypes.
+const char* kernel_dtype(DType t);
+
+// Key, registers and spills per entry function of a compiled set (compile_variant, compile_decode).
+CompileReport compile_report(const KernelSet& set);
+
 // Throws Error when the backward cannot tile head dims (d, dv), naming the padded dims that work.
 void check_backward_head_dims(int64_t d, int64_t dv);
 
