@@ -14,31 +14,13 @@
 #include "runtime/sm90_backward.h"
 #include "runtime/tma_sm90.h"
 #include "sm90/tile_config_sm90_bwd.h"
+#include "compile/sm90/sm90_host_util.h"
 
 using namespace flexattn;
 
-namespace {
-
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-alignas(16) char g_data[64];
-
-kern::AttnParams eligible_params() {
-  kern::AttnParams p{};
-  p.D = p.Dv = 128;
-  p.q_block = p.kv_block = 1 << 30;
-  return p;
-}
-
-}  // namespace
+using sm90_test::eligible_params;
+using sm90_test::error_of;
+using sm90_test::g_data;
 
 TEST(Sm90BwdHost, OffByDefaultAndSwitchedOnByTheEnvironment) {
   unsetenv("FLEXATTN_SM90_BWD");

@@ -13,31 +13,13 @@
 #include "runtime/tma_sm90.h"
 #include "sm90/fwd_scheduler_sm90.cuh"
 #include "sm90/tile_config_sm90.h"
+#include "compile/sm90/sm90_host_util.h"
 
 using namespace flexattn;
 
-namespace {
-
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-alignas(16) char g_data[64];
-
-kern::AttnParams eligible_params() {
-  kern::AttnParams p{};
-  p.D = p.Dv = 128;
-  p.q_block = p.kv_block = 1 << 30;
-  return p;
-}
-
-}  // namespace
+using sm90_test::eligible_params;
+using sm90_test::error_of;
+using sm90_test::g_data;
 
 TEST(Sm90Host, MapArgsDescribeA4dViewWithSlabBoxes) {
   // q [B=2, H=3, L=100, D=128] with padded rows (stride 136) and heads (stride 100 * 136).

@@ -28,6 +28,7 @@
 #include "flexattn/mods.h"
 #include "flexattn/reference.h"
 #include "corpus.h"
+#include "gpu/check_util.h"
 
 using namespace flexattn;
 using corpus::CorpusEntry;
@@ -50,25 +51,8 @@ struct Row {
   std::string why;
 };
 
-double max_abs(const HostTensor& t) {
-  double m = 0;
-  for (int64_t i = 0; i < t.numel(); ++i)
-    if (std::isfinite(t.get(i))) m = std::max(m, std::fabs(t.get(i)));
-  return m;
-}
-
-// Max |a - b| / max(1e-6, scale) over finite pairs; a non-finite mismatch (NaN vs number, -inf vs
-// finite) returns +inf.
-double rel_err(const HostTensor& got, const HostTensor& want, double scale) {
-  double e = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    const double g = got.get(i), w = want.get(i);
-    if (std::isinf(w) && g == w) continue;
-    if (!std::isfinite(g) || !std::isfinite(w)) return INFINITY;
-    e = std::max(e, std::fabs(g - w));
-  }
-  return e / std::max(scale, 1e-6);
-}
+using gpu_check::max_abs;
+using gpu_check::rel_err;
 
 HostTensor random_tensor(std::vector<int64_t> shape, DType t, uint64_t seed) {
   HostTensor x(t, shape);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "corpus.h"
+#include "gpu/check_util.h"
 #include "flexattn/attention.h"
 #include "flexattn/block_mask.h"
 #include "flexattn/cpu_variant.h"
@@ -60,23 +61,8 @@ HostTensor random_tensor(std::vector<int64_t> shape, DType t, uint64_t seed) {
   return converted(converted(x, t), DType::F32);  // values exactly representable in t
 }
 
-double max_abs(const HostTensor& t) {
-  double m = 0;
-  for (int64_t i = 0; i < t.numel(); ++i)
-    if (std::isfinite(t.get(i))) m = std::max(m, std::fabs(t.get(i)));
-  return m;
-}
-
-double rel_err(const HostTensor& got, const HostTensor& want, double scale) {
-  double e = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    const double g = got.get(i), w = want.get(i);
-    if (std::isinf(w) && g == w) continue;
-    if (!std::isfinite(g) || !std::isfinite(w)) return INFINITY;
-    e = std::max(e, std::fabs(g - w));
-  }
-  return e / std::max(scale, 1e-6);
-}
+using gpu_check::max_abs;
+using gpu_check::rel_err;
 
 // --dry: the host side only (inputs, pages, masks, references), with fake device addresses; for
 // checking the program itself on a machine without a GPU.

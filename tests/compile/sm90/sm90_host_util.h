@@ -1,0 +1,32 @@
+// What the sm90 host-side tests (forward and backward) share.
+#pragma once
+#include <string>
+
+#include "common/params.h"
+#include "flexattn/error.h"
+
+namespace flexattn::sm90_test {
+
+// The message of the flexattn::Error that f() throws, or "(no error)".
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// A 16-byte aligned address to describe tensors with (nothing reads it).
+alignas(16) inline char g_data[64];
+
+// Params the sm90 kernels accept: D = Dv = 128, no block mask.
+inline kern::AttnParams eligible_params() {
+  kern::AttnParams p{};
+  p.D = p.Dv = 128;
+  p.q_block = p.kv_block = 1 << 30;
+  return p;
+}
+
+}  // namespace flexattn::sm90_test
