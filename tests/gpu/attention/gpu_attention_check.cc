@@ -29,6 +29,9 @@
 #include "flexattn/reference.h"
 #include "corpus.h"
 #include "gpu/check_util.h"
+#include "runtime/kernel_set.h"
+#include "runtime/sm90_backward.h"
+#include "runtime/tma_sm90.h"
 
 using namespace flexattn;
 using corpus::CorpusEntry;
@@ -197,6 +200,17 @@ int main(int argc, char** argv) {
           compile_variant(b.variant, k.dtype, int(k.D), int(k.Dv), device_arch_string(), false);
           if (decode) compile_decode(b.variant, k.dtype, int(k.D), int(k.Dv), device_arch_string());
           if (k.backward) compile_variant(b.variant, k.dtype, int(k.D), int(k.Dv), device_arch_string(), true);
+          // The Hopper families compile on first use otherwise (serially, seconds each): prewarm what
+          // the dispatch will pick on this device with this environment.
+          const std::string arch = device_arch_string();
+          const auto hopper_dim = [](int64_t d) { return d == 64 || d == 128 || d == 192 || d == 256; };
+          if (arch == "sm_90a" && runtime::sm90_forward_requested() && hopper_dim(k.D) && hopper_dim(k.Dv))
+            runtime::get_kernel_set(b.variant, runtime::KernelSetKey{k.dtype, int(k.D), int(k.Dv), arch, false,
+                                                                     runtime::KernelFamily::sm90});
+          if (arch == "sm_90a" && k.backward && runtime::sm90_backward_requested() && (k.D == 64 || k.D == 128) &&
+              (k.Dv == 64 || k.Dv == 128))
+            runtime::get_kernel_set(b.variant, runtime::KernelSetKey{k.dtype, int(k.D), int(k.Dv), arch, true,
+                                                                     runtime::KernelFamily::sm90});
         } catch (const std::exception& e) {
           std::fprintf(stderr, "prewarm %s: %s\n", k.mod->name.c_str(), e.what());
         }
