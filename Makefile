@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: run test build setup gpu-test clean
+.PHONY: run test build setup gpu-test multigpu-test clean
 
 run: build
 	./$(BUILD)/tools/flexattn bench --suite quick
@@ -19,6 +19,10 @@ setup:
 
 gpu-test:
 	scripts/gpu_test.sh
+
+# Context parallelism on several GPUs of one host (a stub until the ring can run; docs/cp.md §4).
+multigpu-test:
+	scripts/multigpu_test.sh
 
 clean:
 	rm -rf $(BUILD)
