@@ -188,10 +188,10 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
         scale = 1.0 / math.sqrt(query.size(-1))
     spec, scalar_values, buffer_values = _bound_values(score_mod, mask_mod)
     buffers = [_buffer_tensor(b, query.device) for b in buffer_values]
-    op = _torch_ops.attn_fwd
-    if not torch.compiler.is_compiling() and not (torch.is_grad_enabled() and any(
-            t.requires_grad for t in (query, key, value, *buffers))):
-        op = _torch_ops.attn_fwd_eager
+    op = _torch_ops.attn_fwd  # under torch.compile: the custom op (graph node, fake impl, autograd)
+    if not torch.compiler.is_compiling():
+        needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value, *buffers))
+        op = _torch_ops.attn_fwd_autograd if needs_grad else _torch_ops.attn_fwd_eager
     out, lse, mx = op(query, key, value, _scalar_tensor(scalar_values), buffers, mask, spec, meta, float(scale))
     if return_aux is not None:
         return out, AuxOutput(lse=lse if return_aux.lse else None, max_scores=mx if return_aux.max_scores else None)
