@@ -90,14 +90,21 @@ def set_cache_env(cache_dir: str) -> None:
 
 
 def git_commit(repo: str = REPO) -> str:
+    """HEAD, with "+dirty" when the tracked files differ from it. The device tool's copy of the tree carries
+    a .git from the start of the session, so there the flag is what says the commit is only a base.
+    FLEXATTN_COMMIT overrides (a script that knows the real commit can pass it)."""
+    if os.environ.get("FLEXATTN_COMMIT"):
+        return os.environ["FLEXATTN_COMMIT"]
     try:
         r = subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                            timeout=10)
         if r.returncode == 0 and r.stdout.strip():
-            return r.stdout.strip()
+            d = subprocess.run(["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=30)
+            return r.stdout.strip() + ("+dirty" if d.returncode == 0 and d.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
         pass
-    return os.environ.get("FLEXATTN_COMMIT", "unknown")
+    return "unknown"
 
 
 # ---- --record (no GPU) ----------------------------------------------------------------------------------

@@ -340,3 +340,23 @@ def test_record_rejects_a_file_that_is_not_a_run(tmp_path):
     (tmp_path / "results.json").write_text(json.dumps(bad))
     with pytest.raises(ValueError, match="row: impl must be one of"):
         run.record(str(tmp_path), str(tmp_path))
+
+
+def test_git_commit_marks_a_dirty_tree_and_honours_the_override(tmp_path, monkeypatch):
+    import subprocess
+    if subprocess.run(["git", "--version"], capture_output=True).returncode != 0:
+        pytest.skip("no git")
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run(git + ["init", "-q"], check=True)
+    (repo / "f.txt").write_text("a\n")
+    subprocess.run(git + ["add", "f.txt"], check=True)
+    subprocess.run(git + ["commit", "-qm", "x"], check=True)
+    monkeypatch.delenv("FLEXATTN_COMMIT", raising=False)
+    clean = run.git_commit(str(repo))
+    assert clean and not clean.endswith("+dirty")
+    (repo / "f.txt").write_text("b\n")
+    assert run.git_commit(str(repo)) == clean + "+dirty"
+    monkeypatch.setenv("FLEXATTN_COMMIT", "abc1234")
+    assert run.git_commit(str(repo)) == "abc1234"
