@@ -6,6 +6,7 @@
 #include "convert.h"
 #include "flexattn/attention.h"
 #include "flexattn/block_mask_gpu.h"
+#include "flexattn/decode.h"
 #include "flexattn/error.h"
 
 namespace flexattn::py {
@@ -120,6 +121,72 @@ void cuda_backward_py(const VariantHandle& v, const TensorArg& q, const TensorAr
   cuda_backward(b);
 }
 
+// A cuda_decode call (include/flexattn/decode.h) from the same argument forms as cuda_forward; the
+// int32 arrays (page_table [B, max_pages], kv_lens [B], q_offsets [B]) are device pointers, 0 = absent.
+struct DecodeCall {
+  DecodeArgs args;
+  DeviceBlockMask mask;  // args.block_mask points here, so a DecodeCall is never copied
+  DecodeCall() = default;
+  DecodeCall(const DecodeCall&) = delete;
+  DecodeCall& operator=(const DecodeCall&) = delete;
+};
+
+void fill_decode(DecodeCall* c, const VariantHandle& v, const TensorArg& q, const TensorArg& k, const TensorArg& vv,
+                 const TensorArg& out, uintptr_t lse, uintptr_t max_score, const Scalars& scalars,
+                 const Buffers& buffers, const std::optional<DeviceMaskArg>& mask, uintptr_t page_table,
+                 int64_t max_pages, uintptr_t kv_lens, uintptr_t q_offsets, int64_t q_offset,
+                 std::optional<double> scale, int num_splits, int device, uintptr_t stream) {
+  DecodeArgs& d = c->args;
+  d.variant = &v.variant;
+  d.bindings = device_bindings(scalars, buffers);
+  d.q = view_of(q, "query"), d.k = view_of(k, "key"), d.v = view_of(vv, "value"), d.out = view_of(out, "out");
+  d.lse = reinterpret_cast<float*>(lse);
+  d.max_score = reinterpret_cast<float*>(max_score);
+  check((page_table == 0) == (max_pages == 0), "page_table: give both page_table and max_pages (paged) or neither");
+  d.page_table = reinterpret_cast<const int32_t*>(page_table);
+  d.max_pages = max_pages;
+  d.kv_lens = reinterpret_cast<const int32_t*>(kv_lens);
+  d.q_offsets = reinterpret_cast<const int32_t*>(q_offsets);
+  d.q_offset = q_offset;
+  if (mask) {
+    c->mask = device_mask(*mask);
+    d.block_mask = &c->mask;
+  }
+  d.scale = scale ? *scale : std::numeric_limits<double>::quiet_NaN();
+  d.num_splits = num_splits;
+  check(device >= 0, "device: must be >= 0, got " + std::to_string(device));
+  d.device = device;
+  d.stream = reinterpret_cast<void*>(stream);
+}
+
+size_t cuda_decode_workspace_bytes_py(const VariantHandle& v, const TensorArg& q, const TensorArg& k,
+                                      const TensorArg& vv, const TensorArg& out, uintptr_t lse, uintptr_t max_score,
+                                      const Scalars& scalars, const Buffers& buffers,
+                                      const std::optional<DeviceMaskArg>& mask, uintptr_t page_table,
+                                      int64_t max_pages, uintptr_t kv_lens, uintptr_t q_offsets, int64_t q_offset,
+                                      std::optional<double> scale, int num_splits, int device, uintptr_t stream) {
+  DecodeCall c;
+  fill_decode(&c, v, q, k, vv, out, lse, max_score, scalars, buffers, mask, page_table, max_pages, kv_lens,
+              q_offsets, q_offset, scale, num_splits, device, stream);
+  nb::gil_scoped_release release;  // the first query compiles the kernels
+  return decode_workspace_bytes(c.args);
+}
+
+void cuda_decode_py(const VariantHandle& v, const TensorArg& q, const TensorArg& k, const TensorArg& vv,
+                    const TensorArg& out, uintptr_t lse, uintptr_t max_score, const Scalars& scalars,
+                    const Buffers& buffers, const std::optional<DeviceMaskArg>& mask, uintptr_t page_table,
+                    int64_t max_pages, uintptr_t kv_lens, uintptr_t q_offsets, int64_t q_offset,
+                    std::optional<double> scale, int num_splits, uintptr_t workspace, size_t workspace_bytes,
+                    int device, uintptr_t stream) {
+  DecodeCall c;
+  fill_decode(&c, v, q, k, vv, out, lse, max_score, scalars, buffers, mask, page_table, max_pages, kv_lens,
+              q_offsets, q_offset, scale, num_splits, device, stream);
+  c.args.workspace = reinterpret_cast<void*>(workspace);
+  c.args.workspace_bytes = workspace_bytes;
+  nb::gil_scoped_release release;
+  cuda_decode(c.args);
+}
+
 size_t workspace_bytes_py(const std::vector<int64_t>& q_shape, bool deterministic) {
   check(q_shape.size() == 4, "q_shape: expected [B, Hq, L, E]");
   BackwardArgs b;
@@ -207,6 +274,26 @@ void bind_cuda(nb::module_& m) {
         nb::arg("workspace_bytes") = 0, nb::arg("device") = 0, nb::arg("stream") = 0,
         "Enqueues the backward. buffer_grads: {name: float32 accumulator pointer, zeroed, buffer's shape}; "
         "workspace: cuda_backward_workspace_bytes() bytes, 16-byte aligned.");
+  // The decode entry points take the same keyword arguments (cuda_decode adds workspace /
+  // workspace_bytes), so a caller sizes the workspace with exactly the arguments of the call.
+  m.def("cuda_decode_workspace_bytes", &cuda_decode_workspace_bytes_py, nb::arg("variant"), nb::arg("query"),
+        nb::arg("key"), nb::arg("value"), nb::arg("out"), nb::kw_only(), nb::arg("lse") = 0, nb::arg("max_score") = 0,
+        nb::arg("scalars") = Scalars{}, nb::arg("buffers") = Buffers{}, nb::arg("block_mask").none() = nb::none(),
+        nb::arg("page_table") = 0, nb::arg("max_pages") = 0, nb::arg("kv_lens") = 0, nb::arg("q_offsets") = 0,
+        nb::arg("q_offset") = 0, nb::arg("scale").none() = nb::none(), nb::arg("num_splits") = 0,
+        nb::arg("device") = 0, nb::arg("stream") = 0,
+        "Bytes of split workspace the cuda_decode call with these arguments needs (0 with one split); depends on "
+        "shapes and the device only. The first query compiles and loads the kernels.");
+  m.def("cuda_decode", &cuda_decode_py, nb::arg("variant"), nb::arg("query"), nb::arg("key"), nb::arg("value"),
+        nb::arg("out"), nb::kw_only(), nb::arg("lse") = 0, nb::arg("max_score") = 0, nb::arg("scalars") = Scalars{},
+        nb::arg("buffers") = Buffers{}, nb::arg("block_mask").none() = nb::none(), nb::arg("page_table") = 0,
+        nb::arg("max_pages") = 0, nb::arg("kv_lens") = 0, nb::arg("q_offsets") = 0, nb::arg("q_offset") = 0,
+        nb::arg("scale").none() = nb::none(), nb::arg("num_splits") = 0, nb::arg("workspace") = 0,
+        nb::arg("workspace_bytes") = 0, nb::arg("device") = 0, nb::arg("stream") = 0,
+        "Enqueues a decode step (include/flexattn/decode.h) on `stream`; never allocates or synchronises. Tensors "
+        "as in cuda_forward; query [B,Hq,L<=64,D]; key / value contiguous [Bkv,Hkv,S,D] or, with page_table "
+        "(int32 [B, max_pages] device pointer), pools [num_pages,Hkv,page_size,D]. kv_lens / q_offsets: int32 [B] "
+        "device pointers or 0. block_mask in logical positions. workspace: cuda_decode_workspace_bytes() bytes.");
   m.def("cuda_backward_workspace_bytes", &workspace_bytes_py, nb::arg("q_shape"), nb::arg("deterministic") = false);
   m.def("cuda_build_block_mask", &build_mask_gpu, nb::arg("mask_mod").none(), nb::arg("B"), nb::arg("H"),
         nb::arg("q_len"), nb::arg("kv_len"), nb::arg("q_block") = 128, nb::arg("kv_block") = 128, nb::kw_only(),

@@ -14,9 +14,10 @@ from ._tracer import TracedMod, clear_cache, mod_kind, trace
 from .attention import AuxOutput, AuxRequest, flex_attention
 from .block_mask import BlockMask, create_block_mask
 from .masks import and_masks, create_mask, noop_mask, or_masks
+from .paged import paged_attention
 
 __version__ = "0.1.0"
 __all__ = [
     "AuxOutput", "AuxRequest", "BlockMask", "TraceError", "TracedMod", "and_masks", "clear_cache", "create_block_mask",
-    "create_mask", "flex_attention", "mod_kind", "noop_mask", "ops", "or_masks", "trace",
+    "create_mask", "flex_attention", "mod_kind", "noop_mask", "ops", "or_masks", "paged_attention", "trace",
 ]
