@@ -13,7 +13,7 @@ PYOPT=-DFLEXATTN_BUILD_PYTHON=OFF
 [ "${GPU_TEST_PYTHON:-1}" = 1 ] && python3 -c "import nanobind" 2>/dev/null && PYOPT=-DFLEXATTN_BUILD_PYTHON=ON
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFLEXATTN_REQUIRE_GTEST=OFF $PYOPT >"$LOG/configure.log" 2>&1 \
   || { tail -30 "$LOG/configure.log"; exit 1; }
-TARGETS="gpu_attention_check gpu_block_mask_check gpu_decode_check flexattn"
+TARGETS="gpu_attention_check gpu_block_mask_check gpu_decode_check gpu_cp_check flexattn"
 [ "$PYOPT" = -DFLEXATTN_BUILD_PYTHON=ON ] && TARGETS="$TARGETS _C"
 cmake --build build-gpu -j"$JOBS" --target $TARGETS >"$LOG/build.log" 2>&1 \
   || { grep -E "error" "$LOG/build.log" | head -30; exit 1; }
@@ -44,6 +44,7 @@ if [ "${GPU_TEST_MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null;
 fi
 [ -x build-gpu/tests/gpu/block_mask_gpu/gpu_block_mask_check ] && run gpu_block_mask build-gpu/tests/gpu/block_mask_gpu/gpu_block_mask_check
 [ -x build-gpu/tests/gpu/decode/gpu_decode_check ] && run gpu_decode build-gpu/tests/gpu/decode/gpu_decode_check ${GPU_TEST_ARGS:-}
+[ -x build-gpu/tests/gpu/cp/gpu_cp_check ] && run gpu_cp build-gpu/tests/gpu/cp/gpu_cp_check
 if python3 -c "import torch" 2>/dev/null && ls build-gpu/bindings/_C*.so >/dev/null 2>&1; then
   FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONUNBUFFERED=1 \
     run python_gpu python3 -m pytest -q -p no:cacheprovider tests/python/gpu tests/python/test_native_torch.py ${PYTEST_ARGS:-}
