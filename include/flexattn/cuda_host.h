@@ -22,6 +22,7 @@ struct CudaHostRequest {
   DType dtype = DType::BF16;
   const BlockMask* block_mask = nullptr;  // null = dense
   double scale = std::numeric_limits<double>::quiet_NaN();
+  int64_t q_offset = 0, kv_offset = 0;    // positions the mods see (ForwardArgs)
   const HostTensor* dout = nullptr;       // non-null: run the backward too
   const HostTensor* dlse = nullptr;
   bool deterministic = false;

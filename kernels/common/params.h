@@ -132,6 +132,11 @@ struct AttnParams {
   int page_size, max_pages, num_pages;
   int q_offset;
   int pack_heads, num_splits;
+
+  // Positions the mods see (forward and backward families; decode reads q_offset above the same way):
+  // query row i is at q_offset + i and kv row j at kv_offset + j (ForwardArgs.q_offset / kv_offset;
+  // a context-parallel piece or a chunk of a longer sequence). Bounds and block-mask lookups stay local.
+  int kv_offset;
 };
 
 static_assert(sizeof(ModParams) == 1024, "ModParams layout is part of the kernel ABI");

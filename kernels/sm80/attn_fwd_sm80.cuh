@@ -64,7 +64,7 @@ __device__ __forceinline__ void fwd_scores(float (&s)[MI][NI][4], const AttnPara
       for (int e = 0; e < 4; ++e) {
         const int kv = kv0 + ni * 8 + (lane & 3) * 2 + (e & 1);
         const bool in_bounds = !tail || kv < p.S;
-        const int kvw = tail ? wrap_index(kv, p.S) : kv;
+        const int kvw = (tail ? wrap_index(kv, p.S) : kv) + p.kv_offset;
         s[mi][ni][e] = masked_score_log2<V, kFull>(p, s[mi][ni][e], b, h, qw[mi][e >> 1], kvw, in_bounds);
       }
     }
@@ -107,7 +107,7 @@ __device__ __forceinline__ void attn_fwd_sm80(const AttnParams& p) {
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) qw[mi][r] = wrap_index(q0 + row0 + mi * 16 + (lane >> 2) + r * 8, p.L);
+    for (int r = 0; r < 2; ++r) qw[mi][r] = wrap_index(q0 + row0 + mi * 16 + (lane >> 2) + r * 8, p.L) + p.q_offset;
   }
   float o[MI][DI][4], m[MI][2], l[MI][2];
 #pragma unroll

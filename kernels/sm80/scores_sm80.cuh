@@ -31,7 +31,7 @@ __device__ __forceinline__ void backward_entry(const AttnParams& p, float raw, f
                                                int b, int h, int q, int kv, bool call_buffer_grad, float& p_out,
                                                float& ds_out) {
   const bool in_bounds = q < p.L && kv < p.S;
-  const int qw = wrap_index(q, p.L), kvw = wrap_index(kv, p.S);
+  const int qw = wrap_index(q, p.L) + p.q_offset, kvw = wrap_index(kv, p.S) + p.kv_offset;
   const float s = raw * p.scale;
   float sm = s;
   if constexpr (V::kHasScoreMod) sm = V::score_mod(p.mod, s, b, h, qw, kvw);

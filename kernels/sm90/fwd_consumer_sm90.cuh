@@ -61,7 +61,7 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
   constexpr int BN = C::BN;
   const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, t = lane & 3;
   const int row = q0 + 64 * wg + 16 * warp + (lane >> 2);
-  const int qw[2] = {wrap_index(row, p.L), wrap_index(row + 8, p.L)};
+  const int qw[2] = {wrap_index(row, p.L) + p.q_offset, wrap_index(row + 8, p.L) + p.q_offset};
   const unsigned q_half = c.q_half(wg);
   const Turns<kPingPong> turns{wg};
 

@@ -30,7 +30,7 @@ __device__ __forceinline__ void scores_inside(float (&s)[BN / 2], const AttnPara
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int kv = kv0 + 8 * i + 2 * t + (e & 1);
-      s[4 * i + e] = masked_score_log2<V, kFull>(p, s[4 * i + e], b, h, qw[e >> 1], kv, true);
+      s[4 * i + e] = masked_score_log2<V, kFull>(p, s[4 * i + e], b, h, qw[e >> 1], kv + p.kv_offset, true);
     }
   }
 }
@@ -90,7 +90,7 @@ __device__ __forceinline__ void scores_softmax(float (&s)[BN / 2], const AttnPar
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int kv = kv0 + 8 * i + 2 * t + (e & 1);
-        const int kvw = wrap_kv(kv, p.S);
+        const int kvw = wrap_kv(kv, p.S) + p.kv_offset;
         float x = s[4 * i + e] * p.scale;
         if constexpr (V::kHasScoreMod) x = V::score_mod(p.mod, x, b, h, qw[e >> 1], kvw);
         bool keep = kv < p.S;

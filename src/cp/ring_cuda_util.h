@@ -14,31 +14,6 @@ namespace flexattn::cp::detail {
 
 inline size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
-inline bool reads_op(const ir::Expr& e, ir::Op op) {
-  if (e.empty()) return false;
-  std::vector<const ir::Node*> stack{e.get()};
-  std::unordered_set<const ir::Node*> seen;
-  while (!stack.empty()) {
-    const ir::Node* n = stack.back();
-    stack.pop_back();
-    if (!seen.insert(n).second) continue;
-    if (n->op == op) return true;
-    for (const ir::NodePtr& a : n->args) stack.push_back(a.get());
-  }
-  return false;
-}
-
-// Throws when a mod reads a position: each piece's kernel would see positions relative to the piece.
-inline void refuse_positions(const std::string& who, const Variant& v) {
-  for (const auto& [mod, name] : {std::pair{&v.score_mod, "score_mod"}, std::pair{&v.mask_mod, "mask_mod"}})
-    for (const auto& [op, idx] : {std::pair{ir::Op::QIdx, "q_idx"}, std::pair{ir::Op::KvIdx, "kv_idx"}})
-      check(!reads_op(*mod, op),
-            who + ": the variant's " + name + " reads " + idx +
-                ", but the kernels would see positions local to each piece: the runtime offsets that fix this "
-                "(q_offset/kv_offset in ForwardArgs/BackwardArgs) are not implemented yet (docs/cp.md §4). Only "
-                "variants whose mods read neither q_idx nor kv_idx run on the ring today");
-}
-
 inline bool contiguous(const TensorView& t) {
   if (t.strides.empty()) return true;
   int64_t s = 1;
@@ -88,7 +63,10 @@ inline Geometry geometry(const std::string& who, const RingForwardArgs& a) {
   check(0 <= a.rank && a.rank < n,
         who + ": rank must be in [0, " + std::to_string(n) + "); got " + std::to_string(a.rank));
   check(a.local.variant != nullptr, who + ": local.variant is null");
-  refuse_positions(who, *a.local.variant);
+  // Each piece's kernels get the positions of its rows and columns from the plan (piece_forward).
+  check(a.local.q_offset == 0 && a.local.kv_offset == 0,
+        who + ": local.q_offset and local.kv_offset must be 0 (the ring sets each piece's positions from the "
+              "plan); got " + std::to_string(a.local.q_offset) + " and " + std::to_string(a.local.kv_offset));
   const ForwardArgs& f = a.local;
   for (const auto& [t, name] : {std::pair{&f.q, "q"}, std::pair{&f.k, "k"}, std::pair{&f.v, "v"}})
     check(t->shape.size() == 4, who + ": local." + name + " must be 4-D; got " + detail::shape_str(t->shape));
@@ -185,6 +163,7 @@ inline TensorView shard_view(const Geometry& g, const void* buffer, int64_t shar
 struct PieceAt {
   int64_t row0, rows, col0, cols, shard_cols;
   const DeviceBlockMask* mask;
+  int64_t q_pos, kv_pos;  // global positions of the piece's first row and column (what the mods see)
 };
 inline PieceAt piece_at(const RingForwardArgs& a, const RingStep& st, const Piece& p) {
   const ShardPlan& plan = *a.plan;
@@ -194,7 +173,9 @@ inline PieceAt piece_at(const RingForwardArgs& a, const RingStep& st, const Piec
           local_offset(plan, st.kv_shard, p.kv_chunk, true),
           plan.chunks[size_t(p.kv_chunk)].kv_cols.size(),
           local_size(plan, st.kv_shard, true),
-          a.piece_masks ? &a.piece_masks[size_t(p.q_chunk * n_chunks + p.kv_chunk)] : nullptr};
+          a.piece_masks ? &a.piece_masks[size_t(p.q_chunk * n_chunks + p.kv_chunk)] : nullptr,
+          plan.chunks[size_t(p.q_chunk)].q_rows.begin,
+          plan.chunks[size_t(p.kv_chunk)].kv_cols.begin};
 }
 
 inline ForwardArgs piece_forward(const Geometry& g, const RingForwardArgs& a, const PieceAt& x, const void* kv) {
@@ -204,6 +185,8 @@ inline ForwardArgs piece_forward(const Geometry& g, const RingForwardArgs& a, co
   f.v = shard_view(g, kv, x.shard_cols, x.col0, x.cols, true);
   f.block_mask = x.mask;
   f.max_score = nullptr;
+  f.q_offset = x.q_pos;
+  f.kv_offset = x.kv_pos;
   return f;
 }
 

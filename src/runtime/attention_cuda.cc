@@ -3,6 +3,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "common/params.h"
 #include "flexattn/attention.h"
@@ -94,6 +95,12 @@ Problem check_forward(const ForwardArgs& a, AttnParams* p) {
   p->v = a.v.data, p->v_sb = s[0], p->v_sh = s[1], p->v_sl = s[2];
   check_view(a.out, "out", {pr.B, pr.Hq, pr.L, pr.Dv}, q.dtype, s);
   p->out = a.out.data, p->out_sb = s[0], p->out_sh = s[1], p->out_sl = s[2];
+  for (const auto& [name, off, len] : {std::tuple{"q_offset", a.q_offset, pr.L}, {"kv_offset", a.kv_offset, pr.S}})
+    if (off <= -(int64_t(1) << 30) || off + len >= (int64_t(1) << 30))
+      throw Error(std::string(name) + ": positions offset + length must stay inside (-2^30, 2^30), got " +
+                  std::to_string(off) + " + " + std::to_string(len));
+  p->q_offset = int(a.q_offset);
+  p->kv_offset = int(a.kv_offset);
   p->lse = a.lse;
   p->max_score = a.max_score;
   p->B = int(pr.B), p->Hq = int(pr.Hq), p->Hkv = int(pr.Hkv), p->Bkv = int(pr.Bkv);

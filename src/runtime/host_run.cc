@@ -75,6 +75,7 @@ CudaHostResult cuda_run_host(const CudaHostRequest& r) {
   fa.lse = static_cast<float*>(up.poisoned(size_t(rows) * 4));
   fa.max_score = static_cast<float*>(up.poisoned(size_t(rows) * 4));
   fa.scale = r.scale;
+  fa.q_offset = r.q_offset, fa.kv_offset = r.kv_offset;
   fa.device = r.device;
   if (r.bindings) {
     fa.bindings.scalars = r.bindings->scalars;

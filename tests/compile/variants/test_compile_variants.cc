@@ -102,7 +102,9 @@ TEST(HeadDims, PaddedDimsAreTheSmallestTileableOnes) {
       ASSERT_TRUE(kern::sm80_bwd_head_dims_ok(h.d, h.dv)) << d << " " << dv;
       ASSERT_TRUE(h.d >= d && h.dv >= dv && h.d % 16 == 0 && h.dv % 16 == 0 && h.d <= 256 && h.dv <= 256)
           << d << " " << dv;
-      if (d % 16 == 0 && dv % 16 == 0 && kern::sm80_bwd_head_dims_ok(d, dv)) ASSERT_TRUE(h.d == d && h.dv == dv);
+      if (d % 16 == 0 && dv % 16 == 0 && kern::sm80_bwd_head_dims_ok(d, dv)) {
+        ASSERT_TRUE(h.d == d && h.dv == dv);
+      }
     }
   try {
     cuda_padded_head_dims(0, 64);

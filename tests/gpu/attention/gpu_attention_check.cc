@@ -20,6 +20,7 @@
 
 #include "flexattn/attention.h"
 #include "flexattn/block_mask.h"
+#include "flexattn/cp.h"
 #include "flexattn/cpu_variant.h"
 #include "flexattn/cuda_host.h"
 #include "flexattn/decode.h"
@@ -45,6 +46,7 @@ struct Case {
   DType dtype;
   bool backward;
   bool deterministic;
+  int64_t q_off = 0, kv_off = 0;  // positions the mods see (ForwardArgs.q_offset / kv_offset)
 };
 
 struct Row {
@@ -70,6 +72,7 @@ Row run_case(const Case& k, uint64_t seed) {
                 k.dtype == DType::BF16 ? "bf16" : "f16", (long long)k.L, (long long)k.S, (long long)k.D,
                 (long long)(k.Hq / k.Hkv), k.backward ? "fwd+bwd" : "fwd", k.deterministic ? " det" : "");
   row.label = label;
+  if (k.q_off || k.kv_off) row.label += " off=" + std::to_string(k.q_off) + "," + std::to_string(k.kv_off);
   try {
     mods::ProblemShape shape{k.B, k.Hq, k.Hkv, k.L, k.S, k.D, k.Dv, seed};
     corpus::BuiltVariant built = corpus::build_variant(*k.mod, shape);
@@ -81,14 +84,16 @@ Row run_case(const Case& k, uint64_t seed) {
 
     std::unique_ptr<BlockMask> bm;
     cpu::VariantFns fns(built.variant, built.bindings, 0);
+    // The reference sees the offsets through wrapped mods (cp::offset_mods), the block mask is local.
+    const cpu::ModFns ref_fns = cp::offset_mods(fns.fns(), k.q_off, k.kv_off);
     if (!built.variant.mask_mod.empty()) {
-      const auto& mask = fns.fns().mask_mod;
+      const auto& mask = ref_fns.mask_mod;
       bm = std::make_unique<BlockMask>(build_block_mask(
           MaskFn([&](int64_t b, int64_t h, int64_t q, int64_t kv) { return mask(b, h, q, kv); }), k.B, k.Hq, k.L, k.S));
     }
     cpu::Options opt;
     opt.block_mask = bm.get();
-    const cpu::ForwardResult ref = cpu::forward(q, kk, v, fns.fns(), opt);
+    const cpu::ForwardResult ref = cpu::forward(q, kk, v, ref_fns, opt);
 
     CudaHostRequest req;
     req.variant = &built.variant;
@@ -96,6 +101,7 @@ Row run_case(const Case& k, uint64_t seed) {
     req.q = &q, req.k = &kk, req.v = &v;
     req.dtype = k.dtype;
     req.block_mask = bm.get();
+    req.q_offset = k.q_off, req.kv_offset = k.kv_off;
     if (k.backward) req.dout = &dout, req.dlse = &dlse;
     req.deterministic = k.deterministic;
     const CudaHostResult got = cuda_run_host(req);
@@ -109,7 +115,7 @@ Row run_case(const Case& k, uint64_t seed) {
 
     if (k.backward) {
       fns.reset_buffer_grads();
-      const cpu::BackwardResult rb = cpu::backward(q, kk, v, dout, &dlse, fns.fns(), opt);
+      const cpu::BackwardResult rb = cpu::backward(q, kk, v, dout, &dlse, ref_fns, opt);
       const double tol = 16 * p_err;
       const struct { const char* n; const HostTensor* g; const HostTensor* w; } grads[] = {
           {"dq", &got.dq, &rb.dq}, {"dk", &got.dk, &rb.dk}, {"dv", &got.dv, &rb.dv}};
@@ -181,6 +187,13 @@ int main(int argc, char** argv) {
   cases.push_back({&corpus[7], 700, 300, 128, 64, 4, 4, 1, DType::F16, true, false});
   cases.push_back({&corpus[1], 1000, 1000, 128, 128, 4, 1, 1, DType::BF16, true, true});
   cases.push_back({&corpus[9], 257, 257, 64, 64, 4, 4, 1, DType::BF16, true, true});
+  // Position offsets: a chunk of a longer sequence (the last 129 queries against 1000 keys) and a
+  // context-parallel piece (rows from 300, keys from 100), for the position-reading mods.
+  for (const char* name : {"causal", "sliding_window:100", "alibi+causal", "relbias(learnable)"})
+    for (int64_t D : {64, 128}) {
+      cases.push_back({&corpus::corpus_entry(name), 129, 1000, D, D, 4, 2, 1, DType::BF16, true, false, 871, 0});
+      cases.push_back({&corpus::corpus_entry(name), 200, 300, D, D, 4, 4, 1, DType::BF16, true, false, 300, 100});
+    }
 
   // Compile every distinct kernel set first, in parallel: NVRTC is single-threaded and the cases need
   // dozens of kernel sets (a few seconds each), which would otherwise dominate the run.

@@ -66,24 +66,17 @@ struct RankZero {
   }
 };
 
-TEST(RingCuda, RefusesVariantsThatReadPositions) {
+TEST(RingCuda, UserOffsetsAreRefusedThePlanSetsThem) {
   RankZero s;
-  const flexattn::Variant causal{{}, ir::kv_idx() <= ir::q_idx(), {}};
-  s.args.local.variant = &causal;
+  s.args.local.q_offset = 5;
   EXPECT_EQ(error_of([&] { cp::ring_forward(s.args); }),
-            "ring_forward: the variant's mask_mod reads q_idx, but the kernels would see positions local to each "
-            "piece: the runtime offsets that fix this (q_offset/kv_offset in ForwardArgs/BackwardArgs) are not "
-            "implemented yet (docs/cp.md §4). Only variants whose mods read neither q_idx nor kv_idx run on the "
-            "ring today");
-  const flexattn::Variant alibi{ir::score() - ir::kv_idx() * 0.1, {}, {}};
-  s.args.local.variant = &alibi;
+            "ring_forward: local.q_offset and local.kv_offset must be 0 (the ring sets each piece's positions from "
+            "the plan); got 5 and 0");
   cp::RingBackwardArgs b;
   b.fwd = s.args;
-  EXPECT_NE(error_of([&] { cp::ring_backward(b); }).find("ring_backward: the variant's score_mod reads kv_idx, "),
-            std::string::npos);
-  EXPECT_NE(error_of([&] {
-              cp::ring_forward_workspace_bytes(s.args);
-            }).find("ring_forward_workspace_bytes: the variant's score_mod reads kv_idx"),
+  b.fwd.local.q_offset = 0, b.fwd.local.kv_offset = 7;
+  EXPECT_NE(error_of([&] { cp::ring_backward(b); }).find("ring_backward: local.q_offset and local.kv_offset must "
+                                                         "be 0"),
             std::string::npos);
 }
 
