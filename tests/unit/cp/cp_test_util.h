@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "flexattn/cp.h"
+#include "flexattn/reference.h"
 
 namespace cp_test {
 
@@ -18,6 +19,7 @@ using flexattn::BlockMask;
 using flexattn::DType;
 using flexattn::HostTensor;
 using flexattn::cpu::ModFns;
+namespace cpu = flexattn::cpu;
 
 inline HostTensor random_tensor(std::vector<int64_t> shape, uint64_t seed, DType dtype = DType::F64) {
   HostTensor t(dtype, std::move(shape));
@@ -92,6 +94,27 @@ inline bool any_nan(const HostTensor& t) {
   for (int64_t i = 0; i < t.numel(); ++i)
     if (std::isnan(t.get(i))) return true;
   return false;
+}
+
+// A whole (unsplit) problem over a block mask with random inputs (B 2, Hq 4, Hkv 2, D 8, Dv 5) and the
+// oracle's forward and backward on it: what every split execution is compared with.
+struct WholeProblem {
+  HostTensor q, k, v, dout, dlse;
+  cpu::ForwardResult want;
+  cpu::BackwardResult want_g;
+};
+inline WholeProblem whole_problem(const BlockMask& bm, const ModFns& mods, uint64_t seed) {
+  const int64_t L = bm.q_len, S = bm.kv_len;
+  WholeProblem w;
+  w.q = random_tensor({2, 4, L, 8}, seed), w.k = random_tensor({2, 2, S, 8}, seed + 1);
+  w.v = random_tensor({2, 2, S, 5}, seed + 2), w.dout = random_tensor({2, 4, L, 5}, seed + 3);
+  w.dlse = random_tensor({2, 4, L}, seed + 4);
+  cpu::Options whole;
+  whole.block_mask = &bm;
+  whole.threads = 2;
+  w.want = cpu::forward(w.q, w.k, w.v, mods, whole);
+  w.want_g = cpu::backward(w.q, w.k, w.v, w.dout, &w.dlse, mods, whole);
+  return w;
 }
 
 }  // namespace cp_test

@@ -26,15 +26,10 @@ int skipped_count(const ShardPlan& p) {
 
 void check_run(const flexattn::BlockMask& bm, const ModFns& mods, int world, Layout layout, uint64_t seed,
                const std::string& what) {
-  const int64_t L = bm.q_len, S = bm.kv_len;
-  const HostTensor q = random_tensor({2, 4, L, 8}, seed), k = random_tensor({2, 2, S, 8}, seed + 1);
-  const HostTensor v = random_tensor({2, 2, S, 5}, seed + 2), dout = random_tensor({2, 4, L, 5}, seed + 3);
-  const HostTensor dlse = random_tensor({2, 4, L}, seed + 4);
-  cpu::Options whole;
-  whole.block_mask = &bm;
-  whole.threads = 2;
-  const cpu::ForwardResult want = cpu::forward(q, k, v, mods, whole);
-  const cpu::BackwardResult want_g = cpu::backward(q, k, v, dout, &dlse, mods, whole);
+  const WholeProblem w = whole_problem(bm, mods, seed);
+  const HostTensor &q = w.q, &k = w.k, &v = w.v, &dout = w.dout, &dlse = w.dlse;
+  const cpu::ForwardResult& want = w.want;
+  const cpu::BackwardResult& want_g = w.want_g;
 
   const ShardPlan plan = plan_shards(bm, world, layout);
   cpu::Options o;
