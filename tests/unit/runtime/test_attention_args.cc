@@ -1,0 +1,126 @@
+// Every argument error of cuda_forward / cuda_backward names the argument and what was expected; the
+// checks run before any driver call, so these tests need no GPU.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+#include "flexattn/attention.h"
+#include "flexattn/error.h"
+#include "flexattn/mods.h"
+
+using namespace flexattn;
+
+namespace {
+
+alignas(256) char g_mem[256];
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TensorView view(std::vector<int64_t> shape, DType t = DType::BF16) {
+  TensorView v;
+  v.data = g_mem;
+  v.dtype = t;
+  v.shape = std::move(shape);
+  return v;
+}
+
+struct Fixture {
+  Variant variant;
+  float lse_mem[4] = {};
+  ForwardArgs fwd() {
+    ForwardArgs a;
+    a.variant = &variant;
+    a.q = view({2, 4, 33, 64});
+    a.k = view({2, 2, 40, 64});
+    a.v = view({2, 2, 40, 32});
+    a.out = view({2, 4, 33, 32});
+    return a;
+  }
+};
+
+struct ForwardCase {
+  const char* what;
+  std::function<void(ForwardArgs&)> edit;
+  const char* message;
+};
+
+TEST(AttentionArgs, ForwardErrorsNameTheArgument) {
+  const ForwardCase cases[] = {
+      {"variant", [](ForwardArgs& a) { a.variant = nullptr; }, "variant: null"},
+      {"q rank", [](ForwardArgs& a) { a.q.shape = {2, 4, 33}; },
+       "q: expected a 4-D tensor [B, Hq, L, D], got shape [2, 4, 33]"},
+      {"dtype", [](ForwardArgs& a) { a.q.dtype = DType::F32; }, "q: the cuda backend takes bf16 or f16, got f32"},
+      {"empty", [](ForwardArgs& a) { a.q.shape[2] = 0; }, "q: every dimension must be at least 1, got [2, 4, 0, 64]"},
+      {"kv batch", [](ForwardArgs& a) { a.k.shape[0] = 3, a.v.shape[0] = 3; },
+       "k: batch must equal q's batch (2) or be 1, got 3"},
+      {"gqa", [](ForwardArgs& a) { a.k.shape[1] = 3, a.v.shape[1] = 3; },
+       "k: the number of query heads (4) must be a multiple of the kv heads (3)"},
+      {"head dim", [](ForwardArgs& a) { a.q.shape[3] = 40, a.k.shape[3] = 40; },
+       "head dims: the cuda backend takes multiples of 16 up to 256, got D=40, Dv=32"},
+      {"v shape", [](ForwardArgs& a) { a.v.shape[2] = 41; }, "v: expected shape [2, 2, 40, 32], got [2, 2, 41, 32]"},
+      {"out dtype", [](ForwardArgs& a) { a.out.dtype = DType::F16; }, "out: expected dtype bf16, got f16"},
+      {"null data", [](ForwardArgs& a) { a.k.data = nullptr; }, "k: no data pointer"},
+      {"alignment", [](ForwardArgs& a) { a.out.data = g_mem + 8; }, "out: data must be 16-byte aligned"},
+      {"row stride", [](ForwardArgs& a) { a.q.strides = {8448, 2112, 66, 1}; },
+       "q: strides must be multiples of 8 elements (16-byte rows), got [8448, 2112, 66, 1]"},
+      {"inner stride", [](ForwardArgs& a) { a.q.strides = {8448, 2112, 64, 2}; },
+       "q: the last dimension must be contiguous (stride 1)"},
+      {"q offset", [](ForwardArgs& a) { a.q_offset = (int64_t(1) << 30) - 10; },
+       "q_offset: positions offset + length must stay inside (-2^30, 2^30), got 1073741814 + 33"},
+      {"kv offset", [](ForwardArgs& a) { a.kv_offset = -(int64_t(1) << 30); },
+       "kv_offset: positions offset + length must stay inside (-2^30, 2^30), got -1073741824 + 40"},
+  };
+  for (const ForwardCase& c : cases) {
+    Fixture f;
+    ForwardArgs a = f.fwd();
+    c.edit(a);
+    EXPECT_EQ(error_of([&] { cuda_forward(a); }), c.message) << c.what;
+  }
+}
+
+TEST(AttentionArgs, BlockMaskMustMatchTheCall) {
+  Fixture f;
+  ForwardArgs a = f.fwd();
+  DeviceBlockMask m;
+  m.kv_num_blocks = reinterpret_cast<const int32_t*>(g_mem);
+  m.kv_indices = reinterpret_cast<const int32_t*>(g_mem);
+  m.q_len = 32, m.kv_len = 40, m.nq = 1, m.nkv = 1;
+  a.block_mask = &m;
+  EXPECT_NE(error_of([&] { cuda_forward(a); }).find("block_mask was built for q_len=32, kv_len=40"),
+            std::string::npos);
+  m.q_len = 33, m.B = 3;
+  EXPECT_EQ(error_of([&] { cuda_forward(a); }), "block_mask: batch must be 1 or 2, got 3");
+}
+
+TEST(AttentionArgs, BackwardErrorsNameTheArgument) {
+  Fixture f;
+  BackwardArgs b;
+  b.fwd = f.fwd();
+  b.dout = view({2, 4, 33, 32});
+  b.dq = view({2, 4, 33, 64});
+  b.dk = view({2, 2, 40, 64});
+  b.dv = view({2, 2, 40, 32});
+  EXPECT_EQ(error_of([&] { cuda_backward(b); }), "lse: the backward needs the forward's lse");
+  b.fwd.lse = f.lse_mem;
+  b.dk.shape[2] = 39;
+  EXPECT_EQ(error_of([&] { cuda_backward(b); }), "dk: expected shape [2, 2, 40, 64], got [2, 2, 39, 64]");
+  b.dk.shape[2] = 40;
+  EXPECT_EQ(error_of([&] { cuda_backward(b); }),
+            "workspace: the backward needs " + std::to_string(backward_workspace_bytes(b)) +
+                " bytes (backward_workspace_bytes), got 0");
+  // Head dims the backward cannot tile name the padding that works.
+  b.fwd.q.shape[3] = b.fwd.k.shape[3] = b.dq.shape[3] = b.dk.shape[3] = 48;
+  EXPECT_EQ(error_of([&] { cuda_backward(b); }),
+            "head dims: the cuda backward takes multiples of 32 up to 128 or of 64 above, got D=48, Dv=32; zero-pad "
+            "q and k to D=64 and v to Dv=32 (cuda_padded_head_dims; the result is unchanged)");
+}
+
+}  // namespace
