@@ -158,7 +158,7 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   int kvl = p.kv_lens != nullptr ? p.kv_lens[b] : p.S;
   kvl = kvl < 0 ? 0 : (kvl > p.S ? p.S : kvl);
   int qoff = p.q_offsets != nullptr ? p.q_offsets[b] : p.q_offset;
-  qoff = qoff < 0 ? 0 : qoff;
+  qoff = qoff < 0 ? 0 : (qoff > (1 << 30) - p.L ? (1 << 30) - p.L : qoff);  // the host's q_offset range
 
   const bool paged = p.page_table != nullptr;
   const int* pt = paged ? p.page_table + (long long)b * p.max_pages : nullptr;

@@ -6,8 +6,9 @@
 //      definition: scale -> score_mod -> bounds -> mask_mod on partial tiles, P = exp2(s' - lse2),
 //      dS = score_grad(P (dP - delta)), buffer_grad once per unmasked entry);
 //   3. P^T rounded into the RS A operand, dS^T rounded into this warpgroup's shared dS^T tile;
-//   4. dQ = dS K_w (group 1), dV += P^T dO and dK += dS^T Q (group 2); wait for group 1 only and add
-//      dQ into dq_accum (red.global.add.v2.f32) while group 2 runs; wait, release the stage.
+//   4. dV += P^T dO and dK += dS^T Q, wait, release the stage; then dQ = dS K_w, wait, and add dQ into
+//      dq_accum (red.global.add.v2.f32). The dS^T tile is single-buffered: a barrier before each write
+//      keeps a fast warp from overwriting it while another warp's dQ still reads it.
 // The two warpgroups share nothing but the read-only stages, so they drift freely and one's
 // element-wise step overlaps the other's GEMMs. Accumulator layout: ptx/wgmma.cuh (thread (warp w,
 // lane g*4+t) holds rows 16w+g, +8 and, per 8-column atom i, columns 8i+2t, +1).
@@ -138,6 +139,9 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
     else
       bwd_tile_scores<V, false>(st, dpt, p, c.lse(pos.stage), c.delta(pos.stage), b, h, q0, kv_row, t);
     unsigned pa[16];
+    // Every warp's dQ of the previous tile reads all 64 rows of dS^T, and wgmma.wait_group only orders
+    // the executing warp: no warp may overwrite the tile before all four have retired that GEMM.
+    named_bar_sync(kBarDsFull0 + wg, 128);
     round_p_ds<T>(pa, st, dpt, ds_tile, warp, g, t);
     // dS^T written by all four warps must reach the async proxy before any wgmma reads it.
     fence_proxy_async_smem();

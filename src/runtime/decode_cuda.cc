@@ -99,6 +99,9 @@ const runtime::KernelSet& decode_set(const Variant& variant, DType dtype, const 
 }
 
 // mask_H > 1 gives each query head its own list, so heads are then not packed (one list per tile).
+// The launch's y dimension is B x head groups (kern::decode_launch): at most 65535.
+bool grid_fits(const AttnParams& p, const Plan& pl) { return (long long)p.B * (p.Hq / pl.pack) <= 65535; }
+
 Plan make_plan(const AttnParams& p, const runtime::KernelSet& set, int sm_count, int forced_splits) {
   Plan pl;
   const int G = p.Hq / p.Hkv;
@@ -258,6 +261,10 @@ size_t decode_workspace_bytes(const DecodeArgs& a) {
 void cuda_decode(const DecodeArgs& a) {
   AttnParams p{};
   const Plan pl = plan_of(a, &p);
+  if (!grid_fits(p, pl))
+    throw Error("q: B x (Hq / packed heads) = " + std::to_string(p.B) + " x " + std::to_string(p.Hq / pl.pack) +
+                " exceeds the decode grid's 65535 (heads are not packed without GQA or with a per-head block "
+                "mask); split the batch");
   const size_t need = workspace_bytes_for(pl, p.Dv);
   if (need > 0 && (a.workspace == nullptr || a.workspace_bytes < need))
     throw Error("workspace: the decode call needs " + std::to_string(need) + " bytes (decode_workspace_bytes), got " +
@@ -312,6 +319,7 @@ bool try_decode_forward(const ForwardArgs& a, kern::AttnParams& p, const std::st
   if (p.kv_num_blocks != nullptr && p.kv_block % kern::decode_tile(16, p.D, p.Dv).block_n != 0) return false;
   const runtime::KernelSet& set = decode_set(*a.variant, a.q.dtype, p, arch);
   Plan pl = make_plan(p, set, sm_count_of(a.device), 0);
+  if (!grid_fits(p, pl)) return false;  // the forward families put B and Hq on separate grid axes
   void* ws = nullptr;
   if (pl.splits > 1) {
     ws = hook_workspace(a.device, a.stream, workspace_bytes_for(pl, p.Dv));

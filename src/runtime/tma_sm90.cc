@@ -1,4 +1,4 @@
-// TMA tensor maps and the opt-in / eligibility rules of the sm90 forward.
+// TMA tensor maps (forward and backward) and the switch / eligibility rules of the sm90 forward.
 #include "runtime/tma_sm90.h"
 
 #include <cstdio>
@@ -22,11 +22,11 @@ std::string num(int64_t v) { return std::to_string(v); }
 void encode(const TmaMapArgs& a, const char* what, kern::TmaDesc* out) {
   std::string err;
   const jit::DriverApi* api = jit::try_driver(&err);
-  if (api == nullptr) throw Error(std::string(what) + ": the sm90 forward needs the CUDA driver: " + err);
+  if (api == nullptr) throw Error(std::string(what) + ": the sm90 kernels need the CUDA driver: " + err);
   const jit::DriverApi& drv = *api;
   if (drv.cuTensorMapEncodeTiled == nullptr)
-    throw Error(std::string(what) + ": the sm90 forward needs cuTensorMapEncodeTiled (CUDA 12+ driver), which " +
-                drv.path + " does not export; unset FLEXATTN_SM90");
+    throw Error(std::string(what) + ": the sm90 kernels need cuTensorMapEncodeTiled (CUDA 12+ driver), which " +
+                drv.path + " does not export; FLEXATTN_SM90=0 uses the sm80 kernels instead");
   jit::CUtensorMap map{};
   const jit::CUresult r = drv.cuTensorMapEncodeTiled(
       &map, a.data_type, a.rank, const_cast<void*>(a.address), a.dims, a.strides, a.box, a.element_strides,
@@ -47,9 +47,9 @@ void encode_sm90_map(const TmaMapArgs& a, const char* what, kern::TmaDesc* out) 
 TmaMapArgs sm90_map_args(const char* what, const void* base, DType dtype, int64_t batch, int64_t heads, int64_t rows,
                          int64_t dim, int64_t sb, int64_t sh, int64_t sl, int box_rows) {
   if (dtype != DType::BF16 && dtype != DType::F16)
-    throw Error(std::string(what) + ": the sm90 forward takes bf16 or f16, got " + std::string(dtype_name(dtype)));
+    throw Error(std::string(what) + ": the sm90 kernels take bf16 or f16, got " + std::string(dtype_name(dtype)));
   if (dim % 64 != 0 || dim < 64 || dim > 256)
-    throw Error(std::string(what) + ": the sm90 forward takes head dims 64, 128, 192 or 256, got " + num(dim));
+    throw Error(std::string(what) + ": the sm90 kernels take head dims 64, 128, 192 or 256, got " + num(dim));
   const int64_t extents[3] = {rows, heads, batch};
   for (int64_t e : extents)
     if (e < 1 || e > (int64_t(1) << 32))

@@ -128,7 +128,7 @@ TEST(Sm90BwdHost, EncodingWithoutADriverNamesTheTensor) {
   p.q_sl = p.k_sl = p.v_sl = p.dout_sl = 64;
   p.q_sh = p.k_sh = p.v_sh = p.dout_sh = p.q_sb = p.k_sb = p.v_sb = p.dout_sb = 512;
   const std::string msg = error_of([&] { runtime::encode_sm90_backward_maps(&p, DType::BF16); });
-  EXPECT_EQ(msg.rfind("q: the sm90 forward needs the CUDA driver: ", 0), 0u) << msg;
+  EXPECT_EQ(msg.rfind("q: the sm90 kernels need the CUDA driver: ", 0), 0u) << msg;
 }
 
 TEST(Sm90BwdHost, DoutMapArgsUse64RowBoxes) {

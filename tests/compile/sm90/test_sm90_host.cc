@@ -41,11 +41,11 @@ TEST(Sm90Host, MapArgsDescribeA4dViewWithSlabBoxes) {
 
 TEST(Sm90Host, MapArgErrorsNameTheTensor) {
   EXPECT_EQ(error_of([] { runtime::sm90_map_args("k", g_data, DType::BF16, 1, 1, 8, 96, 768, 768, 96, 128); }),
-            "k: the sm90 forward takes head dims 64, 128, 192 or 256, got 96");
+            "k: the sm90 kernels take head dims 64, 128, 192 or 256, got 96");
   EXPECT_EQ(error_of([] { runtime::sm90_map_args("v", g_data, DType::BF16, 1, 1, 8, 64, 512, 512, 68, 128); }),
             "v: TMA needs strides that are multiples of 8 elements (16 bytes) below 2^39, got 68");
   EXPECT_EQ(error_of([] { runtime::sm90_map_args("q", g_data, DType::F32, 1, 1, 8, 64, 512, 512, 64, 64); }),
-            "q: the sm90 forward takes bf16 or f16, got f32");
+            "q: the sm90 kernels take bf16 or f16, got f32");
   EXPECT_EQ(error_of([] { runtime::sm90_map_args("out", g_data + 8, DType::BF16, 1, 1, 8, 64, 512, 512, 64, 64); }),
             "out: data must be 16-byte aligned");
 }
@@ -142,7 +142,7 @@ TEST(Sm90Host, EncodingWithoutADriverNamesTheTensor) {
   p.q_sl = p.k_sl = p.v_sl = p.out_sl = 64;
   p.q_sh = p.k_sh = p.v_sh = p.out_sh = p.q_sb = p.k_sb = p.v_sb = p.out_sb = 512;
   const std::string msg = error_of([&] { runtime::encode_sm90_forward_maps(&p, DType::BF16, false); });
-  EXPECT_EQ(msg.rfind("q: the sm90 forward needs the CUDA driver: ", 0), 0u) << msg;
+  EXPECT_EQ(msg.rfind("q: the sm90 kernels need the CUDA driver: ", 0), 0u) << msg;
 }
 
 TEST(Sm90Host, ParamsKeepTheirLayout) {
