@@ -5,31 +5,17 @@
 #include <string>
 
 #include "flexattn/error.h"
-#include "jit/sys.h"
 
 namespace flexattn::cp {
 namespace {
 
 constexpr unsigned kEventDisableTiming = 2;  // CU_EVENT_DISABLE_TIMING
 
-// jit::DriverApi lacks cuStreamWaitEvent (nothing else needs cross-stream order), so it is bound here
-// from the library the driver loader already opened.
-using StreamWaitEventFn = jit::CUresult (*)(jit::CUstream, jit::CUevent, unsigned);
-StreamWaitEventFn stream_wait_event() {
-  static const StreamWaitEventFn fn = [] {
-    std::string err;
-    void* lib = jit::open_library(jit::driver().path, &err);
-    auto f = reinterpret_cast<StreamWaitEventFn>(jit::find_symbol(lib, "cuStreamWaitEvent"));
-    check(f != nullptr,
-          "CUDA driver " + jit::driver().path + " lacks cuStreamWaitEvent" + (err.empty() ? "" : ": " + err));
-    return f;
-  }();
-  return fn;
-}
-
 void wait_for(jit::CUevent e, jit::CUstream producer, jit::CUstream consumer, const char* what) {
   jit::cu_check(jit::driver().cuEventRecord(e, producer), std::string("cuEventRecord (") + what + ")");
-  jit::cu_check(stream_wait_event()(consumer, e, 0), std::string("cuStreamWaitEvent (") + what + ")");
+  const jit::DriverApi& d = jit::driver();
+  check(d.cuStreamWaitEvent != nullptr, "CUDA driver " + d.path + " lacks cuStreamWaitEvent");
+  jit::cu_check(d.cuStreamWaitEvent(consumer, e, 0), std::string("cuStreamWaitEvent (") + what + ")");
 }
 
 }  // namespace

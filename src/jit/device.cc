@@ -1,6 +1,7 @@
 #include "jit/device.h"
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -19,7 +20,9 @@ int device_count() {
   return n;
 }
 
-DeviceProps device_props(int device) {
+namespace {
+
+DeviceProps query_device_props(int device) {
   const DriverApi& d = driver();
   int n = device_count();
   check(device >= 0 && device < n,
@@ -47,6 +50,17 @@ DeviceProps device_props(int device) {
   cu_check(d.cuDeviceTotalMem(&mem, dev), "cuDeviceTotalMem");
   p.total_mem = int64_t(mem);
   return p;
+}
+
+}  // namespace
+
+const DeviceProps& device_props(int device) {
+  static std::mutex mu;
+  static std::map<int, DeviceProps> cache;  // std::map nodes never move: references stay valid
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(device);
+  if (it == cache.end()) it = cache.emplace(device, query_device_props(device)).first;
+  return it->second;
 }
 
 CUcontext use_device(int device) {

@@ -27,7 +27,8 @@ std::string arch_for(int major, int minor);
 
 // Number of devices; throws flexattn::Error (driver() message) when there is no usable driver.
 int device_count();
-DeviceProps device_props(int device);
+// Queried once per device (a dozen driver calls), then served from a cache: launches ask for it.
+const DeviceProps& device_props(int device);
 
 // Makes `device`'s primary context current on this thread (retained once per device, for the process).
 // Throws Error naming `device` and the valid range when it does not exist.

@@ -74,6 +74,7 @@ std::unique_ptr<LoadResult> load(const std::string& path) {
   bind(lib, "cuEventSynchronize", a.cuEventSynchronize, true, missing);
   bind(lib, "cuEventElapsedTime", a.cuEventElapsedTime, true, missing);
   bind(lib, "cuEventDestroy_v2", a.cuEventDestroy, true, missing);
+  bind(lib, "cuStreamWaitEvent", a.cuStreamWaitEvent, false, missing);
   bind(lib, "cuTensorMapEncodeTiled", a.cuTensorMapEncodeTiled, false, missing);
   bind(lib, "cuStreamBeginCapture_v2", a.cuStreamBeginCapture, false, missing);
   bind(lib, "cuStreamEndCapture", a.cuStreamEndCapture, false, missing);

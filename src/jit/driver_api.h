@@ -123,6 +123,7 @@ struct DriverApi {
   CUresult (*cuEventSynchronize)(CUevent);
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
   CUresult (*cuEventDestroy)(CUevent);
+  CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);  // optional (cross-stream order: the CP ring)
   // optional (CUDA 12+, Hopper TMA)
   CUresult (*cuTensorMapEncodeTiled)(CUtensorMap*, int, uint32_t, void*, const uint64_t*, const uint64_t*,
                                      const uint32_t*, const uint32_t*, int, int, int, int);

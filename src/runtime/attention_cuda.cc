@@ -148,28 +148,13 @@ void check_mask_blocks(const AttnParams& p, const Problem& pr, bool backward) {
     throw Error("block_mask: the backward needs q_num_blocks / q_indices (the transposed lists)");
 }
 
-// Makes `device` current and returns its properties, queried once per device: a decode step must not
-// pay a dozen driver attribute queries per launch.
+// Makes `device` current and returns its (cached) properties.
 const jit::DeviceProps& current_device(int device) {
   jit::use_device(device);
-  static std::mutex mu;
-  static std::map<int, jit::DeviceProps> props;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = props.find(device);
-  if (it == props.end()) it = props.emplace(device, jit::device_props(device)).first;
-  return it->second;  // std::map nodes never move
+  return jit::device_props(device);
 }
 
 std::string device_arch(int device) { return current_device(device).arch; }
-
-jit::LaunchConfig config_of(const kern::Sm80Launch& l, void* stream) {
-  jit::LaunchConfig c;
-  c.grid = {l.grid_x, l.grid_y, l.grid_z};
-  c.block = {l.block, 1, 1};
-  c.smem = l.smem;
-  c.stream = static_cast<jit::CUstream>(stream);
-  return c;
-}
 
 // Hopper path (default on sm_90a; FLEXATTN_SM90=0 switches it off): used where the sm90 forward supports
 // the problem, else the sm80 family runs. Checked on the H200: 216 gpu_attention_check cases, 0 failed.
@@ -191,12 +176,7 @@ bool try_sm90_forward(const ForwardArgs& a, AttnParams& p, const std::string& ar
   const kern::Sm90Launch l =
       kern::sm90_fwd_launch(p.D, p.Dv, narrow, p.B, p.Hq, p.L, current_device(a.device).sm_count,
                             jit::env_flag("FLEXATTN_SM90_PERSISTENT", false));
-  jit::LaunchConfig c;
-  c.grid = {l.grid_x, l.grid_y, l.grid_z};
-  c.block = {l.block, 1, 1};
-  c.smem = l.smem;
-  c.stream = static_cast<jit::CUstream>(a.stream);
-  jit::launch(jit::get_function(set.compiled, "flexattn_fwd"), c, p);
+  jit::launch(jit::get_function(set.compiled, "flexattn_fwd"), runtime::launch_config(l, a.stream), p);
   return true;
 }
 
@@ -213,7 +193,7 @@ void cuda_forward(const ForwardArgs& a) {
   const runtime::KernelSet& set = runtime::get_kernel_set(*a.variant, key);
   runtime::fill_mod_params(set.layout, a.bindings, false, &p.mod);
   jit::CUfunction f = jit::get_function(set.compiled, "flexattn_fwd");
-  jit::launch(f, config_of(kern::sm80_fwd_launch(p.D, p.Dv, p.B, p.Hq, p.L), a.stream), p);
+  jit::launch(f, runtime::launch_config(kern::sm80_fwd_launch(p.D, p.Dv, p.B, p.Hq, p.L), a.stream), p);
 }
 
 size_t backward_workspace_bytes(const BackwardArgs& a) {
@@ -257,17 +237,9 @@ void cuda_backward(const BackwardArgs& a) {
   runtime::KernelSetKey key{t, int(pr.D), int(pr.Dv), device_arch(a.fwd.device), true};
   const runtime::KernelSet& set = runtime::get_kernel_set(*a.fwd.variant, key);
   runtime::fill_mod_params(set.layout, a.fwd.bindings, true, &p.mod);
-  void* st = a.fwd.stream;
-  jit::launch(jit::get_function(set.compiled, "flexattn_bwd_preprocess"),
-              config_of(kern::sm80_bwd_preprocess_launch(p.B, p.Hq, p.L), st), p);
-  jit::launch(jit::get_function(set.compiled, "flexattn_bwd"),
-              config_of(kern::sm80_bwd_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S), st), p);
-  if (a.deterministic)
-    jit::launch(jit::get_function(set.compiled, "flexattn_bwd_dq"),
-                config_of(kern::sm80_bwd_dq_launch(p.D, p.Dv, p.B, p.Hq, p.L), st), p);
-  else
-    jit::launch(jit::get_function(set.compiled, "flexattn_bwd_dq_convert"),
-                config_of(kern::sm80_bwd_dq_convert_launch(p.B, p.Hq, p.L), st), p);
+  runtime::launch_backward(set, p,
+                           runtime::launch_config(kern::sm80_bwd_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S), a.fwd.stream),
+                           a.deterministic, a.fwd.stream);
 }
 
 CompileReport compile_variant(const Variant& variant, DType dtype, int head_dim, int value_head_dim,

@@ -130,7 +130,7 @@ GpuBlockMask build_block_mask_gpu(const ir::Expr& mask_mod, const DeviceBindings
   BlockMaskBuildParams p{};
   runtime::fill_mod_params(variant.gen.layout, bindings, false, &p.mod);
   jit::use_device(device);
-  const jit::DeviceProps props = jit::device_props(device);
+  const jit::DeviceProps& props = jit::device_props(device);
   const jit::CompiledKernel compiled = compiled_for(variant, props.arch);
 
   const int64_t nq = block_mask_detail::ceil_div(q_len, q_block), nkv = block_mask_detail::ceil_div(kv_len, kv_block);

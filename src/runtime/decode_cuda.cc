@@ -53,23 +53,9 @@ void check_view(const TensorView& t, const char* name, const std::vector<int64_t
   for (int i = 0; i < 3; ++i) s[i] = st[i];
 }
 
-int sm_count_of(int device) {
-  static std::mutex mu;
-  static std::map<int, int> counts;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = counts.find(device);
-  if (it == counts.end()) it = counts.emplace(device, jit::device_props(device).sm_count).first;
-  return it->second;
-}
+int sm_count_of(int device) { return jit::device_props(device).sm_count; }
 
-std::string arch_of(int device) {
-  static std::mutex mu;
-  static std::map<int, std::string> archs;
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = archs.find(device);
-  if (it == archs.end()) it = archs.emplace(device, jit::device_props(device).arch).first;
-  return it->second;
-}
+std::string arch_of(int device) { return jit::device_props(device).arch; }
 
 struct Plan {
   int pack = 1, block_m = 16, splits = 1;
@@ -210,18 +196,11 @@ void launch_decode(const runtime::KernelSet& set, const DeviceBindings& bindings
   runtime::fill_mod_params(set.layout, bindings, false, &p.mod);
   p.pack_heads = pl.pack, p.num_splits = pl.splits;
   const kern::DecodeLaunch l = kern::decode_launch(p.D, p.Dv, p.B, p.Hq, p.L, pl.pack, pl.splits);
-  jit::LaunchConfig c;
-  c.grid = {l.grid_x, l.grid_y, l.grid_z};
-  c.block = {l.block, 1, 1};
-  c.smem = l.smem;
-  c.stream = static_cast<jit::CUstream>(stream);
-  jit::launch(jit::get_function(set.compiled, runtime::decode_entry_for(pl.block_m)), c, p);
+  jit::launch(jit::get_function(set.compiled, runtime::decode_entry_for(pl.block_m)), runtime::launch_config(l, stream),
+              p);
   if (pl.splits <= 1) return;
-  const kern::DecodeLaunch cl = kern::decode_combine_launch(p.B, p.Hq, p.L);
-  c.grid = {cl.grid_x, cl.grid_y, cl.grid_z};
-  c.block = {cl.block, 1, 1};
-  c.smem = 0;
-  jit::launch(jit::get_function(set.compiled, "flexattn_decode_combine"), c, p);
+  jit::launch(jit::get_function(set.compiled, "flexattn_decode_combine"),
+              runtime::launch_config(kern::decode_combine_launch(p.B, p.Hq, p.L), stream), p);
 }
 
 size_t workspace_bytes_for(const Plan& pl, int dv) {

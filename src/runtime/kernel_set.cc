@@ -22,6 +22,19 @@ const char* kernel_dtype(DType t) {
   throw Error("dtype: the cuda backend takes bf16 or f16 tensors, got " + std::string(dtype_name(t)));
 }
 
+void launch_backward(const KernelSet& set, const kern::AttnParams& p, const jit::LaunchConfig& main,
+                     bool deterministic, void* stream) {
+  jit::launch(jit::get_function(set.compiled, "flexattn_bwd_preprocess"),
+              launch_config(kern::sm80_bwd_preprocess_launch(p.B, p.Hq, p.L), stream), p);
+  jit::launch(jit::get_function(set.compiled, "flexattn_bwd"), main, p);
+  if (deterministic)
+    jit::launch(jit::get_function(set.compiled, "flexattn_bwd_dq"),
+                launch_config(kern::sm80_bwd_dq_launch(p.D, p.Dv, p.B, p.Hq, p.L), stream), p);
+  else
+    jit::launch(jit::get_function(set.compiled, "flexattn_bwd_dq_convert"),
+                launch_config(kern::sm80_bwd_dq_convert_launch(p.B, p.Hq, p.L), stream), p);
+}
+
 CompileReport compile_report(const KernelSet& set) {
   CompileReport r;
   r.key = set.compiled.key;

@@ -6,9 +6,11 @@
 #include "flexattn/attention.h"
 #include "flexattn/codegen.h"
 #include "flexattn/jit.h"
+#include "jit/module.h"
 
 namespace flexattn::kern {
 struct ModParams;
+struct AttnParams;
 }
 
 namespace flexattn::runtime {
@@ -46,6 +48,23 @@ const char* kernel_dtype(DType t);
 
 // Key, registers and spills per entry function of a compiled set (compile_variant, compile_decode).
 CompileReport compile_report(const KernelSet& set);
+
+// A launch from a tile table's geometry (Sm80Launch, Sm90Launch, DecodeLaunch: grid_x/y/z, block, smem).
+template <class Geometry>
+jit::LaunchConfig launch_config(const Geometry& l, void* stream) {
+  jit::LaunchConfig c;
+  c.grid = {l.grid_x, l.grid_y, l.grid_z};
+  c.block = {l.block, 1, 1};
+  c.smem = l.smem;
+  c.stream = static_cast<jit::CUstream>(stream);
+  return c;
+}
+
+// The backward's launches on `set`: the delta preprocess, the family's main kernel ("flexattn_bwd") with
+// `main`, then the deterministic dQ pass or the dQ convert (the sm80 aux kernels, which every family's
+// backward module holds).
+void launch_backward(const KernelSet& set, const kern::AttnParams& p, const jit::LaunchConfig& main,
+                     bool deterministic, void* stream);
 
 // Throws Error when the backward cannot tile head dims (d, dv), naming the padded dims that work.
 void check_backward_head_dims(int64_t d, int64_t dv);

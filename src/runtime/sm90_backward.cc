@@ -18,19 +18,6 @@ namespace {
 
 std::string num(int64_t v) { return std::to_string(v); }
 
-jit::LaunchConfig config(unsigned gx, unsigned gy, unsigned gz, unsigned block, unsigned smem, void* stream) {
-  jit::LaunchConfig c;
-  c.grid = {gx, gy, gz};
-  c.block = {block, 1, 1};
-  c.smem = smem;
-  c.stream = static_cast<jit::CUstream>(stream);
-  return c;
-}
-
-jit::LaunchConfig config(const kern::Sm80Launch& l, void* stream) {
-  return config(l.grid_x, l.grid_y, l.grid_z, l.block, l.smem, stream);
-}
-
 }  // namespace
 
 bool sm90_backward_requested() { return jit::env_flag("FLEXATTN_SM90_BWD", false); }
@@ -103,18 +90,8 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
   KernelSetKey key{t, p.D, p.Dv, arch, true, KernelFamily::sm90};
   const KernelSet& set = get_kernel_set(*a.fwd.variant, key);
   fill_mod_params(set.layout, a.fwd.bindings, true, &p.mod);
-  void* st = a.fwd.stream;
-  jit::launch(jit::get_function(set.compiled, "flexattn_bwd_preprocess"),
-              config(kern::sm80_bwd_preprocess_launch(p.B, p.Hq, p.L), st), p);
-  const kern::Sm90Launch l = kern::sm90_bwd_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S);
-  jit::launch(jit::get_function(set.compiled, "flexattn_bwd"),
-              config(l.grid_x, l.grid_y, l.grid_z, l.block, l.smem, st), p);
-  if (a.deterministic)
-    jit::launch(jit::get_function(set.compiled, "flexattn_bwd_dq"),
-                config(kern::sm80_bwd_dq_launch(p.D, p.Dv, p.B, p.Hq, p.L), st), p);
-  else
-    jit::launch(jit::get_function(set.compiled, "flexattn_bwd_dq_convert"),
-                config(kern::sm80_bwd_dq_convert_launch(p.B, p.Hq, p.L), st), p);
+  launch_backward(set, p, launch_config(kern::sm90_bwd_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S), a.fwd.stream),
+                  a.deterministic, a.fwd.stream);
   return true;
 }
 
