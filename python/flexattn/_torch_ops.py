@@ -249,14 +249,23 @@ def _setup(ctx, inputs, output):
     ctx.save_for_backward(q, k, v, out, lse, scalars, *buffers, *mask)
 
 
-def _backward(ctx, grad_out, grad_lse, grad_max):
+def _grads(ctx, grad_out, grad_lse, bwd):
+    """(dq, dk, dv, [gradient or None per buffer]) from the tensors _setup saved; `bwd` is attn_bwd (the
+    op, for autograd graphs torch.compile traces) or attn_bwd_eager."""
     q, k, v, out, lse, scalars, *rest = ctx.saved_tensors
     buffers, mask = rest[:ctx.n_buffers], rest[ctx.n_buffers:]
-    dq, dk, dv, bgrads = attn_bwd(q, k, v, out, lse, grad_out, grad_lse, scalars, list(buffers), list(mask),
-                                  ctx.spec, ctx.grads, ctx.mask_meta, ctx.scale)
+    if grad_out is None:  # only the lse was used
+        grad_out = torch.zeros_like(out)
+    dq, dk, dv, bgrads = bwd(q, k, v, out, lse, grad_out, grad_lse, scalars, list(buffers), list(mask), ctx.spec,
+                             ctx.grads, ctx.mask_meta, ctx.scale)
     per_buffer = [None] * ctx.n_buffers
     for i, g in zip(ctx.grad_index, bgrads):
         per_buffer[i] = g
+    return dq, dk, dv, per_buffer
+
+
+def _backward(ctx, grad_out, grad_lse, grad_max):
+    dq, dk, dv, per_buffer = _grads(ctx, grad_out, grad_lse, attn_bwd)
     # The gradient structure mirrors the inputs: a list per tensor list; an int list is one leaf, except
     # the empty one, which flattens to an empty list.
     meta_grad = None if ctx.mask_meta else []
@@ -280,15 +289,7 @@ class _EagerAttn(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out, grad_lse, grad_max):
-        q, k, v, out, lse, scalars, *rest = ctx.saved_tensors
-        buffers, mask = rest[:ctx.n_buffers], rest[ctx.n_buffers:]
-        if grad_out is None:
-            grad_out = torch.zeros_like(out)
-        dq, dk, dv, bgrads = attn_bwd_eager(q, k, v, out, lse, grad_out, grad_lse, scalars, list(buffers),
-                                            list(mask), ctx.spec, ctx.grads, ctx.mask_meta, ctx.scale)
-        per_buffer = [None] * ctx.n_buffers
-        for i, g in zip(ctx.grad_index, bgrads):
-            per_buffer[i] = g
+        dq, dk, dv, per_buffer = _grads(ctx, grad_out, grad_lse, attn_bwd_eager)
         return (dq, dk, dv, None, None, None, None, None, *per_buffer, *([None] * ctx.n_mask))
 
 
