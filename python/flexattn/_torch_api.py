@@ -139,19 +139,26 @@ def _validate(query, key, value, enable_gqa, block_mask):
 
 
 def _mask_parts(block_mask, query, key):
-    """(mask_mod, mask tensors, mask_meta) for the ops; [] / [] for the dense (empty) mask."""
+    """(mask_mod, mask tensors, mask_meta) for the ops, the mask checked against the call's (L, S); [] / []
+    for the dense (empty) mask."""
+    if block_mask is not None and tuple(block_mask.BLOCK_SIZE) != (_EMPTY_BLOCK, _EMPTY_BLOCK):
+        _validate_block_mask(query, key, block_mask)
+    return _mask_tensors(block_mask, query.device if block_mask is not None else None)
+
+
+def _mask_tensors(block_mask, device):
+    """_mask_parts without the length check (paged_attention's masks cover the whole cache)."""
     if block_mask is None:
         return noop_mask, [], []
     if tuple(block_mask.BLOCK_SIZE) == (_EMPTY_BLOCK, _EMPTY_BLOCK):
         return block_mask.mask_mod, [], []
-    _validate_block_mask(query, key, block_mask)
     q_len, kv_len = block_mask.seq_lengths
 
     def prep(x, nd):
-        if (isinstance(x, torch.Tensor) and x.dtype == torch.int32 and x.dim() == nd and x.device == query.device
+        if (isinstance(x, torch.Tensor) and x.dtype == torch.int32 and x.dim() == nd and x.device == device
                 and x.is_contiguous()):
             return x  # the common case (a BlockMask built for this device): no per-call conversion
-        t = torch.as_tensor(x).to(device=query.device, dtype=torch.int32)
+        t = torch.as_tensor(x).to(device=device, dtype=torch.int32)
         while t.dim() < nd:
             t = t.unsqueeze(0)
         return t.contiguous()

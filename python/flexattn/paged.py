@@ -218,14 +218,9 @@ def _cuda_decode(torch, c, score_mod, block_mask, scale):
 
     C = _native.require("paged_attention on CUDA")
     q = c.query
-    # _mask_parts checks that a mask was built for (L, S); a decode mask is in logical positions over the
-    # whole cache instead (its coverage is checked in _Call.check_values), so it gets stand-ins of the
-    # mask's own lengths on the query's device (one-element tensors, broadcast).
-    q_like = k_like = None
-    if c.mask is not None:
-        q_len, kv_len = (int(s) for s in c.mask.seq_lengths)
-        q_like, k_like = (q.new_empty(()).expand(1, 1, n, 1) for n in (q_len, kv_len))
-    mask_mod, mask, meta = _torch_api._mask_parts(block_mask, q_like, k_like)
+    # A decode mask is in logical positions over the whole cache, not (L, S) (its coverage is checked in
+    # _Call.check_values), so the tensors are taken without _mask_parts' length check.
+    mask_mod, mask, meta = _torch_api._mask_tensors(block_mask, q.device)
     spec, scalar_values, buffer_values = _torch_api._bound_values(score_mod, mask_mod)
     buffers = [_torch_api._buffer_tensor(b, q.device) for b in buffer_values]
     variant, scalars, bufs = _torch_ops._bind(_torch_api._scalar_tensor(scalar_values), buffers, spec)
