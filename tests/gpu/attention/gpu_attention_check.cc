@@ -33,6 +33,8 @@
 #include "runtime/kernel_set.h"
 #include "runtime/sm90_backward.h"
 #include "runtime/tma_sm90.h"
+#include "sm90/tile_config_sm90.h"
+#include "sm90/tile_config_sm90_bwd.h"
 
 using namespace flexattn;
 using corpus::CorpusEntry;
@@ -216,12 +218,12 @@ int main(int argc, char** argv) {
           // The Hopper families compile on first use otherwise (serially, seconds each): prewarm what
           // the dispatch will pick on this device with this environment.
           const std::string arch = device_arch_string();
-          const auto hopper_dim = [](int64_t d) { return d == 64 || d == 128 || d == 192 || d == 256; };
-          if (arch == "sm_90a" && runtime::sm90_forward_requested() && hopper_dim(k.D) && hopper_dim(k.Dv))
+          if (arch == "sm_90a" && runtime::sm90_forward_requested() && kern::sm90_head_dim_ok(int(k.D)) &&
+              kern::sm90_head_dim_ok(int(k.Dv)))
             runtime::get_kernel_set(b.variant, runtime::KernelSetKey{k.dtype, int(k.D), int(k.Dv), arch, false,
                                                                      runtime::KernelFamily::sm90});
-          if (arch == "sm_90a" && k.backward && runtime::sm90_backward_requested() && (k.D == 64 || k.D == 128) &&
-              (k.Dv == 64 || k.Dv == 128))
+          if (arch == "sm_90a" && k.backward && runtime::sm90_backward_requested() &&
+              kern::sm90_bwd_head_dims_ok(int(k.D), int(k.Dv)))
             runtime::get_kernel_set(b.variant, runtime::KernelSetKey{k.dtype, int(k.D), int(k.Dv), arch, true,
                                                                      runtime::KernelFamily::sm90});
         } catch (const std::exception& e) {
