@@ -11,19 +11,14 @@ import math
 
 import pytest
 
-torch = pytest.importorskip("torch")
-if not torch.cuda.is_available():
-    pytest.skip("no CUDA device", allow_module_level=True)
+from .backend import require
+
+torch, C = require()
 
 import torch.nn.attention.flex_attention as tfa  # noqa: E402
 
 import flexattn  # noqa: E402
-from flexattn import AuxRequest, _native  # noqa: E402
-
-C = _native.load()
-if C is None or not C.cuda_available()[0]:
-    pytest.skip(f"flexattn cuda backend unavailable: {_native.error() or C.cuda_available()[1]}",
-                allow_module_level=True)
+from flexattn import AuxRequest  # noqa: E402
 
 import flexattn.torch as fat  # noqa: E402
 from flexattn import _torch_api, _torch_ops  # noqa: E402

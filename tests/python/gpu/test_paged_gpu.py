@@ -6,17 +6,12 @@ Tolerances follow tests/gpu/decode/gpu_decode_check.cc: out within 4 x the dtype
 max |out|, lse within 1e-3; rows that attend nothing must be out 0 / lse -inf exactly."""
 import pytest
 
-torch = pytest.importorskip("torch")
-if not torch.cuda.is_available():
-    pytest.skip("no CUDA device", allow_module_level=True)
+from .backend import require
+
+torch, C = require()  # noqa: F841 (C: the backend is usable)
 
 import flexattn  # noqa: E402
-from flexattn import _native, create_block_mask, paged_attention  # noqa: E402
-
-C = _native.load()
-if C is None or not C.cuda_available()[0]:
-    pytest.skip(f"flexattn cuda backend unavailable: {_native.error() or C.cuda_available()[1]}",
-                allow_module_level=True)
+from flexattn import create_block_mask, paged_attention  # noqa: E402
 
 DEV = "cuda"
 CAP = 20.0
