@@ -18,12 +18,6 @@ struct LoadResult {
   std::string error;  // empty when usable
 };
 
-template <class Fn>
-void bind(void* lib, const char* name, Fn& fn, std::string& missing) {
-  fn = reinterpret_cast<Fn>(jit::find_symbol(lib, name));
-  if (!fn) missing += missing.empty() ? name : std::string(", ") + name;
-}
-
 std::unique_ptr<LoadResult> load(const std::string& path) {
   auto r = std::make_unique<LoadResult>();
   const std::string from_env = path == kDefaultLibnccl ? "" : " (path from FLEXATTN_LIBNCCL)";
@@ -38,17 +32,17 @@ std::unique_ptr<LoadResult> load(const std::string& path) {
   a.path = jit::library_path_of(jit::find_symbol(lib, "ncclGetVersion"));
   if (a.path.empty()) a.path = path;
   std::string missing;
-  bind(lib, "ncclGetVersion", a.ncclGetVersion, missing);
-  bind(lib, "ncclGetUniqueId", a.ncclGetUniqueId, missing);
-  bind(lib, "ncclCommInitRank", a.ncclCommInitRank, missing);
-  bind(lib, "ncclCommDestroy", a.ncclCommDestroy, missing);
-  bind(lib, "ncclCommAbort", a.ncclCommAbort, missing);
-  bind(lib, "ncclCommGetAsyncError", a.ncclCommGetAsyncError, missing);
-  bind(lib, "ncclGetErrorString", a.ncclGetErrorString, missing);
-  bind(lib, "ncclGroupStart", a.ncclGroupStart, missing);
-  bind(lib, "ncclGroupEnd", a.ncclGroupEnd, missing);
-  bind(lib, "ncclSend", a.ncclSend, missing);
-  bind(lib, "ncclRecv", a.ncclRecv, missing);
+  jit::bind_symbol(lib, "ncclGetVersion", a.ncclGetVersion, true, missing);
+  jit::bind_symbol(lib, "ncclGetUniqueId", a.ncclGetUniqueId, true, missing);
+  jit::bind_symbol(lib, "ncclCommInitRank", a.ncclCommInitRank, true, missing);
+  jit::bind_symbol(lib, "ncclCommDestroy", a.ncclCommDestroy, true, missing);
+  jit::bind_symbol(lib, "ncclCommAbort", a.ncclCommAbort, true, missing);
+  jit::bind_symbol(lib, "ncclCommGetAsyncError", a.ncclCommGetAsyncError, true, missing);
+  jit::bind_symbol(lib, "ncclGetErrorString", a.ncclGetErrorString, true, missing);
+  jit::bind_symbol(lib, "ncclGroupStart", a.ncclGroupStart, true, missing);
+  jit::bind_symbol(lib, "ncclGroupEnd", a.ncclGroupEnd, true, missing);
+  jit::bind_symbol(lib, "ncclSend", a.ncclSend, true, missing);
+  jit::bind_symbol(lib, "ncclRecv", a.ncclRecv, true, missing);
   // ncclSend/ncclRecv appeared in NCCL 2.7; a library without them is too old, not broken.
   if (!missing.empty())
     r->error = "NCCL library " + path + " lacks entry points flexattn needs (" + missing +

@@ -16,11 +16,6 @@ struct LoadResult {
   std::string error;  // empty when usable
 };
 
-template <class Fn>
-void bind(void* lib, const char* name, Fn& fn, bool required, std::string& missing) {
-  fn = reinterpret_cast<Fn>(find_symbol(lib, name));
-  if (!fn && required) missing += missing.empty() ? name : std::string(", ") + name;
-}
 
 std::unique_ptr<LoadResult> load(const std::string& path) {
   auto r = std::make_unique<LoadResult>();
@@ -36,53 +31,53 @@ std::unique_ptr<LoadResult> load(const std::string& path) {
   if (a.path.empty()) a.path = path;
   std::string missing;
   // Versioned names (_v2) are the ones cuda.h maps the plain names to since CUDA 4/11.
-  bind(lib, "cuInit", a.cuInit, true, missing);
-  bind(lib, "cuDriverGetVersion", a.cuDriverGetVersion, true, missing);
-  bind(lib, "cuGetErrorString", a.cuGetErrorString, true, missing);
-  bind(lib, "cuGetErrorName", a.cuGetErrorName, true, missing);
-  bind(lib, "cuDeviceGet", a.cuDeviceGet, true, missing);
-  bind(lib, "cuDeviceGetCount", a.cuDeviceGetCount, true, missing);
-  bind(lib, "cuDeviceGetAttribute", a.cuDeviceGetAttribute, true, missing);
-  bind(lib, "cuDeviceGetName", a.cuDeviceGetName, true, missing);
-  bind(lib, "cuDeviceTotalMem_v2", a.cuDeviceTotalMem, true, missing);
-  bind(lib, "cuDevicePrimaryCtxRetain", a.cuDevicePrimaryCtxRetain, true, missing);
-  bind(lib, "cuCtxSetCurrent", a.cuCtxSetCurrent, true, missing);
-  bind(lib, "cuCtxGetCurrent", a.cuCtxGetCurrent, true, missing);
-  bind(lib, "cuCtxGetDevice", a.cuCtxGetDevice, true, missing);
-  bind(lib, "cuCtxSynchronize", a.cuCtxSynchronize, true, missing);
-  bind(lib, "cuModuleLoadData", a.cuModuleLoadData, true, missing);
-  bind(lib, "cuModuleUnload", a.cuModuleUnload, true, missing);
-  bind(lib, "cuModuleGetFunction", a.cuModuleGetFunction, true, missing);
-  bind(lib, "cuFuncSetAttribute", a.cuFuncSetAttribute, true, missing);
-  bind(lib, "cuFuncGetAttribute", a.cuFuncGetAttribute, true, missing);
-  bind(lib, "cuLaunchKernel", a.cuLaunchKernel, true, missing);
-  bind(lib, "cuLaunchKernelEx", a.cuLaunchKernelEx, false, missing);
-  bind(lib, "cuFuncGetParamInfo", a.cuFuncGetParamInfo, false, missing);
-  bind(lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor", a.cuOccupancyMaxActiveBlocksPerMultiprocessor, true,
+  bind_symbol(lib, "cuInit", a.cuInit, true, missing);
+  bind_symbol(lib, "cuDriverGetVersion", a.cuDriverGetVersion, true, missing);
+  bind_symbol(lib, "cuGetErrorString", a.cuGetErrorString, true, missing);
+  bind_symbol(lib, "cuGetErrorName", a.cuGetErrorName, true, missing);
+  bind_symbol(lib, "cuDeviceGet", a.cuDeviceGet, true, missing);
+  bind_symbol(lib, "cuDeviceGetCount", a.cuDeviceGetCount, true, missing);
+  bind_symbol(lib, "cuDeviceGetAttribute", a.cuDeviceGetAttribute, true, missing);
+  bind_symbol(lib, "cuDeviceGetName", a.cuDeviceGetName, true, missing);
+  bind_symbol(lib, "cuDeviceTotalMem_v2", a.cuDeviceTotalMem, true, missing);
+  bind_symbol(lib, "cuDevicePrimaryCtxRetain", a.cuDevicePrimaryCtxRetain, true, missing);
+  bind_symbol(lib, "cuCtxSetCurrent", a.cuCtxSetCurrent, true, missing);
+  bind_symbol(lib, "cuCtxGetCurrent", a.cuCtxGetCurrent, true, missing);
+  bind_symbol(lib, "cuCtxGetDevice", a.cuCtxGetDevice, true, missing);
+  bind_symbol(lib, "cuCtxSynchronize", a.cuCtxSynchronize, true, missing);
+  bind_symbol(lib, "cuModuleLoadData", a.cuModuleLoadData, true, missing);
+  bind_symbol(lib, "cuModuleUnload", a.cuModuleUnload, true, missing);
+  bind_symbol(lib, "cuModuleGetFunction", a.cuModuleGetFunction, true, missing);
+  bind_symbol(lib, "cuFuncSetAttribute", a.cuFuncSetAttribute, true, missing);
+  bind_symbol(lib, "cuFuncGetAttribute", a.cuFuncGetAttribute, true, missing);
+  bind_symbol(lib, "cuLaunchKernel", a.cuLaunchKernel, true, missing);
+  bind_symbol(lib, "cuLaunchKernelEx", a.cuLaunchKernelEx, false, missing);
+  bind_symbol(lib, "cuFuncGetParamInfo", a.cuFuncGetParamInfo, false, missing);
+  bind_symbol(lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor", a.cuOccupancyMaxActiveBlocksPerMultiprocessor, true,
        missing);
-  bind(lib, "cuMemAlloc_v2", a.cuMemAlloc, true, missing);
-  bind(lib, "cuMemFree_v2", a.cuMemFree, true, missing);
-  bind(lib, "cuMemcpyHtoD_v2", a.cuMemcpyHtoD, true, missing);
-  bind(lib, "cuMemcpyDtoH_v2", a.cuMemcpyDtoH, true, missing);
-  bind(lib, "cuMemcpyDtoDAsync_v2", a.cuMemcpyDtoDAsync, true, missing);
-  bind(lib, "cuMemsetD8_v2", a.cuMemsetD8, true, missing);
-  bind(lib, "cuStreamCreate", a.cuStreamCreate, true, missing);
-  bind(lib, "cuStreamSynchronize", a.cuStreamSynchronize, true, missing);
-  bind(lib, "cuStreamDestroy_v2", a.cuStreamDestroy, true, missing);
-  bind(lib, "cuEventCreate", a.cuEventCreate, true, missing);
-  bind(lib, "cuEventRecord", a.cuEventRecord, true, missing);
-  bind(lib, "cuEventSynchronize", a.cuEventSynchronize, true, missing);
-  bind(lib, "cuEventElapsedTime", a.cuEventElapsedTime, true, missing);
-  bind(lib, "cuEventDestroy_v2", a.cuEventDestroy, true, missing);
-  bind(lib, "cuStreamWaitEvent", a.cuStreamWaitEvent, false, missing);
-  bind(lib, "cuTensorMapEncodeTiled", a.cuTensorMapEncodeTiled, false, missing);
-  bind(lib, "cuStreamBeginCapture_v2", a.cuStreamBeginCapture, false, missing);
-  bind(lib, "cuStreamEndCapture", a.cuStreamEndCapture, false, missing);
-  bind(lib, "cuStreamIsCapturing", a.cuStreamIsCapturing, false, missing);
-  bind(lib, "cuGraphInstantiateWithFlags", a.cuGraphInstantiateWithFlags, false, missing);
-  bind(lib, "cuGraphLaunch", a.cuGraphLaunch, false, missing);
-  bind(lib, "cuGraphExecDestroy", a.cuGraphExecDestroy, false, missing);
-  bind(lib, "cuGraphDestroy", a.cuGraphDestroy, false, missing);
+  bind_symbol(lib, "cuMemAlloc_v2", a.cuMemAlloc, true, missing);
+  bind_symbol(lib, "cuMemFree_v2", a.cuMemFree, true, missing);
+  bind_symbol(lib, "cuMemcpyHtoD_v2", a.cuMemcpyHtoD, true, missing);
+  bind_symbol(lib, "cuMemcpyDtoH_v2", a.cuMemcpyDtoH, true, missing);
+  bind_symbol(lib, "cuMemcpyDtoDAsync_v2", a.cuMemcpyDtoDAsync, true, missing);
+  bind_symbol(lib, "cuMemsetD8_v2", a.cuMemsetD8, true, missing);
+  bind_symbol(lib, "cuStreamCreate", a.cuStreamCreate, true, missing);
+  bind_symbol(lib, "cuStreamSynchronize", a.cuStreamSynchronize, true, missing);
+  bind_symbol(lib, "cuStreamDestroy_v2", a.cuStreamDestroy, true, missing);
+  bind_symbol(lib, "cuEventCreate", a.cuEventCreate, true, missing);
+  bind_symbol(lib, "cuEventRecord", a.cuEventRecord, true, missing);
+  bind_symbol(lib, "cuEventSynchronize", a.cuEventSynchronize, true, missing);
+  bind_symbol(lib, "cuEventElapsedTime", a.cuEventElapsedTime, true, missing);
+  bind_symbol(lib, "cuEventDestroy_v2", a.cuEventDestroy, true, missing);
+  bind_symbol(lib, "cuStreamWaitEvent", a.cuStreamWaitEvent, false, missing);
+  bind_symbol(lib, "cuTensorMapEncodeTiled", a.cuTensorMapEncodeTiled, false, missing);
+  bind_symbol(lib, "cuStreamBeginCapture_v2", a.cuStreamBeginCapture, false, missing);
+  bind_symbol(lib, "cuStreamEndCapture", a.cuStreamEndCapture, false, missing);
+  bind_symbol(lib, "cuStreamIsCapturing", a.cuStreamIsCapturing, false, missing);
+  bind_symbol(lib, "cuGraphInstantiateWithFlags", a.cuGraphInstantiateWithFlags, false, missing);
+  bind_symbol(lib, "cuGraphLaunch", a.cuGraphLaunch, false, missing);
+  bind_symbol(lib, "cuGraphExecDestroy", a.cuGraphExecDestroy, false, missing);
+  bind_symbol(lib, "cuGraphDestroy", a.cuGraphDestroy, false, missing);
   if (!missing.empty()) {
     r->error = "CUDA driver " + a.path + " lacks entry points flexattn needs (" + missing +
                "); the cuda backend needs a newer NVIDIA driver";

@@ -14,11 +14,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-template <class Fn>
-void bind(void* lib, const char* name, Fn& fn, bool required, std::string& missing) {
-  fn = reinterpret_cast<Fn>(find_symbol(lib, name));
-  if (!fn && required) missing += missing.empty() ? name : std::string(", ") + name;
-}
 
 // Opens one candidate; on failure appends "  <where>: <why>" to `tried`.
 std::unique_ptr<NvrtcApi> try_open(const std::string& file, std::string& tried) {
@@ -30,17 +25,17 @@ std::unique_ptr<NvrtcApi> try_open(const std::string& file, std::string& tried) 
   }
   auto api = std::make_unique<NvrtcApi>();
   std::string missing;
-  bind(lib, "nvrtcVersion", api->nvrtcVersion, true, missing);
-  bind(lib, "nvrtcGetErrorString", api->nvrtcGetErrorString, true, missing);
-  bind(lib, "nvrtcCreateProgram", api->nvrtcCreateProgram, true, missing);
-  bind(lib, "nvrtcDestroyProgram", api->nvrtcDestroyProgram, true, missing);
-  bind(lib, "nvrtcCompileProgram", api->nvrtcCompileProgram, true, missing);
-  bind(lib, "nvrtcGetProgramLogSize", api->nvrtcGetProgramLogSize, true, missing);
-  bind(lib, "nvrtcGetProgramLog", api->nvrtcGetProgramLog, true, missing);
-  bind(lib, "nvrtcGetCUBINSize", api->nvrtcGetCUBINSize, true, missing);
-  bind(lib, "nvrtcGetCUBIN", api->nvrtcGetCUBIN, true, missing);
-  bind(lib, "nvrtcGetNumSupportedArchs", api->nvrtcGetNumSupportedArchs, false, missing);
-  bind(lib, "nvrtcGetSupportedArchs", api->nvrtcGetSupportedArchs, false, missing);
+  bind_symbol(lib, "nvrtcVersion", api->nvrtcVersion, true, missing);
+  bind_symbol(lib, "nvrtcGetErrorString", api->nvrtcGetErrorString, true, missing);
+  bind_symbol(lib, "nvrtcCreateProgram", api->nvrtcCreateProgram, true, missing);
+  bind_symbol(lib, "nvrtcDestroyProgram", api->nvrtcDestroyProgram, true, missing);
+  bind_symbol(lib, "nvrtcCompileProgram", api->nvrtcCompileProgram, true, missing);
+  bind_symbol(lib, "nvrtcGetProgramLogSize", api->nvrtcGetProgramLogSize, true, missing);
+  bind_symbol(lib, "nvrtcGetProgramLog", api->nvrtcGetProgramLog, true, missing);
+  bind_symbol(lib, "nvrtcGetCUBINSize", api->nvrtcGetCUBINSize, true, missing);
+  bind_symbol(lib, "nvrtcGetCUBIN", api->nvrtcGetCUBIN, true, missing);
+  bind_symbol(lib, "nvrtcGetNumSupportedArchs", api->nvrtcGetNumSupportedArchs, false, missing);
+  bind_symbol(lib, "nvrtcGetSupportedArchs", api->nvrtcGetSupportedArchs, false, missing);
   if (!missing.empty()) {
     tried += "  " + file + ": lacks " + missing + " (NVRTC 11.1 or newer is needed)\n";
     return nullptr;

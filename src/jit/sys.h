@@ -10,6 +10,14 @@ namespace flexattn::jit {
 // and unloading libcuda while a context is alive is undefined.
 void* open_library(const std::string& path, std::string* error);
 void* find_symbol(void* lib, const char* name);
+
+// fn = the symbol `name` of lib; a required symbol that is absent is appended to `missing` (", "-separated),
+// so a loader can report every missing entry point in one message.
+template <class Fn>
+void bind_symbol(void* lib, const char* name, Fn& fn, bool required, std::string& missing) {
+  fn = reinterpret_cast<Fn>(find_symbol(lib, name));
+  if (!fn && required) missing += missing.empty() ? name : std::string(", ") + name;
+}
 // Path of the file that provides `symbol` (dladdr); "" when unknown.
 std::string library_path_of(void* symbol);
 
