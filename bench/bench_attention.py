@@ -169,7 +169,7 @@ def probe_warm(args):
     return 0
 
 
-# ---- decode (hook) ------------------------------------------------------------------------------------
+# ---- decode ----------------------------------------------------------------------------------------
 def run_decode(args, notes):
     impls = list(args.impls)
     if "flexattn" in impls:
@@ -177,18 +177,18 @@ def run_decode(args, notes):
         if why:
             notes.append(f"flexattn skipped: {why}")
             impls.remove("flexattn")
-    notes.append("decode: contiguous KV only (paged KV is a hook: DecodeShape.page); flexattn runs its "
-                 "prefill kernels with L=1 until a decode kernel exists")
-    progress = br.Progress(len(bc.DECODE_SHAPES) * len(impls))
+    notes.append("decode: flexattn runs flexattn.paged_attention (the decode kernels); torch-flex and SDPA "
+                 "have no paged rows (no paged KV cache here); SDPA's window row reads only the window")
+    jobs = [(s, impl) for s in bc.DECODE_SHAPES for impl in impls if s.page is None or impl == "flexattn"]
+    progress = br.Progress(len(jobs))
     rows = []
-    for s in bc.DECODE_SHAPES:
-        for impl in impls:
-            progress.update(f"decode {impl} B={s.B} KV={s.S}")
-            try:
-                ms = bi.measure_decode(impl, s, args.reps, args.warmup)
-                rows.append(br.make_decode_row(impl, s, ms))
-            except Exception as e:  # noqa: BLE001
-                rows.append(br.make_decode_row(impl, s, None, _short(e)))
-            progress.step()
+    for s, impl in jobs:
+        progress.update(f"decode {impl} B={s.B} KV={s.S} page={s.page} window={s.window}")
+        try:
+            ms = bi.measure_decode(impl, s, args.reps, args.warmup)
+            rows.append(br.make_decode_row(impl, s, ms))
+        except Exception as e:  # noqa: BLE001
+            rows.append(br.make_decode_row(impl, s, None, _short(e)))
+        progress.step()
     progress.close()
     return rows

@@ -162,18 +162,22 @@ class DecodeShape:
     B: int
     Hq: int
     Hkv: int
-    S: int            # KV length
+    S: int            # KV length (every sequence full: one query row at position S - 1)
     D: int
     page: Optional[int] = None  # paged KV page size; None = contiguous KV
+    window: int = 0             # sliding window (kv positions q - window .. q); 0 = the whole cache
 
 
-DECODE_SHAPES = (DecodeShape(8, 32, 8, 8192, 128), DecodeShape(1, 32, 8, 131072, 128),
-                 DecodeShape(64, 32, 8, 4096, 128))
+# Issue 7's shapes (Hq=32, Hkv=8, D=128), contiguous and paged (pages of 16 and 128), and a 4096 window on
+# the longest cache (its time should scale with the window, not the cache).
+DECODE_SHAPES = tuple(DecodeShape(B, 32, 8, S, 128, page) for B, S in ((8, 8192), (1, 131072), (64, 4096))
+                      for page in (None, 16, 128)) + (DecodeShape(1, 32, 8, 131072, 128, None, 4096),)
 
 
 def decode_bytes(s: DecodeShape, elem_bytes: int = 2) -> int:
-    """Bytes of K and V read once (the anchors' GB/s numerator)."""
-    return 2 * s.B * s.Hkv * s.S * s.D * elem_bytes
+    """Bytes of K and V a step must read once (the anchors' GB/s numerator): the cache, or the window."""
+    rows = min(s.S, s.window + 1) if s.window else s.S
+    return 2 * s.B * s.Hkv * rows * s.D * elem_bytes
 
 
 def gbps(nbytes: float, ms: Optional[float]) -> Optional[float]:

@@ -192,20 +192,72 @@ def native_status():
         return f"flexattn import failed: {type(e).__name__}: {e}"
 
 
-# ---- decode (hook) ------------------------------------------------------------------------------------
-def measure_decode(impl, s, reps, warmup, seed=0):
-    """ms of one decode step: q [B, Hq, 1, D] against contiguous K/V [B, Hkv, S, D] (GQA). Paged KV
-    (s.page) is not implemented yet."""
-    if s.page is not None:
-        raise NotImplementedError("paged KV decode is not implemented yet")
+# ---- decode -------------------------------------------------------------------------------------------
+def decode_inputs(s, seed=0):
+    """q [B, Hq, 1, D], contiguous K/V [B, Hkv, S, D] (random, never zeros), and for paged shapes the
+    same K/V scattered over a pool [B*S/page, Hkv, page, D] by a random page table [B, S/page]."""
     g = torch.Generator(device=DEV).manual_seed(seed)
     q = torch.randn(s.B, s.Hq, 1, s.D, device=DEV, generator=g).to(bt.DTYPE)
     k, v = (torch.randn(s.B, s.Hkv, s.S, s.D, device=DEV, generator=g).to(bt.DTYPE) for _ in range(2))
+    if s.page is None:
+        return q, k, v, None
+    n = s.S // s.page
+    table = torch.randperm(s.B * n, device=DEV, generator=g).to(torch.int32).view(s.B, n)
+
+    def pool(x):
+        pages = x.view(s.B, s.Hkv, n, s.page, s.D).permute(0, 2, 1, 3, 4).reshape(s.B * n, s.Hkv, s.page, s.D)
+        out = torch.empty_like(pages)
+        out[table.view(-1).long()] = pages
+        return out
+    return q, pool(k), pool(v), table
+
+
+def make_decode_step(impl, s, q, k, v, table):
+    """fn() -> out of one decode step. The query sits at logical position S - 1. Peers have no paged
+    KV cache here (NotImplementedError: the row records why)."""
+    last = s.S - 1
+    if impl == "flexattn":
+        import flexattn
+        from flexattn import _torch_api
+        B = s.B
+        lens = torch.full((B,), s.S, dtype=torch.int32, device=DEV)
+        offs = torch.full((B,), last, dtype=torch.int32, device=DEV)
+        bm = None
+        if s.window:
+            W = s.window
+
+            def window(b, h, q_idx, kv_idx):
+                return (q_idx - kv_idx <= W) & (kv_idx <= q_idx)
+            bm = _torch_api.create_block_mask(window, 1, 1, s.S, s.S, device=DEV)
+        return lambda: flexattn.paged_attention(q, k, v, table, lens, q_offsets=offs, block_mask=bm,
+                                                validate=False)
+    if s.page is not None:
+        raise NotImplementedError(f"{impl}: no paged KV cache to compare against")
     if impl == "torch-flex":
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
         torch._dynamo.reset()
+        bm = None
+        if s.window:
+            lo = last - s.window
+
+            def window(b, h, q_idx, kv_idx):  # the one query row is at position S - 1
+                return kv_idx >= lo
+            bm = create_block_mask(window, 1, 1, 1, s.S, device=DEV)
+        compiled = torch.compile(flex_attention)
+        return lambda: compiled(q, k, v, block_mask=bm, enable_gqa=True)
+    if s.window:
+        lo = last - s.window
+        k, v = k[:, :, lo:].contiguous(), v[:, :, lo:].contiguous()  # SDPA has no window: give it the window
     fwd = make_forward(impl, "decode", None, None, enable_gqa=True)
+    return lambda: fwd(q, k, v)
+
+
+def measure_decode(impl, s, reps, warmup, seed=0):
+    """ms of one decode step (median of CUDA-event timings), after checking the output is finite."""
+    q, k, v, table = decode_inputs(s, seed)
+    step = make_decode_step(impl, s, q, k, v, table)
     with torch.no_grad():
-        out = fwd(q, k, v)
+        out = step()
         if not torch.isfinite(out.float()).all():
             raise RuntimeError("decode output has NaN or inf")
-        return bt.time_ms(lambda: fwd(q, k, v), reps, warmup)
+        return bt.time_ms(step, reps, warmup)

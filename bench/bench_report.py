@@ -61,7 +61,8 @@ def validate_row(row: dict) -> None:
 
 def make_decode_row(impl: str, s: bc.DecodeShape, ms: Optional[float], error: Optional[str] = None) -> dict:
     return {"impl": impl, "case": "decode", "B": s.B, "Hq": s.Hq, "Hkv": s.Hkv, "S": s.S, "D": s.D,
-            "page": s.page, "ms": ms, "GBps": bc.gbps(bc.decode_bytes(s), ms), "error": error}
+            "page": s.page or 0, "ms": ms, "GBps": bc.gbps(bc.decode_bytes(s), ms), "window": s.window,
+            "error": error}
 
 
 # ---- markdown -----------------------------------------------------------------------------------------
@@ -121,11 +122,11 @@ def _ratio(by: Dict[str, dict], key: str) -> str:
 
 
 def decode_table(rows: Sequence[dict]) -> str:
-    lines = ["| impl | B | Hq | Hkv | KV | D | page | ms | GB/s |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| impl | B | Hq | Hkv | KV | D | page | window | ms | GB/s |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ms = "err" if r["error"] else _f(r["ms"], "{:.3f}")
         lines.append(f"| {r['impl']} | {r['B']} | {r['Hq']} | {r['Hkv']} | {r['S']} | {r['D']} | "
-                     f"{_f(r['page'], '{}')} | {ms} | {_f(r['GBps'])} |")
+                     f"{r['page'] or '—'} | {r.get('window') or '—'} | {ms} | {_f(r['GBps'])} |")
     return "\n".join(lines)
 
 

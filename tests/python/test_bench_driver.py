@@ -184,9 +184,23 @@ def test_validate_row_names_a_missing_key():
 def test_decode_row_schema():
     r = br.make_decode_row("sdpa-flash", bc.DECODE_SHAPES[0], 0.08)
     assert tuple(r)[:len(br.DECODE_ROW_KEYS)] == br.DECODE_ROW_KEYS
-    assert r["case"] == "decode" and r["page"] is None
+    assert r["case"] == "decode" and r["page"] == 0 and r["window"] == 0  # 0 = contiguous, no window
     assert r["GBps"] == pytest.approx(bc.decode_bytes(bc.DECODE_SHAPES[0]) / 0.08e-3 / 1e9)
-    assert "| sdpa-flash | 8 | 32 | 8 | 8192 | 128 | — | 0.080 |" in br.decode_table([r])
+    assert "| sdpa-flash | 8 | 32 | 8 | 8192 | 128 | — | — | 0.080 |" in br.decode_table([r])
+    paged = br.make_decode_row("flexattn", bc.DecodeShape(8, 32, 8, 8192, 128, 16), 0.08)
+    assert paged["page"] == 16 and "| flexattn | 8 | 32 | 8 | 8192 | 128 | 16 | — | 0.080 |" in br.decode_table([paged])
+
+
+def test_decode_suite_covers_issue_shapes_paged_and_window():
+    got = {(s.B, s.S, s.page, s.window) for s in bc.DECODE_SHAPES}
+    for B, S in ((8, 8192), (1, 131072), (64, 4096)):
+        assert {(B, S, None, 0), (B, S, 16, 0), (B, S, 128, 0)} <= got
+    assert (1, 131072, None, 4096) in got
+
+
+def test_decode_bytes_of_a_window_count_only_the_window():
+    s = bc.DecodeShape(1, 32, 8, 131072, 128, None, 4096)
+    assert bc.decode_bytes(s) == 2 * 1 * 8 * 4097 * 128 * 2
 
 
 # ---- markdown -----------------------------------------------------------------------------------------
