@@ -17,7 +17,7 @@
 // is the physical page of logical kv position j. One (page, kv head) is one contiguous run of
 // page_size * D elements, so a page read by the kernel (which owns one kv head) is a single burst; any
 // strides with a contiguous last dim (multiples of 8 elements) are accepted, [num_pages, page_size,
-// Hkv, D] included. Page ids outside [0, num_pages) read as zero rows (never out of bounds).
+// Hkv, D] included. Page ids outside [0, num_pages) are never read; their kv rows are masked.
 #include <cstdint>
 #include <limits>
 

@@ -37,7 +37,7 @@ __device__ __forceinline__ void decode_load_q(unsigned dst, const AttnParams& p,
 
 // One K or V tile of ROWS logical kv rows from kv0. pt: the sequence's page-table row (null:
 // contiguous rows from base). Rows at or past kvl, and rows on a page id outside the pool, are
-// zero-filled without reading memory.
+// zero-filled without reading memory (decode_scores masks the latter).
 template <int ROWS, int COLS, int STR, int NT>
 __device__ __forceinline__ void decode_load_kv(unsigned dst, const unsigned char* base, long long page_stride,
                                                long long row_stride, const int* pt, const AttnParams& p, int kv0,
@@ -124,15 +124,28 @@ struct DecodeTiles {
   }
 };
 
+// pt (paged caches only): kv rows on a page id outside [0, num_pages) are masked, as torch's
+// PagedAttention masks unmapped pages; the page-table read hits L1 (the loads just read the same row).
 template <class V, bool kFull, int NI>
 __device__ __forceinline__ void decode_scores(float (&s)[1][NI][4], const AttnParams& p, int b, const int (&hq)[2],
-                                              const int (&qp)[2], const bool (&act)[2], int kv0, int kvl, int lane) {
+                                              const int (&qp)[2], const bool (&act)[2], int kv0, int kvl,
+                                              const int* pt, int lane) {
 #pragma unroll
   for (int ni = 0; ni < NI; ++ni) {
+    // The thread's two columns per ni are adjacent and page sizes are >= 1: read the page of each.
+    bool mapped[2] = {true, true};
+    if (pt != nullptr) {
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int kv = kv0 + ni * 8 + (lane & 3) * 2 + c;
+        const int phys = kv < kvl ? __ldg(pt + kv / p.page_size) : 0;
+        mapped[c] = phys >= 0 && phys < p.num_pages;
+      }
+    }
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int kv = kv0 + ni * 8 + (lane & 3) * 2 + (e & 1), r = e >> 1;
-      const bool in_bounds = kv < kvl && act[r];
+      const bool in_bounds = kv < kvl && act[r] && mapped[e & 1];
       s[0][ni][e] = masked_score_log2<V, kFull>(p, s[0][ni][e], b, hq[r], qp[r], wrap_index(kv, kvl), in_bounds);
     }
   }
@@ -220,9 +233,9 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
       for (int ni = 0; ni < NI; ++ni) s[0][ni][0] = s[0][ni][1] = s[0][ni][2] = s[0][ni][3] = 0.f;
       gemm_ss<T, 1, NI, D, false, SQ, false, SK>(s, sQ, m0, sK + stage * BN * SK * 2, n0, lane);
       if (full) {
-        decode_scores<V, true>(s, p, b, hq, qp, act, kv0 + n0, kvl, lane);
+        decode_scores<V, true>(s, p, b, hq, qp, act, kv0 + n0, kvl, pt, lane);
       } else {
-        decode_scores<V, false>(s, p, b, hq, qp, act, kv0 + n0, kvl, lane);
+        decode_scores<V, false>(s, p, b, hq, qp, act, kv0 + n0, kvl, pt, lane);
       }
       softmax_step(s, m, l, o);
       unsigned a[1][NI / 2][4];

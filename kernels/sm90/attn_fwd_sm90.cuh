@@ -1,7 +1,8 @@
 #pragma once
 // Forward attention, sm90 family (Hopper, sm_90a; FA3-class warp specialization, written from our own
-// PTX wrappers in sm90/ptx/). Persistent: one CTA per SM walks the (128-row query tile, query head,
-// batch) tiles (fwd_scheduler_sm90.cuh), 384 threads:
+// PTX wrappers in sm90/ptx/). The CTAs walk the (128-row query tile, query head, batch) tiles with a
+// stride of the grid (fwd_scheduler_sm90.cuh): one tile each by default, one CTA per SM with
+// kPersistent. 384 threads:
 //   warpgroup 0   producer: setmaxnreg 24; one thread issues all TMA loads (fwd_producer_sm90.cuh)
 //   warpgroups 1-2 consumers: setmaxnreg 240; 64 query rows each, wgmma SS for Q K^T, RS for P V,
 //                 mods on the accumulator registers, exp2 online softmax (fwd_consumer_sm90.cuh),
@@ -30,25 +31,38 @@ namespace flexattn::kern {
 
 // kNarrow: the narrow kv tile of tile_config_sm90.h (the host picks it, runtime/tma_sm90.h, and must
 // encode the K/V maps and check the mask blocks with the same choice).
+// kPersistent: the persistent kernel (FLEXATTN_SM90_PERSISTENT=1, runtime/kernel_source_sm90.cc): its
+// own shared-memory layout (two Q buffers at d <= 128) and handshake (fwd_scheduler_sm90.cuh). Both
+// kernels are correct for either grid; the launch must give the persistent one its larger layout.
 // kPingPong: consumer warpgroups alternate their GEMM issue (on by default, as FA3 for hdim <= 128).
-template <class V, class T, int D, int Dv, bool kNarrow = false, bool kPingPong = true>
+template <class V, class T, int D, int Dv, bool kNarrow = false, bool kPersistent = false, bool kPingPong = true>
 __device__ __forceinline__ void attn_fwd_sm90(const AttnParams& p) {
   using namespace sm90;
+  using C = FwdCfg<D, Dv, kNarrow, kPersistent>;
   extern __shared__ __align__(1024) unsigned char flexattn_smem_sm90[];
-  const FwdCfg<D, Dv, kNarrow> c{(smem_u32(flexattn_smem_sm90) + 1023u) & ~1023u};
-  const FwdTileOrder order = fwd_tile_order<D, Dv, FwdCfg<D, Dv, kNarrow>::BM>(p);
+  const C c{(smem_u32(flexattn_smem_sm90) + 1023u) & ~1023u};
+  const FwdTileOrder order = fwd_tile_order<D, Dv, C::BM>(p);
   const int wg = threadIdx.x >> 7;
 
+  if constexpr (kPersistent) {
+    // A launch sized for the default layout (the flag flipped between the compile of this kernel and
+    // the launch) would overrun shared memory: stop instead.
+    unsigned dyn;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+    if (dyn < (unsigned)sm90_fwd_smem(D, Dv, kNarrow, true)) __trap();
+  }
   if (threadIdx.x == 0) {
-    mbar_init(c.bar_q(), 1);
 #pragma unroll
-    for (int s = 0; s < FwdCfg<D, Dv, kNarrow>::ST; ++s) {
+    for (int qb = 0; qb < C::QB; ++qb) mbar_init(c.bar_q(qb), 1);
+#pragma unroll
+    for (int s = 0; s < C::ST; ++s) {
       mbar_init(c.full_k(s), 1);
       mbar_init(c.full_v(s), 1);
       mbar_init(c.empty_k(s), kEmptyArrivals);
       mbar_init(c.empty_v(s), kEmptyArrivals);
     }
-    mbar_init(c.q_free(), kSm90ConsumerWarpgroups);
+#pragma unroll
+    for (int qb = 0; qb < C::QB; ++qb) mbar_init(c.q_free(qb), kSm90ConsumerWarpgroups);
     fence_mbarrier_init();
   }
   __syncthreads();

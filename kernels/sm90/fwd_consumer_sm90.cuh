@@ -7,8 +7,11 @@
 //
 // Every stage is released per warp right after the wgmma_wait that retired its reads. The kv tiles,
 // their order and kind come from the producer's info slots, so both warpgroups see the same
-// sequence and take the same number of turns. Persistent: the CTA's tiles run back to back on one ring
-// (fwd_scheduler_sm90.cuh); the end marker's slot is released like any other (fwd_producer_sm90.cuh).
+// sequence and take the same number of turns. The CTA's tiles run back to back on one ring
+// (fwd_scheduler_sm90.cuh). Default kernel: the end marker's slot is released like any other
+// (fwd_producer_sm90.cuh). Persistent kernel (kPersistent): the tile's kv-tile count comes with its Q
+// buffer, no slot ends a tile, and the ping-pong token lives for the whole CTA (fwd_scheduler_sm90.cuh,
+// "Handshake").
 #include "common/numeric.cuh"
 #include "common/params.h"
 #include "common/variant.cuh"
@@ -36,6 +39,7 @@ struct Turns {
   }
   // Warpgroup 1 grants the first turn; warpgroup 0 consumes the one grant left over at the end, so
   // both barriers finish with no pending arrivals whatever the number of tiles (zero included).
+  // Default kernel: once per work tile; persistent kernel: once per CTA.
   __device__ __forceinline__ void start() const {
     if constexpr (kOn) {
       if (wg == 1) named_bar_arrive(kBarSchedule0, 256);
@@ -53,16 +57,19 @@ __device__ __forceinline__ void release(unsigned empty_bar, int lane) {
 }
 
 // One tile of a consumer warpgroup; `it` counts the CTA's tiles, `pos` is the ring position.
-template <class V, class T, int D, int Dv, bool kNarrow, bool kPingPong>
-__device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdCfg<D, Dv, kNarrow>& c, int wg,
+// kPersistent changes only where the tile's Q and kv-tile count come from and how the kv loop ends;
+// the per-kv-tile schedule is the same code for both kernels.
+template <class V, class T, int D, int Dv, bool kNarrow, bool kPingPong, bool kPersistent>
+__device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdCfg<D, Dv, kNarrow, kPersistent>& c, int wg,
                                                  const FwdTile& tile, int it, RingPos& pos) {
-  using C = FwdCfg<D, Dv, kNarrow>;
+  using C = FwdCfg<D, Dv, kNarrow, kPersistent>;
   const int q0 = tile.q0, b = tile.b, h = tile.h;
   constexpr int BN = C::BN;
   const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, t = lane & 3;
   const int row = q0 + 64 * wg + 16 * warp + (lane >> 2);
   const int qw[2] = {wrap_index(row, p.L) + p.q_offset, wrap_index(row + 8, p.L) + p.q_offset};
-  const unsigned q_half = c.q_half(wg);
+  const int qb = C::QB == 1 ? 0 : it & 1, use = C::QB == 1 ? it : it >> 1;
+  const unsigned q_half = c.q_half(qb, wg);
   const Turns<kPingPong> turns{wg};
 
   float o[Dv / 2], s[BN / 2], m[2], l[2], alpha[2];
@@ -72,13 +79,22 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
   m[0] = m[1] = neg_inf();
   l[0] = l[1] = 0.f;
 
-  // The first turn is granted only after Q arrived: Q needs q_free, i.e. both warpgroups' previous
-  // epilogues, so warpgroup 0 has consumed the previous tile's spare grant (Turns::finish) by now and
-  // the two grants can never meet on one barrier.
-  mbar_wait(c.bar_q(), unsigned(it) & 1u);
-  turns.start();
-  mbar_wait(c.full_k(pos.stage), pos.phase);
-  int kv0 = ld_shared_s32(c.info(pos.stage));
+  // Default kernel: the first turn is granted only after Q arrived: Q needs q_free, i.e. both
+  // warpgroups' previous epilogues, so warpgroup 0 has consumed the previous tile's spare grant
+  // (Turns::finish) by now and the two grants can never meet on one barrier.
+  mbar_wait(c.bar_q(qb), unsigned(use) & 1u);
+  int n = 0, kv0 = -1;  // n: kv tiles of this work tile (persistent only)
+  if constexpr (kPersistent) {
+    n = ld_shared_s32(c.kv_count(qb));
+    if (n > 0) {
+      mbar_wait(c.full_k(pos.stage), pos.phase);
+      kv0 = ld_shared_s32(c.info(pos.stage));
+    }
+  } else {
+    turns.start();
+    mbar_wait(c.full_k(pos.stage), pos.phase);
+    kv0 = ld_shared_s32(c.info(pos.stage));
+  }
   // The first tile is peeled rather than guarded by a "P V pending" flag: wgmma issues and waits under
   // run-time conditions make ptxas serialize every wgmma (C7514).
   if (kv0 >= 0) {
@@ -95,10 +111,16 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
     pos.template advance<C::ST>();
 
     // Steady state: S_j and P_{j-1} V_{j-1} in flight together.
-    while (true) {
+    for (int j = 1;; ++j) {
+      // Persistent: the slot after the tile's last kv tile belongs to the next work tile; stop first.
+      if constexpr (kPersistent) {
+        if (j >= n) break;
+      }
       mbar_wait(c.full_k(pos.stage), pos.phase);
       kv0 = ld_shared_s32(c.info(pos.stage));
-      if (kv0 < 0) break;
+      if constexpr (!kPersistent) {
+        if (kv0 < 0) break;
+      }
       full = ld_shared_s32(c.info(pos.stage) + 4) != 0;
       turns.take();
       issue_qk<T, D, BN>(s, q_half, c.k_tile(pos.stage));
@@ -134,23 +156,29 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
     fence_operands(pa);
     release(c.empty_v(prev.stage), lane);
   }
-  // The end marker's slot (its info was read above): no V bytes, released like a data slot.
-  mbar_wait(c.full_v(pos.stage), pos.phase);
-  release(c.empty_k(pos.stage), lane);
-  release(c.empty_v(pos.stage), lane);
-  pos.template advance<C::ST>();
-  turns.finish();
-  fwd_epilogue<T, Dv>(p, o, m, l, q_half, c.q_free(), wg, tid, q0, b, h);
+  if constexpr (!kPersistent) {
+    // The end marker's slot (its info was read above): no V bytes, released like a data slot.
+    mbar_wait(c.full_v(pos.stage), pos.phase);
+    release(c.empty_k(pos.stage), lane);
+    release(c.empty_v(pos.stage), lane);
+    pos.template advance<C::ST>();
+    turns.finish();
+  }
+  // The O tile is staged in this warpgroup's half of the tile's own Q buffer: its last Q K^T retired.
+  fwd_epilogue<T, Dv>(p, o, m, l, q_half, c.q_free(qb), wg, tid, q0, b, h);
 }
 
-template <class V, class T, int D, int Dv, bool kNarrow, bool kPingPong>
-__device__ __forceinline__ void fwd_consumer(const AttnParams& p, const FwdCfg<D, Dv, kNarrow>& c, int wg,
+template <class V, class T, int D, int Dv, bool kNarrow, bool kPingPong, bool kPersistent>
+__device__ __forceinline__ void fwd_consumer(const AttnParams& p, const FwdCfg<D, Dv, kNarrow, kPersistent>& c, int wg,
                                              const FwdTileOrder& order) {
   RingPos pos{0, 0u};
   int it = 0;
+  const Turns<kPingPong> turns{wg};
+  if constexpr (kPersistent) turns.start();
   for (int t = blockIdx.x; t < order.count; t += gridDim.x, ++it)
-    fwd_consume_tile<V, T, D, Dv, kNarrow, kPingPong>(p, c, wg, order.template at<FwdCfg<D, Dv, kNarrow>::BM>(t), it,
-                                                      pos);
+    fwd_consume_tile<V, T, D, Dv, kNarrow, kPingPong, kPersistent>(p, c, wg,
+                                                                   order.template at<FwdCfg<D, Dv, kNarrow>::BM>(t), it, pos);
+  if constexpr (kPersistent) turns.finish();
 }
 
 }  // namespace flexattn::kern::sm90

@@ -1,15 +1,16 @@
 #pragma once
 // Compile-time view of one sm90 forward specialization: tile shape and shared-memory addresses of
 // every tile, barrier and info slot (offsets from tile_config_sm90.h, added to the 1024-aligned base).
+// kPersistent selects the persistent kernel's layout: QB Q buffers and a kv-tile count per buffer.
 #include "sm90/tile_config_sm90.h"
 
 namespace flexattn::kern::sm90 {
 
-template <int D, int Dv, bool kNarrow>
+template <int D, int Dv, bool kNarrow, bool kPersistent = false>
 struct FwdCfg {
   static constexpr Sm90FwdTile kTile = sm90_fwd_tile(D, Dv, kNarrow);
-  static constexpr Sm90FwdSmem kSmem = sm90_fwd_smem_layout(D, Dv, kNarrow);
-  static constexpr int BM = kTile.block_m, BN = kTile.block_n, ST = kTile.stages;
+  static constexpr Sm90FwdSmem kSmem = sm90_fwd_smem_layout(D, Dv, kNarrow, kPersistent);
+  static constexpr int BM = kTile.block_m, BN = kTile.block_n, ST = kTile.stages, QB = kSmem.q_bufs;
   static constexpr int kSlab = 64;                 // elements per slab row (128 bytes)
   static constexpr int kQSlabBytes = 64 * 128;     // one [64 rows][64] slab of a warpgroup's Q / O
   static constexpr int kKvSlabBytes = BN * 128;    // one [BN rows][64] slab of K or V
@@ -18,23 +19,31 @@ struct FwdCfg {
   static constexpr unsigned kVBytes = BN * Dv * 2;
   static_assert(D % 64 == 0 && Dv % 64 == 0 && D <= 256 && Dv <= 256, "sm90 head dims: 64, 128, 192, 256");
   static_assert(BM == 64 * kSm90ConsumerWarpgroups, "one 64-row wgmma tile per consumer warpgroup");
+  static_assert(QB == 1 || (QB == 2 && kPersistent), "a second Q buffer only in the persistent kernel");
   static_assert(kSmem.q_half % 1024 == 0 && kSmem.k_stage % 1024 == 0 && kSmem.v_stage % 1024 == 0,
                 "128B-swizzled tiles must stay 1024-byte aligned");
 
   unsigned base;  // 1024-aligned shared address of the layout
 
   __device__ __forceinline__ unsigned q_half(int wg) const { return base + kSmem.q + wg * kSmem.q_half; }
+  __device__ __forceinline__ unsigned q_half(int buf, int wg) const {
+    return base + kSmem.q + (2 * buf + wg) * kSmem.q_half;
+  }
   __device__ __forceinline__ unsigned k_tile(int s) const { return base + kSmem.k + s * kSmem.k_stage; }
   __device__ __forceinline__ unsigned v_tile(int s) const { return base + kSmem.v + s * kSmem.v_stage; }
-  __device__ __forceinline__ unsigned bar_q() const { return base + kSmem.bars; }
-  __device__ __forceinline__ unsigned full_k(int s) const { return base + kSmem.bars + 8 * (1 + s); }
-  __device__ __forceinline__ unsigned full_v(int s) const { return base + kSmem.bars + 8 * (1 + ST + s); }
-  __device__ __forceinline__ unsigned empty_k(int s) const { return base + kSmem.bars + 8 * (1 + 2 * ST + s); }
-  __device__ __forceinline__ unsigned empty_v(int s) const { return base + kSmem.bars + 8 * (1 + 3 * ST + s); }
-  // Both consumer warpgroups' O stores have read the Q halves: the producer may load the next tile's Q.
-  __device__ __forceinline__ unsigned q_free() const { return base + kSmem.bars + 8 * (1 + 4 * ST); }
+  __device__ __forceinline__ unsigned bar_q(int buf = 0) const { return base + kSmem.bars + 8 * buf; }
+  __device__ __forceinline__ unsigned full_k(int s) const { return base + kSmem.bars + 8 * (QB + s); }
+  __device__ __forceinline__ unsigned full_v(int s) const { return base + kSmem.bars + 8 * (QB + ST + s); }
+  __device__ __forceinline__ unsigned empty_k(int s) const { return base + kSmem.bars + 8 * (QB + 2 * ST + s); }
+  __device__ __forceinline__ unsigned empty_v(int s) const { return base + kSmem.bars + 8 * (QB + 3 * ST + s); }
+  // Both consumer warpgroups' O stores have read the Q halves of buffer `buf`: the producer may load
+  // the next Q into it.
+  __device__ __forceinline__ unsigned q_free(int buf = 0) const { return base + kSmem.bars + 8 * (QB + 4 * ST + buf); }
   // Two ints per stage: kv tile start (-1 = no more tiles) and 1 for a full (mask-free) tile.
   __device__ __forceinline__ unsigned info(int s) const { return base + kSmem.info + 8 * s; }
+  // Persistent only: the kv-tile count of the work tile whose Q is in buffer `buf` (written before its
+  // full_q arrival, read after the wait on it).
+  __device__ __forceinline__ unsigned kv_count(int buf) const { return base + kSmem.counts + 8 * buf; }
 };
 
 // Ring position shared by the producer and the consumers.

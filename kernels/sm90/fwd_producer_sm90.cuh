@@ -8,6 +8,8 @@
 // themselves. After the last kv tile an end marker (-1) takes one ring slot: a plain arrive on both its
 // K and V barriers (no bytes), so every slot always completes a whole K-and-V cycle and the phases of
 // the ring stay in step for the next tile.
+// The persistent kernel (kPersistent) publishes each tile's kv-tile count with its Q instead of the
+// end marker and loads Q into alternating buffers (fwd_scheduler_sm90.cuh, "Handshake").
 #include "common/mask_iter.cuh"
 #include "common/params.h"
 #include "sm90/fwd_layout_sm90.cuh"
@@ -18,10 +20,10 @@
 
 namespace flexattn::kern::sm90 {
 
-template <int D, int Dv, bool kNarrow>
-__device__ __forceinline__ void produce_kv(const AttnParams& p, const FwdCfg<D, Dv, kNarrow>& c, RingPos& pos, int kv0,
-                                           bool full, int hk, int bk) {
-  using C = FwdCfg<D, Dv, kNarrow>;
+template <int D, int Dv, bool kNarrow, bool kPersistent>
+__device__ __forceinline__ void produce_kv(const AttnParams& p, const FwdCfg<D, Dv, kNarrow, kPersistent>& c, RingPos& pos,
+                                           int kv0, bool full, int hk, int bk) {
+  using C = FwdCfg<D, Dv, kNarrow, kPersistent>;
   mbar_wait(c.empty_k(pos.stage), pos.phase ^ 1u);
   st_shared_s32(c.info(pos.stage), kv0);
   st_shared_s32(c.info(pos.stage) + 4, full ? 1 : 0);
@@ -69,16 +71,63 @@ __device__ __forceinline__ void fwd_produce_tile(const AttnParams& p, const FwdC
   pos.template advance<C::ST>();
 }
 
+// One tile of the persistent kernel: Q with the tile's kv-tile count into buffer it % QB, then its kv
+// tiles; no end marker. The order of the Q load and the first K/V follows handshake 3 of
+// fwd_scheduler_sm90.cuh.
 template <int D, int Dv, bool kNarrow>
-__device__ __forceinline__ void fwd_producer(const AttnParams& p, const FwdCfg<D, Dv, kNarrow>& c,
+__device__ __forceinline__ void fwd_produce_tile_persistent(const AttnParams& p, const FwdCfg<D, Dv, kNarrow, true>& c,
+                                                            const FwdTile& tile, int it, RingPos& pos) {
+  using C = FwdCfg<D, Dv, kNarrow, true>;
+  const int q0 = tile.q0, b = tile.b, h = tile.h;
+  const int hk = h / (p.Hq / p.Hkv), bk = p.Bkv == 1 ? 0 : b;
+  const int qb = C::QB == 1 ? 0 : it & 1, use = C::QB == 1 ? it : it >> 1;
+  TileWalker walk;
+  init_kv_walker(walk, p, b, h, q0, C::BN);
+  const int n = fwd_count_kv_tiles<C::BN>(walk.idx0, walk.cnt0, walk.idx1, walk.cnt1, walk.block, walk.len);
+
+  // The count is written only after q_free: the consumers of the buffer's previous use have read theirs.
+  auto load_q = [&] {
+    if (use > 0) mbar_wait(c.q_free(qb), unsigned(use - 1) & 1u);
+    st_shared_s32(c.kv_count(qb), n);
+    if (n == 0) {  // nothing to multiply: the arrival alone releases the count (O = 0, lse = -inf)
+      mbar_arrive(c.bar_q(qb));
+      return;
+    }
+    // Rows past L come back as zeros (TMA bounds), and the full box bytes are still credited.
+    mbar_arrive_expect_tx(c.bar_q(qb), C::kQBytes);
+#pragma unroll
+    for (int w = 0; w < kSm90ConsumerWarpgroups; ++w) {
+#pragma unroll
+      for (int s = 0; s < D / 64; ++s)
+        tma_load_4d(c.q_half(qb, w) + s * C::kQSlabBytes, &p.q_map, c.bar_q(qb), 64 * s, q0 + 64 * w, h, b);
+    }
+  };
+  if constexpr (C::QB == 2) {
+    load_q();
+    while (walk.next()) produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
+  } else {
+    const bool first = walk.next();
+    if (first) produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
+    load_q();
+    if (first)
+      while (walk.next()) produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
+  }
+}
+
+template <int D, int Dv, bool kNarrow, bool kPersistent>
+__device__ __forceinline__ void fwd_producer(const AttnParams& p, const FwdCfg<D, Dv, kNarrow, kPersistent>& c,
                                              const FwdTileOrder& order) {
   tma_prefetch_map(&p.q_map);
   tma_prefetch_map(&p.k_map);
   tma_prefetch_map(&p.v_map);
   RingPos pos{0, 0u};
   int it = 0;
-  for (int t = blockIdx.x; t < order.count; t += gridDim.x, ++it)
-    fwd_produce_tile(p, c, order.template at<FwdCfg<D, Dv, kNarrow>::BM>(t), it, pos);
+  for (int t = blockIdx.x; t < order.count; t += gridDim.x, ++it) {
+    if constexpr (kPersistent)
+      fwd_produce_tile_persistent(p, c, order.template at<FwdCfg<D, Dv, kNarrow>::BM>(t), it, pos);
+    else
+      fwd_produce_tile(p, c, order.template at<FwdCfg<D, Dv, kNarrow>::BM>(t), it, pos);
+  }
 }
 
 }  // namespace flexattn::kern::sm90

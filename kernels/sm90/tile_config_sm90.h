@@ -58,33 +58,57 @@ FLEXATTN_HD constexpr Sm90FwdTile sm90_fwd_tile(int d, int dv, bool narrow = fal
 // 128B swizzle pattern is taken from address bits 4-9). A tile of R rows and C columns is stored as
 // C/64 slabs of [R][64] elements, 128-byte rows, 16-byte chunks XOR-swizzled by (row % 8): exactly what
 // a TMA box (64, R) with CU_TENSOR_MAP_SWIZZLE_128B writes.
-//   q      : 2 halves (one per consumer warpgroup) of 64 x max(D, Dv); a half holds that warpgroup's
-//            Q rows, then its O tile for the TMA store (sized for the larger head dim).
+//   q      : `q_bufs` Q buffers of 2 halves (one per consumer warpgroup) of 64 x max(D, Dv); a half
+//            holds that warpgroup's Q rows, then its O tile for the TMA store (sized for the larger
+//            head dim).
 //   k, v   : `stages` tiles of block_n x D and block_n x Dv.
-//   bars   : full_q, then per stage full_k, full_v, empty_k, empty_v, then q_free (8 bytes each).
-//   info   : per stage the kv tile start written by the producer (-1 = end of the list) and its kind.
+//   bars   : full_q per Q buffer, then per stage full_k, full_v, empty_k, empty_v, then q_free per Q
+//            buffer (8 bytes each).
+//   info   : per stage the kv tile start written by the producer (-1 = end of the list) and its kind;
+//            persistent only: then per Q buffer the kv-tile count of the work tile whose Q it holds.
+// The default (one CTA per tile) has one Q buffer and no counts. The persistent kernel
+// (FLEXATTN_SM90_PERSISTENT=1, sm90/fwd_scheduler_sm90.cuh) takes a second Q buffer where it fits:
+// the next work tile's Q then loads during this tile's mainloop instead of after its epilogue.
+//   d <= 128 : +32 KiB at d 128 (192 KiB at 128 x 128 x 2 stages and at the narrow 128 x 64 x 4),
+//              +16 KiB at d 64 (160 KiB).
+//   d >  128 : one buffer (d 192: 240 KiB, d 256: 256 KiB would not fit 227 KiB).
 struct Sm90FwdSmem {
-  int q_half, q, k_stage, k, v_stage, v, bars, info, total;
+  int q_half, q_bufs, q, k_stage, k, v_stage, v, bars, info, counts, total;
 };
 
-FLEXATTN_HD constexpr Sm90FwdSmem sm90_fwd_smem_layout(int d, int dv, bool narrow = false) {
+FLEXATTN_HD constexpr Sm90FwdSmem sm90_fwd_smem_layout_with(int d, int dv, bool narrow, int q_bufs, bool counts) {
   const Sm90FwdTile t = sm90_fwd_tile(d, dv, narrow);
   Sm90FwdSmem s{};
   s.q_half = 64 * sm90_dmax(d, dv) * 2;
+  s.q_bufs = q_bufs;
   s.q = 0;
   s.k_stage = t.block_n * d * 2;
-  s.k = s.q + 2 * s.q_half;
+  s.k = s.q + q_bufs * 2 * s.q_half;
   s.v_stage = t.block_n * dv * 2;
   s.v = s.k + t.stages * s.k_stage;
   s.bars = s.v + t.stages * s.v_stage;
-  s.info = s.bars + 8 * (2 + 4 * t.stages);
-  s.total = s.info + 8 * t.stages;
+  s.info = s.bars + 8 * (2 * q_bufs + 4 * t.stages);
+  s.counts = s.info + 8 * t.stages;
+  s.total = s.counts + (counts ? 8 * q_bufs : 0);
   return s;
 }
 
+// Q buffers of the persistent kernel: two at d <= 128 where the layout (plus the base-alignment
+// slack) fits the opt-in limit, else one.
+FLEXATTN_HD constexpr int sm90_fwd_q_buffers(int d, int dv, bool narrow) {
+  return sm90_dmax(d, dv) <= 128 && sm90_fwd_smem_layout_with(d, dv, narrow, 2, true).total + 1024 <= kSm90SmemLimit
+             ? 2
+             : 1;
+}
+
+FLEXATTN_HD constexpr Sm90FwdSmem sm90_fwd_smem_layout(int d, int dv, bool narrow = false, bool persistent = false) {
+  return persistent ? sm90_fwd_smem_layout_with(d, dv, narrow, sm90_fwd_q_buffers(d, dv, narrow), true)
+                    : sm90_fwd_smem_layout_with(d, dv, narrow, 1, false);
+}
+
 // Dynamic shared memory to request: the layout plus slack to round the base up to 1024 bytes.
-FLEXATTN_HD constexpr int sm90_fwd_smem(int d, int dv, bool narrow = false) {
-  return sm90_fwd_smem_layout(d, dv, narrow).total + 1024;
+FLEXATTN_HD constexpr int sm90_fwd_smem(int d, int dv, bool narrow = false, bool persistent = false) {
+  return sm90_fwd_smem_layout(d, dv, narrow, persistent).total + 1024;
 }
 
 struct Sm90Launch {
@@ -94,17 +118,21 @@ struct Sm90Launch {
 };
 
 // The CTAs walk the (query tile, head, batch) tiles in the order of sm90/fwd_scheduler_sm90.cuh with a
-// stride of the grid size. persistent: one CTA per SM (at most one per tile); otherwise one CTA per tile,
-// launched in that order. Measured (H200, B=4 H=16 S=2048 D=128): persistent was 6-7% slower than one
-// CTA per tile on dense, causal and sliding-window (516 vs 550 TFLOP/s dense): the end marker takes one
-// of the two ring slots at every tile change and Q waits for both warpgroups' epilogues. So it is off by
-// default (FLEXATTN_SM90_PERSISTENT=1) until those two bubbles are removed.
+// stride of the grid size. persistent: one CTA per SM (at most one per tile) and the persistent
+// kernel's shared memory (the generated source must have been built with kPersistent, see
+// runtime/kernel_source_sm90.cc: that kernel traps when given less); otherwise one CTA per tile,
+// launched in that order. Measured (H200, B=4 H=16 S=2048 D=128), before the persistent kernel had
+// its own handshake: persistent was 6-7% slower than one CTA per tile on dense, causal and
+// sliding-window (516 vs 550 TFLOP/s dense): the end marker took one of the two ring slots at every
+// tile change and Q waited for both warpgroups' epilogues. Both are gone from the kPersistent kernel
+// (kv-tile counts, two Q buffers); it stays opt-in (FLEXATTN_SM90_PERSISTENT=1) until measured.
 FLEXATTN_HD constexpr Sm90Launch sm90_fwd_launch(int d, int dv, bool narrow, int B, int Hq, int L, int sm_count,
                                                  bool persistent) {
   const long long tiles =
       (long long)((L + sm90_fwd_tile(d, dv, narrow).block_m - 1) / sm90_fwd_tile(d, dv, narrow).block_m) * Hq * B;
   const long long ctas = !persistent || tiles < sm_count ? tiles : (sm_count > 0 ? sm_count : 1);
-  return Sm90Launch{(unsigned)ctas, 1u, 1u, (unsigned)kSm90Threads, (unsigned)sm90_fwd_smem(d, dv, narrow)};
+  return Sm90Launch{(unsigned)ctas, 1u, 1u, (unsigned)kSm90Threads,
+                    (unsigned)sm90_fwd_smem(d, dv, narrow, persistent)};
 }
 
 // The mask tile sizes the forward accepts (the no-mask sentinel 1 << 30 qualifies).
@@ -119,6 +147,15 @@ static_assert(sm90_fwd_smem(192, 192) <= kSm90SmemLimit, "smem d192");
 static_assert(sm90_fwd_smem(256, 256) <= kSm90SmemLimit, "smem d256");
 static_assert(sm90_fwd_smem(64, 256) <= kSm90SmemLimit, "smem d64/dv256");
 static_assert(sm90_fwd_smem(128, 128, true) <= kSm90SmemLimit, "smem d128 narrow");
+static_assert(sm90_fwd_smem(64, 64, false, true) <= kSm90SmemLimit && sm90_fwd_q_buffers(64, 64, false) == 2,
+              "persistent d64: two Q buffers");
+static_assert(sm90_fwd_smem(128, 128, false, true) <= kSm90SmemLimit && sm90_fwd_q_buffers(128, 128, false) == 2,
+              "persistent d128: two Q buffers");
+static_assert(sm90_fwd_smem(128, 128, true, true) <= kSm90SmemLimit && sm90_fwd_q_buffers(128, 128, true) == 2,
+              "persistent d128 narrow: two Q buffers");
+static_assert(sm90_fwd_smem(192, 192, false, true) <= kSm90SmemLimit, "persistent d192");
+static_assert(sm90_fwd_smem(256, 256, false, true) <= kSm90SmemLimit, "persistent d256");
+static_assert(sm90_fwd_smem(64, 256, false, true) <= kSm90SmemLimit, "persistent d64/dv256");
 static_assert(kSm90ProducerRegs * 128 + kSm90ConsumerRegs * 256 <= 65536, "register file");
 
 }  // namespace flexattn::kern

@@ -46,8 +46,9 @@ def paged_attention(query, key_cache, value_cache, page_table=None, kv_lens=None
     torch's current stream; everything else gathers the pages into a contiguous cache and runs
     flex_attention with mods that see logical positions (the exact float64 reference on the CPU).
     validate=True reads page_table / kv_lens / q_offsets back to check them (one device sync on CUDA;
-    skipped while a CUDA graph is captured). The kernels never read out of bounds without it: a bad page
-    id reads zero rows and kv_lens are clamped into [0, capacity].
+    skipped while a CUDA graph is captured). The kernels never read out of bounds without it: kv rows on a
+    page id outside the pool are masked (as torch's PagedAttention masks unmapped pages) and kv_lens are
+    clamped into [0, capacity].
 
     Returns out [B, Hq, L, Dv] (query's dtype), or (out, lse [B, Hq, L], natural log) with return_lse.
     Forward only. Every bad argument raises ValueError / TypeError naming it."""
@@ -249,7 +250,7 @@ def _cuda_decode(torch, c, score_mod, block_mask, scale):
 # ---- everything else: gather the pages, then flex_attention on logical positions -----------------------------
 def _contiguous_cache(torch, c, cache):
     """[B, Hkv, capacity, Dx]: the pages of each sequence in logical order (a page id outside the pool
-    reads as zero rows, as in the kernels), or the contiguous cache broadcast to B sequences."""
+    gives zero rows, which _logical_mods masks), or the contiguous cache broadcast to B sequences."""
     if not c.paged:
         return cache.expand(c.B, *cache.shape[1:])
     ids = c.page_table.long()
@@ -273,11 +274,16 @@ def _tile_classes(torch, c, block_mask):
 
 def _logical_mods(torch, c, score_mod, block_mask):
     """(score_mod, mask_mod) over the contiguous cache that give the user's mods logical positions and
-    mask kv >= kv_lens[b]. Built from captured int32 tensors indexed by b, so flexattn's tracer reads them
-    as buffers: one trace serves every step."""
+    mask kv >= kv_lens[b] and kv rows on a page id outside the pool. Built from captured int32 tensors
+    indexed by b, so flexattn's tracer reads them as buffers: one trace serves every step."""
     dev = c.query.device
     q_off = c.q_offsets if c.q_offsets is not None else torch.zeros(c.B, dtype=torch.int32, device=dev)
     lens = c.kv_lens if c.kv_lens is not None else torch.full((c.B,), c.capacity, dtype=torch.int32, device=dev)
+    mapped = None
+    if c.paged:
+        ids = c.page_table
+        mapped = ((ids >= 0) & (ids < c.num_pages)).to(torch.int32)  # [B, max_pages]
+        page_size = c.capacity // ids.shape[1]
     user_score = score_mod
     user_mask = None if block_mask is None else block_mask.mask_mod
     if block_mask is not None and tuple(block_mask.BLOCK_SIZE) != (_EMPTY_BLOCK, _EMPTY_BLOCK):
@@ -298,6 +304,8 @@ def _logical_mods(torch, c, score_mod, block_mask):
     def logical_mask(b, h, q_idx, kv_idx):
         q = q_off[b] + q_idx
         keep = kv_idx < lens[b]
+        if mapped is not None:
+            keep = keep & (mapped[b, kv_idx // page_size] == 1)
         if classes is not None:
             # The block structure of torch's semantics: full tiles attend, partial tiles ask mask_mod,
             # skipped tiles and positions past the mask's blocks attend nothing.

@@ -2,6 +2,7 @@
 #include <sstream>
 
 #include "flexattn/error.h"
+#include "jit/sys.h"
 #include "runtime/kernel_set.h"
 #include "runtime/sm90_backward.h"
 #include "runtime/tma_sm90.h"
@@ -17,6 +18,10 @@ std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const K
     throw Error("head dims: the sm90 forward takes 64, 128, 192 or 256, got D=" + std::to_string(key.d) +
                 ", Dv=" + std::to_string(key.dv));
   const std::string t = key.dtype == DType::BF16 ? "bf16" : "fp16";
+  // FLEXATTN_SM90_PERSISTENT is read here, when the set is generated, and again at every launch
+  // (attention_cuda.cc sizes the grid and shared memory from it); set it before the process's first
+  // forward. The default source is unchanged by the flag's existence (no sixth template argument).
+  const bool persistent = jit::env_flag("FLEXATTN_SM90_PERSISTENT", false);
   std::ostringstream s;
   s << "// flexattn forward kernel, sm90 family (sm_90a), " << t << ", D=" << key.d << ", Dv=" << key.dv << "\n";
   s << "#include \"common/mod_ops.cuh\"\n";
@@ -25,7 +30,8 @@ std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const K
   s << variant.source << "\n";
   s << "extern \"C\" __global__ void __launch_bounds__(kSm90Threads, 1)\n"
     << "flexattn_fwd(const __grid_constant__ AttnParams p) { attn_fwd_sm90<FlexVariant, " << t << ", " << key.d
-    << ", " << key.dv << ", " << (sm90_narrow_tile(variant.layout) ? "true" : "false") << ">(p); }\n";
+    << ", " << key.dv << ", " << (sm90_narrow_tile(variant.layout) ? "true" : "false") << (persistent ? ", true" : "")
+    << ">(p); }\n";
   return s.str();
 }
 

@@ -285,17 +285,22 @@ def test_torch_block_mask_and_low_precision():
 
 
 @needs_torch
-def test_without_validation_a_bad_page_reads_zero_rows():
+def test_without_validation_a_bad_page_is_masked():
     from flexattn import paged_attention
 
     rng = np.random.default_rng(8)
     q = torch.from_numpy(rng.standard_normal((1, 2, 1, 16)))
     pool = torch.from_numpy(rng.standard_normal((2, 2, 4, 16)))
-    table = i32([[1, 7]])  # page 7 is not in the pool: positions 4..7 read as zero rows, as in the kernels
+    # Page 7 and page -1 are not in the pool: their positions (4..7 and 0..3) attend nothing, as torch's
+    # PagedAttention masks unmapped pages; the kernels do the same.
+    table = i32([[1, 7]])
     out, lse = paged_attention(q, pool, pool, table, i32([8]), validate=False, return_lse=True)
-    zeros = np.zeros((2, 4, 16))
-    rows = [np.concatenate([pool.numpy()[1], zeros], axis=1)]
+    rows = [pool.numpy()[1]]
     check(out, lse, *reference(q.numpy(), rows, rows, [0]))
+    out, lse = paged_attention(q, pool, pool, i32([[-1, 0]]), i32([8]), validate=False, return_lse=True)
+    rows = [pool.numpy()[0]]
+    ref_out, ref_lse = reference(q.numpy(), rows, rows, [0])
+    check(out, lse, ref_out, ref_lse)
 
 
 @needs_torch

@@ -141,6 +141,26 @@ def test_vllm_page_layout_through_strides_and_kv_batch_broadcast():
     compare(got, cpu_path(q, kc, vc, None, lens, **kw), torch.bfloat16)
 
 
+def test_unmapped_pages_below_the_length_are_masked_without_validation():
+    """Page ids outside the pool (-1, num_pages, a huge id) inside kv_len: the kernels mask those rows,
+    as the CPU path and torch's PagedAttention do; no out-of-bounds read (memcheck runs this suite's
+    C++ twin)."""
+    gen = torch.Generator().manual_seed(3)
+    B, Hq, Hkv, L, D, ps = 3, 8, 2, 1, 128, 16
+    lens = torch.tensor([64, 64, 64], dtype=torch.int32)
+    k, v, table = make_pages(B, Hkv, 64, D, D, ps, lens.tolist(), torch.bfloat16, gen)
+    num_pages = k.shape[0]
+    table[0, 1] = -1
+    table[1, 0], table[1, 3] = num_pages, 1 << 30
+    table[2, :] = -1  # every page unmapped: the row attends nothing
+    q = torch.randn(B, Hq, L, D, generator=gen).to(DEV, torch.bfloat16)
+    kw = dict(q_offsets=(lens - 1).to(DEV), return_lse=True)
+    got = paged_attention(q, k, v, table, lens.to(DEV), validate=False, **kw)
+    want = cpu_path(q, k, v, table, lens, validate=False, **kw)
+    compare(got, want, torch.bfloat16)
+    assert torch.isneginf(got[1][2]).all() and bool(torch.isfinite(got[1][:2]).all())
+
+
 def test_cuda_graph_replay_follows_the_lengths():
     """A captured step re-reads kv_lens / q_offsets / the page table from device memory on replay, so one
     graph serves every step (validation is skipped while capturing: no sync)."""
