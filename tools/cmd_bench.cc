@@ -136,12 +136,12 @@ ProblemConfig bench_config(const BenchCase& c, DType dtype, uint64_t seed) {
 }
 
 int cmd_bench(const std::vector<std::string>& argv) {
-  Args args("bench", {{"--suite", "NAME", false, "quick (default), short or full"},
+  Args args("bench", {{"--suite", "NAME", false, "quick (default), short, full or decode"},
                       {"--backend", "cpu|cuda|auto", false, "where to run (default auto)"},
                       {"--seed", "N", false, "seed of the inputs (default 0)"}});
   args.parse(argv);
   if (args.help_requested()) {
-    std::cout << "usage: flexattn bench --suite quick|short|full [flags]\n"
+    std::cout << "usage: flexattn bench --suite quick|short|full|decode [flags]\n"
                  "quick: a short suite of variants (B=1 H=4 Q=KV=256 D=64; f32 on cpu, bf16 on cuda) forward and\n"
                  "backward; prints, per variant, the largest relative error of the check and the time (cuda: the\n"
                  "median of 10 calls after the compiling one). On the cpu backend the check is the one of\n"
@@ -158,7 +158,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
   reject_positional(args, "bench");
   const std::string suite = args.get("--suite", "quick");
   check(suite == "quick" || suite == "short" || suite == "full" || suite == "decode",
-        "--suite: unknown suite '" + suite + "'; expected quick, short or full");
+        "--suite: unknown suite '" + suite + "'; expected quick, short, full or decode");
   if (suite == "decode") return run_decode_suite();  // tools/bench_decode.cc
   const uint64_t seed = args.get_u64("--seed", 0);
   if (suite != "quick") return run_peer_suite(suite, args.get("--backend", "auto"), seed);
