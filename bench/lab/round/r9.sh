@@ -8,3 +8,4 @@ mkdir -p $OUT/dec $OUT/quick
 timeout ${DEC_S:-200} bash scripts/bench_gpu.sh --suite decode --out $OUT/dec > $OUT/dec.log 2>&1; echo "decode rc=$?"
 timeout ${QUICK_S:-330} bash scripts/bench_gpu.sh --backward --out $OUT/quick > $OUT/quick.log 2>&1; echo "quick rc=$?"
 tail -25 $OUT/dec.log; tail -16 $OUT/quick.log
+tar czf $OUT/bench.tgz -C $OUT dec quick dec.log quick.log && rm -rf $OUT/dec $OUT/quick $OUT/dec.log $OUT/quick.log
