@@ -70,25 +70,37 @@ FLEXATTN_HD FwdTileOrder fwd_tile_order(const AttnParams& p) {
 // Kv tiles of BN rows that common/mask_iter.cuh's TileWalker yields for one mask block `blk` of
 // `block` rows (at least one tile for a valid block: the walker yields a block's first tile before it
 // looks at the block size), clipped at len; none for a negative block or one starting at or past len.
+// Selects, not branches, so a batch of index loads stays in flight together.
 template <int BN>
 FLEXATTN_HD int fwd_kv_tiles_of_block(int blk, long long block, int len) {
-  const long long start = (long long)blk * block;
-  if (blk < 0 || start >= len) return 0;
-  const long long rest = (long long)len - start;
+  const long long rest = (long long)len - (long long)blk * block;
   const long long span = block < rest ? block : rest;
-  return span > BN ? (int)((span + BN - 1) / BN) : 1;
+  const int tiles = span > BN ? (int)((unsigned long long)(span + BN - 1) / BN) : 1;
+  return blk >= 0 && rest > 0 ? tiles : 0;
 }
 
-// The number of kv tiles a TileWalker initialised with these fields yields: the persistent producer
+// One list of the walk; ids == nullptr is the walker's implicit list of cnt zeros.
+template <int BN>
+FLEXATTN_HD int fwd_count_list(const int* ids, int cnt, long long block, int len) {
+  if (ids == nullptr) return cnt > 0 ? cnt * fwd_kv_tiles_of_block<BN>(0, block, len) : 0;
+  int n = 0, i = 0;
+  for (; i + 4 <= cnt; i += 4) {
+    const int b0 = ids[i], b1 = ids[i + 1], b2 = ids[i + 2], b3 = ids[i + 3];
+    n += fwd_kv_tiles_of_block<BN>(b0, block, len) + fwd_kv_tiles_of_block<BN>(b1, block, len) +
+         fwd_kv_tiles_of_block<BN>(b2, block, len) + fwd_kv_tiles_of_block<BN>(b3, block, len);
+  }
+  for (; i < cnt; ++i) n += fwd_kv_tiles_of_block<BN>(ids[i], block, len);
+  return n;
+}
+
+// The number of kv tiles a TileWalker with these fields (tile = BN) yields: the persistent producer
 // publishes it per work tile (handshake 1 above), so it must match the walk exactly -- the same
-// implicit list {0} for ids == nullptr, the same skipped indices. One load per list entry, without the
-// walker's data-dependent control flow, so the loads of a row overlap.
+// implicit list for ids == nullptr, the same skipped indices (tests/compile/sm90 checks it against the
+// walker). The producer's single thread reads each list once more here, four entries per round trip
+// to L2; the walk that follows finds them in L1.
 template <int BN>
 FLEXATTN_HD int fwd_count_kv_tiles(const int* idx0, int cnt0, const int* idx1, int cnt1, long long block, int len) {
-  int n = 0;
-  for (int i = 0; i < cnt0; ++i) n += fwd_kv_tiles_of_block<BN>(idx0 == nullptr ? 0 : idx0[i], block, len);
-  for (int i = 0; i < cnt1; ++i) n += fwd_kv_tiles_of_block<BN>(idx1 == nullptr ? 0 : idx1[i], block, len);
-  return n;
+  return fwd_count_list<BN>(idx0, cnt0, block, len) + fwd_count_list<BN>(idx1, cnt1, block, len);
 }
 
 }  // namespace flexattn::kern::sm90

@@ -7,9 +7,11 @@
 #include <cstdlib>
 
 #include "corpus.h"
+#include "flexattn/codegen.h"
 #include "flexattn/error.h"
 #include "flexattn/jit.h"
 #include "runtime/kernel_set.h"
+#include "runtime/tma_sm90.h"
 #include "sass_tools.h"
 #include "sm90/tile_config_sm90.h"
 
@@ -36,16 +38,48 @@ const runtime::KernelSet& compile_sm90(const Variant& v, DType t, int d, int dv)
   return runtime::get_kernel_set(v, key);
 }
 
+// The persistent kernel (FLEXATTN_SM90_PERSISTENT=1): the source generator reads the flag, and the
+// kernel-set cache is keyed without it, so the source is compiled here directly.
+jit::CompiledKernel compile_sm90_persistent(const Variant& v, DType t, int d, int dv) {
+  runtime::KernelSetKey key{t, d, dv, "sm_90a", false, runtime::KernelFamily::sm90};
+  setenv("FLEXATTN_SM90_PERSISTENT", "1", 1);
+  jit::KernelRequest req;
+  req.prefix = "attn_fwd_sm90a_persistent_d" + std::to_string(d) + "_dv" + std::to_string(dv);
+  req.source = runtime::kernel_source_sm90(codegen::emit_cuda_variant(v, false), key);
+  unsetenv("FLEXATTN_SM90_PERSISTENT");
+  EXPECT_NE(req.source.find(", true>(p); }"), std::string::npos) << req.source;
+  req.arch = "sm_90a";
+  req.kernel_names = {"flexattn_fwd"};
+  return jit::get_or_compile(req);
+}
+
 // Everything the compile tier can say about one kernel without running it.
-void expect_clean(const runtime::KernelSet& set, const std::string& what) {
-  ASSERT_EQ(set.compiled.ptxas.count("flexattn_fwd"), 1u) << what << "\n" << set.compiled.log;
-  const jit::PtxasInfo& info = set.compiled.ptxas.at("flexattn_fwd");
+void expect_clean(const jit::CompiledKernel& compiled, const std::string& what) {
+  ASSERT_EQ(compiled.ptxas.count("flexattn_fwd"), 1u) << what << "\n" << compiled.log;
+  const jit::PtxasInfo& info = compiled.ptxas.at("flexattn_fwd");
   EXPECT_EQ(info.spill_stores + info.spill_loads, 0) << what << " spills";
   EXPECT_EQ(info.stack, 0) << what << " has a stack frame";
   // __launch_bounds__(384, 1): the entry allocation is capped at 65536 / 384 rounded down to 8.
   EXPECT_LE(info.registers, 168) << what;
-  EXPECT_EQ(set.compiled.log.find("warning"), std::string::npos) << what << " ptxas warned:\n" << set.compiled.log;
-  EXPECT_EQ(set.compiled.log.find("serialized"), std::string::npos) << what << ":\n" << set.compiled.log;
+  EXPECT_EQ(compiled.log.find("warning"), std::string::npos) << what << " ptxas warned:\n" << compiled.log;
+  EXPECT_EQ(compiled.log.find("serialized"), std::string::npos) << what << ":\n" << compiled.log;
+}
+
+void expect_clean(const runtime::KernelSet& set, const std::string& what) { expect_clean(set.compiled, what); }
+
+// The SASS facts the design relies on (see SassHasHopperInstructionsAndNoLocalMemory).
+void expect_hopper_sass(const std::string& sass, const std::string& what) {
+  EXPECT_GT(testing_sass::count(sass, "HGMMA.64x"), 0) << what << ": no wgmma in the SASS";
+  EXPECT_GT(testing_sass::count(sass, ".tnspB"), 0) << what << ": P V must read V MN-major";
+  EXPECT_GT(testing_sass::count(sass, "UTMALDG"), 0) << what << ": no TMA load";
+  EXPECT_GT(testing_sass::count(sass, "UTMASTG"), 0) << what << ": no TMA store";
+  EXPECT_EQ(testing_sass::count(sass, "USETMAXREG"), 2) << what << ": setmaxnreg dec + inc";
+  // The overlap of softmax and P V: a wait that leaves one wgmma group in flight.
+  EXPECT_GT(testing_sass::count(sass, "WARPGROUP.DEPBAR.LE gsb0, 0x1"), 0) << what;
+  EXPECT_EQ(testing_sass::count(sass, "LDL"), 0) << what << ": local loads";
+  EXPECT_EQ(testing_sass::count(sass, "STL"), 0) << what << ": local stores";
+  // setmaxnreg 240 for the consumers: no code may name a register past R239.
+  EXPECT_LT(testing_sass::max_register(sass), kern::kSm90ConsumerRegs) << what;
 }
 
 }  // namespace
@@ -76,19 +110,41 @@ TEST_F(Sm90Compile, SassHasHopperInstructionsAndNoLocalMemory) {
     std::string why;
     const std::optional<std::string> sass = testing_sass::disassemble(*set.compiled.cubin, &why);
     if (!sass) GTEST_SKIP() << why;
-    const std::string what = "D=" + std::to_string(d);
-    EXPECT_GT(testing_sass::count(*sass, "HGMMA.64x"), 0) << what << ": no wgmma in the SASS";
-    EXPECT_GT(testing_sass::count(*sass, ".tnspB"), 0) << what << ": P V must read V MN-major";
-    EXPECT_GT(testing_sass::count(*sass, "UTMALDG"), 0) << what << ": no TMA load";
-    EXPECT_GT(testing_sass::count(*sass, "UTMASTG"), 0) << what << ": no TMA store";
-    EXPECT_EQ(testing_sass::count(*sass, "USETMAXREG"), 2) << what << ": setmaxnreg dec + inc";
-    // The overlap of softmax and P V: a wait that leaves one wgmma group in flight.
-    EXPECT_GT(testing_sass::count(*sass, "WARPGROUP.DEPBAR.LE gsb0, 0x1"), 0) << what;
-    EXPECT_EQ(testing_sass::count(*sass, "LDL"), 0) << what << ": local loads";
-    EXPECT_EQ(testing_sass::count(*sass, "STL"), 0) << what << ": local stores";
-    // setmaxnreg 240 for the consumers: no code may name a register past R239.
-    EXPECT_LT(testing_sass::max_register(*sass), kern::kSm90ConsumerRegs) << what;
+    expect_hopper_sass(*sass, "D=" + std::to_string(d));
   }
+}
+
+// The persistent kernel (two Q buffers at D <= 128, one above; kv-tile counts instead of the end
+// marker): the same bar for dense, causal, document and a buffer-reading (narrow-tile) mod.
+TEST_F(Sm90Compile, PersistentKernelCompilesCleanly) {
+  mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
+  const Variant dense;
+  const Variant causal = corpus::build_variant(corpus::corpus_entry("causal"), shape).variant;
+  const Variant document = corpus::build_variant(corpus::corpus_entry("document:3"), shape).variant;
+  const Variant relbias = corpus::build_variant(corpus::corpus_entry("relbias(learnable)"), shape).variant;
+  struct Case {
+    const Variant* v;
+    const char* name;
+    int d, dv;
+  };
+  std::string why;
+  bool have_sass = true;
+  for (const Case& k : {Case{&dense, "dense", 64, 64}, Case{&causal, "causal", 64, 64}, Case{&document, "document", 64, 64},
+                        Case{&dense, "dense", 128, 128}, Case{&causal, "causal", 128, 128},
+                        Case{&document, "document", 128, 128}, Case{&relbias, "relbias (narrow)", 128, 128},
+                        Case{&causal, "causal", 256, 256}}) {
+    const std::string what = std::string("persistent ") + k.name + " D=" + std::to_string(k.d);
+    const jit::CompiledKernel compiled = compile_sm90_persistent(*k.v, DType::BF16, k.d, k.dv);
+    expect_clean(compiled, what);
+    if (!have_sass) continue;
+    const std::optional<std::string> sass = testing_sass::disassemble(*compiled.cubin, &why);
+    if (!sass) {
+      have_sass = false;
+      continue;
+    }
+    expect_hopper_sass(*sass, what);
+  }
+  if (!have_sass) GTEST_SKIP() << "SASS not checked: " << why;
 }
 
 TEST_F(Sm90Compile, EveryHeaderCompilesOnItsOwn) {

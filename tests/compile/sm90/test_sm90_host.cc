@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <vector>
 
 #include "common/params.h"
 #include "flexattn/codegen.h"
@@ -14,6 +15,16 @@
 #include "sm90/fwd_scheduler_sm90.cuh"
 #include "sm90/tile_config_sm90.h"
 #include "compile/sm90/sm90_host_util.h"
+
+// The walker of the block-mask lists is device code, but plain integer logic: compiled here for the
+// host so the persistent producer's count can be checked against it.
+#ifndef __device__
+#define __device__
+#endif
+#ifndef __forceinline__
+#define __forceinline__ inline
+#endif
+#include "common/mask_iter.cuh"
 
 using namespace flexattn;
 
@@ -85,6 +96,7 @@ TEST(Sm90Host, SupportRulesAndReasons) {
 }
 
 TEST(Sm90Host, SourceNamesTheHopperEntry) {
+  unsetenv("FLEXATTN_SM90_PERSISTENT");
   Variant v;
   v.mask_mod = mods::causal();
   const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, false);
@@ -95,6 +107,13 @@ TEST(Sm90Host, SourceNamesTheHopperEntry) {
   EXPECT_NE(src.find("flexattn_fwd(const __grid_constant__ AttnParams p) { attn_fwd_sm90<FlexVariant, bf16, 128, 64, false>(p); }"),
             std::string::npos)
       << src;
+  // The persistent kernel: one more template argument; the default source does not change.
+  setenv("FLEXATTN_SM90_PERSISTENT", "1", 1);
+  EXPECT_NE(runtime::kernel_source_sm90(gen, key)
+                .find("flexattn_fwd(const __grid_constant__ AttnParams p) { attn_fwd_sm90<FlexVariant, bf16, 128, 64, false, true>(p); }"),
+            std::string::npos);
+  unsetenv("FLEXATTN_SM90_PERSISTENT");
+  EXPECT_EQ(runtime::kernel_source_sm90(gen, key), src);
   key.backward = true;  // the backward set has its own generator (test_sm90_bwd_host.cc)
   EXPECT_NE(runtime::kernel_source_sm90(gen, key).find("attn_bwd_sm90<FlexVariant, bf16, 128, 64>(p)"),
             std::string::npos);
@@ -185,4 +204,80 @@ TEST(Sm90Host, TileOrderIsAPermutationLongestFirstPerHeadGroup) {
   EXPECT_EQ(kern::sm90_fwd_launch(128, 128, false, 2, 16, 8192, 132, true).grid_x, 132u);
   EXPECT_EQ(kern::sm90_fwd_launch(128, 128, false, 1, 1, 129, 132, true).grid_x, 2u);  // fewer tiles than SMs
   EXPECT_EQ(kern::sm90_fwd_launch(128, 128, false, 2, 16, 8192, 132, false).grid_x, 64u * 32u);  // one per tile
+}
+
+// The persistent kernel's layout: two Q buffers wherever d <= 128 (each 1024-aligned, after them the
+// ring as before), one above; the default layout is the one the measured kernel used.
+TEST(Sm90Host, PersistentLayoutHasTwoQBuffersUpToD128) {
+  struct Dims {
+    int d, dv;
+    bool narrow;
+    int q_bufs;
+  };
+  for (const Dims& x : {Dims{64, 64, false, 2}, Dims{64, 64, true, 2}, Dims{128, 128, false, 2}, Dims{128, 128, true, 2},
+                        Dims{64, 128, false, 2}, Dims{128, 64, false, 2}, Dims{192, 192, false, 1},
+                        Dims{256, 256, false, 1}, Dims{64, 256, false, 1}, Dims{256, 64, false, 1}}) {
+    const std::string what = "D=" + std::to_string(x.d) + " Dv=" + std::to_string(x.dv) + (x.narrow ? " narrow" : "");
+    const kern::Sm90FwdSmem def = kern::sm90_fwd_smem_layout(x.d, x.dv, x.narrow);
+    const kern::Sm90FwdSmem per = kern::sm90_fwd_smem_layout(x.d, x.dv, x.narrow, true);
+    const kern::Sm90FwdTile t = kern::sm90_fwd_tile(x.d, x.dv, x.narrow);
+    EXPECT_EQ(def.q_bufs, 1) << what;
+    EXPECT_EQ(per.q_bufs, x.q_bufs) << what;
+    EXPECT_EQ(kern::sm90_fwd_q_buffers(x.d, x.dv, x.narrow), x.q_bufs) << what;
+    // The default: Q, ring, 2 + 4 * stages barriers, 2 info ints per stage (as before the persistent kernel).
+    EXPECT_EQ(def.k, 2 * def.q_half) << what;
+    EXPECT_EQ(def.total, def.bars + 8 * (2 + 4 * t.stages) + 8 * t.stages) << what;
+    EXPECT_EQ(per.k, 2 * x.q_bufs * per.q_half) << what;
+    EXPECT_EQ(per.k % 1024, 0) << what;
+    EXPECT_EQ(per.v - per.k, def.v - def.k) << what;
+    EXPECT_EQ(per.counts, per.info + 8 * t.stages) << what;
+    EXPECT_EQ(per.total, per.counts + 8 * x.q_bufs) << what;
+    EXPECT_LE(kern::sm90_fwd_smem(x.d, x.dv, x.narrow, true), kern::kSm90SmemLimit) << what;
+    EXPECT_EQ(kern::sm90_fwd_launch(x.d, x.dv, x.narrow, 2, 16, 8192, 132, true).smem,
+              unsigned(kern::sm90_fwd_smem(x.d, x.dv, x.narrow, true)))
+        << what;
+    EXPECT_EQ(kern::sm90_fwd_launch(x.d, x.dv, x.narrow, 2, 16, 8192, 132, false).smem,
+              unsigned(kern::sm90_fwd_smem(x.d, x.dv, x.narrow)))
+        << what;
+  }
+  EXPECT_EQ(kern::sm90_fwd_smem(128, 128, false, true), 192 * 1024 + 8 * (4 + 8) + 8 * 2 + 8 * 2 + 1024);
+}
+
+// The persistent producer publishes the kv-tile count of a work tile before it walks the lists; the
+// consumers trust it, so it must equal the walk for every list, including bad indices (negative, past
+// S), counts past the row, blocks larger than the tile and a last block cut by S.
+TEST(Sm90Host, PersistentKvCountMatchesTheWalk) {
+  unsigned seed = 12345u;
+  auto rnd = [&](int n) {
+    seed = seed * 1664525u + 1013904223u;
+    return int((seed >> 8) % unsigned(n));
+  };
+  kern::TileWalker w;
+  for (int trial = 0; trial < 4000; ++trial) {
+    const int tile = trial % 2 ? 64 : 128;
+    const int block = tile * (1 + rnd(3));
+    const int S = 1 + rnd(2000);
+    const int ncols = 1 + rnd(24);
+    std::vector<int> idx0(ncols), idx1(ncols);
+    for (int& i : idx0) i = rnd(8) == 0 ? -1 - rnd(3) : rnd(S / block + 3);
+    for (int& i : idx1) i = rnd(8) == 0 ? -1 - rnd(3) : rnd(S / block + 3);
+    const int num0 = rnd(ncols + 3) - 1, num1 = rnd(ncols + 3) - 1;  // -1 and > ncols are clamped
+    const bool with_full = rnd(2) == 0, row_ok = rnd(10) != 0;
+    w.init(&num0, idx0.data(), with_full ? &num1 : nullptr, with_full ? idx1.data() : nullptr, 0, row_ok, ncols, block,
+           tile, S);
+    const int counted = tile == 64 ? kern::sm90::fwd_count_kv_tiles<64>(w.idx0, w.cnt0, w.idx1, w.cnt1, w.block, w.len)
+                                   : kern::sm90::fwd_count_kv_tiles<128>(w.idx0, w.cnt0, w.idx1, w.cnt1, w.block, w.len);
+    int walked = 0;
+    while (w.next()) ++walked;
+    ASSERT_EQ(counted, walked) << "trial " << trial << " S=" << S << " block=" << block << " tile=" << tile;
+  }
+  // No block mask: the implicit list {0} with one block covering every tile.
+  for (int S : {1, 63, 64, 65, 128, 129, 8192, 8193}) {
+    w.init(nullptr, nullptr, nullptr, nullptr, 0, true, 1, 1, 128, S);
+    int walked = 0;
+    const int counted = kern::sm90::fwd_count_kv_tiles<128>(w.idx0, w.cnt0, w.idx1, w.cnt1, w.block, w.len);
+    while (w.next()) ++walked;
+    EXPECT_EQ(counted, walked) << S;
+    EXPECT_EQ(counted, (S + 127) / 128) << S;
+  }
 }
