@@ -34,17 +34,18 @@ run gpu_attention $CHECK ${GPU_TEST_ARGS:-}
 # On Hopper the forward defaults to the sm90 family; the portable sm80 family is checked as well.
 HOPPER=0
 build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
-# (--quick: the full sm80 run passed on the H200 on 2026-12-02; this keeps the whole script under 10 min.)
-[ $HOPPER = 1 ] && FLEXATTN_SM90=0 run gpu_attention_sm80 $CHECK --quick
-# The opt-in families (off by default until these steps pass on a GPU): the Hopper backward and the
-# decode kernels behind cuda_forward for L <= 64.
-[ $HOPPER = 1 ] && FLEXATTN_SM90_BWD=1 run gpu_attention_sm90_bwd $CHECK ${GPU_TEST_ARGS:-}
-FLEXATTN_DECODE=1 run gpu_attention_decode $CHECK --quick
+# The default run above takes the Hopper families and the decode hook for L <= 64; the families they
+# replace are checked too (--quick: their full runs passed on the H200 on 2026-12-02; this keeps the whole
+# script under 10 min): the portable sm80 family end to end, the sm90 forward on short queries (which the
+# decode hook takes by default), and the opt-in persistent sm90 forward.
+[ $HOPPER = 1 ] && FLEXATTN_SM90=0 FLEXATTN_SM90_BWD=0 FLEXATTN_DECODE=0 run gpu_attention_sm80 $CHECK --quick
+[ $HOPPER = 1 ] && FLEXATTN_DECODE=0 run gpu_attention_no_decode $CHECK --quick
+[ $HOPPER = 1 ] && FLEXATTN_SM90_PERSISTENT=1 run gpu_attention_persistent $CHECK --quick
 # compute-sanitizer memcheck on the quick subset (every kernel, odd lengths, both dtypes): any invalid access
 # fails the step. Skipped where the tool is absent or GPU_TEST_MEMCHECK=0.
 if [ "${GPU_TEST_MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   run memcheck compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick
-  [ $HOPPER = 1 ] && FLEXATTN_SM90=0 run memcheck_sm80 compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick
+  [ $HOPPER = 1 ] && FLEXATTN_SM90=0 FLEXATTN_SM90_BWD=0 FLEXATTN_DECODE=0 run memcheck_sm80 compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick
 fi
 [ -x build-gpu/tests/gpu/block_mask_gpu/gpu_block_mask_check ] && run gpu_block_mask build-gpu/tests/gpu/block_mask_gpu/gpu_block_mask_check
 [ -x build-gpu/tests/gpu/decode/gpu_decode_check ] && run gpu_decode build-gpu/tests/gpu/decode/gpu_decode_check ${GPU_TEST_ARGS:-}

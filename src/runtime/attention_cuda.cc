@@ -186,7 +186,7 @@ void cuda_forward(const ForwardArgs& a) {
   AttnParams p{};
   const Problem pr = check_forward(a, &p);
   const std::string arch = device_arch(a.device);
-  if (runtime::try_decode_forward(a, p, arch)) return;  // L <= 64: split-KV decode family (opt-in FLEXATTN_DECODE=1)
+  if (runtime::try_decode_forward(a, p, arch)) return;  // L <= 64: split-KV decode family (FLEXATTN_DECODE=0 opts out)
   if (try_sm90_forward(a, p, arch)) return;
   check_mask_blocks(p, pr, false);
   runtime::KernelSetKey key{a.q.dtype, int(pr.D), int(pr.Dv), arch, false};
@@ -232,7 +232,7 @@ void cuda_backward(const BackwardArgs& a) {
   char* ws = static_cast<char*>(a.workspace);
   p.delta = reinterpret_cast<float*>(ws);
   p.dq_accum = a.deterministic ? nullptr : reinterpret_cast<float*>(ws + ((size_t(pr.B * pr.Hq * pr.L) * 4 + 255) / 256) * 256);
-  if (runtime::try_sm90_backward(a, p, device_arch(a.fwd.device))) return;  // opt-in FLEXATTN_SM90_BWD
+  if (runtime::try_sm90_backward(a, p, device_arch(a.fwd.device))) return;  // FLEXATTN_SM90_BWD=0 opts out
 
   runtime::KernelSetKey key{t, int(pr.D), int(pr.Dv), device_arch(a.fwd.device), true};
   const runtime::KernelSet& set = runtime::get_kernel_set(*a.fwd.variant, key);

@@ -291,10 +291,12 @@ void* hook_workspace(int device, void* stream, size_t bytes) {
 
 }  // namespace
 
+bool decode_forward_requested() { return jit::env_flag("FLEXATTN_DECODE", true); }
+
 bool try_decode_forward(const ForwardArgs& a, kern::AttnParams& p, const std::string& arch) {
   // Offsets: the decode kernels index the block mask by logical positions, ForwardArgs by local rows.
   if (p.q_offset != 0 || p.kv_offset != 0) return false;
-  if (p.L > kern::kDecodeMaxRows || !jit::env_flag("FLEXATTN_DECODE", false)) return false;
+  if (p.L > kern::kDecodeMaxRows || !decode_forward_requested()) return false;
   if (p.kv_num_blocks != nullptr && p.kv_block % kern::decode_tile(16, p.D, p.Dv).block_n != 0) return false;
   const runtime::KernelSet& set = decode_set(*a.variant, a.q.dtype, p, arch);
   Plan pl = make_plan(p, set, sm_count_of(a.device), 0);

@@ -20,7 +20,7 @@ std::string num(int64_t v) { return std::to_string(v); }
 
 }  // namespace
 
-bool sm90_backward_requested() { return jit::env_flag("FLEXATTN_SM90_BWD", false); }
+bool sm90_backward_requested() { return jit::env_flag("FLEXATTN_SM90_BWD", true); }
 
 bool sm90_backward_supported(const std::string& arch, const kern::AttnParams& p, std::string* why) {
   auto no = [&](const std::string& reason) {

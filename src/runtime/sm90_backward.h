@@ -1,6 +1,6 @@
 #pragma once
-// Host side of the sm90 (Hopper) backward: the opt-in FLEXATTN_SM90_BWD (default off until checked on
-// a GPU; docs/env_vars.md), the support rules, the generated source of the kernel set, the tensor maps
+// Host side of the sm90 (Hopper) backward: FLEXATTN_SM90_BWD (default on since it passed
+// gpu_attention_check on the H200, 2026-12-02; docs/env_vars.md), the support rules, the generated source of the kernel set, the tensor maps
 // and the launches. Only the main (dK / dV / dQ-partials) kernel is Hopper-specific; the set also
 // carries the sm80 family's preprocess, deterministic dQ pass and dQ convert (docs/kernels_sm90.md).
 #include <string>
@@ -16,7 +16,7 @@ namespace flexattn::runtime {
 
 struct KernelSetKey;
 
-// FLEXATTN_SM90_BWD is on (default off; read on every call).
+// FLEXATTN_SM90_BWD is on (default on; read on every call).
 bool sm90_backward_requested();
 
 // Whether the sm90 backward can run this problem (p filled and validated by cuda_backward): arch

@@ -1,4 +1,4 @@
-// Host side of the sm90 backward, no GPU or NVRTC needed: the FLEXATTN_SM90_BWD opt-in (default off),
+// Host side of the sm90 backward, no GPU or NVRTC needed: the FLEXATTN_SM90_BWD switch (default on),
 // the support rules and their reasons, the tile table / shared-memory layout, the launch geometry,
 // the generated source, and the tensor maps (dO in o_map) without a driver.
 #include <gtest/gtest.h>
@@ -22,9 +22,9 @@ using sm90_test::eligible_params;
 using sm90_test::error_of;
 using sm90_test::g_data;
 
-TEST(Sm90BwdHost, OffByDefaultAndSwitchedOnByTheEnvironment) {
+TEST(Sm90BwdHost, OnByDefaultAndSwitchedOffByTheEnvironment) {
   unsetenv("FLEXATTN_SM90_BWD");
-  EXPECT_FALSE(runtime::sm90_backward_requested());
+  EXPECT_TRUE(runtime::sm90_backward_requested());
   setenv("FLEXATTN_SM90_BWD", "1", 1);
   EXPECT_TRUE(runtime::sm90_backward_requested());
   setenv("FLEXATTN_SM90_BWD", "on", 1);
@@ -35,10 +35,11 @@ TEST(Sm90BwdHost, OffByDefaultAndSwitchedOnByTheEnvironment) {
 }
 
 TEST(Sm90BwdHost, OptOutNeverLooksAtTheProblem) {
-  unsetenv("FLEXATTN_SM90_BWD");
+  setenv("FLEXATTN_SM90_BWD", "0", 1);
   BackwardArgs a;  // nothing filled: the hook must return before reading any of it
   kern::AttnParams p = eligible_params();
   EXPECT_FALSE(runtime::try_sm90_backward(a, p, "sm_90a"));
+  unsetenv("FLEXATTN_SM90_BWD");
 }
 
 TEST(Sm90BwdHost, SupportRulesAndReasons) {

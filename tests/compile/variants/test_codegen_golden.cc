@@ -53,3 +53,21 @@ TEST(CodegenGolden, LiteralValuesDoNotChangeTheSource) {
   EXPECT_NE(la, lb);  // the values travel in ModParams instead
   EXPECT_EQ(la[0], 20.0);
 }
+
+TEST(CodegenGolden, IntegerLiteralDivisorsAreCompiledIn) {
+  // q_idx // 256 == kv_idx // 256: a runtime divisor costs a division sequence per entry; a constant
+  // one a shift. The value therefore is part of the source (one compile per divisor value).
+  Variant a, b;
+  a.mask_mod = ir::floordiv(ir::q_idx(), 256) == ir::floordiv(ir::kv_idx(), 256);
+  b.mask_mod = ir::floordiv(ir::q_idx(), 512) == ir::mod(ir::kv_idx(), 512);
+  const std::string sa = codegen::emit_cuda_variant(a, false).source;
+  const std::string sb = codegen::emit_cuda_variant(b, false).source;
+  EXPECT_NE(sa.find("fa_floordiv(q_idx, ((int)256))"), std::string::npos) << sa;
+  EXPECT_NE(sb.find("fa_mod(kv_idx, ((int)512))"), std::string::npos) << sb;
+  EXPECT_EQ(sa.find("p.lit["), std::string::npos) << sa;
+  // A divisor that is not a literal (here an expression of kv_idx) stays a runtime value.
+  Variant c;
+  c.mask_mod = ir::floordiv(ir::q_idx(), ir::kv_idx() + 1) == 0;
+  const std::string sc = codegen::emit_cuda_variant(c, false).source;
+  EXPECT_EQ(sc.find("((int)1))"), std::string::npos) << sc;
+}

@@ -30,6 +30,7 @@
 #include "flexattn/reference.h"
 #include "corpus.h"
 #include "gpu/check_util.h"
+#include "runtime/decode_hook.h"
 #include "runtime/kernel_set.h"
 #include "runtime/sm90_backward.h"
 #include "runtime/tma_sm90.h"
@@ -203,9 +204,8 @@ int main(int argc, char** argv) {
     std::vector<std::function<void()>> jobs;
     std::set<std::string> seen;
     for (const Case& k : cases) {
-      // cuda_forward runs these on the decode family when FLEXATTN_DECODE=1 (docs/env_vars.md).
-      const char* flag = std::getenv("FLEXATTN_DECODE");
-      const bool decode = k.L <= 64 && flag != nullptr && std::string(flag) == "1";
+      // cuda_forward runs these on the decode family unless FLEXATTN_DECODE=0 (docs/env_vars.md).
+      const bool decode = k.L <= 64 && runtime::decode_forward_requested();
       const std::string id = k.mod->name + "/" + std::to_string(int(k.dtype)) + "/" + std::to_string(k.D) + "/" +
                              std::to_string(k.Dv) + "/" + std::to_string(k.backward) + (decode ? "/decode" : "");
       if (!seen.insert(id).second) continue;
