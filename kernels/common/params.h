@@ -137,6 +137,11 @@ struct AttnParams {
   // query row i is at q_offset + i and kv row j at kv_offset + j (ForwardArgs.q_offset / kv_offset;
   // a context-parallel piece or a chunk of a longer sequence). Bounds and block-mask lookups stay local.
   int kv_offset;
+
+  // Decode family: log2(page_size) when it is a power of two, else -1. A runtime division per loaded
+  // 16-byte chunk and per score column halved the paged decode's bandwidth on the H200 (1.9 vs 3.1 TB/s
+  // contiguous); pages are powers of two in practice (vLLM 16, torch 128).
+  int page_shift;
 };
 
 static_assert(sizeof(ModParams) == 1024, "ModParams layout is part of the kernel ABI");

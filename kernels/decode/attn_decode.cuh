@@ -35,6 +35,11 @@ __device__ __forceinline__ void decode_load_q(unsigned dst, const AttnParams& p,
   }
 }
 
+// The logical page of kv position pos (>= 0).
+__device__ __forceinline__ int decode_page_of(const AttnParams& p, int pos) {
+  return p.page_shift >= 0 ? pos >> p.page_shift : pos / p.page_size;
+}
+
 // One K or V tile of ROWS logical kv rows from kv0. pt: the sequence's page-table row (null:
 // contiguous rows from base). Rows at or past kvl, and rows on a page id outside the pool, are
 // zero-filled without reading memory (decode_scores masks the latter).
@@ -51,7 +56,7 @@ __device__ __forceinline__ void decode_load_kv(unsigned dst, const unsigned char
       bool ok = pos < kvl;
       long long off = 0;
       if (pt != nullptr) {
-        const int pg = ok ? pos / p.page_size : 0;
+        const int pg = ok ? decode_page_of(p, pos) : 0;
         const int phys = ok ? __ldg(pt + pg) : 0;
         ok = ok && phys >= 0 && phys < p.num_pages;
         off = ok ? (long long)phys * page_stride + (long long)(pos - pg * p.page_size) * row_stride : 0;
@@ -138,7 +143,7 @@ __device__ __forceinline__ void decode_scores(float (&s)[1][NI][4], const AttnPa
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const int kv = kv0 + ni * 8 + (lane & 3) * 2 + c;
-        const int phys = kv < kvl ? __ldg(pt + kv / p.page_size) : 0;
+        const int phys = kv < kvl ? __ldg(pt + decode_page_of(p, kv)) : 0;
         mapped[c] = phys >= 0 && phys < p.num_pages;
       }
     }

@@ -164,6 +164,7 @@ void check_decode(const DecodeArgs& a, AttnParams* p) {
     check_view(a.v, "v", {pages, Hkv, ps, Dv}, t, s);
     p->v = a.v.data, p->v_sb = s[0], p->v_sh = s[1], p->v_sl = s[2];
     p->page_table = a.page_table, p->max_pages = int(a.max_pages), p->page_size = int(ps), p->num_pages = int(pages);
+    p->page_shift = (ps & (ps - 1)) == 0 ? __builtin_ctzll(uint64_t(ps)) : -1;
   } else {
     Bkv = a.k.shape[0], S = a.k.shape[2];
     if (Bkv != B && Bkv != 1)
