@@ -4,8 +4,10 @@
 // the shards its mask needs (docs/cp.md §3). libnccl is loaded at run time ($FLEXATTN_LIBNCCL,
 // default libnccl.so.2): building and every CPU path need no NCCL.
 //
-// Prerequisite not met yet: the kernels see positions local to each piece (docs/cp.md §4), so
-// ring_forward/ring_backward refuse variants whose score_mod or mask_mod reads q_idx or kv_idx.
+// Mods see global positions: each piece runs with ForwardArgs/BackwardArgs q_offset / kv_offset set to
+// its place in the sequence (docs/cp.md §4), so causal, document and window masks are exact per piece.
+// Single-GPU parts checked (gpu_cp_check); the NCCL ring itself has not run on several GPUs yet
+// (`make multigpu-test`).
 #include <cstddef>
 #include <memory>
 
