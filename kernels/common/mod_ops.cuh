@@ -44,14 +44,13 @@ FA_MOD_FN T fa_mod(T a, T b) {
   if (r != 0 && ((r < 0) != (b < 0))) r += b;
   return r;
 }
-// Integer literals are i64 kernel parameters (no recompile per value), so `q_idx // 256` divides in 64
-// bits: a ~70-instruction subroutine on the GPU, run per entry of every partial tile. On the H200 that
-// made a document mask (q_idx // 256 == kv_idx // 256) cost 249 us against 336 us for dense attention
-// at 6 % of its tiles. Operands that fit in 32 bits (indices always do) take the 32-bit division; the
-// result is the same value.
+// i64 operands (an i64 cast or scalar in the mod) divide in 64 bits: a ~70-instruction subroutine on the
+// GPU, run per entry of every partial tile. Values that fit in 32 bits (indices always do) take the
+// 32-bit division instead; the result is the same value.
 FA_MOD_FN bool fa_fits_i32(long long x) { return x == (long long)(int)x; }
 FA_MOD_FN long long fa_floordiv(long long a, long long b) {
-  if (b != -1 && fa_fits_i32(a) && fa_fits_i32(b))  // (-2^31) // -1 must not wrap in 32 bits return fa_floordiv<int>((int)a, (int)b);
+  // b == -1 stays in 64 bits: (-2^31) // -1 = 2^31 would wrap in 32.
+  if (b != -1 && fa_fits_i32(a) && fa_fits_i32(b)) return fa_floordiv<int>((int)a, (int)b);
   return fa_floordiv<long long>(a, b);
 }
 FA_MOD_FN long long fa_mod(long long a, long long b) {
