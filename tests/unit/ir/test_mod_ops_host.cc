@@ -4,6 +4,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "common/mod_ops.cuh"
@@ -36,4 +37,29 @@ TEST(ModOpsHost, IntegerFloorDivisionAndModuloMatchTheInterpreter) {
       }
     }
   }
+}
+
+TEST(ModOpsHost, ThirtyTwoBitPathMatchesTheSixtyFourBitDefinition) {
+  // Random and edge pairs: the i32 ops (used for indices and by the i64 ops' fast path) against the
+  // 64-bit generic definition, itself pinned to the interpreter above.
+  std::mt19937 rng(7);
+  std::vector<int> divisors = {1, -1, 2, -2, 3, -3, 7, 10, 64, 127, 128, 129, 255, 256, 257, 1000, 4095, 4097,
+                               65535, 65537, 1 << 21, (1 << 22) - 1, 1 << 22, 1 << 30, INT_MAX, INT_MIN, -1000003};
+  std::uniform_int_distribution<int> any(INT_MIN, INT_MAX);
+  for (int i = 0; i < 2000; ++i) divisors.push_back(any(rng) >> (i % 31));
+  std::uniform_int_distribution<int> small(-(1 << 22) + 1, (1 << 22) - 1);
+  long long checked = 0;
+  for (int b : divisors) {
+    if (b == 0) continue;
+    std::vector<int> as = {0, 1, -1, b, -b, (1 << 22) - 1, -(1 << 22) + 1, (1 << 22), INT_MAX, INT_MIN};
+    for (int k = -3; k <= 3; ++k) as.push_back(int(fa_mul(b, 1000 + k)));  // around exact multiples
+    for (int k = 0; k < 400; ++k) as.push_back(small(rng));
+    for (int a : as) {
+      // i32 results wrap (INT_MIN // -1), as the interpreter's i32 nodes do.
+      ASSERT_EQ(fa_floordiv(a, b), int(fa_floordiv<long long>(a, b))) << a << " // " << b;
+      ASSERT_EQ(fa_mod(a, b), int(fa_mod<long long>(a, b))) << a << " % " << b;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 800000);
 }
