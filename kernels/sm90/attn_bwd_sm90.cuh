@@ -3,7 +3,8 @@
 // One CTA per (128-row kv tile, kv head, kv batch), 384 threads:
 //   warpgroup 0    producer: setmaxnreg 40; warp 0 walks the query tiles that attend this kv tile
 //                  (the sm80 backward's order) and feeds Q, dO (TMA), lse, delta through a 2-stage
-//                  mbarrier ring (bwd_producer_sm90.cuh); warps 1-3 exit.
+//                  mbarrier ring (bwd_producer_sm90.cuh); warps 1-3 exit (with kDqBulk warp 1 is the
+//                  dQ writer: bulk reductions of the shared dQ tile into dq_accum).
 //   warpgroups 1-2 consumers: setmaxnreg 232; 64 kv rows each, S^T / dP^T on wgmma, the element-wise
 //                  backward on the accumulator registers, dV / dK / dQ on wgmma (bwd_consumer_sm90.cuh).
 // Semantics are the sm80 backward's (it is the oracle; kernels/sm80/attn_bwd_sm80.cuh): same walk,
@@ -28,21 +29,32 @@
 
 namespace flexattn::kern {
 
-template <class V, class T, int D, int Dv>
+// kDqBulk (FLEXATTN_SM90_BWD_DQ_BULK, opt-in): dQ summed over both consumer warpgroups in shared memory
+// and pushed by one bulk reduction per row (docs/kernels_sm90.md, "Bulk dQ"); false generates exactly
+// the code that existed before the option.
+template <class V, class T, int D, int Dv, bool kDqBulk = false>
 __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
   using namespace sm90;
+  using C = BwdCfg<D, Dv, kDqBulk>;
   extern __shared__ __align__(1024) unsigned char flexattn_smem_sm90[];
-  const BwdCfg<D, Dv> c{(smem_u32(flexattn_smem_sm90) + 1023u) & ~1023u};
-  const int kv0 = blockIdx.x * BwdCfg<D, Dv>::BN, hk = blockIdx.y, bz = blockIdx.z;
+  const C c{(smem_u32(flexattn_smem_sm90) + 1023u) & ~1023u};
+  const int kv0 = blockIdx.x * C::BN, hk = blockIdx.y, bz = blockIdx.z;
   const int wg = threadIdx.x >> 7;
   if (kv0 >= p.S) return;  // whole CTA, before any barrier
 
   if (threadIdx.x == 0) {
     mbar_init(c.bar_kv(), 1);
 #pragma unroll
-    for (int s = 0; s < BwdCfg<D, Dv>::ST; ++s) {
+    for (int s = 0; s < C::ST; ++s) {
       mbar_init(c.full(s), kBwdFullArrivals);
       mbar_init(c.empty(s), kEmptyArrivals);
+    }
+    if constexpr (kDqBulk) {
+#pragma unroll
+      for (int j = 0; j < C::DQB; ++j) {
+        mbar_init(c.dq_full(j), kBwdDqFullArrivals);
+        mbar_init(c.dq_empty(j), 1);
+      }
     }
     fence_mbarrier_init();
   }
@@ -51,10 +63,21 @@ __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
   // One branch per role, each starting with its setmaxnreg (ptxas ignores them otherwise, C7508).
   if (wg == 0) {
     setmaxnreg_dec<kSm90BwdProducerRegs>();
-    if (threadIdx.x < 32) bwd_producer<D, Dv>(p, c, kv0, hk, bz, threadIdx.x);
+    if constexpr (kDqBulk) {
+      // Warp index through a shuffle (CUTLASS's canonical_warp_idx_sync): ptxas then knows the two
+      // roles never share a warp and keeps the producer's walk on the uniform datapath (with a plain
+      // threadIdx test it moved it to vector registers and spilled).
+      const int warp = __shfl_sync(0xffffffffu, (int)threadIdx.x >> 5, 0);
+      if (warp == 0)
+        bwd_producer<D, Dv>(p, c, kv0, hk, bz, threadIdx.x & 31);
+      else if (warp == 1)
+        bwd_dq_writer<D, Dv>(p, c, threadIdx.x & 31);
+    } else if (threadIdx.x < 32) {
+      bwd_producer<D, Dv>(p, c, kv0, hk, bz, threadIdx.x);
+    }
   } else {
     setmaxnreg_inc<kSm90BwdConsumerRegs>();
-    bwd_consumer<V, T, D, Dv>(p, c, wg - 1, kv0, hk, bz);
+    bwd_consumer<V, T, D, Dv, kDqBulk>(p, c, wg - 1, kv0, hk, bz);
   }
 }
 

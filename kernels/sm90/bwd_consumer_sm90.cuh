@@ -7,7 +7,9 @@
 //      dS = score_grad(P (dP - delta)), buffer_grad once per unmasked entry);
 //   3. P^T rounded into the RS A operand, dS^T rounded into this warpgroup's shared dS^T tile;
 //   4. dV += P^T dO and dK += dS^T Q, wait, release the stage; then dQ = dS K_w, wait, and add dQ into
-//      dq_accum (red.global.add.v2.f32). The dS^T tile is single-buffered: a barrier before each write
+//      dq_accum (red.global.add.v2.f32; with kDqBulk, FLEXATTN_SM90_BWD_DQ_BULK: into the shared dQ tile,
+//      summed over both warpgroups there and pushed by the producer warpgroup's writer warp,
+//      dq_to_smem below). The dS^T tile is single-buffered: a barrier before each write
 //      keeps a fast warp from overwriting it while another warp's dQ still reads it.
 // The two warpgroups share nothing but the read-only stages, so they drift freely and one's
 // element-wise step overlaps the other's GEMMs. Accumulator layout: ptx/wgmma.cuh (thread (warp w,
@@ -88,6 +90,64 @@ __device__ __forceinline__ void add_dq(const AttnParams& p, const float (&dq)[D 
   }
 }
 
+__device__ __forceinline__ void st_shared_v2_f32(unsigned addr, float x, float y) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(x), "f"(y) : "memory");
+}
+
+// Bulk dQ path: this warpgroup's dQ partial of query tile (q0, bh = b * Hq + h) into dQ buffer j.
+// Warpgroup 0 waits until the writer warp has finished reading the buffer's previous tile (dq_empty),
+// stores its partial and signals warpgroup 1 (named barrier 7 + j, bar.arrive: warpgroup 0 goes on at
+// once); warpgroup 1 waits for that, adds its partial element by element (thread tid of either
+// warpgroup holds the same (row, column) entries, so each thread only re-reads what its twin wrote),
+// thread 0 fills the info slot, and every thread fences its writes to the async proxy before arriving
+// on dq_full(j). Rows >= L are stored too (they are zero: P = 0 there) but never reduced.
+// Row pairs (g, cols 8i + 2t): rows dq_row = 4 D + 32 bytes apart, so the 16 lanes of a half-warp hit
+// 32 distinct banks.
+template <int D, int Dv, bool kB>
+__device__ __forceinline__ void dq_to_smem(const BwdCfg<D, Dv, kB>& c, int j, unsigned phase, int wg,
+                                           const float (&dq)[D / 2], int q0, int bh, int tid, int warp, int g,
+                                           int t) {
+  using C = BwdCfg<D, Dv, kB>;
+  const unsigned buf = c.dq_buf(j) + (16 * warp + g) * C::kSmem.dq_row + 8 * t;
+  if (wg == 0) {
+    mbar_wait(c.dq_empty(j), phase ^ 1u);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i)
+        st_shared_v2_f32(buf + 8 * r * C::kSmem.dq_row + 32 * i, dq[4 * i + 2 * r], dq[4 * i + 2 * r + 1]);
+    }
+    named_bar_arrive(kBarDqStored0 + j, 256);
+  } else {
+    named_bar_sync(kBarDqStored0 + j, 256);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i) {
+        const unsigned a = buf + 8 * r * C::kSmem.dq_row + 32 * i;
+        float x, y;
+        ld_shared_v2_f32(a, x, y);
+        st_shared_v2_f32(a, x + dq[4 * i + 2 * r], y + dq[4 * i + 2 * r + 1]);
+      }
+    }
+    if (tid == 0) {
+      st_shared_s32(c.dq_info(j), q0);
+      st_shared_s32(c.dq_info(j) + 4, bh);
+    }
+    fence_proxy_async_smem();
+    mbar_arrive(c.dq_full(j));
+  }
+}
+
+// Bulk dQ path, no more tiles: warpgroup 1 puts the end marker into the next dQ buffer's info slot once
+// the writer has finished with that buffer's previous tile, and releases it through dq_full.
+template <int D, int Dv, bool kB>
+__device__ __forceinline__ void dq_end_marker(const BwdCfg<D, Dv, kB>& c, int j, unsigned phase, int tid) {
+  mbar_wait(c.dq_empty(j), phase ^ 1u);
+  if (tid == 0) st_shared_s32(c.dq_info(j), -1);
+  mbar_arrive(c.dq_full(j));
+}
+
 // dK (scaled) or dV rounded to T, rows < S, straight from the accumulator (once per CTA).
 template <class T, int C>
 __device__ __forceinline__ void store_rows(void* base, long long row_stride, const float (&acc)[C / 2], float scale,
@@ -103,10 +163,10 @@ __device__ __forceinline__ void store_rows(void* base, long long row_stride, con
   }
 }
 
-template <class V, class T, int D, int Dv>
-__device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D, Dv>& c, int wg, int kv0, int hk,
-                                             int bz) {
-  using C = BwdCfg<D, Dv>;
+template <class V, class T, int D, int Dv, bool kDqBulk = false>
+__device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D, Dv, kDqBulk>& c, int wg, int kv0,
+                                             int hk, int bz) {
+  using C = BwdCfg<D, Dv, kDqBulk>;
   const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int kv_row = kv0 + 64 * wg + 16 * warp + g;
   const unsigned k_half = c.k_half(wg), v_half = c.v_half(wg), ds_tile = c.ds_tile(wg);
@@ -124,7 +184,12 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
     mbar_wait(c.full(pos.stage), pos.phase);
     const unsigned info = c.info(pos.stage);
     const int q0 = ld_shared_s32(info);
-    if (q0 < 0) break;
+    if (q0 < 0) {
+      if constexpr (kDqBulk) {
+        if (do_dq && wg == 1) dq_end_marker(c, pos.stage, pos.phase, tid);
+      }
+      break;
+    }
     const int h = ld_shared_s32(info + 4), b = ld_shared_s32(info + 8);
     const bool full = ld_shared_s32(info + 12) != 0;
     const unsigned q_tile = c.q_tile(pos.stage), do_tile = c.do_tile(pos.stage);
@@ -154,11 +219,23 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
     fence_operands(pa);
     // Q, dO, lse and delta of this stage are no longer read by this warp.
     if (lane == 0) mbar_arrive(c.empty(pos.stage));
-    float dq[D / 2];
-    issue_dq<T, D>(dq, ds_tile, k_half);
-    wgmma_wait<0>();
-    fence_operands(dq);
-    if (do_dq) add_dq<D>(p, dq, b, h, q0, warp, g, t);
+    if constexpr (kDqBulk) {
+      if (do_dq) {  // deterministic mode: the sm80 pass computes dQ, skip the GEMM too
+        float dq[D / 2];
+        issue_dq<T, D>(dq, ds_tile, k_half);
+        wgmma_wait<0>();
+        fence_operands(dq);
+        // The n-th query tile uses dQ buffer n % 2 with phase (n / 2) % 2: the stage ring's position
+        // (DQB == ST, and do_dq is the same for every tile).
+        dq_to_smem(c, pos.stage, pos.phase, wg, dq, q0, b * p.Hq + h, tid, warp, g, t);
+      }
+    } else {
+      float dq[D / 2];
+      issue_dq<T, D>(dq, ds_tile, k_half);
+      wgmma_wait<0>();
+      fence_operands(dq);
+      if (do_dq) add_dq<D>(p, dq, b, h, q0, warp, g, t);
+    }
     pos.template advance<C::ST>();
   }
 

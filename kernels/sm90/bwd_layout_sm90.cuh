@@ -6,9 +6,9 @@
 
 namespace flexattn::kern::sm90 {
 
-template <int D, int Dv>
+template <int D, int Dv, bool kDqBulk = false>
 struct BwdCfg {
-  static constexpr Sm90BwdSmem kSmem = sm90_bwd_smem_layout(D, Dv);
+  static constexpr Sm90BwdSmem kSmem = sm90_bwd_smem_layout(D, Dv, kDqBulk);
   static constexpr int BM = kSm90BwdBlockM, BN = kSm90BwdBlockN, ST = kSm90BwdStages;
   static constexpr int kSlabBytes = 64 * 128;  // one [64 rows][64] slab (every box has 64 rows)
   static constexpr unsigned kKvBytes = BN * (D + Dv) * 2;  // expect_tx of the kv barrier
@@ -29,6 +29,14 @@ struct BwdCfg {
   __device__ __forceinline__ unsigned full(int s) const { return base + kSmem.bars + 8 * (1 + s); }
   __device__ __forceinline__ unsigned empty(int s) const { return base + kSmem.bars + 8 * (1 + ST + s); }
   __device__ __forceinline__ unsigned info(int s) const { return base + kSmem.info + 16 * s; }
+  // Bulk dQ path only (kDqBulk): buffer j's fp32 tile (rows kSmem.dq_row bytes apart), its barriers and
+  // info slot.
+  static constexpr int DQB = kSm90BwdDqBuffers;
+  static_assert(DQB == ST, "the consumers track dQ buffers with the stage ring's position");
+  __device__ __forceinline__ unsigned dq_buf(int j) const { return base + kSmem.dq + j * kSmem.dq_buf; }
+  __device__ __forceinline__ unsigned dq_full(int j) const { return base + kSmem.dq_bars + 8 * j; }
+  __device__ __forceinline__ unsigned dq_empty(int j) const { return base + kSmem.dq_bars + 8 * (DQB + j); }
+  __device__ __forceinline__ unsigned dq_info(int j) const { return base + kSmem.dq_info + 8 * j; }
 };
 
 // Arrivals on a stage's full barrier: every lane of the producer warp (each releases its own lse /
@@ -39,5 +47,15 @@ constexpr unsigned kBwdFullArrivals = 32;
 // Named barrier ids (0 is __syncthreads): 5, 6 = "dS^T of consumer warpgroup 0 / 1 is in shared
 // memory" (128 threads each; ids 1-4 belong to the forward and are not used here).
 constexpr int kBarDsFull0 = 5;
+
+// Bulk dQ path (kDqBulk), per dQ buffer j:
+//   named barrier 7 + j (256 threads): consumer warpgroup 0 has stored its dQ partial into buffer j
+//     (bar.arrive, 128) -> consumer warpgroup 1 may add its own (bar.sync, 128);
+//   dq_full(j)  (mbarrier, kBwdDqFullArrivals = every thread of consumer warpgroup 1, after its adds,
+//     its fence.proxy.async and, for thread 0, the info slot) -> the dQ writer warp may reduce it;
+//   dq_empty(j) (mbarrier, 1 = lane 0 of the writer warp, after every lane's wait_group.read) ->
+//     consumer warpgroup 0 may store into buffer j again (and warpgroup 1 may write the end marker).
+constexpr int kBarDqStored0 = 7;
+constexpr unsigned kBwdDqFullArrivals = 128;
 
 }  // namespace flexattn::kern::sm90

@@ -11,6 +11,7 @@
 #include "sm80/attn_bwd_sm80.cuh"
 #include "sm80/scores_sm80.cuh"
 #include "sm90/bwd_layout_sm90.cuh"
+#include "sm90/ptx/bulk_reduce.cuh"
 #include "sm90/ptx/mbarrier.cuh"
 #include "sm90/ptx/smem.cuh"
 #include "sm90/ptx/tma.cuh"
@@ -21,10 +22,10 @@ __device__ __forceinline__ void st_shared_f32(unsigned addr, float v) {
   asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
 }
 
-template <int D, int Dv>
-__device__ __forceinline__ void bwd_producer(const AttnParams& p, const BwdCfg<D, Dv>& c, int kv0, int hk, int bz,
+template <int D, int Dv, bool kB = false>
+__device__ __forceinline__ void bwd_producer(const AttnParams& p, const BwdCfg<D, Dv, kB>& c, int kv0, int hk, int bz,
                                              int lane) {
-  using C = BwdCfg<D, Dv>;
+  using C = BwdCfg<D, Dv, kB>;
   const int bk = p.Bkv == 1 ? 0 : bz;
   if (lane == 0) {
     tma_prefetch_map(&p.q_map);
@@ -77,6 +78,39 @@ __device__ __forceinline__ void bwd_producer(const AttnParams& p, const BwdCfg<D
   mbar_wait(c.empty(pos.stage), pos.phase ^ 1u);
   if (lane == 0) st_shared_s32(c.info(pos.stage), -1);
   mbar_arrive(c.full(pos.stage));
+}
+
+// dQ writer of the bulk dQ path (kDqBulk, FLEXATTN_SM90_BWD_DQ_BULK): warp 1 of warpgroup 0, all 32
+// lanes walking (the role branch is warp-uniform, see attn_bwd_sm90.cuh), lane 0 issuing. Per query
+// tile, in the consumers' order, it waits for dQ buffer j to hold the sum of both consumer warpgroups'
+// partials (dq_full), reads the tile's info slot, and adds rows < L into dq_accum with one
+// cp.reduce.async.bulk ... add.f32 per row (the shared rows are padded, the global rows contiguous),
+// commits them as one bulk group, waits until the group has finished reading shared memory
+// (wait_group.read) and hands the buffer back (dq_empty). An info start of -1 ends the loop; the last
+// wait lets every reduction finish before the CTA exits.
+template <int D, int Dv, bool kB>
+__device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<D, Dv, kB>& c, int lane) {
+  using C = BwdCfg<D, Dv, kB>;
+  if (p.deterministic != 0 || p.dq_accum == nullptr) return;  // the consumers skip dQ the same way
+  RingPos pos{0, 0u};
+  while (true) {
+    mbar_wait(c.dq_full(pos.stage), pos.phase);
+    const int q0 = ld_shared_s32(c.dq_info(pos.stage));
+    if (q0 < 0) break;
+    const int bh = ld_shared_s32(c.dq_info(pos.stage) + 4);
+    const int rows = p.L - q0 < C::BM ? p.L - q0 : C::BM;
+    float* dst = p.dq_accum + ((long long)bh * p.L + q0) * D;
+    const unsigned src = c.dq_buf(pos.stage);
+    if (lane == 0) {
+      for (int r = 0; r < rows; ++r) bulk_reduce_add_f32(dst + r * D, src + r * C::kSmem.dq_row, 4 * D);
+      bulk_commit_group();
+      bulk_wait_group_read<0>();
+      mbar_arrive(c.dq_empty(pos.stage));
+    }
+    __syncwarp();
+    pos.template advance<C::DQB>();
+  }
+  if (lane == 0) bulk_wait_group<0>();
 }
 
 }  // namespace flexattn::kern::sm90

@@ -16,6 +16,11 @@
 //  dQ per warpgroup is the partial product over its *own* 64 kv rows (m64 x D x k64), so the two
 //    consumer warpgroups never wait for each other (no cross-warpgroup barrier); the price is two fp32
 //    reductions into dq_accum per (query row, kv tile) instead of one.
+//    Opt-in FLEXATTN_SM90_BWD_DQ_BULK (template argument kDqBulk): FA3's dQ path instead. Consumer
+//    warpgroup 0 stores its partial into a shared fp32 dQ tile, warpgroup 1 adds its own there, and
+//    warp 1 of the producer warpgroup pushes the summed tile with cp.reduce.async.bulk (one fp32 reduction
+//    per (query row, kv tile), no RED issue slots in the consumers). Double-buffered: at D = Dv = 128
+//    the request grows from 146 to 214 KiB (2 x 34 KiB), inside the 227 KiB.
 //  stages = 2 (Q, dO, lse, delta per stage). K and V stay resident for the CTA's life.
 //  D or Dv = 256 / 192 are not supported here (registers: dK + dV alone would be 256 per thread);
 //    they run on the sm80 family.
@@ -49,11 +54,23 @@ FLEXATTN_HD constexpr bool sm90_bwd_head_dims_ok(int d, int dv) {
 //   lse, delta: per stage 64 floats (lse already in log2 units, +inf past L; delta 0 past L).
 //   bars      : kv (K + V landed), then per stage full, empty (8 bytes each).
 //   info      : per stage 4 ints: query tile start (-1 = no more tiles), query head, batch, full flag.
+// With the bulk dQ path (FLEXATTN_SM90_BWD_DQ_BULK, dq_bulk = true) the same offsets, then after info
+// (128-aligned):
+//   dq        : kSm90BwdDqBuffers fp32 dQ tiles of 64 query rows x D, row-major as in dq_accum but each
+//               row padded by kSm90BwdDqRowPad bytes (dq_row = 4 D + 32 bytes, dq_buf = 64 dq_row): the
+//               accumulator's v2 stores of a half-warp (rows g, g + 1, .., cols 8i + 2t) then cover all
+//               32 banks once; one bulk reduce per row (rows < L only) adds it into dq_accum.
+//   dq_bars   : per dQ buffer full (128 arrivals: consumer warpgroup 1), then per buffer empty (1).
+//   dq_info   : per dQ buffer 2 ints: query tile start (-1 = no more tiles), b * Hq + h.
+// The default layout (dq_bulk = false) is exactly the one before the bulk path existed (dq fields 0).
+constexpr int kSm90BwdDqBuffers = 2;
+constexpr int kSm90BwdDqRowPad = 32;
 struct Sm90BwdSmem {
   int k_half, k, v_half, v, q_stage, q, do_stage, dout, ds_tile, ds, lse, delta, bars, info, total;
+  int dq_row, dq_buf, dq, dq_bars, dq_info;
 };
 
-FLEXATTN_HD constexpr Sm90BwdSmem sm90_bwd_smem_layout(int d, int dv) {
+FLEXATTN_HD constexpr Sm90BwdSmem sm90_bwd_smem_layout(int d, int dv, bool dq_bulk = false) {
   Sm90BwdSmem s{};
   s.k_half = 64 * d * 2;
   s.k = 0;
@@ -70,16 +87,26 @@ FLEXATTN_HD constexpr Sm90BwdSmem sm90_bwd_smem_layout(int d, int dv) {
   s.bars = s.delta + kSm90BwdStages * kSm90BwdBlockM * 4;
   s.info = s.bars + 8 * (1 + 2 * kSm90BwdStages);
   s.total = s.info + 16 * kSm90BwdStages;
+  if (dq_bulk) {
+    s.dq_row = 4 * d + kSm90BwdDqRowPad;
+    s.dq_buf = kSm90BwdBlockM * s.dq_row;
+    s.dq = (s.total + 127) / 128 * 128;
+    s.dq_bars = s.dq + kSm90BwdDqBuffers * s.dq_buf;
+    s.dq_info = s.dq_bars + 8 * 2 * kSm90BwdDqBuffers;
+    s.total = s.dq_info + 8 * kSm90BwdDqBuffers;
+  }
   return s;
 }
 
 // Dynamic shared memory to request: the layout plus slack to round the base up to 1024 bytes.
-FLEXATTN_HD constexpr int sm90_bwd_smem(int d, int dv) { return sm90_bwd_smem_layout(d, dv).total + 1024; }
+FLEXATTN_HD constexpr int sm90_bwd_smem(int d, int dv, bool dq_bulk = false) {
+  return sm90_bwd_smem_layout(d, dv, dq_bulk).total + 1024;
+}
 
 // Grid: x = kv tile, y = kv head, z = kv batch (Bkv; with Bkv == 1 one CTA walks every query batch).
-FLEXATTN_HD constexpr Sm90Launch sm90_bwd_launch(int d, int dv, int Bkv, int Hkv, int S) {
+FLEXATTN_HD constexpr Sm90Launch sm90_bwd_launch(int d, int dv, int Bkv, int Hkv, int S, bool dq_bulk = false) {
   return Sm90Launch{(unsigned)((S + kSm90BwdBlockN - 1) / kSm90BwdBlockN), (unsigned)Hkv, (unsigned)Bkv,
-                    (unsigned)kSm90Threads, (unsigned)sm90_bwd_smem(d, dv)};
+                    (unsigned)kSm90Threads, (unsigned)sm90_bwd_smem(d, dv, dq_bulk)};
 }
 
 // Mask tiles the backward accepts: a kv tile of 128 rows must sit inside one mask column, and the query
@@ -92,6 +119,11 @@ static_assert(kSm90BwdProducerRegs * 128 + kSm90BwdConsumerRegs * 256 <= 65536, 
 static_assert(kSm90BwdBlockN == 64 * kSm90ConsumerWarpgroups, "one 64-row kv half per consumer warpgroup");
 static_assert(sm90_bwd_smem(128, 128) <= kSm90SmemLimit, "smem d128");
 static_assert(sm90_bwd_smem(64, 128) <= kSm90SmemLimit, "smem d64/dv128");
+static_assert(sm90_bwd_smem(128, 128, true) <= kSm90SmemLimit, "smem d128 with the double-buffered dQ tile");
+static_assert(sm90_bwd_smem(128, 64, true) <= kSm90SmemLimit, "smem d128/dv64 with the dQ tile");
+static_assert(sm90_bwd_smem_layout(64, 64, true).dq % 128 == 0 && sm90_bwd_smem_layout(128, 128, true).dq_row % 16 == 0 &&
+                  sm90_bwd_smem_layout(64, 64, true).dq_row % 16 == 0,
+              "bulk reduce sources are 16-byte aligned");
 static_assert(sm90_bwd_smem_layout(128, 128).q % 1024 == 0 && sm90_bwd_smem_layout(64, 64).ds % 1024 == 0,
               "tiles stay 1024-aligned");
 

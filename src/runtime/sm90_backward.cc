@@ -22,6 +22,8 @@ std::string num(int64_t v) { return std::to_string(v); }
 
 bool sm90_backward_requested() { return jit::env_flag("FLEXATTN_SM90_BWD", true); }
 
+bool sm90_bwd_dq_bulk_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_DQ_BULK", false); }
+
 bool sm90_backward_supported(const std::string& arch, const kern::AttnParams& p, std::string* why) {
   auto no = [&](const std::string& reason) {
     if (why) *why = "backward: " + reason;
@@ -56,6 +58,9 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
                 ", Dv=" + std::to_string(key.dv));
   const std::string t = key.dtype == DType::BF16 ? "bf16" : "fp16";
   const std::string dd = std::to_string(key.d) + ", " + std::to_string(key.dv);
+  // The default source has no fifth template argument (the kernel is the one that existed before the
+  // option); with the option the main kernel gets kDqBulk = true.
+  const std::string bulk = sm90_bwd_dq_bulk_requested() ? ", true" : "";
   auto entry = [](const char* name, const std::string& bounds, const std::string& body) {
     return "extern \"C\" __global__ void __launch_bounds__(" + bounds + ", 1)\n" + name +
            "(const __grid_constant__ AttnParams p) { " + body + "; }\n";
@@ -69,7 +74,7 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   s << "using namespace flexattn::kern;\n\n";
   s << variant.source << "\n";
   s << entry("flexattn_bwd_preprocess", "sm80_aux_threads()", "attn_bwd_preprocess_sm80<" + t + ", " + dd + ">(p)");
-  s << entry("flexattn_bwd", "kSm90Threads", "attn_bwd_sm90<FlexVariant, " + t + ", " + dd + ">(p)");
+  s << entry("flexattn_bwd", "kSm90Threads", "attn_bwd_sm90<FlexVariant, " + t + ", " + dd + bulk + ">(p)");
   s << entry("flexattn_bwd_dq", "sm80_bwd_dq_threads(" + dd + ")",
              "attn_bwd_dq_sm80<FlexVariant, " + t + ", " + dd + ">(p)");
   s << entry("flexattn_bwd_dq_convert", "sm80_aux_threads()",
@@ -90,7 +95,10 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
   KernelSetKey key{t, p.D, p.Dv, arch, true, KernelFamily::sm90};
   const KernelSet& set = get_kernel_set(*a.fwd.variant, key);
   fill_mod_params(set.layout, a.fwd.bindings, true, &p.mod);
-  launch_backward(set, p, launch_config(kern::sm90_bwd_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S), a.fwd.stream),
+  // The shared-memory size follows FLEXATTN_SM90_BWD_DQ_BULK, read again here (the set was generated
+  // under the same setting unless the environment changed in between).
+  const kern::Sm90Launch l = kern::sm90_bwd_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S, sm90_bwd_dq_bulk_requested());
+  launch_backward(set, p, launch_config(l, a.fwd.stream),
                   a.deterministic, a.fwd.stream);
   return true;
 }

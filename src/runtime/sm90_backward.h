@@ -19,6 +19,12 @@ struct KernelSetKey;
 // FLEXATTN_SM90_BWD is on (default on; read on every call).
 bool sm90_backward_requested();
 
+// FLEXATTN_SM90_BWD_DQ_BULK is on (default off): the main kernel sums the two consumer warpgroups' dQ
+// partials in shared memory and adds them into dq_accum with bulk reductions (docs/kernels_sm90.md,
+// "Bulk dQ"). Read when a backward kernel set is generated and again at every launch (shared-memory
+// size): set it before the process's first backward.
+bool sm90_bwd_dq_bulk_requested();
+
 // Whether the sm90 backward can run this problem (p filled and validated by cuda_backward): arch
 // "sm_90a", D and Dv in {64, 128}, mask blocks (when a mask is given) multiples of (64, 128). `why`
 // gets the reason when not.

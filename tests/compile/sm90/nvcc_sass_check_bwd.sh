@@ -2,9 +2,11 @@
 # Builds the sm90 backward main kernel with nvcc (not NVRTC) for each supported (D, Dv) and two
 # variants (identity; causal mask + a softcap score_mod, i.e. mask_mod, score_mod and score_grad in
 # the element-wise step) and prints ptxas' resource line, any wgmma serialization warning, and -- when
-# cuobjdump is on PATH -- HGMMA (with .tnspA for dQ = dS K), TMA loads, setmaxnreg, RED (dQ) and
+# cuobjdump is on PATH -- HGMMA (with .tnspA for dQ = dS K), TMA loads, setmaxnreg, REDG / UBLKRED (dQ) and
 # local-memory counts, the highest register of the kernel (consumers, must stay < 232) and of the
-# producer (after setmaxnreg.dec, must stay < 40).
+# producer warpgroup (after setmaxnreg.dec, must stay < 40). Each configuration is built twice: the default kernel
+# (dQ by red.global.add, "dq=red") and the opt-in bulk dQ path (FLEXATTN_SM90_BWD_DQ_BULK, template
+# argument kDqBulk = true, "dq=bulk": UBLKRED instead of REDG).
 # Usage: tests/compile/sm90/nvcc_sass_check_bwd.sh   (needs nvcc; cuobjdump for the SASS part)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -12,6 +14,9 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 have_sass=1
 command -v cuobjdump >/dev/null || have_sass=0
+for dq in red bulk; do
+extra=""
+[ $dq = bulk ] && extra=", true"
 for variant in IdentityVariant SoftcapCausal; do
   for cfg in "64 64" "128 128" "64 128" "128 64"; do
     set -- $cfg
@@ -31,22 +36,25 @@ struct SoftcapCausal : IdentityVariant {
   }
 };
 extern "C" __global__ void __launch_bounds__(kSm90Threads, 1)
-bwd(const __grid_constant__ AttnParams p) { attn_bwd_sm90<$variant, bf16, $1, $2>(p); }
+bwd(const __grid_constant__ AttnParams p) { attn_bwd_sm90<$variant, bf16, $1, $2$extra>(p); }
 CU
     log=$(nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -Xptxas -v -I"$root/kernels" -cubin \
           -o "$tmp/k.cubin" "$tmp/k.cu" 2>&1)
-    echo "== $variant D=$1 Dv=$2: $(grep -E 'Used' <<<"$log" | sed 's/ptxas info *: //') |" \
+    echo "== dq=$dq $variant D=$1 Dv=$2: $(grep -E 'Used' <<<"$log" | sed 's/ptxas info *: //') |" \
          "$(grep -E 'spill' <<<"$log" | xargs)"
     grep -E "C75[0-9][0-9]|serialized" <<<"$log" || true
     if [ $have_sass = 1 ]; then
       cuobjdump -sass "$tmp/k.cubin" | grep -E '^\s+/\*[0-9a-f]{4,}\*/' >"$tmp/k.sass"
-      producer_max=$(awk '/USETMAXREG.DEALLOC/{p=1} p{print} p && /EXIT/ && !/@/{exit}' "$tmp/k.sass" |
+      # Producer region: from setmaxnreg.dec to the first subroutine return (with dq=bulk it holds the
+      # dQ writer warp's code, then the producer's; both end in EXIT).
+      producer_max=$(awk '/USETMAXREG.DEALLOC/{p=1} p && /RET\.REL/{exit} p{print}' "$tmp/k.sass" |
                      { grep -oE '\bR[0-9]+\b' || true; } | tr -d R | sort -n | tail -1)
       echo "   HGMMA $(grep -c HGMMA "$tmp/k.sass") (tnspA $(grep -c tnspA "$tmp/k.sass")), UTMALDG" \
-           "$(grep -c UTMALDG "$tmp/k.sass"), USETMAXREG $(grep -c USETMAXREG "$tmp/k.sass"), RED" \
-           "$(grep -c RED "$tmp/k.sass"), LDL/STL $(grep -cE 'LDL|STL' "$tmp/k.sass" || true), max reg" \
+           "$(grep -c UTMALDG "$tmp/k.sass"), USETMAXREG $(grep -c USETMAXREG "$tmp/k.sass"), REDG" \
+           "$(grep -c REDG "$tmp/k.sass"), UBLKRED $(grep -c UBLKRED "$tmp/k.sass"), LDL/STL $(grep -cE 'LDL|STL' "$tmp/k.sass" || true), max reg" \
            "R$(grep -oE '\bR[0-9]+\b' "$tmp/k.sass" | tr -d R | sort -n | tail -1), producer max reg R$producer_max"
     fi
   done
+done
 done
 [ $have_sass = 1 ] || echo "(cuobjdump not on PATH: SASS facts skipped)"

@@ -3,14 +3,19 @@
 // kernel has no spills, no stack, no ptxas warning (none of the wgmma serialization warnings
 // C7510-C7515, no ignored setmaxnreg C7508); the sm80 entries of the set (preprocess, deterministic dQ
 // pass, convert) compile for sm_90a too. When cuobjdump is available: HGMMA (with a transposed A for
-// dQ = dS K), TMA loads, both setmaxnreg, red.v2 for dQ, and no local memory.
+// dQ = dS K), TMA loads, both setmaxnreg, red.v2 for dQ, and no local memory. The same for the opt-in
+// bulk dQ path (FLEXATTN_SM90_BWD_DQ_BULK=1), whose dQ leaves through UBLKRED instead of REDG.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include "corpus.h"
+#include "flexattn/codegen.h"
 #include "flexattn/jit.h"
 #include "runtime/kernel_set.h"
+#include "runtime/sm90_backward.h"
 #include "sass_tools.h"
 #include "sm90/tile_config_sm90_bwd.h"
 
@@ -108,9 +113,83 @@ TEST_F(Sm90BwdCompile, SassHasHopperInstructionsAndNoLocalMemory) {
   }
 }
 
+// FLEXATTN_SM90_BWD_DQ_BULK=1: the main kernel with the shared dQ tile and the bulk reductions. The
+// in-process set cache (get_kernel_set) is keyed by the variant's (interned) nodes, not by the flag, so
+// the set is generated and compiled here the way get_kernel_set does it, bypassing that cache; the disk
+// cache is keyed by the source, which carries the flag.
+runtime::KernelSet compile_bwd_bulk(const Variant& v, DType t, int d, int dv) {
+  setenv("FLEXATTN_SM90_BWD_DQ_BULK", "1", 1);
+  runtime::KernelSet set;
+  set.key = runtime::KernelSetKey{t, d, dv, "sm_90a", true, runtime::KernelFamily::sm90};
+  const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, true);
+  set.layout = gen.layout;
+  jit::KernelRequest req;
+  req.prefix = "attn_bwd_sm90a_dqbulk_test_d" + std::to_string(d) + "_dv" + std::to_string(dv);
+  req.source = runtime::kernel_source_sm90_bwd(gen, set.key);
+  unsetenv("FLEXATTN_SM90_BWD_DQ_BULK");
+  EXPECT_NE(req.source.find(", true>(p)"), std::string::npos) << "the flag must reach the source";
+  req.arch = "sm_90a";
+  req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq", "flexattn_bwd_dq_convert"};
+  set.compiled = jit::get_or_compile(req);
+  return set;
+}
+
+TEST_F(Sm90BwdCompile, DqBulkCompilesCleanlyWithBulkReductionsAndNoRed) {
+  struct Case {
+    const char* what;
+    Variant v;
+    DType t;
+    int d, dv;
+  };
+  std::vector<Case> cases;
+  {
+    Variant v;
+    v.mask_mod = mods::causal();
+    v.score_mod = mods::softcap(30);
+    for (int d : {64, 128}) cases.push_back({"softcap+causal", v, DType::BF16, d, d});
+    cases.push_back({"softcap+causal f16", v, DType::F16, 128, 128});
+    cases.push_back({"softcap+causal", v, DType::BF16, 64, 128});
+    cases.push_back({"softcap+causal", v, DType::BF16, 128, 64});
+    Variant dense;
+    cases.push_back({"dense", dense, DType::BF16, 128, 128});
+    mods::ProblemShape shape{1, 4, 4, 256, 256, 64, 64, 1};
+    cases.push_back({"relbias(learnable)", corpus::build_variant(corpus::corpus_entry("relbias(learnable)"), shape).variant,
+                     DType::BF16, 64, 64});
+  }
+  for (const Case& c : cases) {
+    const std::string what = std::string(c.what) + " bulk D=" + std::to_string(c.d) + " Dv=" + std::to_string(c.dv);
+    const runtime::KernelSet set = compile_bwd_bulk(c.v, c.t, c.d, c.dv);
+    expect_clean(set, what);
+    const jit::PtxasInfo& info = set.compiled.ptxas.at("flexattn_bwd");
+    std::printf("[dq bulk] %s: %ld registers, %ld spill stores, %ld spill loads, stack %ld\n", what.c_str(),
+                (long)info.registers, (long)info.spill_stores, (long)info.spill_loads, (long)info.stack);
+    std::string why;
+    const std::optional<std::string> all = testing_sass::disassemble(*set.compiled.cubin, &why);
+    if (!all) {
+      std::printf("[dq bulk] SASS not checked: %s\n", why.c_str());
+      continue;
+    }
+    const std::string sass = function_sass(*all, "flexattn_bwd");
+    ASSERT_FALSE(sass.empty()) << what;
+    EXPECT_GT(testing_sass::count(sass, "UBLKRED"), 0) << what << ": cp.reduce.async.bulk for dQ";
+    // (buffer gradients, e.g. relbias(learnable), still add into their buffers with REDG)
+    if (c.v.grad_buffers.empty()) {
+      EXPECT_EQ(testing_sass::count(sass, "REDG"), 0) << what << ": no per-element dQ reductions left";
+    }
+    EXPECT_GT(testing_sass::count(sass, ".tnspA"), 0) << what;
+    EXPECT_EQ(testing_sass::count(sass, "LDL"), 0) << what << ": local loads";
+    EXPECT_EQ(testing_sass::count(sass, "STL"), 0) << what << ": local stores";
+    const int maxr = testing_sass::max_register(sass);
+    EXPECT_LT(maxr, kern::kSm90BwdConsumerRegs) << what;
+    std::printf("[dq bulk] %s: UBLKRED %d, HGMMA %d, max register R%d\n", what.c_str(),
+                testing_sass::count(sass, "UBLKRED"), testing_sass::count(sass, "HGMMA.64x"), maxr);
+  }
+}
+
 TEST_F(Sm90BwdCompile, EveryHeaderCompilesOnItsOwn) {
   for (const char* h : {"sm90/tile_config_sm90_bwd.h", "sm90/bwd_layout_sm90.cuh", "sm90/bwd_gemm_sm90.cuh",
-                        "sm90/bwd_producer_sm90.cuh", "sm90/bwd_consumer_sm90.cuh", "sm90/attn_bwd_sm90.cuh"}) {
+                        "sm90/bwd_producer_sm90.cuh", "sm90/bwd_consumer_sm90.cuh", "sm90/attn_bwd_sm90.cuh",
+                        "sm90/ptx/bulk_reduce.cuh"}) {
     jit::KernelRequest req;
     req.prefix = "sm90_bwd_header_probe";
     req.source = std::string("#include \"") + h + "\"\nextern \"C\" __global__ void probe() {}\n";

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <set>
 
 #include "common/params.h"
 #include "flexattn/codegen.h"
@@ -141,4 +142,63 @@ TEST(Sm90BwdHost, DoutMapArgsUse64RowBoxes) {
   EXPECT_EQ(a.box[0], 64u);
   EXPECT_EQ(a.box[1], 64u);
   EXPECT_EQ(a.strides[0], 256u);
+}
+
+TEST(Sm90BwdHost, DqBulkIsOptInAndOnlyChangesTheMainKernelsTemplate) {
+  unsetenv("FLEXATTN_SM90_BWD_DQ_BULK");
+  EXPECT_FALSE(runtime::sm90_bwd_dq_bulk_requested());
+  Variant v;
+  v.mask_mod = mods::causal();
+  const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, true);
+  runtime::KernelSetKey key{DType::BF16, 128, 128, "sm_90a", true, runtime::KernelFamily::sm90};
+  const std::string plain = runtime::kernel_source_sm90_bwd(gen, key);
+  EXPECT_NE(plain.find("attn_bwd_sm90<FlexVariant, bf16, 128, 128>(p)"), std::string::npos) << plain;
+  setenv("FLEXATTN_SM90_BWD_DQ_BULK", "1", 1);
+  EXPECT_TRUE(runtime::sm90_bwd_dq_bulk_requested());
+  const std::string bulk = runtime::kernel_source_sm90_bwd(gen, key);
+  EXPECT_NE(bulk.find("attn_bwd_sm90<FlexVariant, bf16, 128, 128, true>(p)"), std::string::npos) << bulk;
+  // Nothing else in the set changes: the sm80 entries are the same text.
+  const size_t at = plain.find("attn_bwd_sm90<FlexVariant, bf16, 128, 128>(p)");
+  std::string expect = plain;
+  expect.replace(at, std::string("attn_bwd_sm90<FlexVariant, bf16, 128, 128>(p)").size(),
+                 "attn_bwd_sm90<FlexVariant, bf16, 128, 128, true>(p)");
+  EXPECT_EQ(bulk, expect);
+  setenv("FLEXATTN_SM90_BWD_DQ_BULK", "0", 1);
+  EXPECT_FALSE(runtime::sm90_bwd_dq_bulk_requested());
+  unsetenv("FLEXATTN_SM90_BWD_DQ_BULK");
+}
+
+TEST(Sm90BwdHost, DqBulkLayoutAppendsTheDqTilesAndKeepsTheRest) {
+  for (int d : {64, 128}) {
+    for (int dv : {64, 128}) {
+      const kern::Sm90BwdSmem a = kern::sm90_bwd_smem_layout(d, dv), b = kern::sm90_bwd_smem_layout(d, dv, true);
+      // Every offset of the default layout is unchanged; the dQ fields are 0 there.
+      EXPECT_EQ(a.k, b.k);
+      EXPECT_EQ(a.q, b.q);
+      EXPECT_EQ(a.ds, b.ds);
+      EXPECT_EQ(a.lse, b.lse);
+      EXPECT_EQ(a.bars, b.bars);
+      EXPECT_EQ(a.info, b.info);
+      EXPECT_EQ(a.dq + a.dq_buf + a.dq_row + a.dq_bars + a.dq_info, 0);
+      EXPECT_EQ(b.dq_row, 4 * d + kern::kSm90BwdDqRowPad);
+      EXPECT_EQ(b.dq_buf, kern::kSm90BwdBlockM * b.dq_row);
+      EXPECT_GE(b.dq, a.total);
+      EXPECT_EQ(b.dq % 128, 0);
+      EXPECT_EQ(b.dq_row % 16, 0) << "bulk sources are 16-byte aligned";
+      // Half-warp bank check of the accumulator stores: rows g = 0..3, columns 2t (t = 0..3), 8 bytes.
+      std::set<int> banks;
+      for (int g = 0; g < 4; ++g)
+        for (int t = 0; t < 4; ++t)
+          for (int e = 0; e < 2; ++e) banks.insert(((g * b.dq_row + 8 * t) / 4 + e) % 32);
+      EXPECT_EQ(banks.size(), 32u) << d;
+      EXPECT_EQ(b.dq_bars, b.dq + kern::kSm90BwdDqBuffers * b.dq_buf);
+      EXPECT_EQ(b.dq_bars % 8, 0);
+      EXPECT_LE(kern::sm90_bwd_smem(d, dv, true), kern::kSm90SmemLimit) << d << " " << dv;
+    }
+  }
+  // d128: 146 KiB before, + 2 x 34 KiB of dQ tiles (+ barriers, info, alignment).
+  EXPECT_EQ(kern::sm90_bwd_smem_layout(128, 128, true).dq_buf, 64 * 544);
+  EXPECT_EQ(kern::sm90_bwd_smem(128, 128, true), 219312);
+  EXPECT_EQ(kern::sm90_bwd_launch(128, 128, 1, 8, 1000, true).smem, 219312u);
+  EXPECT_EQ(kern::sm90_bwd_launch(128, 128, 1, 8, 1000).smem, unsigned(kern::sm90_bwd_smem(128, 128)));
 }
