@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Next session, round 1 (~8 min): what landed in session 3 without a GPU run.
+#  1. the full attention check with the defaults (mod_ops: branch-free // and %, fixed i64 path);
+#  2. the opt-in bulk dQ backward (FLEXATTN_SM90_BWD_DQ_BULK=1): quick check, then memcheck;
+#  3. CLI A/B: backward default vs bulk dQ (--suite short), plus the decode suite.
+# The pending patches (bench/lab/pending) are for round 2: apply, rebuild, gpu_decode_check / softcap A/B.
+set -u
+cd "$(dirname "$0")/../../.."
+ONLY="gpu_attention" BUDGET=${BUDGET:-240} bash bench/lab/round/r7.sh
+export FLEXATTN_CACHE_DIR=$PWD/build-gpu/kernel-cache
+CHECK=build-gpu/tests/gpu/attention/gpu_attention_check
+B=build-gpu/tools/flexattn
+FLEXATTN_SM90_BWD_DQ_BULK=1 timeout 120 $CHECK --quick > $OUT/bulk_check.log 2>&1; echo "bulk check rc=$?"
+grep -c "^PASS" $OUT/bulk_check.log; grep "^FAIL" $OUT/bulk_check.log | head -5; tail -1 $OUT/bulk_check.log
+FLEXATTN_SM90_BWD_DQ_BULK=1 timeout 90 compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick > $OUT/bulk_memcheck.log 2>&1
+echo "bulk memcheck rc=$?"; grep "ERROR SUMMARY" $OUT/bulk_memcheck.log
+timeout 60 $B bench --suite short --backend cuda > $OUT/bench_default.log 2>&1; echo "default rc=$?"
+FLEXATTN_SM90_BWD_DQ_BULK=1 timeout 60 $B bench --suite short --backend cuda > $OUT/bench_bulk.log 2>&1; echo "bulk rc=$?"
+echo "==== default"; grep -v "^{" $OUT/bench_default.log | tail -9
+echo "==== bulk dQ"; grep -v "^{" $OUT/bench_bulk.log | tail -9
