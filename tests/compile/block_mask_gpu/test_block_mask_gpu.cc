@@ -14,19 +14,13 @@
 #include "flexattn/ir_text.h"
 #include "flexattn/jit.h"
 #include "flexattn/mods.h"
+#include "error_of.h"
+
+using flexattn::test::error_of;
 
 using namespace flexattn;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 jit::CompiledKernel compile(const ir::Expr& mask, const std::string& arch) {
   Variant v;

@@ -4,19 +4,11 @@
 
 #include "common/params.h"
 #include "flexattn/error.h"
+#include "error_of.h"
 
 namespace flexattn::sm90_test {
 
-// The message of the flexattn::Error that f() throws, or "(no error)".
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using flexattn::test::error_of;
 
 // A 16-byte aligned address to describe tensors with (nothing reads it).
 alignas(16) inline char g_data[64];

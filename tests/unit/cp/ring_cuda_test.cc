@@ -11,6 +11,9 @@
 #include "flexattn/error.h"
 #include "flexattn/expr.h"
 #include "flexattn/jit.h"
+#include "error_of.h"
+
+using flexattn::test::error_of;
 
 namespace {
 
@@ -18,16 +21,6 @@ namespace cp = flexattn::cp;
 namespace ir = flexattn::ir;
 using flexattn::DType;
 using flexattn::TensorView;
-
-template <class Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const flexattn::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 TEST(RingKernels, CompileForAmpereAndHopper) {
   const flexattn::jit::JitInfo info = flexattn::jit::jit_info();

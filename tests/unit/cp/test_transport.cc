@@ -8,6 +8,9 @@
 
 #include "cp/ring.h"
 #include "cp_test_util.h"
+#include "error_of.h"
+
+using flexattn::test::error_of;
 
 namespace {
 
@@ -15,16 +18,6 @@ using flexattn::Error;
 using flexattn::cp::InProcessHub;
 using flexattn::cp::Transport;
 namespace cp = flexattn::cp;
-
-template <class Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 TEST(InProcessTransport, BuffersInFlightArePoisonedAndSendsReadAtWait) {
   InProcessHub hub(2);

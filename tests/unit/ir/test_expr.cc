@@ -3,6 +3,9 @@
 
 #include "flexattn/error.h"
 #include "flexattn/expr.h"
+#include "error_of.h"
+
+using flexattn::test::error_of;
 
 using namespace flexattn;
 using namespace flexattn::ir;
@@ -10,15 +13,6 @@ using namespace flexattn::ir;
 namespace {
 Expr softcap(double c) { return Expr(c) * tanh(score() / Expr(c)); }
 
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 }  // namespace
 
 TEST(Expr, HashConsingGivesPointerEquality) {

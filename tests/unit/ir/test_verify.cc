@@ -8,21 +8,15 @@
 #include "flexattn/ir_passes.h"
 #include "flexattn/ir_text.h"
 #include "unit/ir/random_expr.h"
+#include "error_of.h"
+
+using flexattn::test::error_of;
 
 namespace flexattn::ir {
 namespace {
 
 const double kInf = std::numeric_limits<double>::infinity();
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 std::string verify_error(const Expr& e, const std::string& what = "score_mod") {
   return error_of([&] { verify(e, what); });
 }

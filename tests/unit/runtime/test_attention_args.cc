@@ -8,21 +8,15 @@
 #include "flexattn/attention.h"
 #include "flexattn/error.h"
 #include "flexattn/mods.h"
+#include "error_of.h"
+
+using flexattn::test::error_of;
 
 using namespace flexattn;
 
 namespace {
 
 alignas(256) char g_mem[256];
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 TensorView view(std::vector<int64_t> shape, DType t = DType::BF16) {
   TensorView v;
