@@ -18,3 +18,8 @@ timeout 60 $B bench --suite short --backend cuda > $OUT/bench_default.log 2>&1; 
 FLEXATTN_SM90_BWD_DQ_BULK=1 timeout 60 $B bench --suite short --backend cuda > $OUT/bench_bulk.log 2>&1; echo "bulk rc=$?"
 echo "==== default"; grep -v "^{" $OUT/bench_default.log | tail -9
 echo "==== bulk dQ"; grep -v "^{" $OUT/bench_bulk.log | tail -9
+# 4. where the sm90 backward spends its time (issue 6): one dense and one softcap backward kernel, S=2048.
+ARGS="-B 4 -H 16 -Q 2048 -D 128 --dtype bf16 --backend cuda --backward"
+$B run $ARGS > /dev/null 2>&1
+timeout 75 ncu -k regex:'^flexattn_bwd$' -c 1 --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section InstructionStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SourceCounters $B run $ARGS > $OUT/ncu_bwd_dense.log 2>&1
+echo "ncu rc=$?"; grep -E "Duration|Throughput|Stall|Issued|Eligible|Executed Ipc|Pipe|Bank|Registers" $OUT/ncu_bwd_dense.log | head -40
