@@ -41,6 +41,8 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 [ $HOPPER = 1 ] && FLEXATTN_SM90=0 FLEXATTN_SM90_BWD=0 FLEXATTN_DECODE=0 run gpu_attention_sm80 $CHECK --quick
 [ $HOPPER = 1 ] && FLEXATTN_DECODE=0 run gpu_attention_no_decode $CHECK --quick
 [ $HOPPER = 1 ] && FLEXATTN_SM90_PERSISTENT=1 run gpu_attention_persistent $CHECK --quick
+# The sm90 backward's per-element dQ path (the default is the bulk dQ path).
+[ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_BULK=0 run gpu_attention_bwd_red $CHECK --quick
 # compute-sanitizer memcheck on the quick subset (every kernel, odd lengths, both dtypes): any invalid access
 # fails the step. Skipped where the tool is absent or GPU_TEST_MEMCHECK=0.
 if [ "${GPU_TEST_MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then

@@ -29,7 +29,7 @@
 
 namespace flexattn::kern {
 
-// kDqBulk (FLEXATTN_SM90_BWD_DQ_BULK, opt-in): dQ summed over both consumer warpgroups in shared memory
+// kDqBulk (FLEXATTN_SM90_BWD_DQ_BULK, the default; =0 selects the per-element path): dQ summed over both consumer warpgroups in shared memory
 // and pushed by one bulk reduction per row (docs/kernels_sm90.md, "Bulk dQ"); false generates exactly
 // the code that existed before the option.
 template <class V, class T, int D, int Dv, bool kDqBulk = false>

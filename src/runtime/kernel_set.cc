@@ -11,6 +11,7 @@
 #include "flexattn/attention.h"
 #include "flexattn/error.h"
 #include "runtime/decode_source.h"
+#include "runtime/sm90_backward.h"
 #include "runtime/tma_sm90.h"
 #include "sm80/tile_config.h"
 
@@ -128,6 +129,19 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
   else
     req.kernel_names = {"flexattn_fwd"};
   set->compiled = jit::get_or_compile(req);
+  if (sm90 && key.backward && req.source.find(", true>(p)") != std::string::npos) {
+    set->sm90_dq_bulk = true;
+    // The bulk dQ path (the default) holds the shared-tile addressing on top of the per-element path's
+    // registers; for the heaviest mods at D=128 (document:3, relbias(learnable), text:mixed: 92-620
+    // spilled bytes with ptxas 13.0) the per-element path compiles clean, so those take it.
+    const auto main = set->compiled.ptxas.find("flexattn_bwd");
+    if (main != set->compiled.ptxas.end() &&
+        (main->second.spill_stores + main->second.spill_loads > 0 || main->second.stack > 0)) {
+      req.source = kernel_source_sm90_bwd(gen, key, 0);
+      set->compiled = jit::get_or_compile(req);
+      set->sm90_dq_bulk = false;
+    }
+  }
   std::lock_guard<std::mutex> lock(mu);
   auto [it, inserted] = cache->emplace(ck, Entry{variant, std::move(set)});
   return *it->second.set;

@@ -32,6 +32,8 @@ struct KernelSet {
   jit::CompiledKernel compiled;
   codegen::VariantLayout layout;
   KernelSetKey key;
+  // sm90 backward only: the main kernel takes the bulk dQ path (its shared-memory request is larger).
+  bool sm90_dq_bulk = false;
 };
 
 // The generated source of an sm80-family kernel set (exposed for golden-file tests); the sm90 one is

@@ -22,7 +22,7 @@ std::string num(int64_t v) { return std::to_string(v); }
 
 bool sm90_backward_requested() { return jit::env_flag("FLEXATTN_SM90_BWD", true); }
 
-bool sm90_bwd_dq_bulk_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_DQ_BULK", false); }
+bool sm90_bwd_dq_bulk_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_DQ_BULK", true); }
 
 bool sm90_backward_supported(const std::string& arch, const kern::AttnParams& p, std::string* why) {
   auto no = [&](const std::string& reason) {
@@ -50,7 +50,7 @@ void encode_sm90_backward_maps(kern::AttnParams* p, DType dtype) {
       &p->o_map);
 }
 
-std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key) {
+std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key, int dq_bulk) {
   if (key.dtype != DType::BF16 && key.dtype != DType::F16)
     throw Error("dtype: the sm90 backward takes bf16 or f16 tensors, got " + std::string(dtype_name(key.dtype)));
   if (!kern::sm90_bwd_head_dims_ok(key.d, key.dv))
@@ -58,9 +58,10 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
                 ", Dv=" + std::to_string(key.dv));
   const std::string t = key.dtype == DType::BF16 ? "bf16" : "fp16";
   const std::string dd = std::to_string(key.d) + ", " + std::to_string(key.dv);
-  // The default source has no fifth template argument (the kernel is the one that existed before the
-  // option); with the option the main kernel gets kDqBulk = true.
-  const std::string bulk = sm90_bwd_dq_bulk_requested() ? ", true" : "";
+  // The per-element dQ path has no fifth template argument (the kernel that existed before the bulk
+  // path); the bulk path gets kDqBulk = true.
+  const bool use_bulk = dq_bulk < 0 ? sm90_bwd_dq_bulk_requested() : dq_bulk != 0;
+  const std::string bulk = use_bulk ? ", true" : "";
   auto entry = [](const char* name, const std::string& bounds, const std::string& body) {
     return "extern \"C\" __global__ void __launch_bounds__(" + bounds + ", 1)\n" + name +
            "(const __grid_constant__ AttnParams p) { " + body + "; }\n";
@@ -95,9 +96,9 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
   KernelSetKey key{t, p.D, p.Dv, arch, true, KernelFamily::sm90};
   const KernelSet& set = get_kernel_set(*a.fwd.variant, key);
   fill_mod_params(set.layout, a.fwd.bindings, true, &p.mod);
-  // The shared-memory size follows FLEXATTN_SM90_BWD_DQ_BULK, read again here (the set was generated
-  // under the same setting unless the environment changed in between).
-  const kern::Sm90Launch l = kern::sm90_bwd_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S, sm90_bwd_dq_bulk_requested());
+  // The shared-memory size follows the dQ path the set was compiled with (get_kernel_set may have
+  // fallen back from the bulk path).
+  const kern::Sm90Launch l = kern::sm90_bwd_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S, set.sm90_dq_bulk);
   launch_backward(set, p, launch_config(l, a.fwd.stream),
                   a.deterministic, a.fwd.stream);
   return true;

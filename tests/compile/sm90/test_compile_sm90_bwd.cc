@@ -4,7 +4,7 @@
 // C7510-C7515, no ignored setmaxnreg C7508); the sm80 entries of the set (preprocess, deterministic dQ
 // pass, convert) compile for sm_90a too. When cuobjdump is available: HGMMA (with a transposed A for
 // dQ = dS K), TMA loads, both setmaxnreg, red.v2 for dQ, and no local memory. The same for the opt-in
-// bulk dQ path (FLEXATTN_SM90_BWD_DQ_BULK=1), whose dQ leaves through UBLKRED instead of REDG.
+// bulk dQ path (FLEXATTN_SM90_BWD_DQ_BULK, the default), whose dQ leaves through UBLKRED instead of REDG.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -64,6 +64,28 @@ void expect_clean(const runtime::KernelSet& set, const std::string& what) {
   EXPECT_EQ(set.compiled.log.find("serialized"), std::string::npos) << what << ":\n" << set.compiled.log;
 }
 
+// One dQ path, chosen explicitly: FLEXATTN_SM90_BWD_DQ_BULK=1 (the default: shared dQ tile and bulk
+// reductions) or =0 (red.global.add per element). The in-process set cache (get_kernel_set) is keyed by
+// the variant's (interned) nodes, not by the flag, so the set is generated and compiled here the way
+// get_kernel_set does it, bypassing that cache; the disk cache is keyed by the source, which carries the flag.
+runtime::KernelSet compile_bwd_dq_path(const Variant& v, DType t, int d, int dv, bool bulk) {
+  setenv("FLEXATTN_SM90_BWD_DQ_BULK", bulk ? "1" : "0", 1);
+  runtime::KernelSet set;
+  set.key = runtime::KernelSetKey{t, d, dv, "sm_90a", true, runtime::KernelFamily::sm90};
+  const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, true);
+  set.layout = gen.layout;
+  jit::KernelRequest req;
+  req.prefix = std::string("attn_bwd_sm90a_dq") + (bulk ? "bulk" : "red") + "_test_d" + std::to_string(d) + "_dv" +
+               std::to_string(dv);
+  req.source = runtime::kernel_source_sm90_bwd(gen, set.key);
+  unsetenv("FLEXATTN_SM90_BWD_DQ_BULK");
+  EXPECT_EQ(req.source.find(", true>(p)") != std::string::npos, bulk) << "the flag must reach the source";
+  req.arch = "sm_90a";
+  req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq", "flexattn_bwd_dq_convert"};
+  set.compiled = jit::get_or_compile(req);
+  return set;
+}
+
 }  // namespace
 
 TEST_F(Sm90BwdCompile, EveryCorpusVariantCompilesCleanly) {
@@ -72,6 +94,23 @@ TEST_F(Sm90BwdCompile, EveryCorpusVariantCompilesCleanly) {
     corpus::BuiltVariant b = corpus::build_variant(c, shape);
     expect_clean(compile_bwd(b.variant, DType::BF16, 128, 128), c.name + " D=128");
   }
+}
+
+// The bulk dQ path is the default, but a variant whose bulk main kernel would spill takes the
+// per-element path (get_kernel_set compiles it instead; the launch sizes shared memory from the set).
+TEST_F(Sm90BwdCompile, BulkDqFallsBackToThePerElementPathWhereItWouldSpill) {
+  mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
+  const runtime::KernelSet& heavy =
+      compile_bwd(corpus::build_variant(corpus::corpus_entry("relbias(learnable)"), shape).variant, DType::BF16, 128, 128);
+  EXPECT_FALSE(heavy.sm90_dq_bulk) << "relbias(learnable) D=128: the bulk path spills with ptxas 13.0";
+  const runtime::KernelSet bulk = compile_bwd_dq_path(
+      corpus::build_variant(corpus::corpus_entry("relbias(learnable)"), shape).variant, DType::BF16, 128, 128, true);
+  const jit::PtxasInfo& info = bulk.compiled.ptxas.at("flexattn_bwd");
+  EXPECT_GT(info.spill_stores + info.spill_loads, 0)
+      << "the bulk path no longer spills for relbias(learnable) D=128: it can keep it; update the fallback's comment";
+  Variant causal;
+  causal.mask_mod = mods::causal();
+  EXPECT_TRUE(compile_bwd(causal, DType::BF16, 128, 128).sm90_dq_bulk) << "causal D=128 keeps the bulk path";
 }
 
 TEST_F(Sm90BwdCompile, HeadDimsAndDtypesCompileCleanly) {
@@ -92,7 +131,8 @@ TEST_F(Sm90BwdCompile, SassHasHopperInstructionsAndNoLocalMemory) {
   Variant v;
   v.mask_mod = mods::causal();
   for (int d : {64, 128}) {
-    const runtime::KernelSet& set = compile_bwd(v, DType::BF16, d, d);
+    // The per-element dQ path (FLEXATTN_SM90_BWD_DQ_BULK=0); the default bulk path is checked below.
+    const runtime::KernelSet set = compile_bwd_dq_path(v, DType::BF16, d, d, false);
     std::string why;
     const std::optional<std::string> all = testing_sass::disassemble(*set.compiled.cubin, &why);
     if (!all) GTEST_SKIP() << why;
@@ -105,33 +145,12 @@ TEST_F(Sm90BwdCompile, SassHasHopperInstructionsAndNoLocalMemory) {
     EXPECT_GT(testing_sass::count(*sass, ".tnspB"), 0) << what << ": dV, dK, dQ read B MN-major";
     EXPECT_GT(testing_sass::count(*sass, "UTMALDG"), 0) << what << ": no TMA load";
     EXPECT_GE(testing_sass::count(*sass, "USETMAXREG"), 2) << what << ": setmaxnreg dec + inc";
-    EXPECT_GT(testing_sass::count(*sass, "RED"), 0) << what << ": dQ reduction";
+    EXPECT_GT(testing_sass::count(*sass, "REDG"), 0) << what << ": per-element dQ reduction";
     EXPECT_EQ(testing_sass::count(*sass, "LDL"), 0) << what << ": local loads";
     EXPECT_EQ(testing_sass::count(*sass, "STL"), 0) << what << ": local stores";
     // setmaxnreg 232 for the consumers: no code may name a register past R231.
     EXPECT_LT(testing_sass::max_register(*sass), kern::kSm90BwdConsumerRegs) << what;
   }
-}
-
-// FLEXATTN_SM90_BWD_DQ_BULK=1: the main kernel with the shared dQ tile and the bulk reductions. The
-// in-process set cache (get_kernel_set) is keyed by the variant's (interned) nodes, not by the flag, so
-// the set is generated and compiled here the way get_kernel_set does it, bypassing that cache; the disk
-// cache is keyed by the source, which carries the flag.
-runtime::KernelSet compile_bwd_bulk(const Variant& v, DType t, int d, int dv) {
-  setenv("FLEXATTN_SM90_BWD_DQ_BULK", "1", 1);
-  runtime::KernelSet set;
-  set.key = runtime::KernelSetKey{t, d, dv, "sm_90a", true, runtime::KernelFamily::sm90};
-  const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, true);
-  set.layout = gen.layout;
-  jit::KernelRequest req;
-  req.prefix = "attn_bwd_sm90a_dqbulk_test_d" + std::to_string(d) + "_dv" + std::to_string(dv);
-  req.source = runtime::kernel_source_sm90_bwd(gen, set.key);
-  unsetenv("FLEXATTN_SM90_BWD_DQ_BULK");
-  EXPECT_NE(req.source.find(", true>(p)"), std::string::npos) << "the flag must reach the source";
-  req.arch = "sm_90a";
-  req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq", "flexattn_bwd_dq_convert"};
-  set.compiled = jit::get_or_compile(req);
-  return set;
 }
 
 TEST_F(Sm90BwdCompile, DqBulkCompilesCleanlyWithBulkReductionsAndNoRed) {
@@ -158,7 +177,7 @@ TEST_F(Sm90BwdCompile, DqBulkCompilesCleanlyWithBulkReductionsAndNoRed) {
   }
   for (const Case& c : cases) {
     const std::string what = std::string(c.what) + " bulk D=" + std::to_string(c.d) + " Dv=" + std::to_string(c.dv);
-    const runtime::KernelSet set = compile_bwd_bulk(c.v, c.t, c.d, c.dv);
+    const runtime::KernelSet set = compile_bwd_dq_path(c.v, c.t, c.d, c.dv, true);
     expect_clean(set, what);
     const jit::PtxasInfo& info = set.compiled.ptxas.at("flexattn_bwd");
     std::printf("[dq bulk] %s: %ld registers, %ld spill stores, %ld spill loads, stack %ld\n", what.c_str(),

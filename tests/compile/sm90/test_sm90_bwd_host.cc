@@ -106,7 +106,7 @@ TEST(Sm90BwdHost, SourceHasTheHopperMainKernelAndTheSm80Helpers) {
   runtime::KernelSetKey key{DType::F16, 64, 128, "sm_90a", true, runtime::KernelFamily::sm90};
   const std::string src = runtime::kernel_source_sm90_bwd(gen, key);
   EXPECT_NE(src.find("#include \"sm90/attn_bwd_sm90.cuh\""), std::string::npos) << src;
-  EXPECT_NE(src.find("flexattn_bwd(const __grid_constant__ AttnParams p) { attn_bwd_sm90<FlexVariant, fp16, 64, 128>(p); }"),
+  EXPECT_NE(src.find("flexattn_bwd(const __grid_constant__ AttnParams p) { attn_bwd_sm90<FlexVariant, fp16, 64, 128, true>(p); }"),
             std::string::npos)
       << src;
   EXPECT_NE(src.find("__launch_bounds__(kSm90Threads, 1)"), std::string::npos) << src;
@@ -144,8 +144,10 @@ TEST(Sm90BwdHost, DoutMapArgsUse64RowBoxes) {
   EXPECT_EQ(a.strides[0], 256u);
 }
 
-TEST(Sm90BwdHost, DqBulkIsOptInAndOnlyChangesTheMainKernelsTemplate) {
+TEST(Sm90BwdHost, DqBulkIsTheDefaultAndOnlyChangesTheMainKernelsTemplate) {
   unsetenv("FLEXATTN_SM90_BWD_DQ_BULK");
+  EXPECT_TRUE(runtime::sm90_bwd_dq_bulk_requested());
+  setenv("FLEXATTN_SM90_BWD_DQ_BULK", "0", 1);
   EXPECT_FALSE(runtime::sm90_bwd_dq_bulk_requested());
   Variant v;
   v.mask_mod = mods::causal();

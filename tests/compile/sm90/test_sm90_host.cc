@@ -115,7 +115,7 @@ TEST(Sm90Host, SourceNamesTheHopperEntry) {
   unsetenv("FLEXATTN_SM90_PERSISTENT");
   EXPECT_EQ(runtime::kernel_source_sm90(gen, key), src);
   key.backward = true;  // the backward set has its own generator (test_sm90_bwd_host.cc)
-  EXPECT_NE(runtime::kernel_source_sm90(gen, key).find("attn_bwd_sm90<FlexVariant, bf16, 128, 64>(p)"),
+  EXPECT_NE(runtime::kernel_source_sm90(gen, key).find("attn_bwd_sm90<FlexVariant, bf16, 128, 64, true>(p)"),
             std::string::npos);
   key.backward = false;
   key.d = 96;
