@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Session 4, round 2: one tree = main + the helpers' branches (bwd, mods, decode, sched). Build once, then each
+# helper's check script under its own time budget, then the short table of each.
+set -u
+cd "$(dirname "$0")/../../.."
+mkdir -p $OUT/logs
+export FLEXATTN_CACHE_DIR=$PWD/build-gpu/kernel-cache
+t0=$(date +%s)
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFLEXATTN_REQUIRE_GTEST=OFF -DFLEXATTN_BUILD_PYTHON=OFF -DFLEXATTN_BUILD_TESTS=ON > $OUT/logs/configure.log 2>&1
+cmake --build build-gpu -j16 --target flexattn gpu_attention_check gpu_decode_check > $OUT/logs/build.log 2>&1 || { grep -E "error" $OUT/logs/build.log | head -20; exit 1; }
+echo "build $(( $(date +%s) - t0 )) s"
+for s in ${SCRIPTS:-mods bwd decode sched}; do
+  [ -f bench/lab/round/$s.sh ] || { echo "== $s: no script"; continue; }
+  b=$(( ${BUDGET_EACH:-110} ))
+  t1=$(date +%s)
+  timeout $b bash bench/lab/round/$s.sh > $OUT/logs/$s.out 2>&1; rc=$?
+  echo "== $s rc=$rc $(( $(date +%s) - t1 )) s"; tail -22 $OUT/logs/$s.out
+done
+tar czf $OUT/round2.tgz -C $OUT logs $(cd $OUT && ls -d mods bwd decode sched 2>/dev/null) 2>/dev/null
