@@ -231,12 +231,12 @@ nb::tuple cuda_available_py() {
 }
 
 nb::dict compile_variant_py(const VariantHandle& v, const std::string& dtype, int head_dim, int value_head_dim,
-                            const std::string& arch, bool backward) {
+                            const std::string& arch, bool backward, bool portable) {
   CompileReport r;
   {
     const DType t = parse_dtype_arg(dtype, "dtype");
     nb::gil_scoped_release release;
-    r = compile_variant(v.variant, t, head_dim, value_head_dim, arch, backward);
+    r = compile_variant(v.variant, t, head_dim, value_head_dim, arch, backward, portable);
   }
   nb::dict d;
   d["key"] = r.key;
@@ -301,9 +301,9 @@ void bind_cuda(nb::module_& m) {
         "create_block_mask on the GPU (asynchronous on `stream`). Returns the 8 int32 torch tensors of torch's "
         "layout, sharing the builder's device memory.");
   m.def("compile_variant", &compile_variant_py, nb::arg("variant"), nb::arg("dtype"), nb::arg("head_dim"),
-        nb::arg("value_head_dim"), nb::arg("arch"), nb::arg("backward") = false,
+        nb::arg("value_head_dim"), nb::arg("arch"), nb::arg("backward") = false, nb::arg("portable") = false,
         "Compiles (or finds in the cache) the kernels of a call without running them: {key, registers, "
-        "spill_bytes}.");
+        "spill_bytes}. On sm_90a the Hopper family the dispatch would take; portable=True: the sm80 family.");
 }
 
 }  // namespace flexattn::py

@@ -11,8 +11,8 @@ namespace flexattn::cli {
 
 namespace {
 
-// Compiles the forward and backward kernels of the quick bench suite (bf16, head dim 64) for `arch`.
-// Needs NVRTC only, not a GPU.
+// Compiles the forward and backward kernels of the quick bench suite (bf16, head dim 128) for `arch`,
+// the families a call would take there (on sm_90a the Hopper ones). Needs NVRTC only, not a GPU.
 int prewarm(std::string arch) {
   if (arch.empty()) {
     const jit::JitInfo info = jit::jit_info();
@@ -23,8 +23,9 @@ int prewarm(std::string arch) {
     ProblemConfig config = bench_config(c, DType::BF16, 0);
     config.make_inputs = false;
     const Problem p = make_problem(config);
-    const CompileReport r = compile_variant(p.variant, DType::BF16, 64, 64, arch, true);
-    std::printf("  %-16s %s\n", c.name, r.key.c_str());
+    const CompileReport f = compile_variant(p.variant, DType::BF16, 128, 128, arch, false);
+    const CompileReport b = compile_variant(p.variant, DType::BF16, 128, 128, arch, true);
+    std::printf("  %-16s %s\n  %-16s %s\n", c.name, f.key.c_str(), "", b.key.c_str());
   }
   std::printf("cache: prewarmed %zu variants for %s in %s\n", quick_suite().size(), arch.c_str(), jit::cache_dir().c_str());
   return 0;

@@ -18,6 +18,7 @@
 #include "runtime/tma_sm90.h"
 #include "sm80/tile_config.h"
 #include "sm90/tile_config_sm90.h"
+#include "sm90/tile_config_sm90_bwd.h"
 
 namespace flexattn {
 
@@ -243,8 +244,15 @@ void cuda_backward(const BackwardArgs& a) {
 }
 
 CompileReport compile_variant(const Variant& variant, DType dtype, int head_dim, int value_head_dim,
-                              const std::string& arch, bool backward) {
+                              const std::string& arch, bool backward, bool portable) {
   runtime::KernelSetKey key{dtype, head_dim, value_head_dim, arch, backward};
+  // The same family choice as try_sm90_forward / try_sm90_backward before their per-call checks.
+  const bool hopper =
+      !portable && arch == "sm_90a" && (dtype == DType::BF16 || dtype == DType::F16) &&
+      (backward ? runtime::sm90_backward_requested() && kern::sm90_bwd_head_dims_ok(head_dim, value_head_dim)
+                : runtime::sm90_forward_requested() && kern::sm90_head_dim_ok(head_dim) &&
+                      kern::sm90_head_dim_ok(value_head_dim));
+  if (hopper) key.family = runtime::KernelFamily::sm90;
   return runtime::compile_report(runtime::get_kernel_set(variant, key));
 }
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "corpus.h"
+#include "flexattn/attention.h"
 #include "flexattn/codegen.h"
 #include "flexattn/error.h"
 #include "flexattn/jit.h"
@@ -145,6 +146,23 @@ TEST_F(Sm90Compile, PersistentKernelCompilesCleanly) {
     expect_hopper_sass(*sass, what);
   }
   if (!have_sass) GTEST_SKIP() << "SASS not checked: " << why;
+}
+
+// compile_variant (cache prewarm, the benchmark's up-front compiles) compiles what a call would run:
+// on sm_90a the Hopper families unless switched off or asked for the portable one.
+TEST_F(Sm90Compile, CompileVariantTakesTheFamilyTheDispatchWould) {
+  Variant v;
+  v.mask_mod = mods::causal();
+  auto prefix = [](const CompileReport& r) { return r.key.substr(0, r.key.find("_bf16")); };
+  EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 128, 128, "sm_90a", false)), "attn_fwd_sm90a");
+  EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 128, 128, "sm_90a", true)), "attn_bwd_sm90a");
+  EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 128, 128, "sm_90a", false, /*portable=*/true)), "attn_fwd_sm80");
+  EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 128, 128, "sm_80", false)), "attn_fwd_sm80");
+  // Head dims the Hopper backward does not take (256) stay on the portable family.
+  EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 256, 256, "sm_90a", true)), "attn_bwd_sm80");
+  setenv("FLEXATTN_SM90", "0", 1);
+  EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 128, 128, "sm_90a", false)), "attn_fwd_sm80");
+  unsetenv("FLEXATTN_SM90");
 }
 
 TEST_F(Sm90Compile, EveryHeaderCompilesOnItsOwn) {

@@ -1,5 +1,6 @@
 // Every corpus variant compiles with NVRTC for sm_80 and sm_90a, forward and backward, without
-// local-memory spills (ptxas report); literal values never change the compiled kernel.
+// local-memory spills (ptxas report); literal values never change the compiled kernel. The portable
+// (sm80) family throughout (`portable` = true; the Hopper families have their own tier in tests/compile/sm90).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -47,7 +48,7 @@ TEST_F(CompileTier, EveryCorpusVariantCompilesWithoutSpills) {
     corpus::BuiltVariant b = corpus::build_variant(c, shape);
     for (const char* arch : {"sm_80", "sm_90a"})
       for (bool bwd : {false, true})
-        expect_no_spills(compile_variant(b.variant, DType::BF16, 128, 128, arch, bwd),
+        expect_no_spills(compile_variant(b.variant, DType::BF16, 128, 128, arch, bwd, /*portable=*/true),
                          c.name + " " + arch + (bwd ? " bwd" : " fwd"));
   }
 }
@@ -58,9 +59,9 @@ TEST_F(CompileTier, HeadDimsAndDtypesCompileWithoutSpills) {
   v.score_mod = mods::softcap(30);
   for (int d : {64, 96, 256})
     for (bool bwd : {false, true})
-      expect_no_spills(compile_variant(v, DType::BF16, d, d, "sm_90a", bwd), "D=" + std::to_string(d));
-  expect_no_spills(compile_variant(v, DType::F16, 128, 128, "sm_90a", true), "f16");
-  expect_no_spills(compile_variant(v, DType::BF16, 64, 128, "sm_90a", true), "D=64 Dv=128");
+      expect_no_spills(compile_variant(v, DType::BF16, d, d, "sm_90a", bwd, true), "D=" + std::to_string(d));
+  expect_no_spills(compile_variant(v, DType::F16, 128, 128, "sm_90a", true, true), "f16");
+  expect_no_spills(compile_variant(v, DType::BF16, 64, 128, "sm_90a", true, true), "D=64 Dv=128");
 }
 
 TEST_F(CompileTier, LiteralValuesShareOneKernel) {

@@ -212,9 +212,9 @@ int main(int argc, char** argv) {
       jobs.push_back([k, decode] {
         try {
           corpus::BuiltVariant b = corpus::build_variant(*k.mod, mods::ProblemShape{k.B, k.Hq, k.Hkv, k.L, k.S, k.D, k.Dv, 1});
-          compile_variant(b.variant, k.dtype, int(k.D), int(k.Dv), device_arch_string(), false);
+          compile_variant(b.variant, k.dtype, int(k.D), int(k.Dv), device_arch_string(), false, true);
           if (decode) compile_decode(b.variant, k.dtype, int(k.D), int(k.Dv), device_arch_string());
-          if (k.backward) compile_variant(b.variant, k.dtype, int(k.D), int(k.Dv), device_arch_string(), true);
+          if (k.backward) compile_variant(b.variant, k.dtype, int(k.D), int(k.Dv), device_arch_string(), true, true);
           // The Hopper families compile on first use otherwise (serially, seconds each): prewarm what
           // the dispatch will pick on this device with this environment.
           const std::string arch = device_arch_string();
