@@ -3,7 +3,8 @@
 // rows, batch x head group, kv split): the packed rows are pack_heads query heads x L query rows that
 // share one kv head, so every K/V byte is read once per group. Each split walks its share of the
 // block-sparse list (or of the kv tiles without a mask) through a 2-stage cp.async ring; pages of a
-// paged cache are resolved per row at load time. With one split the CTA writes out / lse itself;
+// paged cache are read from the page table once per tile into a shared-memory slot
+// that the loads and the score mask read. With one split the CTA writes out / lse itself;
 // otherwise it writes fp32 partials that decode_combine.cuh merges.
 #include "common/mask_iter.cuh"
 #include "common/numeric.cuh"
@@ -40,26 +41,50 @@ __device__ __forceinline__ int decode_page_of(const AttnParams& p, int pos) {
   return p.page_shift >= 0 ? pos >> p.page_shift : pos / p.page_size;
 }
 
-// One K or V tile of ROWS logical kv rows from kv0. pt: the sequence's page-table row (null:
-// contiguous rows from base). Rows at or past kvl, and rows on a page id outside the pool, are
+// Paged caches: the physical page of each of the ROWS kv rows from kv0 into pages[0, ROWS) (a shared-
+// memory slot), or -1 for a row at or past kvl (the page table is not read there) or on a page id
+// outside [0, num_pages); bit r of unmapped[0, 2) (64 bits) is set for exactly those rows. One cached
+// int32 load per row (lanes of one page coalesce), once per tile: decode_load_kv reads pages,
+// decode_scores the bits, instead of the page table.
+template <int ROWS, int NT>
+__device__ __forceinline__ void decode_fill_pages(int* pages, unsigned* unmapped, const int* pt, const AttnParams& p,
+                                                  int kv0, int kvl, int tid) {
+  static_assert(ROWS % 32 == 0 && NT % 32 == 0 && ROWS <= 64, "whole warps per 32-row word; two words");
+#pragma unroll
+  for (int it = 0; it < (ROWS + NT - 1) / NT; ++it) {
+    const int r = tid + it * NT, pos = kv0 + r;
+    if (ROWS % NT == 0 || r < ROWS) {  // warp-uniform: ROWS and NT are multiples of 32
+      int phys = pos < kvl ? __ldg(pt + decode_page_of(p, pos)) : -1;
+      phys = phys >= 0 && phys < p.num_pages ? phys : -1;
+      pages[r] = phys;
+      const unsigned bad = __ballot_sync(0xffffffffu, phys < 0);
+      if ((r & 31) == 0) unmapped[r >> 5] = bad;
+    }
+  }
+}
+
+// One K or V tile of ROWS logical kv rows from kv0. pages: the tile's page slot (decode_fill_pages;
+// null: contiguous rows from base). Rows at or past kvl, and rows on a page id outside the pool, are
 // zero-filled without reading memory (decode_scores masks the latter).
 template <int ROWS, int COLS, int STR, int NT>
 __device__ __forceinline__ void decode_load_kv(unsigned dst, const unsigned char* base, long long page_stride,
-                                               long long row_stride, const int* pt, const AttnParams& p, int kv0,
-                                               int kvl, int tid) {
+                                               long long row_stride, const int* pages, const AttnParams& p,
+                                               int kv0, int kvl, int tid) {
   constexpr int kCpr = COLS / 8, kTotal = ROWS * kCpr;
-#pragma unroll
+  // Unrolled by 4, not fully: a full unroll kept every chunk's address live (D = 256 spilled 8 B with the
+  // page slots; m16 at D = 128 took 162-168 registers, 132-148 unrolled by 4). Not yet timed on a GPU.
+#pragma unroll 4
   for (int it = 0; it < (kTotal + NT - 1) / NT; ++it) {
     const int i = tid + it * NT;
     if (kTotal % NT == 0 || i < kTotal) {
       const int r = i / kCpr, c = i % kCpr, pos = kv0 + r;
       bool ok = pos < kvl;
       long long off = 0;
-      if (pt != nullptr) {
-        const int pg = ok ? decode_page_of(p, pos) : 0;
-        const int phys = ok ? __ldg(pt + pg) : 0;
-        ok = ok && phys >= 0 && phys < p.num_pages;
-        off = ok ? (long long)phys * page_stride + (long long)(pos - pg * p.page_size) * row_stride : 0;
+      if (pages != nullptr) {
+        const int phys = pages[r];  // -1 covers pos >= kvl too
+        const int in = p.page_shift >= 0 ? pos & ((1 << p.page_shift) - 1) : pos % p.page_size;
+        ok = phys >= 0;
+        off = ok ? (long long)phys * page_stride + (long long)in * row_stride : 0;
       } else {
         off = (long long)pos * row_stride;
       }
@@ -129,28 +154,30 @@ struct DecodeTiles {
   }
 };
 
-// pt (paged caches only): kv rows on a page id outside [0, num_pages) are masked, as torch's
-// PagedAttention masks unmapped pages; the page-table read hits L1 (the loads just read the same row).
-template <class V, bool kFull, int NI>
+// The unmapped-row bits a warp keeps: one word when its columns fit (no std:: under NVRTC).
+template <bool kWord>
+struct DecodeBits {
+  using type = unsigned;
+};
+template <>
+struct DecodeBits<false> {
+  using type = unsigned long long;
+};
+
+// unmapped (paged caches; 0 otherwise): bit j set when this warp's column j (from kv0) is at or past
+// kvl or on a page id outside [0, num_pages) (decode_fill_pages); the latter are masked, as torch's
+// PagedAttention masks unmapped pages (the former are masked by kvl anyway).
+template <class V, bool kFull, int NI, class Bits>
 __device__ __forceinline__ void decode_scores(float (&s)[1][NI][4], const AttnParams& p, int b, const int (&hq)[2],
                                               const int (&qp)[2], const bool (&act)[2], int kv0, int kvl,
-                                              const int* pt, int lane) {
+                                              Bits unmapped, int lane) {
+  static_assert(NI * 8 <= 8 * (int)sizeof(Bits), "one bit per column");
 #pragma unroll
   for (int ni = 0; ni < NI; ++ni) {
-    // The thread's two columns per ni are adjacent and page sizes are >= 1: read the page of each.
-    bool mapped[2] = {true, true};
-    if (pt != nullptr) {
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const int kv = kv0 + ni * 8 + (lane & 3) * 2 + c;
-        const int phys = kv < kvl ? __ldg(pt + decode_page_of(p, kv)) : 0;
-        mapped[c] = phys >= 0 && phys < p.num_pages;
-      }
-    }
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int kv = kv0 + ni * 8 + (lane & 3) * 2 + (e & 1), r = e >> 1;
-      const bool in_bounds = kv < kvl && act[r] && mapped[e & 1];
+      const int j = ni * 8 + (lane & 3) * 2 + (e & 1), kv = kv0 + j, r = e >> 1;
+      const bool in_bounds = kv < kvl && act[r] && ((unmapped >> j) & 1u) == 0;
       s[0][ni][e] = masked_score_log2<V, kFull>(p, s[0][ni][e], b, hq[r], qp[r], wrap_index(kv, kvl), in_bounds);
     }
   }
@@ -185,10 +212,20 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   const unsigned sQ = smem_addr(smem), sK = sQ + decode_smem_q(BM, D, Dv), sV = sK + kDecodeStages * BN * SK * 2;
   float* s_m = reinterpret_cast<float*>(smem + decode_smem_q(BM, D, Dv) + decode_smem_kv(BM, D, Dv));
   float* s_l = s_m + WC * BM;
+  int* s_pages = reinterpret_cast<int*>(smem + decode_smem_q(BM, D, Dv) + decode_smem_kv(BM, D, Dv) +
+                                        decode_smem_ml(BM, D, Dv));  // kDecodePageSlots x BN
+  unsigned* s_unmapped = reinterpret_cast<unsigned*>(s_pages + kDecodePageSlots * BN);  // kDecodePageSlots x 2
+  static_assert(kDecodePageSlots == kDecodeStages, "a page slot per K/V ring stage");
 
+  // A tile's loads read its page slot (the ring stage's; paged caches), filled by fill_pages and made
+  // visible by a barrier (B0 below).
   auto load_kv = [&](int stage, int kv0) {
-    decode_load_kv<BN, D, SK, NT>(sK + stage * BN * SK * 2, gk, p.k_sb, p.k_sl, pt, p, kv0, kvl, tid);
-    decode_load_kv<BN, Dv, SV, NT>(sV + stage * BN * SV * 2, gv, p.v_sb, p.v_sl, pt, p, kv0, kvl, tid);
+    const int* pg = paged ? s_pages + stage * BN : nullptr;
+    decode_load_kv<BN, D, SK, NT>(sK + stage * BN * SK * 2, gk, p.k_sb, p.k_sl, pg, p, kv0, kvl, tid);
+    decode_load_kv<BN, Dv, SV, NT>(sV + stage * BN * SV * 2, gv, p.v_sb, p.v_sl, pg, p, kv0, kvl, tid);
+  };
+  auto fill_pages = [&](int slot, int kv0) {
+    if (paged) decode_fill_pages<BN, NT>(s_pages + slot * BN, s_unmapped + slot * 2, pt, p, kv0, kvl, tid);
   };
   decode_load_q<BM, D, SQ, NT>(sQ, p, b, h0, r0, tid);
   cp_async_commit();
@@ -217,36 +254,76 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   const int q_first = qoff + (r0 / p.L == pr_last / p.L ? r0 % p.L : 0);
   const int q_last = qoff + (r0 / p.L == pr_last / p.L ? pr_last % p.L : p.L - 1);
   const int pass0 = q_first / qb, pass1 = q_last / qb;
+  // The pipeline, per pass: tiles t_0, t_1, ... of the walk; iteration i computes t_i from K/V ring
+  // stage i % 2 while t_{i+1}'s loads are in flight (two tiles in flight when t_i is waited for).
+  // Barriers of iteration i: B0 (paged only, after the page slot of t_{i+1} is filled), B1 (after the
+  // cp.async wait for t_i), B2 (end).
+  //
+  // Page-slot invariant (paged caches; slot = ring stage, so two slots):
+  //  - slot (i + 1) % 2 is written for t_{i+1} in iteration i after B2(i - 1) and before B0(i); for t_0
+  //    in the pass prologue, before its B0;
+  //  - it is read by t_{i+1}'s load issue (iteration i, after B0(i)) and by t_{i+1}'s scores (iteration
+  //    i + 1, between B1 and B2), so every write is visible before its first read;
+  //  - its previous content (t_{i-1}) was last read by t_{i-1}'s scores in iteration i - 1, before
+  //    B2(i - 1), so no warp still reads it when it is overwritten; the next write (t_{i+3}, iteration
+  //    i + 2) comes after B2(i + 1), after the last read of t_{i+1};
+  //  - a pass starts after the previous pass's last B2 (or with no tile read), so its prologue may
+  //    write either slot; the slots live past the epilogue's row max / sum, never aliased.
+  // The K/V ring is as before: stage (i + 1) % 2 is written by t_{i+1}'s loads after B0(i) / B2(i - 1),
+  // which end t_{i-1}'s reads of it, and read between B1(i + 1) and B2(i + 1).
+  //
+  // Reading the page ids a tile further ahead (into a third slot, filled while t_i is awaited) needs
+  // no B0, but the extra live tile state cost 4-9 registers (m16 at 166-171 with the fully unrolled
+  // loader; 168 is the most for three CTAs per SM), so it was left out; worth retrying now that the
+  // loader is unrolled by 4 if B0 shows up on the GPU.
   int stage = 0;
   for (int pass = pass0; pass <= pass1; ++pass) {
     const bool act[2] = {mrow[0] == pass, mrow[1] == pass};
     DecodeTiles walk;
     walk.init(p, b, h0, pass, kvl, BN, split);
     bool has = walk.next();
-    if (has) load_kv(stage, walk.start);
+    if (has) {
+      fill_pages(stage, walk.start);
+      if (paged) __syncthreads();  // B0 (uniform: has and paged are)
+      load_kv(stage, walk.start);
+    }
     cp_async_commit();
     while (has) {
       const int kv0 = walk.start;
       const bool full = walk.full;
       has = walk.next();
-      if (has) load_kv(stage ^ 1, walk.start);
+      if (has) {
+        fill_pages(stage ^ 1, walk.start);
+        if (paged) __syncthreads();  // B0
+        load_kv(stage ^ 1, walk.start);
+      }
       cp_async_commit();
       cp_async_wait<1>();
-      __syncthreads();
+      __syncthreads();  // B1
       float s[1][NI][4];
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) s[0][ni][0] = s[0][ni][1] = s[0][ni][2] = s[0][ni][3] = 0.f;
       gemm_ss<T, 1, NI, D, false, SQ, false, SK>(s, sQ, m0, sK + stage * BN * SK * 2, n0, lane);
+      // This warp's columns' unmapped bits: one word when they fit (n0 is a multiple of BN / WC).
+      using Bits = typename DecodeBits<(BN / WC <= 32)>::type;
+      Bits bad = 0;
+      if (paged) {
+        if constexpr (BN / WC <= 32) {
+          bad = s_unmapped[stage * 2 + (n0 >> 5)] >> (n0 & 31);
+        } else {
+          bad = *reinterpret_cast<const unsigned long long*>(s_unmapped + stage * 2) >> n0;
+        }
+      }
       if (full) {
-        decode_scores<V, true>(s, p, b, hq, qp, act, kv0 + n0, kvl, pt, lane);
+        decode_scores<V, true>(s, p, b, hq, qp, act, kv0 + n0, kvl, bad, lane);
       } else {
-        decode_scores<V, false>(s, p, b, hq, qp, act, kv0 + n0, kvl, pt, lane);
+        decode_scores<V, false>(s, p, b, hq, qp, act, kv0 + n0, kvl, bad, lane);
       }
       softmax_step(s, m, l, o);
       unsigned a[1][NI / 2][4];
       acc_to_a<T>(a, s);
       gemm_rs<T, 1, DI, NI / 2, true, SV>(o, a, sV + stage * BN * SV * 2 + n0 * SV * 2, 0, lane);
-      __syncthreads();
+      __syncthreads();  // B2
       stage ^= 1;
     }
   }

@@ -14,6 +14,9 @@ constexpr int kDecodeMaxRows = 64;     // query rows per sequence the decode fam
 constexpr int kDecodeMaxSplits = 128;  // kv splits per row tile
 constexpr int kDecodeCombineWarps = 4; // one row per warp
 constexpr int kDecodeStages = 2;
+// Paged caches: the physical page of each kv row of a tile is read from the page table once, into one
+// of kDecodePageSlots slots (one per K/V ring stage): block_n int32 page ids and 64 unmapped-row bits.
+constexpr int kDecodePageSlots = kDecodeStages;
 
 struct DecodeTile {
   int block_m, block_n, warp_rows, warp_cols;
@@ -42,7 +45,9 @@ FLEXATTN_HD constexpr int decode_threads(int block_m, int d, int dv) {
   return decode_tile(block_m, d, dv).warp_rows * decode_tile(block_m, d, dv).warp_cols * 32;
 }
 
-// Bytes: Q tile, then max(K/V ring, fp32 epilogue slabs), then the per-warp row max / sum.
+// Bytes: Q tile, then max(K/V ring, fp32 epilogue slabs), then the per-warp row max / sum, then the
+// page-id slots (allocated for contiguous caches too: one compiled kernel serves both; 528 B at
+// block_n 64, and the CTAs per SM do not change: 3 per H200 SM at D = 128 and 256, m16).
 FLEXATTN_HD constexpr int decode_slab_stride(int dv) { return dv + 8; }
 FLEXATTN_HD constexpr int decode_smem_q(int block_m, int d, int dv) { return 2 * block_m * (decode_dmax(d, dv) + 8); }
 FLEXATTN_HD constexpr int decode_smem_kv(int block_m, int d, int dv) {
@@ -51,9 +56,15 @@ FLEXATTN_HD constexpr int decode_smem_kv(int block_m, int d, int dv) {
   const int slab = 4 * t.warp_cols * block_m * decode_slab_stride(dv);
   return ring > slab ? ring : slab;
 }
+FLEXATTN_HD constexpr int decode_smem_ml(int block_m, int d, int dv) {
+  return 2 * 4 * decode_tile(block_m, d, dv).warp_cols * block_m;
+}
+FLEXATTN_HD constexpr int decode_smem_pages(int block_m, int d, int dv) {
+  return 4 * kDecodePageSlots * decode_tile(block_m, d, dv).block_n + 8 * kDecodePageSlots;  // ids, unmapped bits
+}
 FLEXATTN_HD constexpr int decode_smem(int block_m, int d, int dv) {
-  return decode_smem_q(block_m, d, dv) + decode_smem_kv(block_m, d, dv) +
-         2 * 4 * decode_tile(block_m, d, dv).warp_cols * block_m;
+  return decode_smem_q(block_m, d, dv) + decode_smem_kv(block_m, d, dv) + decode_smem_ml(block_m, d, dv) +
+         decode_smem_pages(block_m, d, dv);
 }
 
 FLEXATTN_HD constexpr long long decode_cdiv(long long a, long long b) { return (a + b - 1) / b; }
