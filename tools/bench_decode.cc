@@ -1,7 +1,8 @@
 // flexattn bench --suite decode: the decode family on issue 7's shapes (Hq=32, Hkv=8, D=128, bf16, one
 // query row per sequence at the end of its cache), contiguous and paged (pages of 16 and 128), plus a
 // sliding window of 4096 on the longest cache. Timed only (the correctness check is
-// tests/gpu/decode/gpu_decode_check). Bandwidth counts the K and V bytes a step must read: the whole
+// tests/gpu/decode/gpu_decode_check); with `--splits LIST` each shape once per kv split count (0 = the
+// heuristic's). Bandwidth counts the K and V bytes a step must read: the whole
 // cache, or the window. Prints a table, then one JSON row per case (impl, case, B, Hq, Hkv, S, D, page,
 // ms, GBps), the fields of bench/results.
 #include <algorithm>
@@ -51,7 +52,7 @@ BlockMask window_mask(int64_t S, int64_t window) {
 
 }  // namespace
 
-int run_decode_suite() {
+int run_decode_suite(const std::vector<int>& splits) {
   constexpr int64_t Hq = 32, Hkv = 8, D = 128;
   constexpr int kReps = 50;
   const std::vector<DecodeShape> shapes = {{8, 8192, 0, 0},     {8, 8192, 16, 0},     {8, 8192, 128, 0},
@@ -108,15 +109,26 @@ int run_decode_suite() {
       dm.q_block = m.q_block, dm.kv_block = m.kv_block;
       a.block_mask = &dm;
     }
-    a.workspace_bytes = decode_workspace_bytes(a);
-    jit::DeviceBuffer ws(std::max<size_t>(a.workspace_bytes, 16));
+    // One workspace for every split count of the sweep: the largest.
+    size_t ws_bytes = 16;
+    for (int n : splits) {
+      a.num_splits = n;
+      ws_bytes = std::max(ws_bytes, decode_workspace_bytes(a));
+    }
+    jit::DeviceBuffer ws(ws_bytes);
     a.workspace = reinterpret_cast<void*>(ws.ptr());
-    const double ms = jit::median_event_ms(kReps, 3, [&] { cuda_decode(a); });
+    a.workspace_bytes = ws_bytes;
     const int64_t read_rows = s.window ? std::min<int64_t>(s.S, s.window + 1) : s.S;
-    const double gbps = double(s.B * read_rows * Hkv * D * 2 * 2) / (ms * 1e6);
-    std::printf("%-4lld %-7lld %-5d %-7lld %7d %10.4f %9.0f\n", (long long)s.B, (long long)s.S, s.page,
-                (long long)s.window, decode_num_splits(a), ms, gbps);
-    std::fflush(stdout);
+    double ms = 0, gbps = 0;
+    for (size_t si = 0; si < splits.size(); ++si) {
+      a.num_splits = splits[si];
+      const double t = jit::median_event_ms(kReps, 3, [&] { cuda_decode(a); });
+      const double g = double(s.B * read_rows * Hkv * D * 2 * 2) / (t * 1e6);
+      if (si == 0) ms = t, gbps = g;  // the JSON row: the first entry (auto by default)
+      std::printf("%-4lld %-7lld %-5d %-7lld %7d %10.4f %9.0f\n", (long long)s.B, (long long)s.S, s.page,
+                  (long long)s.window, decode_num_splits(a), t, g);
+      std::fflush(stdout);
+    }
     char row[256];
     std::snprintf(row, sizeof row,
                   "{\"impl\": \"flexattn\", \"case\": \"decode%s\", \"B\": %lld, \"Hq\": %lld, \"Hkv\": %lld, "

@@ -4,6 +4,7 @@
 // backend, timed only (a cpu reference at S=8192 takes minutes); bench/run.py adds the peers.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "commands.h"
@@ -138,7 +139,8 @@ ProblemConfig bench_config(const BenchCase& c, DType dtype, uint64_t seed) {
 int cmd_bench(const std::vector<std::string>& argv) {
   Args args("bench", {{"--suite", "NAME", false, "quick (default), short, full or decode"},
                       {"--backend", "cpu|cuda|auto", false, "where to run (default auto)"},
-                      {"--seed", "N", false, "seed of the inputs (default 0)"}});
+                      {"--seed", "N", false, "seed of the inputs (default 0)"},
+                      {"--splits", "LIST", false, "decode: kv split counts to time each shape at (0 = auto, the default)"}});
   args.parse(argv);
   if (args.help_requested()) {
     std::cout << "usage: flexattn bench --suite quick|short|full|decode [flags]\n"
@@ -159,7 +161,21 @@ int cmd_bench(const std::vector<std::string>& argv) {
   const std::string suite = args.get("--suite", "quick");
   check(suite == "quick" || suite == "short" || suite == "full" || suite == "decode",
         "--suite: unknown suite '" + suite + "'; expected quick, short, full or decode");
-  if (suite == "decode") return run_decode_suite();  // tools/bench_decode.cc
+  if (suite == "decode") {  // tools/bench_decode.cc
+    std::vector<int> splits;
+    const std::string list = args.get("--splits", "0");
+    for (size_t i = 0; i <= list.size();) {
+      const size_t j = std::min(list.find(',', i), list.size());
+      const std::string item = list.substr(i, j - i);
+      char* end = nullptr;
+      const long n = std::strtol(item.c_str(), &end, 10);
+      check(!item.empty() && *end == '\0' && n >= 0 && n <= 128,
+            "--splits: expected a comma-separated list of 0..128, got '" + list + "'");
+      splits.push_back(int(n));
+      i = j + 1;
+    }
+    return run_decode_suite(splits);
+  }
   const uint64_t seed = args.get_u64("--seed", 0);
   if (suite != "quick") return run_peer_suite(suite, args.get("--backend", "auto"), seed);
   std::string note;

@@ -2,9 +2,9 @@
 // Decode attention (short queries, split-KV), sm_80+ on mma.sync. One CTA per (row tile of the packed
 // rows, batch x head group, kv split): the packed rows are pack_heads query heads x L query rows that
 // share one kv head, so every K/V byte is read once per group. Each split walks its share of the
-// block-sparse list (or of the kv tiles without a mask) through a 2-stage cp.async ring; pages of a
-// paged cache are read from the page table once per tile into a shared-memory slot
-// that the loads and the score mask read. With one split the CTA writes out / lse itself;
+// block-sparse list (or of the kv tiles without a mask) through a kDecodeStages-deep cp.async ring;
+// pages of a paged cache are read from the page table once per tile into a shared-memory slot that the
+// loads and the score mask read. With one split the CTA writes out / lse itself;
 // otherwise it writes fp32 partials that decode_combine.cuh merges.
 #include "common/mask_iter.cuh"
 #include "common/numeric.cuh"
@@ -41,29 +41,30 @@ __device__ __forceinline__ int decode_page_of(const AttnParams& p, int pos) {
   return p.page_shift >= 0 ? pos >> p.page_shift : pos / p.page_size;
 }
 
-// Paged caches: the physical page of each of the ROWS kv rows from kv0 into pages[0, ROWS) (a shared-
-// memory slot), or -1 for a row at or past kvl (the page table is not read there) or on a page id
-// outside [0, num_pages); bit r of unmapped[0, 2) (64 bits) is set for exactly those rows. One cached
-// int32 load per row (lanes of one page coalesce), once per tile: decode_load_kv reads pages,
-// decode_scores the bits, instead of the page table.
+// Paged caches, in two steps so the page-table read is off the critical path: decode_page_read is this
+// thread's row's physical page (row tid of the ROWS kv rows from kv0; -1 at or past kvl, where the page
+// table is not read): one cached int32 load per row (lanes of one page coalesce), issued a tile ahead and
+// not consumed until decode_page_store writes it into a shared-memory slot, with -1 for a page id outside
+// [0, num_pages) too; bit r of unmapped[0, 2) (64 bits) is set for exactly the rows holding -1.
+// decode_load_kv reads the slot and decode_scores the bits, instead of the page table.
 template <int ROWS, int NT>
-__device__ __forceinline__ void decode_fill_pages(int* pages, unsigned* unmapped, const int* pt, const AttnParams& p,
-                                                  int kv0, int kvl, int tid) {
-  static_assert(ROWS % 32 == 0 && NT % 32 == 0 && ROWS <= 64, "whole warps per 32-row word; two words");
-#pragma unroll
-  for (int it = 0; it < (ROWS + NT - 1) / NT; ++it) {
-    const int r = tid + it * NT, pos = kv0 + r;
-    if (ROWS % NT == 0 || r < ROWS) {  // warp-uniform: ROWS and NT are multiples of 32
-      int phys = pos < kvl ? __ldg(pt + decode_page_of(p, pos)) : -1;
-      phys = phys >= 0 && phys < p.num_pages ? phys : -1;
-      pages[r] = phys;
-      const unsigned bad = __ballot_sync(0xffffffffu, phys < 0);
-      if ((r & 31) == 0) unmapped[r >> 5] = bad;
-    }
+__device__ __forceinline__ int decode_page_read(const int* pt, const AttnParams& p, int kv0, int kvl, int tid) {
+  static_assert(ROWS % 32 == 0 && NT % 32 == 0 && ROWS <= 64 && ROWS <= NT, "a row per thread; two words");
+  const int pos = kv0 + tid;
+  return tid < ROWS && pos < kvl ? __ldg(pt + decode_page_of(p, pos)) : -1;
+}
+template <int ROWS, int NT>
+__device__ __forceinline__ void decode_page_store(int* pages, unsigned* unmapped, int phys, const AttnParams& p,
+                                                  int tid) {
+  if (tid < ROWS) {  // warp-uniform: ROWS is a multiple of 32
+    phys = phys >= 0 && phys < p.num_pages ? phys : -1;
+    pages[tid] = phys;
+    const unsigned bad = __ballot_sync(0xffffffffu, phys < 0);
+    if ((tid & 31) == 0) unmapped[tid >> 5] = bad;
   }
 }
 
-// One K or V tile of ROWS logical kv rows from kv0. pages: the tile's page slot (decode_fill_pages;
+// One K or V tile of ROWS logical kv rows from kv0. pages: the tile's page slot (decode_page_store;
 // null: contiguous rows from base). Rows at or past kvl, and rows on a page id outside the pool, are
 // zero-filled without reading memory (decode_scores masks the latter).
 template <int ROWS, int COLS, int STR, int NT>
@@ -165,7 +166,7 @@ struct DecodeBits<false> {
 };
 
 // unmapped (paged caches; 0 otherwise): bit j set when this warp's column j (from kv0) is at or past
-// kvl or on a page id outside [0, num_pages) (decode_fill_pages); the latter are masked, as torch's
+// kvl or on a page id outside [0, num_pages) (decode_page_store); the latter are masked, as torch's
 // PagedAttention masks unmapped pages (the former are masked by kvl anyway).
 template <class V, bool kFull, int NI, class Bits>
 __device__ __forceinline__ void decode_scores(float (&s)[1][NI][4], const AttnParams& p, int b, const int (&hq)[2],
@@ -198,6 +199,11 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   const int groups = p.Hq / p.pack_heads, G = p.Hq / p.Hkv;
   const int b = blockIdx.y / groups, h0 = (blockIdx.y % groups) * p.pack_heads, r0 = blockIdx.x * BM;
   const int split = blockIdx.z, rows = p.pack_heads * p.L;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Lets a combine launched as a programmatic dependent (FLEXATTN_DECODE_PDL) be scheduled once every
+  // CTA of this grid has started; it still waits for this grid's completion (decode_wait_primary).
+  if (p.num_splits > 1) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
   if (r0 >= rows) return;
   const int hk = h0 / G, bk = p.Bkv == 1 ? 0 : b;
   int kvl = p.kv_lens != nullptr ? p.kv_lens[b] : p.S;
@@ -217,15 +223,16 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   unsigned* s_unmapped = reinterpret_cast<unsigned*>(s_pages + kDecodePageSlots * BN);  // kDecodePageSlots x 2
   static_assert(kDecodePageSlots == kDecodeStages, "a page slot per K/V ring stage");
 
-  // A tile's loads read its page slot (the ring stage's; paged caches), filled by fill_pages and made
+  // A tile's loads read its page slot (the ring stage's; paged caches), written by store_pages and made
   // visible by a barrier (B0 below).
   auto load_kv = [&](int stage, int kv0) {
     const int* pg = paged ? s_pages + stage * BN : nullptr;
     decode_load_kv<BN, D, SK, NT>(sK + stage * BN * SK * 2, gk, p.k_sb, p.k_sl, pg, p, kv0, kvl, tid);
     decode_load_kv<BN, Dv, SV, NT>(sV + stage * BN * SV * 2, gv, p.v_sb, p.v_sl, pg, p, kv0, kvl, tid);
   };
-  auto fill_pages = [&](int slot, int kv0) {
-    if (paged) decode_fill_pages<BN, NT>(s_pages + slot * BN, s_unmapped + slot * 2, pt, p, kv0, kvl, tid);
+  auto read_page = [&](int kv0) { return paged ? decode_page_read<BN, NT>(pt, p, kv0, kvl, tid) : -1; };
+  auto store_pages = [&](int slot, int phys) {
+    if (paged) decode_page_store<BN, NT>(s_pages + slot * BN, s_unmapped + slot * 2, phys, p, tid);
   };
   decode_load_q<BM, D, SQ, NT>(sQ, p, b, h0, r0, tid);
   cp_async_commit();
@@ -254,52 +261,77 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   const int q_first = qoff + (r0 / p.L == pr_last / p.L ? r0 % p.L : 0);
   const int q_last = qoff + (r0 / p.L == pr_last / p.L ? pr_last % p.L : p.L - 1);
   const int pass0 = q_first / qb, pass1 = q_last / qb;
-  // The pipeline, per pass: tiles t_0, t_1, ... of the walk; iteration i computes t_i from K/V ring
-  // stage i % 2 while t_{i+1}'s loads are in flight (two tiles in flight when t_i is waited for).
-  // Barriers of iteration i: B0 (paged only, after the page slot of t_{i+1} is filled), B1 (after the
-  // cp.async wait for t_i), B2 (end).
+  // The pipeline, per pass: tiles t_0, t_1, ... of the walk through a ring of S = kDecodeStages stages
+  // (FLEXATTN_DECODE_STAGES). The prologue issues t_0 .. t_{S-2}; iteration i issues t_{i+S-1} into the
+  // stage t_{i-1} used, waits for t_i (S - 1 newer groups may stay in flight) and computes it. Every
+  // iteration commits one group, empty or not, so the wait count is constant. The tiles in flight
+  // (start, full) ride in a register queue q[0 .. S-1], oldest first. The walk runs one tile ahead of the
+  // issue (nxt): iteration i steps it to t_{i+S} and reads that tile's page ids into a register after
+  // t_{i+S-1}'s loads are issued, so the list and page-table reads overlap the wait for t_i instead of
+  // stalling the next issue. Barriers of iteration i: B0 (paged only, after the page slot of t_{i+S-1} is
+  // written), B1 (after the cp.async wait for t_i), B2 (end).
   //
-  // Page-slot invariant (paged caches; slot = ring stage, so two slots):
-  //  - slot (i + 1) % 2 is written for t_{i+1} in iteration i after B2(i - 1) and before B0(i); for t_0
-  //    in the pass prologue, before its B0;
-  //  - it is read by t_{i+1}'s load issue (iteration i, after B0(i)) and by t_{i+1}'s scores (iteration
-  //    i + 1, between B1 and B2), so every write is visible before its first read;
+  // Page-slot invariant (paged caches; slot = ring stage):
+  //  - the slot of t_{i+S-1} is written in iteration i after B2(i - 1) and before B0(i) (prologue tiles:
+  //    before the prologue's B0);
+  //  - it is read by t_{i+S-1}'s load issue (after B0(i)) and by its scores (iteration i + S - 1, between
+  //    B1 and B2), so every write is visible before its first read;
   //  - its previous content (t_{i-1}) was last read by t_{i-1}'s scores in iteration i - 1, before
-  //    B2(i - 1), so no warp still reads it when it is overwritten; the next write (t_{i+3}, iteration
-  //    i + 2) comes after B2(i + 1), after the last read of t_{i+1};
-  //  - a pass starts after the previous pass's last B2 (or with no tile read), so its prologue may
-  //    write either slot; the slots live past the epilogue's row max / sum, never aliased.
-  // The K/V ring is as before: stage (i + 1) % 2 is written by t_{i+1}'s loads after B0(i) / B2(i - 1),
-  // which end t_{i-1}'s reads of it, and read between B1(i + 1) and B2(i + 1).
-  //
-  // Reading the page ids a tile further ahead (into a third slot, filled while t_i is awaited) needs
-  // no B0, but the extra live tile state cost 4-9 registers (m16 at 166-171 with the fully unrolled
-  // loader; 168 is the most for three CTAs per SM), so it was left out; worth retrying now that the
-  // loader is unrolled by 4 if B0 shows up on the GPU.
-  int stage = 0;
+  //    B2(i - 1), so no warp still reads it when it is overwritten;
+  //  - a pass starts after the previous pass's last B2 (or with no tile read), so its prologue may write
+  //    any slot; the slots live past the epilogue's row max / sum, never aliased.
+  // The K/V ring is the same: stage of t_{i+S-1} is written by its loads after B0(i) / B2(i - 1), which
+  // end t_{i-1}'s reads of it, and read between B1(i + S - 1) and B2(i + S - 1).
+  constexpr int S = kDecodeStages;
+  auto next_stage = [](int st) { return st + 1 == S ? 0 : st + 1; };
+  int stage = 0;  // ring stage of q[0]
   for (int pass = pass0; pass <= pass1; ++pass) {
     const bool act[2] = {mrow[0] == pass, mrow[1] == pass};
     DecodeTiles walk;
     walk.init(p, b, h0, pass, kvl, BN, split);
-    bool has = walk.next();
-    if (has) {
-      fill_pages(stage, walk.start);
-      if (paged) __syncthreads();  // B0 (uniform: has and paged are)
-      load_kv(stage, walk.start);
+    int q_kv0[S];
+    bool q_full[S];
+#pragma unroll
+    for (int j = 0; j < S; ++j) q_kv0[j] = -1, q_full[j] = false;
+    // Prologue: S - 1 tiles, one page-slot barrier for all of them.
+    int ld = stage;
+#pragma unroll
+    for (int j = 0; j < S - 1; ++j) {
+      if (walk.next()) {  // false for good once the walk ends (e >= e1)
+        q_kv0[j] = walk.start, q_full[j] = walk.full;
+        store_pages(ld, read_page(walk.start));
+      }
+      ld = next_stage(ld);
     }
-    cp_async_commit();
-    while (has) {
-      const int kv0 = walk.start;
-      const bool full = walk.full;
-      has = walk.next();
-      if (has) {
-        fill_pages(stage ^ 1, walk.start);
+    if (paged && q_kv0[0] >= 0) __syncthreads();  // B0 (uniform: the walk is)
+    ld = stage;
+#pragma unroll
+    for (int j = 0; j < S - 1; ++j) {
+      if (q_kv0[j] >= 0) load_kv(ld, q_kv0[j]);
+      cp_async_commit();
+      ld = next_stage(ld);
+    }
+    // ld: the stage t_{i-1} used (the one after q[S-2]'s). The walk one tile ahead: nxt.
+    int nxt_kv0 = q_kv0[S - 2] >= 0 && walk.next() ? walk.start : -1, nxt_phys = -1;
+    bool nxt_full = walk.full;
+    if (nxt_kv0 >= 0) nxt_phys = read_page(nxt_kv0);
+    while (q_kv0[0] >= 0) {
+      if (nxt_kv0 >= 0) {
+        q_kv0[S - 1] = nxt_kv0, q_full[S - 1] = nxt_full;
+        store_pages(ld, nxt_phys);
         if (paged) __syncthreads();  // B0
-        load_kv(stage ^ 1, walk.start);
+        load_kv(ld, nxt_kv0);
       }
       cp_async_commit();
-      cp_async_wait<1>();
+      if (nxt_kv0 >= 0) {
+        nxt_kv0 = walk.next() ? walk.start : -1;
+        nxt_full = walk.full;
+        if (nxt_kv0 >= 0) nxt_phys = read_page(nxt_kv0);  // consumed next iteration
+      }
+      cp_async_wait<S - 1>();
       __syncthreads();  // B1
+      const int kv0 = q_kv0[0];
+      const bool full = q_full[0];
       float s[1][NI][4];
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) s[0][ni][0] = s[0][ni][1] = s[0][ni][2] = s[0][ni][3] = 0.f;
@@ -324,7 +356,11 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
       acc_to_a<T>(a, s);
       gemm_rs<T, 1, DI, NI / 2, true, SV>(o, a, sV + stage * BN * SV * 2 + n0 * SV * 2, 0, lane);
       __syncthreads();  // B2
-      stage ^= 1;
+      stage = next_stage(stage);
+      ld = next_stage(ld);
+#pragma unroll
+      for (int j = 0; j + 1 < S; ++j) q_kv0[j] = q_kv0[j + 1], q_full[j] = q_full[j + 1];
+      q_kv0[S - 1] = -1;
     }
   }
   cp_async_wait<0>();

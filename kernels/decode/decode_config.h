@@ -13,7 +13,14 @@ namespace flexattn::kern {
 constexpr int kDecodeMaxRows = 64;     // query rows per sequence the decode family takes
 constexpr int kDecodeMaxSplits = 128;  // kv splits per row tile
 constexpr int kDecodeCombineWarps = 4; // one row per warp
-constexpr int kDecodeStages = 2;
+// K/V ring stages. The generated source may define FLEXATTN_DECODE_STAGES (2..4; the host's
+// decode_stages(), env FLEXATTN_DECODE_STAGES) before including this header; the host passes its value to
+// the smem / launch functions below, whose default is this one (the kernels' own).
+#ifndef FLEXATTN_DECODE_STAGES
+#define FLEXATTN_DECODE_STAGES 2
+#endif
+constexpr int kDecodeStages = FLEXATTN_DECODE_STAGES;
+static_assert(kDecodeStages >= 2 && kDecodeStages <= 4, "decode ring: 2..4 stages");
 // Paged caches: the physical page of each kv row of a tile is read from the page table once, into one
 // of kDecodePageSlots slots (one per K/V ring stage): block_n int32 page ids and 64 unmapped-row bits.
 constexpr int kDecodePageSlots = kDecodeStages;
@@ -50,36 +57,36 @@ FLEXATTN_HD constexpr int decode_threads(int block_m, int d, int dv) {
 // block_n 64, and the CTAs per SM do not change: 3 per H200 SM at D = 128 and 256, m16).
 FLEXATTN_HD constexpr int decode_slab_stride(int dv) { return dv + 8; }
 FLEXATTN_HD constexpr int decode_smem_q(int block_m, int d, int dv) { return 2 * block_m * (decode_dmax(d, dv) + 8); }
-FLEXATTN_HD constexpr int decode_smem_kv(int block_m, int d, int dv) {
+FLEXATTN_HD constexpr int decode_smem_kv(int block_m, int d, int dv, int stages = kDecodeStages) {
   const DecodeTile t = decode_tile(block_m, d, dv);
-  const int ring = 2 * kDecodeStages * t.block_n * ((d + 8) + (dv + 8));
+  const int ring = 2 * stages * t.block_n * ((d + 8) + (dv + 8));
   const int slab = 4 * t.warp_cols * block_m * decode_slab_stride(dv);
   return ring > slab ? ring : slab;
 }
 FLEXATTN_HD constexpr int decode_smem_ml(int block_m, int d, int dv) {
   return 2 * 4 * decode_tile(block_m, d, dv).warp_cols * block_m;
 }
-FLEXATTN_HD constexpr int decode_smem_pages(int block_m, int d, int dv) {
-  return 4 * kDecodePageSlots * decode_tile(block_m, d, dv).block_n + 8 * kDecodePageSlots;  // ids, unmapped bits
+FLEXATTN_HD constexpr int decode_smem_pages(int block_m, int d, int dv, int stages = kDecodeStages) {
+  return 4 * stages * decode_tile(block_m, d, dv).block_n + 8 * stages;  // ids, unmapped bits (slot per stage)
 }
-FLEXATTN_HD constexpr int decode_smem(int block_m, int d, int dv) {
-  return decode_smem_q(block_m, d, dv) + decode_smem_kv(block_m, d, dv) + decode_smem_ml(block_m, d, dv) +
-         decode_smem_pages(block_m, d, dv);
+FLEXATTN_HD constexpr int decode_smem(int block_m, int d, int dv, int stages = kDecodeStages) {
+  return decode_smem_q(block_m, d, dv) + decode_smem_kv(block_m, d, dv, stages) + decode_smem_ml(block_m, d, dv) +
+         decode_smem_pages(block_m, d, dv, stages);
 }
 
 FLEXATTN_HD constexpr long long decode_cdiv(long long a, long long b) { return (a + b - 1) / b; }
 
 // Splits per row tile. With per_sm CTAs resident per SM there are sm_count * per_sm slots; the grid
 // runs ctas * splits CTAs in waves of that size, and a last partial wave idles the rest of the GPU.
-// Taken: the smallest split count whose wave efficiency (work / whole waves) is within 85% of the best
-// reachable, with at least four kv tiles per split and at most kDecodeMaxSplits. Depends on shapes
+// Taken: the smallest split count whose wave efficiency (work / whole waves) is within 85% (tolerance;
+// FLEXATTN_DECODE_WAVE) of the best reachable, with at least four kv tiles per split and at most kDecodeMaxSplits. Depends on shapes
 // and the device only (never on device data), so the workspace size is known before the call and a
 // captured graph stays valid while lengths change.
 FLEXATTN_HD constexpr double decode_wave_efficiency(long long work, long long slots) {
   return (double)work / (double)(((work + slots - 1) / slots) * slots);
 }
 FLEXATTN_HD constexpr int decode_num_splits(int sm_count, int per_sm, long long ctas, long long kv_capacity,
-                                            int block_n) {
+                                            int block_n, double tolerance = 0.85) {
   const long long slots = (long long)(sm_count > 0 ? sm_count : 1) * (per_sm > 0 ? per_sm : 1);
   const long long c = ctas > 0 ? ctas : 1;
   long long most = decode_cdiv(decode_cdiv(kv_capacity > 0 ? kv_capacity : 1, block_n), 4);
@@ -90,7 +97,7 @@ FLEXATTN_HD constexpr int decode_num_splits(int sm_count, int per_sm, long long 
     best = e > best ? e : best;
   }
   for (long long s = 1; s <= most; ++s)
-    if (decode_wave_efficiency(c * s, slots) >= 0.85 * best) return (int)s;
+    if (decode_wave_efficiency(c * s, slots) >= tolerance * best) return (int)s;
   return 1;
 }
 
@@ -101,10 +108,11 @@ struct DecodeLaunch {
 };
 
 // Grid: x = row tile of the packed rows, y = batch x head group, z = kv split.
-FLEXATTN_HD constexpr DecodeLaunch decode_launch(int d, int dv, int B, int Hq, int L, int pack_heads, int splits) {
+FLEXATTN_HD constexpr DecodeLaunch decode_launch(int d, int dv, int B, int Hq, int L, int pack_heads, int splits,
+                                                 int stages = kDecodeStages) {
   const int bm = decode_block_m(pack_heads * L, d, dv);
   return DecodeLaunch{(unsigned)decode_cdiv((long long)pack_heads * L, bm), (unsigned)(B * (Hq / pack_heads)),
-                      (unsigned)splits, (unsigned)decode_threads(bm, d, dv), (unsigned)decode_smem(bm, d, dv)};
+                      (unsigned)splits, (unsigned)decode_threads(bm, d, dv), (unsigned)decode_smem(bm, d, dv, stages)};
 }
 FLEXATTN_HD constexpr DecodeLaunch decode_combine_launch(int B, int Hq, int L) {
   return DecodeLaunch{(unsigned)decode_cdiv((long long)B * Hq * L, kDecodeCombineWarps), 1u, 1u,

@@ -2,6 +2,8 @@
 // (include/flexattn/decode.h), and the short-query hook of cuda_forward.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -62,21 +64,63 @@ struct Plan {
   long long rows = 0;  // B * Hq * L
 };
 
-// CTAs of a decode entry resident per SM (registers and shared memory), from the driver's occupancy
-// calculator; compiles and loads the kernel set on first use. Cached per function.
-int resident_per_sm(const runtime::KernelSet& set, int block_m, int d, int dv) {
+// The launch state of one kernel set in one context, resolved once: the entries' functions (their
+// dynamic shared memory limit raised, their parameter size checked), the CTAs of each row tile resident
+// per SM (the driver's occupancy calculator), and whether the combine may be a programmatic dependent
+// launch. A call then costs one map lookup and the driver launches, not a module / function lookup,
+// parameter query and attribute set per launch (jit::launch) on the timed path.
+struct DecodeFns {
+  jit::CUfunction main[2] = {nullptr, nullptr};  // block_m 16, 64
+  jit::CUfunction combine = nullptr;
+  int per_sm[2] = {1, 1};
+  bool pdl = false;
+};
+
+int tile_index(int block_m) { return block_m == 16 ? 0 : 1; }
+
+const DecodeFns& decode_fns(const runtime::KernelSet& set, int d, int dv) {
   static std::mutex mu;
-  static std::map<jit::CUfunction, int> cache;
-  jit::CUfunction f = jit::get_function(set.compiled, runtime::decode_entry_for(block_m));
+  static auto* cache = new std::map<std::pair<const runtime::KernelSet*, jit::CUcontext>, DecodeFns>();
+  const jit::DriverApi& drv = jit::driver();
+  jit::CUcontext ctx = nullptr;
+  jit::cu_check(drv.cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
   std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find(f);
-  if (it != cache.end()) return it->second;
-  const int smem = kern::decode_smem(block_m, d, dv);
-  if (smem > 48 * 1024)  // the calculator counts only what the function may use
-    jit::cu_check(jit::driver().cuFuncSetAttribute(f, jit::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
-                  "cuFuncSetAttribute");
-  const int n = jit::max_active_blocks_per_sm(f, kern::decode_threads(block_m, d, dv), size_t(smem));
-  return cache.emplace(f, n > 0 ? n : 1).first->second;
+  auto it = cache->find({&set, ctx});
+  if (it != cache->end()) return it->second;
+  DecodeFns f;
+  const int stages = runtime::decode_tuning().stages;
+  auto resolve = [&](const std::string& name, int smem) {
+    jit::CUfunction fn = jit::get_function(set.compiled, name);
+    if (drv.cuFuncGetParamInfo) {
+      size_t offset = 0, size = 0;
+      if (drv.cuFuncGetParamInfo(fn, 0, &offset, &size) == jit::CUDA_SUCCESS && size != sizeof(AttnParams))
+        throw Error("decode: " + name + " takes " + std::to_string(size) + " parameter bytes, the host " +
+                    std::to_string(sizeof(AttnParams)) + " (host and device structs differ)");
+    }
+    if (smem > 48 * 1024)  // also what the occupancy calculator counts
+      jit::cu_check(drv.cuFuncSetAttribute(fn, jit::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
+                    "cuFuncSetAttribute");
+    return fn;
+  };
+  for (int bm : {16, 64}) {
+    if (bm == 64 && !kern::decode_has_m64(d, dv)) continue;
+    const int smem = kern::decode_smem(bm, d, dv, stages);
+    jit::CUfunction fn = resolve(runtime::decode_entry_for(bm), smem);
+    const int n = jit::max_active_blocks_per_sm(fn, kern::decode_threads(bm, d, dv), size_t(smem));
+    f.main[tile_index(bm)] = fn;
+    f.per_sm[tile_index(bm)] = n > 0 ? n : 1;
+  }
+  f.combine = resolve("flexattn_decode_combine", 0);
+  // PDL needs the griddepcontrol instructions, compiled only for sm_90+ (decode_combine.cuh).
+  const std::string& arch = set.key.arch;
+  const int cc = arch.size() >= 5 ? std::atoi(arch.c_str() + 3) : 0;
+  f.pdl = runtime::decode_tuning().pdl && cc >= 90 && drv.cuLaunchKernelEx != nullptr;
+  return cache->emplace(std::make_pair(&set, ctx), f).first->second;
+}
+
+// CTAs of a decode entry resident per SM; compiles and loads the kernel set on first use.
+int resident_per_sm(const runtime::KernelSet& set, int block_m, int d, int dv) {
+  return decode_fns(set, d, dv).per_sm[tile_index(block_m)];
 }
 
 const runtime::KernelSet& decode_set(const Variant& variant, DType dtype, const AttnParams& p, const std::string& arch) {
@@ -94,13 +138,15 @@ Plan make_plan(const AttnParams& p, const runtime::KernelSet& set, int sm_count,
   pl.pack = p.mask_H > 1 ? 1 : G;
   pl.block_m = kern::decode_block_m(pl.pack * p.L, p.D, p.Dv);
   pl.rows = (long long)p.B * p.Hq * p.L;
+  if (forced_splits <= 0) forced_splits = runtime::decode_tuning().splits;  // FLEXATTN_DECODE_SPLITS
   if (forced_splits > 0) {
     pl.splits = forced_splits;
     return pl;
   }
   const long long ctas = kern::decode_cdiv((long long)pl.pack * p.L, pl.block_m) * p.B * (p.Hq / pl.pack);
   const int bn = kern::decode_tile(pl.block_m, p.D, p.Dv).block_n;
-  pl.splits = kern::decode_num_splits(sm_count, resident_per_sm(set, pl.block_m, p.D, p.Dv), ctas, p.S, bn);
+  pl.splits = kern::decode_num_splits(sm_count, resident_per_sm(set, pl.block_m, p.D, p.Dv), ctas, p.S, bn,
+                                      runtime::decode_tuning().wave);
   return pl;
 }
 
@@ -196,12 +242,31 @@ void launch_decode(const runtime::KernelSet& set, const DeviceBindings& bindings
                    void* stream) {
   runtime::fill_mod_params(set.layout, bindings, false, &p.mod);
   p.pack_heads = pl.pack, p.num_splits = pl.splits;
-  const kern::DecodeLaunch l = kern::decode_launch(p.D, p.Dv, p.B, p.Hq, p.L, pl.pack, pl.splits);
-  jit::launch(jit::get_function(set.compiled, runtime::decode_entry_for(pl.block_m)), runtime::launch_config(l, stream),
-              p);
+  const DecodeFns& f = decode_fns(set, p.D, p.Dv);
+  const jit::DriverApi& drv = jit::driver();
+  const jit::CUstream s = static_cast<jit::CUstream>(stream);
+  void* args[] = {&p};
+  const kern::DecodeLaunch l =
+      kern::decode_launch(p.D, p.Dv, p.B, p.Hq, p.L, pl.pack, pl.splits, runtime::decode_tuning().stages);
+  jit::cu_check(drv.cuLaunchKernel(f.main[tile_index(pl.block_m)], l.grid_x, l.grid_y, l.grid_z, l.block, 1, 1, l.smem,
+                                   s, args, nullptr),
+                "cuLaunchKernel(decode)");
   if (pl.splits <= 1) return;
-  jit::launch(jit::get_function(set.compiled, "flexattn_decode_combine"),
-              runtime::launch_config(kern::decode_combine_launch(p.B, p.Hq, p.L), stream), p);
+  const kern::DecodeLaunch c = kern::decode_combine_launch(p.B, p.Hq, p.L);
+  if (!f.pdl) {
+    jit::cu_check(drv.cuLaunchKernel(f.combine, c.grid_x, c.grid_y, c.grid_z, c.block, 1, 1, c.smem, s, args, nullptr),
+                  "cuLaunchKernel(decode combine)");
+    return;
+  }
+  // Programmatic dependent launch (FLEXATTN_DECODE_PDL): the combine's launch overlaps the split
+  // kernel's tail; griddepcontrol.wait in the combine orders its reads after the split kernel's writes.
+  constexpr int kProgrammaticStreamSerialization = 6;  // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+  jit::CUlaunchAttribute attr{};
+  attr.id = static_cast<jit::CUlaunchAttributeID>(kProgrammaticStreamSerialization);
+  const int allowed = 1;
+  std::memcpy(attr.value.pad, &allowed, sizeof allowed);
+  jit::CUlaunchConfig cfg{c.grid_x, c.grid_y, c.grid_z, c.block, 1, 1, c.smem, s, &attr, 1};
+  jit::cu_check(drv.cuLaunchKernelEx(&cfg, f.combine, args, nullptr), "cuLaunchKernelEx(decode combine, PDL)");
 }
 
 size_t workspace_bytes_for(const Plan& pl, int dv) {

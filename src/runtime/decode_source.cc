@@ -1,13 +1,42 @@
 // Source generation for the decode family; compiled and cached through get_kernel_set like the others.
 #include "runtime/decode_source.h"
 
+#include <cstdlib>
 #include <sstream>
 
 #include "decode/decode_config.h"
 #include "flexattn/error.h"
+#include "jit/sys.h"
 #include "runtime/kernel_set.h"
 
 namespace flexattn::runtime {
+
+namespace {
+
+double env_number(const char* name, double fallback, double lo, double hi) {
+  const std::string v = jit::env_or(name);
+  if (v.empty()) return fallback;
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (end == v.c_str() || *end != '\0' || !(x >= lo && x <= hi))
+    throw Error(std::string(name) + ": expected a number in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                "], got '" + v + "'");
+  return x;
+}
+
+}  // namespace
+
+const DecodeTuning& decode_tuning() {
+  static const DecodeTuning t = [] {
+    DecodeTuning r;
+    r.stages = int(env_number("FLEXATTN_DECODE_STAGES", 2, 2, 4));
+    r.splits = int(env_number("FLEXATTN_DECODE_SPLITS", 0, 0, kern::kDecodeMaxSplits));
+    r.wave = env_number("FLEXATTN_DECODE_WAVE", 0.85, 0.01, 1.0);
+    r.pdl = jit::env_flag("FLEXATTN_DECODE_PDL", false);
+    return r;
+  }();
+  return t;
+}
 
 std::string decode_entry_for(int block_m) { return "flexattn_decode_m" + std::to_string(block_m); }
 
@@ -22,6 +51,10 @@ std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const
   const std::string t = kernel_dtype(key.dtype);
   const std::string dd = std::to_string(key.d) + ", " + std::to_string(key.dv);
   std::ostringstream s;
+  // A ring depth other than the default is a #define ahead of the headers (decode_config.h), so the
+  // default source, and its cache entries, stay as they were.
+  if (decode_tuning().stages != kern::kDecodeStages)
+    s << "#define FLEXATTN_DECODE_STAGES " << decode_tuning().stages << "\n";
   s << "// flexattn decode kernels (split-KV, packed GQA, paged K/V), " << t << ", D=" << key.d << ", Dv=" << key.dv
     << "\n";
   s << "#include \"common/mod_ops.cuh\"\n#include \"decode/attn_decode.cuh\"\n#include \"decode/decode_combine.cuh\"\n";

@@ -11,6 +11,16 @@ namespace flexattn::runtime {
 
 std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const KernelSetKey& key);
 
+// Tuning overrides, read once per process from the environment (docs/env_vars.md), so that one device
+// run can sweep them across processes. A bad value is an Error naming the variable.
+struct DecodeTuning {
+  int stages = 2;      // FLEXATTN_DECODE_STAGES: K/V ring depth compiled into the kernels (2..4)
+  int splits = 0;      // FLEXATTN_DECODE_SPLITS: kv splits when the call asks for auto (0 = heuristic)
+  double wave = 0.85;  // FLEXATTN_DECODE_WAVE: the split heuristic's wave-efficiency tolerance (0, 1]
+  bool pdl = false;    // FLEXATTN_DECODE_PDL: combine as a programmatic dependent launch (sm_90+)
+};
+const DecodeTuning& decode_tuning();
+
 // Entry names of the set for head dims (d, dv), in the order the source defines them.
 std::vector<std::string> decode_kernel_names(int d, int dv);
 
