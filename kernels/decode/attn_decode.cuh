@@ -10,6 +10,7 @@
 #include "common/numeric.cuh"
 #include "common/params.h"
 #include "common/variant.cuh"
+#include "decode/decode_bulk.cuh"
 #include "decode/decode_config.h"
 #include "sm80/attn_fwd_sm80.cuh"
 #include "sm80/scores_sm80.cuh"
@@ -42,7 +43,7 @@ __device__ __forceinline__ int decode_page_of(const AttnParams& p, int pos) {
 }
 
 // Paged caches, in two steps so the page-table read is off the critical path: decode_page_read is this
-// thread's row's physical page (row tid of the ROWS kv rows from kv0; -1 at or past kvl, where the page
+// thread's row's physical page (row tid % ROWS of the ROWS kv rows from kv0; -1 at or past kvl, where the page
 // table is not read): one cached int32 load per row (lanes of one page coalesce), issued a tile ahead and
 // not consumed until decode_page_store writes it into a shared-memory slot, with -1 for a page id outside
 // [0, num_pages) too; bit r of unmapped[0, 2) (64 bits) is set for exactly the rows holding -1.
@@ -50,8 +51,8 @@ __device__ __forceinline__ int decode_page_of(const AttnParams& p, int pos) {
 template <int ROWS, int NT>
 __device__ __forceinline__ int decode_page_read(const int* pt, const AttnParams& p, int kv0, int kvl, int tid) {
   static_assert(ROWS % 32 == 0 && NT % 32 == 0 && ROWS <= 64 && ROWS <= NT, "a row per thread; two words");
-  const int pos = kv0 + tid;
-  return tid < ROWS && pos < kvl ? __ldg(pt + decode_page_of(p, pos)) : -1;
+  const int pos = kv0 + tid % ROWS;  // threads past ROWS read row tid % ROWS too (the bulk ring's V rows)
+  return pos < kvl ? __ldg(pt + decode_page_of(p, pos)) : -1;
 }
 template <int ROWS, int NT>
 __device__ __forceinline__ void decode_page_store(int* pages, unsigned* unmapped, int phys, const AttnParams& p,
@@ -91,6 +92,45 @@ __device__ __forceinline__ void decode_load_kv(unsigned dst, const unsigned char
       }
       cp_async_16(dst + (r * STR + c * 8) * 2, ok ? base + 2 * (off + c * 8) : base, ok);
     }
+  }
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && FLEXATTN_DECODE_BULK
+constexpr bool kDecodeBulk = true;
+#else
+constexpr bool kDecodeBulk = false;  // the 16-byte cp.async ring (sm_80, and the default)
+#endif
+
+// The bulk ring (kDecodeBulk): thread tid copies K row tid (tid < ROWS) or V row tid - ROWS of the tile
+// from kv0 with one cp.async.bulk completing on bar, after arriving on bar with the bytes it expects (so
+// the stage's phase completes when all NT threads arrived and every byte landed). phys: the row's physical
+// page (decode_page_read; paged caches). A row at or past kvl or on a page id outside the pool is zeroed
+// in shared memory instead (as the cp.async ring's zero-fill: V rows must not be garbage under P = 0).
+template <int ROWS, int D, int Dv, int SK, int SV, int NT>
+__device__ __forceinline__ void decode_bulk_kv(unsigned sK, unsigned sV, unsigned bar, const unsigned char* gk,
+                                               const unsigned char* gv, const AttnParams& p, bool paged, int phys,
+                                               int kv0, int kvl, int tid) {
+  static_assert(NT == 2 * ROWS, "a K or V row per thread");
+  const bool is_v = tid >= ROWS;
+  const int r = is_v ? tid - ROWS : tid, pos = kv0 + r;
+  bool ok = pos < kvl;
+  long long off = 0;
+  if (paged) {
+    const int in = p.page_shift >= 0 ? pos & ((1 << p.page_shift) - 1) : pos % p.page_size;
+    ok = phys >= 0 && phys < p.num_pages;  // -1 at or past kvl
+    off = ok ? (long long)phys * (is_v ? p.v_sb : p.k_sb) + (long long)in * (is_v ? p.v_sl : p.k_sl) : 0;
+  } else {
+    off = (long long)pos * (is_v ? p.v_sl : p.k_sl);
+  }
+  const unsigned bytes = 2u * (is_v ? Dv : D);
+  const unsigned dst = is_v ? sV + r * SV * 2 : sK + r * SK * 2;
+  decode_mbar_arrive_tx(bar, ok ? bytes : 0u);
+  if (ok) {
+    decode_bulk_copy(dst, (is_v ? gv : gk) + 2 * off, bytes, bar);
+  } else {
+    for (unsigned c = 0; c < bytes; c += 16)
+      asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(dst + c), "r"(0) : "memory");
+    decode_fence_proxy_async();  // before a later bulk copy into this row
   }
 }
 
@@ -222,6 +262,16 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
                                         decode_smem_ml(BM, D, Dv));  // kDecodePageSlots x BN
   unsigned* s_unmapped = reinterpret_cast<unsigned*>(s_pages + kDecodePageSlots * BN);  // kDecodePageSlots x 2
   static_assert(kDecodePageSlots == kDecodeStages, "a page slot per K/V ring stage");
+  // The bulk ring's mbarriers, one per stage (8-byte aligned: every region above is a multiple of 8 bytes).
+  const unsigned s_bars = smem_addr(s_unmapped + 2 * kDecodePageSlots);
+  if constexpr (kDecodeBulk) {
+    if (tid == 0) {
+      for (int st = 0; st < kDecodeStages; ++st) decode_mbar_init(s_bars + 8 * st, NT);
+      decode_mbar_fence_init();
+    }
+    __syncthreads();
+  }
+  unsigned phases = 0;  // bulk ring: bit st = the parity of stage st's next phase
 
   // A tile's loads read its page slot (the ring stage's; paged caches), written by store_pages and made
   // visible by a barrier (B0 below).
@@ -229,6 +279,16 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
     const int* pg = paged ? s_pages + stage * BN : nullptr;
     decode_load_kv<BN, D, SK, NT>(sK + stage * BN * SK * 2, gk, p.k_sb, p.k_sl, pg, p, kv0, kvl, tid);
     decode_load_kv<BN, Dv, SV, NT>(sV + stage * BN * SV * 2, gv, p.v_sb, p.v_sl, pg, p, kv0, kvl, tid);
+  };
+  // Issues tile kv0 into a stage. cp.async ring: the stage's page slot must be visible (B0); bulk ring:
+  // phys is this thread's row's page (the slot is only read by the scores).
+  auto issue_kv = [&](int stage, int kv0, int phys) {
+    if constexpr (kDecodeBulk) {
+      decode_bulk_kv<BN, D, Dv, SK, SV, NT>(sK + stage * BN * SK * 2, sV + stage * BN * SV * 2, s_bars + 8 * stage, gk,
+                                            gv, p, paged, phys, kv0, kvl, tid);
+    } else {
+      load_kv(stage, kv0);
+    }
   };
   auto read_page = [&](int kv0) { return paged ? decode_page_read<BN, NT>(pt, p, kv0, kvl, tid) : -1; };
   auto store_pages = [&](int slot, int phys) {
@@ -299,18 +359,28 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
     for (int j = 0; j < S - 1; ++j) {
       if (walk.next()) {  // false for good once the walk ends (e >= e1)
         q_kv0[j] = walk.start, q_full[j] = walk.full;
-        store_pages(ld, read_page(walk.start));
+        const int phys = read_page(walk.start);
+        store_pages(ld, phys);
+        if constexpr (kDecodeBulk) issue_kv(ld, walk.start, phys);
       }
       ld = next_stage(ld);
     }
-    if (paged && q_kv0[0] >= 0) __syncthreads();  // B0 (uniform: the walk is)
+    if constexpr (kDecodeBulk) {
+      cp_async_wait<0>();  // Q (its cp.async group)
+      __syncthreads();     // Q, and the prologue's page slots, visible to every warp
+    } else {
+      if (paged && q_kv0[0] >= 0) __syncthreads();  // B0 (uniform: the walk is)
+      ld = stage;
+#pragma unroll
+      for (int j = 0; j < S - 1; ++j) {
+        if (q_kv0[j] >= 0) load_kv(ld, q_kv0[j]);
+        cp_async_commit();
+        ld = next_stage(ld);
+      }
+    }
     ld = stage;
 #pragma unroll
-    for (int j = 0; j < S - 1; ++j) {
-      if (q_kv0[j] >= 0) load_kv(ld, q_kv0[j]);
-      cp_async_commit();
-      ld = next_stage(ld);
-    }
+    for (int j = 0; j < S - 1; ++j) ld = next_stage(ld);
     // ld: the stage t_{i-1} used (the one after q[S-2]'s). The walk one tile ahead: nxt.
     int nxt_kv0 = q_kv0[S - 2] >= 0 && walk.next() ? walk.start : -1, nxt_phys = -1;
     bool nxt_full = walk.full;
@@ -319,17 +389,24 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
       if (nxt_kv0 >= 0) {
         q_kv0[S - 1] = nxt_kv0, q_full[S - 1] = nxt_full;
         store_pages(ld, nxt_phys);
-        if (paged) __syncthreads();  // B0
-        load_kv(ld, nxt_kv0);
+        if (paged && !kDecodeBulk) __syncthreads();  // B0
+        issue_kv(ld, nxt_kv0, nxt_phys);
       }
-      cp_async_commit();
+      if constexpr (!kDecodeBulk) cp_async_commit();
       if (nxt_kv0 >= 0) {
         nxt_kv0 = walk.next() ? walk.start : -1;
         nxt_full = walk.full;
         if (nxt_kv0 >= 0) nxt_phys = read_page(nxt_kv0);  // consumed next iteration
       }
-      cp_async_wait<S - 1>();
-      __syncthreads();  // B1
+      if constexpr (kDecodeBulk) {
+        // Every thread waits for the stage's bytes itself: no B1 (the page slot of t_i was written
+        // before B2 of its issuing iteration, or before the prologue's barrier).
+        decode_mbar_wait(s_bars + 8 * stage, (phases >> stage) & 1u);
+        phases ^= 1u << stage;
+      } else {
+        cp_async_wait<S - 1>();
+        __syncthreads();  // B1
+      }
       const int kv0 = q_kv0[0];
       const bool full = q_full[0];
       float s[1][NI][4];

@@ -21,6 +21,11 @@ constexpr int kDecodeCombineWarps = 4; // one row per warp
 #endif
 constexpr int kDecodeStages = FLEXATTN_DECODE_STAGES;
 static_assert(kDecodeStages >= 2 && kDecodeStages <= 4, "decode ring: 2..4 stages");
+// FLEXATTN_DECODE_BULK=1 in the generated source (sm_90a; env FLEXATTN_DECODE_BULK): the K/V ring is
+// filled by one cp.async.bulk per row completing on an mbarrier per stage (decode_bulk.cuh).
+#ifndef FLEXATTN_DECODE_BULK
+#define FLEXATTN_DECODE_BULK 0
+#endif
 // Paged caches: the physical page of each kv row of a tile is read from the page table once, into one
 // of kDecodePageSlots slots (one per K/V ring stage): block_n int32 page ids and 64 unmapped-row bits.
 constexpr int kDecodePageSlots = kDecodeStages;
@@ -67,7 +72,9 @@ FLEXATTN_HD constexpr int decode_smem_ml(int block_m, int d, int dv) {
   return 2 * 4 * decode_tile(block_m, d, dv).warp_cols * block_m;
 }
 FLEXATTN_HD constexpr int decode_smem_pages(int block_m, int d, int dv, int stages = kDecodeStages) {
-  return 4 * stages * decode_tile(block_m, d, dv).block_n + 8 * stages;  // ids, unmapped bits (slot per stage)
+  // ids, unmapped bits (a slot per stage), then an 8-byte mbarrier per stage (the bulk ring's; counted
+  // always, so the host's size never depends on how the kernels were compiled)
+  return 4 * stages * decode_tile(block_m, d, dv).block_n + 8 * stages + 8 * stages;
 }
 FLEXATTN_HD constexpr int decode_smem(int block_m, int d, int dv, int stages = kDecodeStages) {
   return decode_smem_q(block_m, d, dv) + decode_smem_kv(block_m, d, dv, stages) + decode_smem_ml(block_m, d, dv) +

@@ -18,6 +18,7 @@ struct DecodeTuning {
   int splits = 0;      // FLEXATTN_DECODE_SPLITS: kv splits when the call asks for auto (0 = heuristic)
   double wave = 0.85;  // FLEXATTN_DECODE_WAVE: the split heuristic's wave-efficiency tolerance (0, 1]
   bool pdl = false;    // FLEXATTN_DECODE_PDL: combine as a programmatic dependent launch (sm_90+)
+  bool bulk = false;   // FLEXATTN_DECODE_BULK: cp.async.bulk K/V ring (sm_90a sources only)
 };
 const DecodeTuning& decode_tuning();
 

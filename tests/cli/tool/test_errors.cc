@@ -138,6 +138,10 @@ TEST(CliErrors, OtherCommands) {
             "--suite full: runs on the cuda backend only (a cpu reference at these sizes takes minutes)");
   EXPECT_EQ(error_line({"bench", "--suite", "short", "--backend", "gpu"}),
             "--backend: expected cpu, cuda or auto, got 'gpu'");
+  EXPECT_EQ(error_line({"bench", "--suite", "decode", "--splits", "0,8,500"}),
+            "--splits: expected a comma-separated list of 0..128, got '0,8,500'");
+  EXPECT_EQ(error_line({"bench", "--suite", "decode", "--splits", "4,"}),
+            "--splits: expected a comma-separated list of 0..128, got '4,'");
   EXPECT_EQ(error_line({"cache", "list", "--arch", "sm_80"}), "--arch applies to 'cache prewarm' only");
   // No GPU here ("cannot run here"), or one and f32 inputs ("takes bf16 or f16 inputs").
   EXPECT_EQ(error_line({"run", "--backend", "cuda"}).rfind("--backend cuda: the cuda backend ", 0), 0u);

@@ -94,7 +94,18 @@ TEST(DecodeConfig, TilesFitTheirSharedMemoryAndWarps) {
         ASSERT_EQ((t.block_n / t.warp_cols) % 16, 0) << bm << " " << d << " " << dv;
         ASSERT_LE(t.warp_rows * t.warp_cols, 4);
         ASSERT_LE(kern::decode_smem(bm, d, dv), 163 * 1024) << "A100 opt-in limit";
+        // Deeper rings (FLEXATTN_DECODE_STAGES): 3 stages fit the A100 opt-in limit, 4 the H100 / H200 one
+        // (m64 at D = 128 takes 166 KiB).
+        ASSERT_LE(kern::decode_smem(bm, d, dv, 3), 163 * 1024) << "3 stages";
+        ASSERT_LE(kern::decode_smem(bm, d, dv, 4), 227 * 1024) << "4 stages";
       }
+  // H200 (228 KiB per SM, 1 KiB reserved per CTA) at D = 128, m16: 2 stages keep three CTAs per SM, 3 two,
+  // 4 one. The bench sweeps these; the occupancy calculator decides at run time.
+  auto per_sm = [](int st) { return (228 * 1024) / (kern::decode_smem(16, 128, 128, st) + 1024); };
+  EXPECT_EQ(per_sm(2), 3);
+  EXPECT_EQ(per_sm(3), 2);
+  EXPECT_EQ(per_sm(4), 1);
+  EXPECT_EQ(kern::decode_smem(16, 128, 128), kern::decode_smem(16, 128, 128, kern::kDecodeStages));
 }
 
 TEST(DecodeConfig, SplitsFollowWorkAndSmCount) {
@@ -109,6 +120,11 @@ TEST(DecodeConfig, SplitsFollowWorkAndSmCount) {
   EXPECT_EQ(kern::decode_num_splits(132, 3, 8, 100, 64), 1);  // two kv tiles: not worth a combine
   EXPECT_LE(kern::decode_num_splits(1000, 4, 1, 1 << 30, 64), kern::kDecodeMaxSplits);
   EXPECT_EQ(kern::decode_num_splits(0, 0, 0, 0, 64), 1);
+  // Tolerance 1 (FLEXATTN_DECODE_WAVE=1): the split count of the best wave efficiency itself.
+  const int best = kern::decode_num_splits(132, 3, 512, 4096, 64, 1.0);
+  EXPECT_GT(best, 2);
+  for (int s = 1; s <= 16; ++s)
+    EXPECT_LE(kern::decode_wave_efficiency(512LL * s, 396), kern::decode_wave_efficiency(512LL * best, 396) + 1e-12);
   EXPECT_EQ(kern::decode_workspace_floats(100, 128, 1), 0);
   EXPECT_EQ(kern::decode_workspace_floats(100, 128, 4), 4 * 100 * 130);
   const kern::DecodeLaunch l = kern::decode_launch(128, 128, 2, 32, 1, 4, 8);

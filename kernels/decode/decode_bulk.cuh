@@ -1,0 +1,62 @@
+#pragma once
+// sm_90 bulk copies for the decode K/V ring (FLEXATTN_DECODE_BULK=1; attn_decode.cuh): one
+// cp.async.bulk per K or V row (256 B at D = 128) into the padded shared-memory row, completing on the
+// ring stage's mbarrier, instead of D / 8 16-byte cp.async per row; the copy engine then tracks the bytes
+// in flight. Decode-local wrappers (the sm90 family has its own). Declared for every arch, since the
+// callers are discarded `if constexpr` branches below sm_90; the PTX exists only for sm_90+.
+namespace flexattn::kern {
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define FLEXATTN_DECODE_SM90 1
+#else
+#define FLEXATTN_DECODE_SM90 0
+#endif
+
+__device__ __forceinline__ void decode_mbar_init(unsigned bar, unsigned count) {
+#if FLEXATTN_DECODE_SM90
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+#endif
+}
+// Makes the initialised barriers visible to the async proxy (before the CTA barrier that follows).
+__device__ __forceinline__ void decode_mbar_fence_init() {
+#if FLEXATTN_DECODE_SM90
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+// This thread's arrival on the current phase, announcing the bytes it is about to have copied.
+__device__ __forceinline__ void decode_mbar_arrive_tx(unsigned bar, unsigned tx) {
+#if FLEXATTN_DECODE_SM90
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(tx) : "memory");
+#endif
+}
+__device__ __forceinline__ void decode_mbar_wait(unsigned bar, unsigned parity) {
+#if FLEXATTN_DECODE_SM90
+  asm volatile(
+      "{\n"
+      ".reg .pred P1;\n"
+      "DECODE_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+      "@!P1 bra DECODE_WAIT;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void decode_bulk_copy(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+#if FLEXATTN_DECODE_SM90
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+#endif
+}
+// Orders this thread's generic shared-memory writes (zeroed rows) before later async-proxy writes
+// (bulk copies) to the same bytes.
+__device__ __forceinline__ void decode_fence_proxy_async() {
+#if FLEXATTN_DECODE_SM90
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
+#undef FLEXATTN_DECODE_SM90
+
+}  // namespace flexattn::kern
