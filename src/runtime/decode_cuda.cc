@@ -57,8 +57,6 @@ void check_view(const TensorView& t, const char* name, const std::vector<int64_t
 
 int sm_count_of(int device) { return jit::device_props(device).sm_count; }
 
-std::string arch_of(int device) { return jit::device_props(device).arch; }
-
 struct Plan {
   int pack = 1, block_m = 16, splits = 1;
   long long rows = 0;  // B * Hq * L
@@ -283,11 +281,14 @@ void set_workspace(AttnParams* p, const Plan& pl, void* ws) {
 
 namespace {
 
-Plan plan_of(const DecodeArgs& a, AttnParams* p) {
+// set: the call's kernel set, for the launch (one lookup per call).
+Plan plan_of(const DecodeArgs& a, AttnParams* p, const runtime::KernelSet** set = nullptr) {
   check_decode(a, p);
   jit::use_device(a.device);
-  return make_plan(*p, decode_set(*a.variant, a.q.dtype, *p, arch_of(a.device)), sm_count_of(a.device),
-                   a.num_splits);
+  const jit::DeviceProps& dev = jit::device_props(a.device);
+  const runtime::KernelSet& s = decode_set(*a.variant, a.q.dtype, *p, dev.arch);
+  if (set != nullptr) *set = &s;
+  return make_plan(*p, s, dev.sm_count, a.num_splits);
 }
 
 }  // namespace
@@ -305,7 +306,8 @@ size_t decode_workspace_bytes(const DecodeArgs& a) {
 
 void cuda_decode(const DecodeArgs& a) {
   AttnParams p{};
-  const Plan pl = plan_of(a, &p);
+  const runtime::KernelSet* set = nullptr;
+  const Plan pl = plan_of(a, &p, &set);
   if (!grid_fits(p, pl))
     throw Error("q: B x (Hq / packed heads) = " + std::to_string(p.B) + " x " + std::to_string(p.Hq / pl.pack) +
                 " exceeds the decode grid's 65535 (heads are not packed without GQA or with a per-head block "
@@ -316,7 +318,7 @@ void cuda_decode(const DecodeArgs& a) {
                 std::to_string(a.workspace_bytes));
   if (reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0) throw Error("workspace: must be 16-byte aligned");
   set_workspace(&p, pl, a.workspace);
-  launch_decode(decode_set(*a.variant, a.q.dtype, p, arch_of(a.device)), a.bindings, p, pl, a.stream);
+  launch_decode(*set, a.bindings, p, pl, a.stream);
 }
 
 CompileReport compile_decode(const Variant& variant, DType dtype, int head_dim, int value_head_dim,

@@ -2,9 +2,9 @@
 # Decode helper's GPU check (issue 7; branch wip/decode), ~100 s on an H200:
 #  1. gpu_decode_check, all cases, defaults: page ids once per tile (paged), the walk / page-table read a
 #     tile ahead, the latency-bound combine rewritten, the cached host launch path;
-#  2. gpu_decode_check --quick for the opt-in paths (they also compile the kernels step 3 times):
-#     FLEXATTN_DECODE_BULK=1 (cp.async.bulk row copies on mbarriers, sm_90a) with PDL (the combine as a
-#     programmatic dependent launch), the same with 3 stages, and the 3-stage cp.async ring with PDL;
+#  2. at the same time, gpu_decode_check --quick for the opt-in paths (which also compiles the kernels
+#     step 3 times): FLEXATTN_DECODE_BULK=1 (cp.async.bulk row copies on mbarriers, sm_90a) with PDL (the
+#     combine as a programmatic dependent launch), bulk with 3 and 4 stages, the cp.async ring with 3 / 4;
 #  3. flexattn bench --suite decode per config, each shape at the heuristic's split count and at 1..128
 #     splits (--splits; one process per config; the order is the priority if time runs short).
 # Prints a table last: pass counts, GB/s of K+V per shape (auto splits) per config, the best split found.
@@ -18,34 +18,44 @@ B=build-gpu/tools/flexattn
 T0=$(date +%s)
 left() { echo $((100 - ($(date +%s) - T0))); }
 
-timeout 40 $CHECK > "$O/check_default.log" 2> "$O/check_default.err"
-echo "check default rc=$?"
+# Correctness runs in parallel (GPU time is not what they measure; their NVRTC compiles share the
+# 16 cores and the kernel cache): all cases at the defaults, --quick for each opt-in configuration.
 quick() {  # name, env...
   local name=$1; shift
-  env "$@" timeout 15 $CHECK --quick > "$O/check_$name.log" 2> "$O/check_$name.err"
-  echo "check $name rc=$?"
+  env "$@" timeout 45 $CHECK --quick > "$O/check_$name.log" 2> "$O/check_$name.err"
+  local rc=$?
+  echo $rc > "$O/rc_$name"
+  echo "check $name rc=$rc"
 }
-quick bulk_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PDL=1
-quick bulk_s3_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_STAGES=3 FLEXATTN_DECODE_PDL=1
-quick s3_pdl FLEXATTN_DECODE_STAGES=3 FLEXATTN_DECODE_PDL=1
+timeout 45 $CHECK > "$O/check_default.log" 2> "$O/check_default.err" && echo "check default rc=0" || echo "check default rc=$?" &
+quick bulk_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PDL=1 &
+quick bulk_s3_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_STAGES=3 FLEXATTN_DECODE_PDL=1 &
+quick s3_pdl FLEXATTN_DECODE_STAGES=3 FLEXATTN_DECODE_PDL=1 &
+quick s4 FLEXATTN_DECODE_STAGES=4 &
+quick bulk_s4 FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_STAGES=4 &
+wait
+echo "checks done at $(( $(date +%s) - T0 )) s"
 
 SPLITS=0,1,2,4,8,16,32,48,64,96,128
-run_bench() {  # name, env...
-  local name=$1; shift
+run_bench() {  # name, the quick check it needs (- none), env...
+  local name=$1 needs=$2; shift 2
+  if [ "$needs" != - ] && [ "$(cat "$O/rc_$needs" 2>/dev/null)" != 0 ]; then
+    echo "bench $name skipped (check $needs did not pass)"; return
+  fi
   local t=$(left)
   if [ "$t" -lt 5 ]; then echo "bench $name skipped (time)"; return; fi
   [ "$t" -gt 10 ] && t=10
   env "$@" timeout $t $B bench --suite decode --backend cuda --splits $SPLITS > "$O/bench_$name.log" 2>&1
   echo "bench $name rc=$?"
 }
-run_bench default FLEXATTN_DECODE_PDL=0
-run_bench pdl FLEXATTN_DECODE_PDL=1
-run_bench bulk_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PDL=1
-run_bench s3_pdl FLEXATTN_DECODE_STAGES=3 FLEXATTN_DECODE_PDL=1
-run_bench bulk_s3_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_STAGES=3 FLEXATTN_DECODE_PDL=1
-run_bench wave1_pdl FLEXATTN_DECODE_WAVE=1 FLEXATTN_DECODE_PDL=1
-run_bench s4_pdl FLEXATTN_DECODE_STAGES=4 FLEXATTN_DECODE_PDL=1
-run_bench bulk_s4_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_STAGES=4 FLEXATTN_DECODE_PDL=1
+run_bench default - FLEXATTN_DECODE_PDL=0
+run_bench pdl - FLEXATTN_DECODE_PDL=1
+run_bench bulk_pdl bulk_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PDL=1
+run_bench s3_pdl s3_pdl FLEXATTN_DECODE_STAGES=3 FLEXATTN_DECODE_PDL=1
+run_bench bulk_s3_pdl bulk_s3_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_STAGES=3 FLEXATTN_DECODE_PDL=1
+run_bench wave1_pdl - FLEXATTN_DECODE_WAVE=1 FLEXATTN_DECODE_PDL=1
+run_bench s4_pdl s4 FLEXATTN_DECODE_STAGES=4 FLEXATTN_DECODE_PDL=1
+run_bench bulk_s4_pdl bulk_s4 FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_STAGES=4 FLEXATTN_DECODE_PDL=1
 echo "total $(( $(date +%s) - T0 )) s"
 
 python3 - "$O" <<'EOF'
@@ -60,7 +70,17 @@ def counts(f):
     if m:
         return f"{int(m.group(1)) - int(m.group(2))}/{m.group(1)} pass"
     return f"incomplete ({len(re.findall(r'^PASS', t, re.M))} PASS lines)"
-print("check: " + " | ".join(f"{n} {counts('check_' + n + '.log')}" for n in ["default", "bulk_pdl", "bulk_s3_pdl", "s3_pdl"]))
+cfgs = ["default", "bulk_pdl", "bulk_s3_pdl", "s3_pdl", "s4", "bulk_s4"]
+print("check: " + " | ".join(f"{n} {counts('check_' + n + '.log')}" for n in cfgs[:3]))
+print("check: " + " | ".join(f"{n} {counts('check_' + n + '.log')}" for n in cfgs[3:]))
+fails = []
+for n in cfgs:
+    try:
+        fails += [f"{n}: {ln[:100]}" for ln in open(os.path.join(o, f"check_{n}.err")) if ln.startswith("FAIL")][:1]
+    except OSError:
+        pass
+if fails:
+    print("first FAIL " + " || ".join(fails)[:300])
 shapes = [(8, 8192, 0), (8, 8192, 16), (8, 8192, 128), (1, 131072, 0), (1, 131072, 16), (1, 131072, 128),
           (64, 4096, 0), (64, 4096, 16), (64, 4096, 128)]
 names = ["8x8k", "p16", "p128", "1x128k", "p16", "p128", "64x4k", "p16", "p128"]
