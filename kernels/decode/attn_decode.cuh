@@ -97,9 +97,28 @@ __device__ __forceinline__ void decode_load_kv(unsigned dst, const unsigned char
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && FLEXATTN_DECODE_BULK
 constexpr bool kDecodeBulk = true;
+constexpr bool kDecodePrefetch = FLEXATTN_DECODE_PREFETCH != 0;
 #else
 constexpr bool kDecodeBulk = false;  // the 16-byte cp.async ring (sm_80, and the default)
+constexpr bool kDecodePrefetch = false;
 #endif
+
+// The global address of this thread's K row (tid < ROWS) or V row (tid - ROWS) of the tile from kv0, or
+// null for a row at or past kvl or on a page id outside the pool. phys: the row's page (paged caches).
+template <int ROWS>
+__device__ __forceinline__ const unsigned char* decode_row_src(const unsigned char* gk, const unsigned char* gv,
+                                                               const AttnParams& p, bool paged, int phys, int kv0,
+                                                               int kvl, int tid) {
+  const bool is_v = tid >= ROWS;
+  const int pos = kv0 + (is_v ? tid - ROWS : tid);
+  if (paged) {
+    if (phys < 0 || phys >= p.num_pages) return nullptr;  // -1 at or past kvl
+    const int in = p.page_shift >= 0 ? pos & ((1 << p.page_shift) - 1) : pos % p.page_size;
+    return (is_v ? gv : gk) +
+           2 * ((long long)phys * (is_v ? p.v_sb : p.k_sb) + (long long)in * (is_v ? p.v_sl : p.k_sl));
+  }
+  return pos < kvl ? (is_v ? gv : gk) + 2 * (long long)pos * (is_v ? p.v_sl : p.k_sl) : nullptr;
+}
 
 // The bulk ring (kDecodeBulk): thread tid copies K row tid (tid < ROWS) or V row tid - ROWS of the tile
 // from kv0 with one cp.async.bulk completing on bar, after arriving on bar with the bytes it expects (so
@@ -112,21 +131,13 @@ __device__ __forceinline__ void decode_bulk_kv(unsigned sK, unsigned sV, unsigne
                                                int kv0, int kvl, int tid) {
   static_assert(NT == 2 * ROWS, "a K or V row per thread");
   const bool is_v = tid >= ROWS;
-  const int r = is_v ? tid - ROWS : tid, pos = kv0 + r;
-  bool ok = pos < kvl;
-  long long off = 0;
-  if (paged) {
-    const int in = p.page_shift >= 0 ? pos & ((1 << p.page_shift) - 1) : pos % p.page_size;
-    ok = phys >= 0 && phys < p.num_pages;  // -1 at or past kvl
-    off = ok ? (long long)phys * (is_v ? p.v_sb : p.k_sb) + (long long)in * (is_v ? p.v_sl : p.k_sl) : 0;
-  } else {
-    off = (long long)pos * (is_v ? p.v_sl : p.k_sl);
-  }
+  const int r = is_v ? tid - ROWS : tid;
+  const unsigned char* src = decode_row_src<ROWS>(gk, gv, p, paged, phys, kv0, kvl, tid);
   const unsigned bytes = 2u * (is_v ? Dv : D);
   const unsigned dst = is_v ? sV + r * SV * 2 : sK + r * SK * 2;
-  decode_mbar_arrive_tx(bar, ok ? bytes : 0u);
-  if (ok) {
-    decode_bulk_copy(dst, (is_v ? gv : gk) + 2 * off, bytes, bar);
+  decode_mbar_arrive_tx(bar, src != nullptr ? bytes : 0u);
+  if (src != nullptr) {
+    decode_bulk_copy(dst, src, bytes, bar);
   } else {
     for (unsigned c = 0; c < bytes; c += 16)
       asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(dst + c), "r"(0) : "memory");
@@ -403,6 +414,13 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
         // before B2 of its issuing iteration, or before the prologue's barrier).
         decode_mbar_wait(s_bars + 8 * stage, (phases >> stage) & 1u);
         phases ^= 1u << stage;
+        if constexpr (kDecodePrefetch) {
+          // t_{i+S} into L2 (its page id has arrived during the wait); copied into the ring next iteration.
+          if (nxt_kv0 >= 0) {
+            const unsigned char* src = decode_row_src<BN>(gk, gv, p, paged, nxt_phys, nxt_kv0, kvl, tid);
+            if (src != nullptr) decode_bulk_prefetch_l2(src, 2u * (tid >= BN ? Dv : D));
+          }
+        }
       } else {
         cp_async_wait<S - 1>();
         __syncthreads();  // B1

@@ -49,6 +49,13 @@ __device__ __forceinline__ void decode_bulk_copy(unsigned dst, const void* src, 
                : "memory");
 #endif
 }
+// Asks for bytes from src into L2 (no completion, no shared memory): the bulk ring's prefetch of the tile
+// after the ring's last (FLEXATTN_DECODE_PREFETCH).
+__device__ __forceinline__ void decode_bulk_prefetch_l2(const void* src, unsigned bytes) {
+#if FLEXATTN_DECODE_SM90
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+#endif
+}
 // Orders this thread's generic shared-memory writes (zeroed rows) before later async-proxy writes
 // (bulk copies) to the same bytes.
 __device__ __forceinline__ void decode_fence_proxy_async() {

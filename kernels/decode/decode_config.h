@@ -26,6 +26,11 @@ static_assert(kDecodeStages >= 2 && kDecodeStages <= 4, "decode ring: 2..4 stage
 #ifndef FLEXATTN_DECODE_BULK
 #define FLEXATTN_DECODE_BULK 0
 #endif
+// FLEXATTN_DECODE_PREFETCH=1 (with the bulk ring): each tile's rows are also prefetched into L2 one
+// iteration before they are copied into the ring (env FLEXATTN_DECODE_PREFETCH).
+#ifndef FLEXATTN_DECODE_PREFETCH
+#define FLEXATTN_DECODE_PREFETCH 0
+#endif
 // Paged caches: the physical page of each kv row of a tile is read from the page table once, into one
 // of kDecodePageSlots slots (one per K/V ring stage): block_n int32 page ids and 64 unmapped-row bits.
 constexpr int kDecodePageSlots = kDecodeStages;
