@@ -97,10 +97,10 @@ __device__ __forceinline__ void decode_load_kv(unsigned dst, const unsigned char
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && FLEXATTN_DECODE_BULK
 constexpr bool kDecodeBulk = true;
-constexpr bool kDecodePrefetch = FLEXATTN_DECODE_PREFETCH != 0;
+constexpr int kDecodePrefetch = FLEXATTN_DECODE_PREFETCH;  // tiles ahead (0: none)
 #else
 constexpr bool kDecodeBulk = false;  // the 16-byte cp.async ring (sm_80, and the default)
-constexpr bool kDecodePrefetch = false;
+constexpr int kDecodePrefetch = 0;
 #endif
 
 // The global address of this thread's K row (tid < ROWS) or V row (tid - ROWS) of the tile from kv0, or
@@ -396,6 +396,8 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
     int nxt_kv0 = q_kv0[S - 2] >= 0 && walk.next() ? walk.start : -1, nxt_phys = -1;
     bool nxt_full = walk.full;
     if (nxt_kv0 >= 0) nxt_phys = read_page(nxt_kv0);
+    int pf_kv0 = -1, pf_phys = -1;  // FLEXATTN_DECODE_PREFETCH >= 2: the tile to prefetch next iteration
+    (void)pf_kv0, (void)pf_phys;
     while (q_kv0[0] >= 0) {
       if (nxt_kv0 >= 0) {
         q_kv0[S - 1] = nxt_kv0, q_full[S - 1] = nxt_full;
@@ -414,11 +416,23 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
         // before B2 of its issuing iteration, or before the prologue's barrier).
         decode_mbar_wait(s_bars + 8 * stage, (phases >> stage) & 1u);
         phases ^= 1u << stage;
-        if constexpr (kDecodePrefetch) {
+        if constexpr (kDecodePrefetch == 1) {
           // t_{i+S} into L2 (its page id has arrived during the wait); copied into the ring next iteration.
           if (nxt_kv0 >= 0) {
             const unsigned char* src = decode_row_src<BN>(gk, gv, p, paged, nxt_phys, nxt_kv0, kvl, tid);
             if (src != nullptr) decode_bulk_prefetch_l2(src, 2u * (tid >= BN ? Dv : D));
+          }
+        } else if constexpr (kDecodePrefetch > 1) {
+          // Walks without a block mask only (their tiles are consecutive): the tile kDecodePrefetch - 1
+          // past nxt, chosen last iteration (its page id has arrived), then the next one's page id.
+          if (pf_kv0 >= 0) {
+            const unsigned char* src = decode_row_src<BN>(gk, gv, p, paged, pf_phys, pf_kv0, kvl, tid);
+            if (src != nullptr) decode_bulk_prefetch_l2(src, 2u * (tid >= BN ? Dv : D));
+          }
+          pf_kv0 = -1;
+          if (walk.dense && nxt_kv0 >= 0) {
+            const int f = nxt_kv0 + (kDecodePrefetch - 1) * BN;
+            if (f < kvl && f < walk.e1 * BN) pf_kv0 = f, pf_phys = read_page(f);
           }
         }
       } else {

@@ -26,8 +26,9 @@ static_assert(kDecodeStages >= 2 && kDecodeStages <= 4, "decode ring: 2..4 stage
 #ifndef FLEXATTN_DECODE_BULK
 #define FLEXATTN_DECODE_BULK 0
 #endif
-// FLEXATTN_DECODE_PREFETCH=1 (with the bulk ring): each tile's rows are also prefetched into L2 one
-// iteration before they are copied into the ring (env FLEXATTN_DECODE_PREFETCH).
+// FLEXATTN_DECODE_PREFETCH=k (with the bulk ring): rows are also prefetched into L2, k = 1: the tile after
+// the ring's last, one iteration before it is copied; k >= 2 (walks without a block mask): k - 1 tiles
+// further (env FLEXATTN_DECODE_PREFETCH).
 #ifndef FLEXATTN_DECODE_PREFETCH
 #define FLEXATTN_DECODE_PREFETCH 0
 #endif

@@ -34,7 +34,7 @@ const DecodeTuning& decode_tuning() {
     r.wave = env_number("FLEXATTN_DECODE_WAVE", 0.85, 0.01, 1.0);
     r.pdl = jit::env_flag("FLEXATTN_DECODE_PDL", false);
     r.bulk = jit::env_flag("FLEXATTN_DECODE_BULK", false);
-    r.prefetch = jit::env_flag("FLEXATTN_DECODE_PREFETCH", false);
+    r.prefetch = int(env_number("FLEXATTN_DECODE_PREFETCH", 0, 0, 4));
     return r;
   }();
   return t;
@@ -59,7 +59,7 @@ std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const
     s << "#define FLEXATTN_DECODE_STAGES " << decode_tuning().stages << "\n";
   if (decode_tuning().bulk && key.arch.rfind("sm_9", 0) == 0) {
     s << "#define FLEXATTN_DECODE_BULK 1\n";
-    if (decode_tuning().prefetch) s << "#define FLEXATTN_DECODE_PREFETCH 1\n";
+    if (decode_tuning().prefetch > 0) s << "#define FLEXATTN_DECODE_PREFETCH " << decode_tuning().prefetch << "\n";
   }
   s << "// flexattn decode kernels (split-KV, packed GQA, paged K/V), " << t << ", D=" << key.d << ", Dv=" << key.dv
     << "\n";

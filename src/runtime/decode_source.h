@@ -19,7 +19,7 @@ struct DecodeTuning {
   double wave = 0.85;  // FLEXATTN_DECODE_WAVE: the split heuristic's wave-efficiency tolerance (0, 1]
   bool pdl = false;    // FLEXATTN_DECODE_PDL: combine as a programmatic dependent launch (sm_90+)
   bool bulk = false;   // FLEXATTN_DECODE_BULK: cp.async.bulk K/V ring (sm_90a sources only)
-  bool prefetch = false;  // FLEXATTN_DECODE_PREFETCH: with bulk, an L2 prefetch of the tile after the ring's
+  int prefetch = 0;    // FLEXATTN_DECODE_PREFETCH: with bulk, L2 prefetch this many tiles ahead (0..4)
 };
 const DecodeTuning& decode_tuning();
 

@@ -4,8 +4,8 @@
 #     tile ahead, the latency-bound combine rewritten, the cached host launch path;
 #  2. at the same time, gpu_decode_check --quick for the opt-in paths (which also compiles the kernels
 #     step 3 times): FLEXATTN_DECODE_BULK=1 (cp.async.bulk row copies on mbarriers, sm_90a) with PDL (the
-#     combine as a programmatic dependent launch), bulk + L2 prefetch of the next tile (PREFETCH) at 2
-#     and 3 stages, the cp.async ring with 3 stages;
+#     combine as a programmatic dependent launch), bulk + L2 prefetch (PREFETCH=2: a tile past the
+#     ring, 2 stages; =1 with 3 stages), the cp.async ring with 3 stages;
 #  3. flexattn bench --suite decode per config, each shape at the heuristic's split count and at 1..128
 #     splits (--splits; one process per config; the order is the priority if time runs short).
 # Prints a table last: pass counts, GB/s of K+V per shape (auto splits) per config, the best split found.
@@ -30,8 +30,8 @@ quick() {  # name, env...
 }
 timeout 50 $CHECK > "$O/check_default.log" 2> "$O/check_default.err" && echo "check default rc=0" || echo "check default rc=$?" &
 quick bulk_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PDL=1 &
-quick bulk_pf_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PREFETCH=1 FLEXATTN_DECODE_PDL=1 &
-quick bulk_pf_s3_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PREFETCH=1 FLEXATTN_DECODE_STAGES=3 FLEXATTN_DECODE_PDL=1 &
+quick bulk_pf2_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PREFETCH=2 FLEXATTN_DECODE_PDL=1 &
+quick bulk_pf1_s3_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PREFETCH=1 FLEXATTN_DECODE_STAGES=3 FLEXATTN_DECODE_PDL=1 &
 quick s3_pdl FLEXATTN_DECODE_STAGES=3 FLEXATTN_DECODE_PDL=1 &
 wait
 echo "checks done at $(( $(date +%s) - T0 )) s"
@@ -51,11 +51,11 @@ run_bench() {  # name, the quick check it needs (- none), env...
 run_bench default - FLEXATTN_DECODE_PDL=0
 run_bench pdl - FLEXATTN_DECODE_PDL=1
 run_bench bulk_pdl bulk_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PDL=1
-run_bench bulk_pf_pdl bulk_pf_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PREFETCH=1 FLEXATTN_DECODE_PDL=1
+run_bench bulk_pf2_pdl bulk_pf2_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PREFETCH=2 FLEXATTN_DECODE_PDL=1
 run_bench s3_pdl s3_pdl FLEXATTN_DECODE_STAGES=3 FLEXATTN_DECODE_PDL=1
-run_bench bulk_pf_s3_pdl bulk_pf_s3_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PREFETCH=1 FLEXATTN_DECODE_STAGES=3 FLEXATTN_DECODE_PDL=1
+run_bench bulk_pf1_s3_pdl bulk_pf1_s3_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PREFETCH=1 FLEXATTN_DECODE_STAGES=3 FLEXATTN_DECODE_PDL=1
 run_bench wave1_pdl - FLEXATTN_DECODE_WAVE=1 FLEXATTN_DECODE_PDL=1
-run_bench bulk_wave1_pdl bulk_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_WAVE=1 FLEXATTN_DECODE_PDL=1
+run_bench bulk_pf1_pdl bulk_pf2_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PREFETCH=1 FLEXATTN_DECODE_PDL=1
 echo "total $(( $(date +%s) - T0 )) s"
 
 python3 - "$O" <<'EOF'
@@ -70,7 +70,7 @@ def counts(f):
     if m:
         return f"{int(m.group(1)) - int(m.group(2))}/{m.group(1)} pass"
     return f"incomplete ({len(re.findall(r'^PASS', t, re.M))} PASS lines)"
-cfgs = ["default", "bulk_pdl", "bulk_pf_pdl", "bulk_pf_s3_pdl", "s3_pdl"]
+cfgs = ["default", "bulk_pdl", "bulk_pf2_pdl", "bulk_pf1_s3_pdl", "s3_pdl"]
 print("check: " + " | ".join(f"{n} {counts('check_' + n + '.log')}" for n in cfgs[:2]))
 print("check: " + " | ".join(f"{n} {counts('check_' + n + '.log')}" for n in cfgs[2:]))
 fails = []
@@ -84,10 +84,10 @@ if fails:
 shapes = [(8, 8192, 0), (8, 8192, 16), (8, 8192, 128), (1, 131072, 0), (1, 131072, 16), (1, 131072, 128),
           (64, 4096, 0), (64, 4096, 16), (64, 4096, 128)]
 names = ["8x8k", "p16", "p128", "1x128k", "p16", "p128", "64x4k", "p16", "p128"]
-print("GB/s auto      " + " ".join(f"{n:>6}" for n in names) + "  win ms")
-print("before(main)     3121   2478   2478   3308   2415   2415   3663   2595   2595  0.0254")
+print(f"{'GB/s auto':<16}" + " ".join(f"{n:>6}" for n in names) + "  win ms")
+print("before(main)      3121   2478   2478   3308   2415   2415   3663   2595   2595  0.0254")
 best, auto_splits = {}, None
-for cfg in ["default", "pdl", "bulk_pdl", "bulk_pf_pdl", "s3_pdl", "bulk_pf_s3_pdl", "wave1_pdl", "bulk_wave1_pdl"]:
+for cfg in ["default", "pdl", "bulk_pdl", "bulk_pf2_pdl", "s3_pdl", "bulk_pf1_s3_pdl", "wave1_pdl", "bulk_pf1_pdl"]:
     try:
         lines = open(os.path.join(o, f"bench_{cfg}.log")).read().splitlines()
     except OSError:
@@ -108,9 +108,9 @@ for cfg in ["default", "pdl", "bulk_pdl", "bulk_pf_pdl", "s3_pdl", "bulk_pf_s3_p
             best[key] = (gb, sp, cfg)
     if auto_splits is None:
         auto_splits = auto
-    print(f"{cfg:<14} " + " ".join(f"{auto[k][0]:6.0f}" if k in auto else "     -" for k in shapes) + f"  {win}")
+    print(f"{cfg:<16}" + " ".join(f"{auto[k][0]:6.0f}" if k in auto else "     -" for k in shapes) + f"  {win}")
 if auto_splits:
-    print(f"{'auto splits':<14} " + " ".join(f"{auto_splits[k][1]:6d}" if k in auto_splits else "     -" for k in shapes))
+    print(f"{'auto splits':<16}" + " ".join(f"{auto_splits[k][1]:6d}" if k in auto_splits else "     -" for k in shapes))
 print("best (GB/s@splits/config):")
 for i in range(0, 9, 3):
     print("  " + "  ".join(f"{names[j]} {best[shapes[j]][0]:.0f}@{best[shapes[j]][1]}/{best[shapes[j]][2]}"
