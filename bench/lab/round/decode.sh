@@ -28,7 +28,7 @@ quick() {  # name, env...
   echo $rc > "$O/rc_$name"
   echo "check $name rc=$rc"
 }
-timeout 50 $CHECK > "$O/check_default.log" 2> "$O/check_default.err" && echo "check default rc=0" || echo "check default rc=$?" &
+timeout 60 $CHECK > "$O/check_default.log" 2> "$O/check_default.err" && echo "check default rc=0" || echo "check default rc=$?" &
 quick bulk_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PDL=1 &
 quick bulk_pf2_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PREFETCH=2 FLEXATTN_DECODE_PDL=1 &
 quick bulk_pf1_s3_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PREFETCH=1 FLEXATTN_DECODE_STAGES=3 FLEXATTN_DECODE_PDL=1 &
@@ -44,7 +44,7 @@ run_bench() {  # name, the quick check it needs (- none), env...
   fi
   local t=$(left)
   if [ "$t" -lt 5 ]; then echo "bench $name skipped (time)"; return; fi
-  [ "$t" -gt 10 ] && t=10
+  [ "$t" -gt 12 ] && t=12
   env "$@" timeout $t $B bench --suite decode --backend cuda --splits $SPLITS > "$O/bench_$name.log" 2>&1
   echo "bench $name rc=$?"
 }
