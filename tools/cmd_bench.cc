@@ -153,7 +153,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
                  "softcap_causal, relbias_full) at its shapes (short: B=4 H=16 S=2048 D=128; full: also B=2 H=16\n"
                  "S=8192 and D=64), bf16 on cuda only, timed, not checked. bench/run.py adds torch and SDPA.\n"
                  "decode: the decode kernels on issue 7's shapes (Hq=32 Hkv=8 D=128, B x S = 8x8k, 1x128k, 64x4k),\n"
-                 "contiguous and paged (16, 128), timed; GB/s of K+V read, then JSON rows.\n\nflags:\n"
+                 "contiguous and paged (16, 128), timed per call (host included); GB/s of K+V read, the mean time of\n"
+                 "20 calls back to back (GPU time), then JSON rows. --splits LIST: each shape at several split counts.\n\nflags:\n"
               << args.usage();
     return 0;
   }

@@ -95,15 +95,15 @@ for cfg in ["default", "pdl", "bulk_pdl", "bulk_pf2_pdl", "s3_pdl", "bulk_pf1_s3
     auto, win, seen = {}, "-", set()
     for ln in lines:
         f = ln.split()
-        if len(f) != 7 or not f[0].isdigit():
+        if len(f) != 8 or not f[0].isdigit():
             continue
         key = (int(f[0]), int(f[1]), int(f[2]))
-        w, sp, ms, gb = int(f[3]), int(f[4]), float(f[5]), float(f[6])
+        w, sp, ms, gb, b2b = int(f[3]), int(f[4]), float(f[5]), float(f[6]), float(f[7])
         if w:
             if win == "-": win = f"{ms:.4f}"
             continue
         if key not in seen:
-            seen.add(key); auto[key] = (gb, sp)
+            seen.add(key); auto[key] = (gb, sp, gb * ms / b2b)
         if gb > best.get(key, (0,))[0]:
             best[key] = (gb, sp, cfg)
     if auto_splits is None:
@@ -111,6 +111,8 @@ for cfg in ["default", "pdl", "bulk_pdl", "bulk_pf2_pdl", "s3_pdl", "bulk_pf1_s3
     print(f"{cfg:<16}" + " ".join(f"{auto[k][0]:6.0f}" if k in auto else "     -" for k in shapes) + f"  {win}")
 if auto_splits:
     print(f"{'auto splits':<16}" + " ".join(f"{auto_splits[k][1]:6d}" if k in auto_splits else "     -" for k in shapes))
+    print(f"{'default b2b':<16}" + " ".join(f"{auto_splits[k][2]:6.0f}" if k in auto_splits else "     -" for k in shapes)
+          + "  (GB/s of 20 calls back to back: GPU time only)")
 print("best (GB/s@splits/config):")
 for i in range(0, 9, 3):
     print("  " + "  ".join(f"{names[j]} {best[shapes[j]][0]:.0f}@{best[shapes[j]][1]}/{best[shapes[j]][2]}"
