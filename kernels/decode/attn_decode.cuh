@@ -97,9 +97,12 @@ __device__ __forceinline__ void decode_load_kv(unsigned dst, const unsigned char
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && FLEXATTN_DECODE_BULK
 constexpr bool kDecodeBulk = true;
-constexpr int kDecodePrefetch = FLEXATTN_DECODE_PREFETCH;  // tiles ahead (0: none)
 #else
 constexpr bool kDecodeBulk = false;  // the 16-byte cp.async ring (sm_80, and the default)
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+constexpr int kDecodePrefetch = FLEXATTN_DECODE_PREFETCH;  // L2 prefetch, tiles ahead (0: none), either ring
+#else
 constexpr int kDecodePrefetch = 0;
 #endif
 
@@ -416,28 +419,29 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
         // before B2 of its issuing iteration, or before the prologue's barrier).
         decode_mbar_wait(s_bars + 8 * stage, (phases >> stage) & 1u);
         phases ^= 1u << stage;
-        if constexpr (kDecodePrefetch == 1) {
-          // t_{i+S} into L2 (its page id has arrived during the wait); copied into the ring next iteration.
-          if (nxt_kv0 >= 0) {
-            const unsigned char* src = decode_row_src<BN>(gk, gv, p, paged, nxt_phys, nxt_kv0, kvl, tid);
-            if (src != nullptr) decode_bulk_prefetch_l2(src, 2u * (tid >= BN ? Dv : D));
-          }
-        } else if constexpr (kDecodePrefetch > 1) {
-          // Walks without a block mask only (their tiles are consecutive): the tile kDecodePrefetch - 1
-          // past nxt, chosen last iteration (its page id has arrived), then the next one's page id.
-          if (pf_kv0 >= 0) {
-            const unsigned char* src = decode_row_src<BN>(gk, gv, p, paged, pf_phys, pf_kv0, kvl, tid);
-            if (src != nullptr) decode_bulk_prefetch_l2(src, 2u * (tid >= BN ? Dv : D));
-          }
-          pf_kv0 = -1;
-          if (walk.dense && nxt_kv0 >= 0) {
-            const int f = nxt_kv0 + (kDecodePrefetch - 1) * BN;
-            if (f < kvl && f < walk.e1 * BN) pf_kv0 = f, pf_phys = read_page(f);
-          }
-        }
       } else {
         cp_async_wait<S - 1>();
         __syncthreads();  // B1
+      }
+      static_assert(kDecodePrefetch == 0 || NT == 2 * BN, "a K or V row per thread");
+      if constexpr (kDecodePrefetch == 1) {
+        // t_{i+S} into L2 (its page id has arrived during the wait); copied into the ring next iteration.
+        if (nxt_kv0 >= 0) {
+          const unsigned char* src = decode_row_src<BN>(gk, gv, p, paged, nxt_phys, nxt_kv0, kvl, tid);
+          if (src != nullptr) decode_bulk_prefetch_l2(src, 2u * (tid >= BN ? Dv : D));
+        }
+      } else if constexpr (kDecodePrefetch > 1) {
+        // Walks without a block mask only (their tiles are consecutive): the tile kDecodePrefetch - 1
+        // past nxt, chosen last iteration (its page id has arrived), then the next one's page id.
+        if (pf_kv0 >= 0) {
+          const unsigned char* src = decode_row_src<BN>(gk, gv, p, paged, pf_phys, pf_kv0, kvl, tid);
+          if (src != nullptr) decode_bulk_prefetch_l2(src, 2u * (tid >= BN ? Dv : D));
+        }
+        pf_kv0 = -1;
+        if (walk.dense && nxt_kv0 >= 0) {
+          const int f = nxt_kv0 + (kDecodePrefetch - 1) * BN;
+          if (f < kvl && f < walk.e1 * BN) pf_kv0 = f, pf_phys = read_page(f);
+        }
       }
       const int kv0 = q_kv0[0];
       const bool full = q_full[0];

@@ -26,9 +26,9 @@ static_assert(kDecodeStages >= 2 && kDecodeStages <= 4, "decode ring: 2..4 stage
 #ifndef FLEXATTN_DECODE_BULK
 #define FLEXATTN_DECODE_BULK 0
 #endif
-// FLEXATTN_DECODE_PREFETCH=k (with the bulk ring): rows are also prefetched into L2, k = 1: the tile after
-// the ring's last, one iteration before it is copied; k >= 2 (walks without a block mask): k - 1 tiles
-// further (env FLEXATTN_DECODE_PREFETCH).
+// FLEXATTN_DECODE_PREFETCH=k (sm_90a, either ring): rows are also prefetched into L2 (a row per thread),
+// k = 1: the tile after the ring's last, one iteration before it is issued; k >= 2 (walks without a block
+// mask): k - 1 tiles further (env FLEXATTN_DECODE_PREFETCH).
 #ifndef FLEXATTN_DECODE_PREFETCH
 #define FLEXATTN_DECODE_PREFETCH 0
 #endif

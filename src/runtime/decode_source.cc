@@ -57,8 +57,8 @@ std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const
   // (decode_config.h), so the default source, and its cache entries, stay as they were.
   if (decode_tuning().stages != kern::kDecodeStages)
     s << "#define FLEXATTN_DECODE_STAGES " << decode_tuning().stages << "\n";
-  if (decode_tuning().bulk && key.arch.rfind("sm_9", 0) == 0) {
-    s << "#define FLEXATTN_DECODE_BULK 1\n";
+  if (key.arch.rfind("sm_9", 0) == 0) {  // sm_90a-only paths
+    if (decode_tuning().bulk) s << "#define FLEXATTN_DECODE_BULK 1\n";
     if (decode_tuning().prefetch > 0) s << "#define FLEXATTN_DECODE_PREFETCH " << decode_tuning().prefetch << "\n";
   }
   s << "// flexattn decode kernels (split-KV, packed GQA, paged K/V), " << t << ", D=" << key.d << ", Dv=" << key.dv

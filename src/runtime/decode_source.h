@@ -19,7 +19,7 @@ struct DecodeTuning {
   double wave = 0.85;  // FLEXATTN_DECODE_WAVE: the split heuristic's wave-efficiency tolerance (0, 1]
   bool pdl = false;    // FLEXATTN_DECODE_PDL: combine as a programmatic dependent launch (sm_90+)
   bool bulk = false;   // FLEXATTN_DECODE_BULK: cp.async.bulk K/V ring (sm_90a sources only)
-  int prefetch = 0;    // FLEXATTN_DECODE_PREFETCH: with bulk, L2 prefetch this many tiles ahead (0..4)
+  int prefetch = 0;    // FLEXATTN_DECODE_PREFETCH: L2 prefetch this many tiles ahead (0..4; sm_90a sources)
 };
 const DecodeTuning& decode_tuning();
 

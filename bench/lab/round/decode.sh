@@ -5,7 +5,7 @@
 #  2. at the same time, gpu_decode_check --quick for the opt-in paths (which also compiles the kernels
 #     step 3 times): FLEXATTN_DECODE_BULK=1 (cp.async.bulk row copies on mbarriers, sm_90a) with PDL (the
 #     combine as a programmatic dependent launch), bulk + L2 prefetch (PREFETCH=2: a tile past the
-#     ring, 2 stages; =1 with 3 stages), the cp.async ring with 3 stages;
+#     ring, 2 stages; =1 with 3 stages), the cp.async ring with 3 stages, and with PREFETCH=2;
 #  3. flexattn bench --suite decode per config, each shape at the heuristic's split count and at 1..128
 #     splits (--splits; one process per config; the order is the priority if time runs short).
 # Prints a table last: pass counts, GB/s of K+V per shape (auto splits) per config, the best split found.
@@ -33,6 +33,7 @@ quick bulk_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PDL=1 &
 quick bulk_pf2_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PREFETCH=2 FLEXATTN_DECODE_PDL=1 &
 quick bulk_pf1_s3_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PREFETCH=1 FLEXATTN_DECODE_STAGES=3 FLEXATTN_DECODE_PDL=1 &
 quick s3_pdl FLEXATTN_DECODE_STAGES=3 FLEXATTN_DECODE_PDL=1 &
+quick pf2_pdl FLEXATTN_DECODE_PREFETCH=2 FLEXATTN_DECODE_PDL=1 &
 wait
 echo "checks done at $(( $(date +%s) - T0 )) s"
 
@@ -53,8 +54,8 @@ run_bench pdl - FLEXATTN_DECODE_PDL=1
 run_bench bulk_pdl bulk_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PDL=1
 run_bench bulk_pf2_pdl bulk_pf2_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PREFETCH=2 FLEXATTN_DECODE_PDL=1
 run_bench s3_pdl s3_pdl FLEXATTN_DECODE_STAGES=3 FLEXATTN_DECODE_PDL=1
+run_bench pf2_pdl pf2_pdl FLEXATTN_DECODE_PREFETCH=2 FLEXATTN_DECODE_PDL=1
 run_bench bulk_pf1_s3_pdl bulk_pf1_s3_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PREFETCH=1 FLEXATTN_DECODE_STAGES=3 FLEXATTN_DECODE_PDL=1
-run_bench wave1_pdl - FLEXATTN_DECODE_WAVE=1 FLEXATTN_DECODE_PDL=1
 run_bench bulk_pf1_pdl bulk_pf2_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PREFETCH=1 FLEXATTN_DECODE_PDL=1
 echo "total $(( $(date +%s) - T0 )) s"
 
@@ -70,9 +71,9 @@ def counts(f):
     if m:
         return f"{int(m.group(1)) - int(m.group(2))}/{m.group(1)} pass"
     return f"incomplete ({len(re.findall(r'^PASS', t, re.M))} PASS lines)"
-cfgs = ["default", "bulk_pdl", "bulk_pf2_pdl", "bulk_pf1_s3_pdl", "s3_pdl"]
-print("check: " + " | ".join(f"{n} {counts('check_' + n + '.log')}" for n in cfgs[:2]))
-print("check: " + " | ".join(f"{n} {counts('check_' + n + '.log')}" for n in cfgs[2:]))
+cfgs = ["default", "bulk_pdl", "bulk_pf2_pdl", "bulk_pf1_s3_pdl", "s3_pdl", "pf2_pdl"]
+print("check: " + " | ".join(f"{n} {counts('check_' + n + '.log')}" for n in cfgs[:3]))
+print("check: " + " | ".join(f"{n} {counts('check_' + n + '.log')}" for n in cfgs[3:]))
 fails = []
 for n in cfgs:
     try:
@@ -87,7 +88,7 @@ names = ["8x8k", "p16", "p128", "1x128k", "p16", "p128", "64x4k", "p16", "p128"]
 print(f"{'GB/s auto':<16}" + " ".join(f"{n:>6}" for n in names) + "  win ms")
 print("before(main)      3121   2478   2478   3308   2415   2415   3663   2595   2595  0.0254")
 best, auto_splits = {}, None
-for cfg in ["default", "pdl", "bulk_pdl", "bulk_pf2_pdl", "s3_pdl", "bulk_pf1_s3_pdl", "wave1_pdl", "bulk_pf1_pdl"]:
+for cfg in ["default", "pdl", "bulk_pdl", "bulk_pf2_pdl", "s3_pdl", "pf2_pdl", "bulk_pf1_s3_pdl", "bulk_pf1_pdl"]:
     try:
         lines = open(os.path.join(o, f"bench_{cfg}.log")).read().splitlines()
     except OSError:
