@@ -165,6 +165,10 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
     turns.finish();
   }
   // The O tile is staged in this warpgroup's half of the tile's own Q buffer: its last Q K^T retired.
+  // The row max in log2 units (the softmax kept it in u units, fwd_softmax_sm90.cuh); c > 0 keeps -inf.
+  const float c_log2 = softmax_log2_factor<V>(p);
+  m[0] *= c_log2;
+  m[1] *= c_log2;
   fwd_epilogue<T, Dv>(p, o, m, l, q_half, c.q_free(qb), wg, tid, q0, b, h);
 }
 

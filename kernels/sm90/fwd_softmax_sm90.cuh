@@ -19,9 +19,31 @@ __device__ __forceinline__ int wrap_kv(int kv, int S) {
   return w;
 }
 
-// s' in log2 units of a tile inside [0, S) (masked_score_log2, the sm80 family's definition): kFull = no
-// mask_mod (a full tile, or a variant without one), else mask_mod on every entry. No kv wrap and no
-// bounds: only the tail tile needs them.
+// The softmax runs on u, an order-preserving stand-in for the log2-unit score s' = u * c, c > 0, so that
+// each entry's exp2 is one FFMA (u * c - m * c) plus the MUFU op, and the row max needs no multiply:
+//   no score_mod: u = raw QK^T and c = scale * log2(e) (the host requires scale > 0 for this family,
+//                 runtime/tma_sm90.cc), so a full tile costs FMNMX, FFMA, MUFU, FADD per entry;
+//   score_mod:    u = score_mod(raw * scale) and c = log2(e).
+// Masked entries are -inf in both. Against the sm80 family's s' = raw * (scale * log2 e) then exp2(s' - m)
+// this moves the rounding of one multiply into the FFMA (<= 1 ulp of the exponent argument; the result
+// is P, rounded to the input dtype for P V). The row max m stays in u units until the epilogue
+// (fwd_consumer_sm90.cuh scales it by c for lse / max_score).
+template <class V>
+__device__ __forceinline__ float softmax_log2_factor(const AttnParams& p) {
+  return V::kHasScoreMod ? kLog2e : p.scale * kLog2e;
+}
+
+template <class V, bool kFull>
+__device__ __forceinline__ float score_u(const AttnParams& p, float raw, int b, int h, int qw, int kvw, bool in_bounds) {
+  float u = raw;
+  if constexpr (V::kHasScoreMod) u = V::score_mod(p.mod, raw * p.scale, b, h, qw, kvw);
+  bool keep = in_bounds;
+  if constexpr (!kFull && V::kHasMaskMod) keep = keep && V::mask_mod(p.mod, b, h, qw, kvw);
+  return keep ? u : neg_inf();
+}
+
+// u of a tile inside [0, S): kFull = no mask_mod (a full tile, or a variant without one), else mask_mod
+// on every entry. No kv wrap and no bounds: only the tail tile needs them.
 template <class V, bool kFull, int BN>
 __device__ __forceinline__ void scores_inside(float (&s)[BN / 2], const AttnParams& p, int b, int h,
                                               const int (&qw)[2], int kv0, int t) {
@@ -30,17 +52,18 @@ __device__ __forceinline__ void scores_inside(float (&s)[BN / 2], const AttnPara
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int kv = kv0 + 8 * i + 2 * t + (e & 1);
-      s[4 * i + e] = masked_score_log2<V, kFull>(p, s[4 * i + e], b, h, qw[e >> 1], kv + p.kv_offset, true);
+      s[4 * i + e] = score_u<V, kFull>(p, s[4 * i + e], b, h, qw[e >> 1], kv + p.kv_offset, true);
     }
   }
 }
 
-// One kv tile of the online softmax: s (log2 units, -inf = masked) becomes P in place; m is the
-// running row max, l the thread's partial row sum (quad-reduced once, in the epilogue); alpha =
-// exp2(m_old - m_new) is returned for the O rescale, which waits until the in-flight P V retires. A
+// One kv tile of the online softmax: s (u units, -inf = masked) becomes P in place; m is the running
+// row max (u units), l the thread's partial row sum (quad-reduced once, in the epilogue); alpha =
+// exp2((m_old - m_new) c) is returned for the O rescale, which waits until the in-flight P V retires. A
 // row whose max is still -inf subtracts 0 instead, so exp2(-inf) = 0 and nothing becomes NaN.
 template <int BN>
-__device__ __forceinline__ void online_softmax(float (&s)[BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2]) {
+__device__ __forceinline__ void online_softmax(float (&s)[BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2],
+                                               float c) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float mx = m[r];
@@ -49,14 +72,15 @@ __device__ __forceinline__ void online_softmax(float (&s)[BN / 2], float (&m)[2]
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float mu = mx == neg_inf() ? 0.f : mx;
-    alpha[r] = fast_exp2(m[r] - mu);
+    const float mc = mu * c;
+    alpha[r] = fast_exp2(fmaf(m[r], c, -mc));
     m[r] = mx;
     float rs = 0.f;
 #pragma unroll
     for (int i = 0; i < BN / 8; ++i) {
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
-        const float pv = fast_exp2(s[4 * i + 2 * r + j] - mu);
+        const float pv = fast_exp2(fmaf(s[4 * i + 2 * r + j], c, -mc));
         s[4 * i + 2 * r + j] = pv;
         rs += pv;
       }
@@ -69,7 +93,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[BN / 2], float (&m)[2]
 // mask_mod (a full tile, or any tile of a variant without mask_mod); a partial tile inside [0, S)
 // (mask_mod, no wrap, no bounds: the diagonal of causal and the edges of windows and documents, most
 // tiles of sparse masks); and the tail tile, which checks kv < S, wraps kv for the mods and applies
-// mask_mod unless the tile is full (the predicate form of masked_score_log2<V, full>).
+// mask_mod unless the tile is full.
 // The softmax sits *inside* each branch on purpose: ptxas 13.0 hoists a wgmma.wait_group to the top of
 // the basic block it lives in, so with the branch join before the softmax the wait for the in-flight
 // P V landed above the row max and the exp2s no longer overlapped it (seen in the SASS).
@@ -78,12 +102,13 @@ __device__ __forceinline__ void scores_softmax(float (&s)[BN / 2], const AttnPar
                                                const int (&qw)[2], int kv0, bool full, int t, float (&m)[2],
                                                float (&l)[2], float (&alpha)[2]) {
   const bool tail = kv0 + BN > p.S;
+  const float c = softmax_log2_factor<V>(p);
   if (!tail && (full || !V::kHasMaskMod)) {
     scores_inside<V, true, BN>(s, p, b, h, qw, kv0, t);
-    online_softmax<BN>(s, m, l, alpha);
+    online_softmax<BN>(s, m, l, alpha, c);
   } else if (!tail) {
     scores_inside<V, false, BN>(s, p, b, h, qw, kv0, t);
-    online_softmax<BN>(s, m, l, alpha);
+    online_softmax<BN>(s, m, l, alpha, c);
   } else {
 #pragma unroll
     for (int i = 0; i < BN / 8; ++i) {
@@ -91,14 +116,14 @@ __device__ __forceinline__ void scores_softmax(float (&s)[BN / 2], const AttnPar
       for (int e = 0; e < 4; ++e) {
         const int kv = kv0 + 8 * i + 2 * t + (e & 1);
         const int kvw = wrap_kv(kv, p.S) + p.kv_offset;
-        float x = s[4 * i + e] * p.scale;
-        if constexpr (V::kHasScoreMod) x = V::score_mod(p.mod, x, b, h, qw[e >> 1], kvw);
+        float u = s[4 * i + e];
+        if constexpr (V::kHasScoreMod) u = V::score_mod(p.mod, u * p.scale, b, h, qw[e >> 1], kvw);
         bool keep = kv < p.S;
         if constexpr (V::kHasMaskMod) keep = keep && (full || V::mask_mod(p.mod, b, h, qw[e >> 1], kvw));
-        s[4 * i + e] = keep ? x * kLog2e : neg_inf();
+        s[4 * i + e] = keep ? u : neg_inf();
       }
     }
-    online_softmax<BN>(s, m, l, alpha);
+    online_softmax<BN>(s, m, l, alpha, c);
   }
 }
 

@@ -98,6 +98,9 @@ bool sm90_forward_supported(const std::string& arch, const kern::AttnParams& p, 
   if (arch != "sm_90a") return no("the device is " + arch + ", the sm90 kernels need sm_90a");
   if (!kern::sm90_head_dim_ok(p.D) || !kern::sm90_head_dim_ok(p.Dv))
     return no("head dims D=" + num(p.D) + ", Dv=" + num(p.Dv) + " (the sm90 forward takes 64, 128, 192, 256)");
+  // The softmax folds scale into its exp2 (u = QK^T, s' = u * scale * log2 e; fwd_softmax_sm90.cuh), which
+  // needs an order-preserving factor. scale <= 0 (or NaN) is rare enough to leave to the sm80 family.
+  if (!(p.scale > 0.f)) return no("scale " + std::to_string(p.scale) + " (the sm90 forward needs scale > 0)");
   const kern::Sm90FwdTile t = kern::sm90_fwd_tile(p.D, p.Dv, narrow);
   if (p.kv_num_blocks != nullptr && !kern::sm90_mask_blocks_ok(p.D, p.Dv, narrow, p.q_block, p.kv_block))
     return no("block mask BLOCK_SIZE (" + num(p.q_block) + ", " + num(p.kv_block) + ") is not a multiple of (" +

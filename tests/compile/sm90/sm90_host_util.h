@@ -18,6 +18,7 @@ inline kern::AttnParams eligible_params() {
   kern::AttnParams p{};
   p.D = p.Dv = 128;
   p.q_block = p.kv_block = 1 << 30;
+  p.scale = 0.125f;
   return p;
 }
 

@@ -93,6 +93,12 @@ TEST(Sm90Host, SupportRulesAndReasons) {
   EXPECT_TRUE(runtime::sm90_forward_supported("sm_90a", p, true, &why)) << why;  // narrow: 128 x 64
   p.D = p.Dv = 256;  // the d256 kv tile is 64
   EXPECT_TRUE(runtime::sm90_forward_supported("sm_90a", p, false, &why)) << why;
+  p = eligible_params();
+  p.scale = 0.f;  // the softmax folds scale into exp2 with an order-preserving factor
+  EXPECT_FALSE(runtime::sm90_forward_supported("sm_90a", p, false, &why));
+  EXPECT_EQ(why, "scale 0.000000 (the sm90 forward needs scale > 0)");
+  p.scale = -0.125f;
+  EXPECT_FALSE(runtime::sm90_forward_supported("sm_90a", p, false, &why));
 }
 
 TEST(Sm90Host, SourceNamesTheHopperEntry) {
