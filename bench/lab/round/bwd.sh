@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Helper "bwd" (issue 6): GPU check of the opt-in sm90 backward v2 (FLEXATTN_SM90_BWD_V2=1 with
 # FLEXATTN_SM90_BWD_DQ_BULK=1: FA3's schedule + its one-buffer bulk dQ, 24 / 240 registers;
-# docs/kernels_sm90.md "Backward v2"), ~120 s:
+# docs/kernels_sm90.md "Backward v2"), ~100 s (each step has its own timeout; fits r15.sh's BUDGET_EACH=110):
 #  1. prewarm: the kernel sets of the short suite's 8 cases, default and v2, compiled in parallel
 #     (tiny shapes: the set key does not depend on B/H/S; the document divisor 256 is S=2048's);
 #  2. gpu_attention_check --quick with the switch on (every backward case runs the v2 main kernel);
@@ -21,10 +21,10 @@ T0=$(date +%s)
 warm() {  # $1 = 0 (the defaults) | 1 (v2 + bulk dQ), rest = flags
   local v=$1; shift
   if [ $v = 1 ]; then
-    FLEXATTN_SM90_BWD_DQ_BULK=1 FLEXATTN_SM90_BWD_V2=1 timeout 25 $B run -B 1 -H 2 -Q 256 -D 128 --dtype bf16 \
+    FLEXATTN_SM90_BWD_DQ_BULK=1 FLEXATTN_SM90_BWD_V2=1 timeout 20 $B run -B 1 -H 2 -Q 256 -D 128 --dtype bf16 \
       --backend cuda --backward "$@" > "$O/warm_${v}_$RANDOM.log" 2>&1
   else
-    timeout 25 $B run -B 1 -H 2 -Q 256 -D 128 --dtype bf16 --backend cuda --backward "$@" \
+    timeout 20 $B run -B 1 -H 2 -Q 256 -D 128 --dtype bf16 --backend cuda --backward "$@" \
       > "$O/warm_${v}_$RANDOM.log" 2>&1
   fi
 }
@@ -42,7 +42,7 @@ wait
 echo "prewarm done after $(( $(date +%s) - T0 )) s"
 
 # 2. correctness of the v2 path
-FLEXATTN_SM90_BWD_DQ_BULK=1 FLEXATTN_SM90_BWD_V2=1 FLEXATTN_JIT_DEBUG=1 timeout 50 $CHECK --quick > "$O/check_v2.log" 2>&1
+FLEXATTN_SM90_BWD_DQ_BULK=1 FLEXATTN_SM90_BWD_V2=1 FLEXATTN_JIT_DEBUG=1 timeout 45 $CHECK --quick > "$O/check_v2.log" 2>&1
 CHECK_RC=$?
 PASS=$(grep -c "^PASS" "$O/check_v2.log")
 FAIL=$(grep -c "^FAIL" "$O/check_v2.log")
@@ -50,8 +50,8 @@ DECL=$(grep -c "backward:" "$O/check_v2.log")
 echo "check done after $(( $(date +%s) - T0 )) s"
 
 # 3. speed, same call with and without the switch
-timeout 20 $B bench --suite short --backend cuda > "$O/bench_default.log" 2>&1; RC0=$?
-FLEXATTN_SM90_BWD_DQ_BULK=1 FLEXATTN_SM90_BWD_V2=1 timeout 20 $B bench --suite short --backend cuda > "$O/bench_v2.log" 2>&1; RC1=$?
+timeout 18 $B bench --suite short --backend cuda > "$O/bench_default.log" 2>&1; RC0=$?
+FLEXATTN_SM90_BWD_DQ_BULK=1 FLEXATTN_SM90_BWD_V2=1 timeout 18 $B bench --suite short --backend cuda > "$O/bench_v2.log" 2>&1; RC1=$?
 echo "bench done after $(( $(date +%s) - T0 )) s"
 
 # 4. table (last)
