@@ -244,7 +244,9 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
       break;
     }
     const int h = ld_shared_s32(info + 4), b = ld_shared_s32(info + 8);
-    const bool full = ld_shared_s32(info + 12) != 0;
+    // Without a mask_mod every tile is a full one: with no block mask at all (dense, relbias) the walker
+    // reports each tile as partial, which would keep those off the interior path.
+    const bool full = ld_shared_s32(info + 12) != 0 || !V::kHasMaskMod;
     const bool inb = full && kv_in && q0 + C::BM <= p.L;
     const unsigned q_tile = c.q_tile(pos.stage), do_tile = c.do_tile(pos.stage);
     const unsigned s_lse = c.lse(pos.stage), s_delta = c.delta(pos.stage);
