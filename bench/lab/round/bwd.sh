@@ -58,8 +58,9 @@ echo "bench done after $(( $(date +%s) - T0 )) s"
 echo "==== bwd v2: gpu_attention_check --quick rc=$CHECK_RC PASS $PASS FAIL $FAIL (sm80 fallbacks: $DECL lines)"
 grep "^FAIL" "$O/check_v2.log" | head -3
 echo "==== bench --suite short B=4 H=16 S=2048 D=128 (bwd TFLOP/s) rc=$RC0/$RC1"
-printf "%-16s %12s %12s\n" case "default bwd" "v2 bwd"
+printf "%-16s %12s %12s %6s\n" case "default bwd" "v2 bwd" "x"
 awk 'FNR == 1 { f++ } f == 1 && NF == 8 && $8 ~ /^[0-9]+$/ { d[$1] = $8; order[++n] = $1 }
      f == 2 && NF == 8 && $8 ~ /^[0-9]+$/ { v[$1] = $8 }
-     END { for (i = 1; i <= n; i++) printf "%-16s %12s %12s\n", order[i], d[order[i]], (order[i] in v) ? v[order[i]] : "-" }' \
+     END { for (i = 1; i <= n; i++) { c = order[i]; x = (c in v && d[c] > 0) ? sprintf("%.2f", v[c] / d[c]) : "-"
+             printf "%-16s %12s %12s %6s\n", c, d[c], (c in v) ? v[c] : "-", x } }' \
   "$O/bench_default.log" "$O/bench_v2.log"
