@@ -33,9 +33,10 @@ namespace flexattn::kern {
 
 // kDqBulk (FLEXATTN_SM90_BWD_DQ_BULK, the default; =0 selects the per-element path): dQ summed over both consumer warpgroups in shared memory
 // and pushed by one bulk reduction per row (docs/kernels_sm90.md, "Bulk dQ"); false generates exactly
-// the code that existed before the option. kV2 (FLEXATTN_SM90_BWD_V2, opt-in, D = 128, not with kDqBulk):
-// the consumers run bwd_consumer_v2 (FA3's per-tile schedule) on the v2 layout; false generates exactly
-// the code that existed before that option.
+// the code that existed before the option. kV2 (FLEXATTN_SM90_BWD_V2, opt-in, D = 128): the consumers
+// run bwd_consumer_v2 (FA3's per-tile schedule) on the v2 layout; with kDqBulk its dQ goes through one
+// shared buffer and the roles take 24 / 240 registers. false generates exactly the code that existed
+// before that option.
 template <class V, class T, int D, int Dv, bool kDqBulk = false, bool kV2 = false>
 __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
   using namespace sm90;
