@@ -38,49 +38,52 @@ namespace flexattn::kern::sm90 {
 
 
 // P for one entry of a variant without score_mod (the split schedule); 0 where masked or out of
-// bounds. kInB: the tile is full and inside [0, L) x [0, S) (only with kFull), so no test at all.
+// bounds. kInB: the tile lies inside [0, L) x [0, S), so no bounds test and no index wrapping
+// (wrap_index is the identity there); kFull: no mask_mod.
 template <class V, bool kFull, bool kInB>
 __device__ __forceinline__ float p_entry_v2(const AttnParams& p, float raw, float scale_log2, float lse2, int b, int h,
                                             int q, int kv) {
-  static_assert(!kInB || kFull, "interior tiles are full tiles");
   const float pv = fast_exp2(fmaf(raw, scale_log2, -lse2));
-  if constexpr (kInB) {
+  bool keep = kInB || (q < p.L && kv < p.S);
+  if constexpr (!kFull && V::kHasMaskMod) {
+    const int qw = (kInB ? q : wrap_index(q, p.L)) + p.q_offset, kvw = (kInB ? kv : wrap_index(kv, p.S)) + p.kv_offset;
+    keep = keep && V::mask_mod(p.mod, b, h, qw, kvw);
+  }
+  if constexpr (kInB && (kFull || !V::kHasMaskMod)) {
     return pv;
   } else {
-    bool keep = q < p.L && kv < p.S;
-    if constexpr (!kFull && V::kHasMaskMod) {
-      const int qw = wrap_index(q, p.L) + p.q_offset, kvw = wrap_index(kv, p.S) + p.kv_offset;
-      keep = keep && V::mask_mod(p.mod, b, h, qw, kvw);
-    }
     return keep ? pv : 0.f;
   }
 }
 
-// P and dS for one entry of a variant with a score_mod: backward_entry (sm80/scores_sm80.cuh), with
-// the bounds tests and index wrapping dropped on interior tiles (q < L, kv < S there, so wrap_index is
-// the identity and in_bounds is true).
-// Without a score_mod (the split schedule off) an interior entry is one FFMA, the exp2, FADD, FMUL: the
-// scale folded into scale_log2 = scale * log2(e), as the forward's masked_score_log2 does.
+// P and dS for one entry, the combined schedule: backward_entry (sm80/scores_sm80.cuh) on edge tiles;
+// on interior tiles (kInB: q < L, kv < S, so wrap_index is the identity and in_bounds is true) the same
+// definition without the bounds tests and the wrapping. Without a score_mod an interior entry is one
+// FFMA (scale folded into scale_log2 = scale * log2(e), as the forward's masked_score_log2 does), the
+// exp2, FADD, FMUL, plus the mask on partial tiles.
 template <class V, bool kFull, bool kInB>
 __device__ __forceinline__ void entry_v2(const AttnParams& p, float raw, float dp, float scale_log2, float lse2,
                                          float delta, int b, int h, int q, int kv, float& p_out, float& ds_out) {
-  static_assert(!kInB || kFull, "interior tiles are full tiles");
   if constexpr (!kInB) {
     backward_entry<V, kFull>(p, raw, dp, lse2, delta, b, h, q, kv, true, p_out, ds_out);
   } else if constexpr (!V::kHasScoreMod && !V::kHasBufferGrad) {
-    const float pv = fast_exp2(fmaf(raw, scale_log2, -lse2));
+    const float pv = p_entry_v2<V, kFull, true>(p, raw, scale_log2, lse2, b, h, q, kv);
     p_out = pv;
-    ds_out = pv * (dp - delta);
+    ds_out = pv * (dp - delta);  // 0 where masked: dp - delta is finite
   } else {
     const int qw = q + p.q_offset, kvw = kv + p.kv_offset;
     const float s = raw * p.scale;
     float sm = s;
     if constexpr (V::kHasScoreMod) sm = V::score_mod(p.mod, s, b, h, qw, kvw);
-    const float pv = fast_exp2(sm * kLog2e - lse2);
-    const float g = pv * (dp - delta);
+    bool keep = true;
+    if constexpr (!kFull && V::kHasMaskMod) keep = V::mask_mod(p.mod, b, h, qw, kvw);
+    const float pv = keep ? fast_exp2(sm * kLog2e - lse2) : 0.f;
+    const float g = keep ? pv * (dp - delta) : 0.f;
     float ds = g;
-    if constexpr (V::kHasScoreMod) ds = V::score_grad(p.mod, s, b, h, qw, kvw, g);
-    if constexpr (V::kHasBufferGrad) V::buffer_grad(p.mod, s, b, h, qw, kvw, g);
+    if constexpr (V::kHasScoreMod) ds = keep ? V::score_grad(p.mod, s, b, h, qw, kvw, g) : 0.f;
+    if constexpr (V::kHasBufferGrad) {
+      if (keep) V::buffer_grad(p.mod, s, b, h, qw, kvw, g);
+    }
     p_out = pv;
     ds_out = ds;
   }
@@ -216,6 +219,9 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
   // next to dP), and only with the 240 consumer registers of the bulk dQ path: at 232 ptxas 13.0
   // serialized every wgmma of the kernel (C7512) and spilled 16 bytes (identity and causal, D128).
   constexpr bool kSplit = sm90_bwd_consumer_regs(kB, true) >= 240 && !V::kHasScoreMod && !V::kHasBufferGrad;
+  // Partial (masked) tiles inside [0, L) x [0, S) get their own path without bounds tests, also only with
+  // 240 registers: at 232 the extra path spilled 16 bytes for dilated:3 (ptxas 13.0).
+  constexpr bool kPartialInB = sm90_bwd_consumer_regs(kB, true) >= 240;
   const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int kv_row = kv0 + 64 * wg + 16 * warp + g;
   const unsigned k_half = c.k_half(wg), v_half = c.v_half(wg);
@@ -247,7 +253,7 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
     // Without a mask_mod every tile is a full one: with no block mask at all (dense, relbias) the walker
     // reports each tile as partial, which would keep those off the interior path.
     const bool full = ld_shared_s32(info + 12) != 0 || !V::kHasMaskMod;
-    const bool inb = full && kv_in && q0 + C::BM <= p.L;
+    const bool inb = kv_in && q0 + C::BM <= p.L;
     const unsigned q_tile = c.q_tile(pos.stage), do_tile = c.do_tile(pos.stage);
     const unsigned s_lse = c.lse(pos.stage), s_delta = c.delta(pos.stage);
 
@@ -256,8 +262,10 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
     if constexpr (kSplit) {
       wgmma_wait<1>();  // S^T retired; dP^T may still run
       fence_operands(st);
-      if (inb)
+      if (inb && full)
         tile_p_v2<V, true, true>(st, p, scale_log2, s_lse, b, h, q0, kv_row, t);
+      else if (kPartialInB && inb)
+        tile_p_v2<V, false, true>(st, p, scale_log2, s_lse, b, h, q0, kv_row, t);
       else if (full)
         tile_p_v2<V, true, false>(st, p, scale_log2, s_lse, b, h, q0, kv_row, t);
       else
@@ -269,8 +277,10 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
       wgmma_wait<0>();
       fence_operands(st);
       fence_operands(dpt);
-      if (inb)
+      if (inb && full)
         tile_both_v2<V, true, true>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
+      else if (kPartialInB && inb)
+        tile_both_v2<V, false, true>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
       else if (full)
         tile_both_v2<V, true, false>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
       else
