@@ -6,7 +6,8 @@
 //                  mbarrier ring (bwd_producer_sm90.cuh); warps 1-3 exit (with kDqBulk warp 1 is the
 //                  dQ writer: bulk reductions of the shared dQ tile into dq_accum).
 //   warpgroups 1-2 consumers: setmaxnreg 232; 64 kv rows each, S^T / dP^T on wgmma, the element-wise
-//                  backward on the accumulator registers, dV / dK / dQ on wgmma (bwd_consumer_sm90.cuh).
+//                  backward on the accumulator registers, dV / dK / dQ on wgmma (bwd_consumer_sm90.cuh;
+//                  with kV2 bwd_consumer_v2_sm90.cuh, and 24 / 240 registers when kDqBulk as well).
 // Semantics are the sm80 backward's (it is the oracle; kernels/sm80/attn_bwd_sm80.cuh): same walk,
 // same per-entry function, dK / dV written once per CTA (deterministic), dQ partials added into the
 // fp32 dq_accum. The rest of the backward is the sm80 family's (preprocess, dq_convert, and in
@@ -19,6 +20,7 @@
 // backward never reads O here), all with 64-row boxes.
 #include "common/params.h"
 #include "sm90/bwd_consumer_sm90.cuh"
+#include "sm90/bwd_consumer_v2_sm90.cuh"
 #include "sm90/bwd_layout_sm90.cuh"
 #include "sm90/bwd_producer_sm90.cuh"
 #include "sm90/ptx/fence.cuh"
@@ -31,11 +33,14 @@ namespace flexattn::kern {
 
 // kDqBulk (FLEXATTN_SM90_BWD_DQ_BULK, the default; =0 selects the per-element path): dQ summed over both consumer warpgroups in shared memory
 // and pushed by one bulk reduction per row (docs/kernels_sm90.md, "Bulk dQ"); false generates exactly
-// the code that existed before the option.
-template <class V, class T, int D, int Dv, bool kDqBulk = false>
+// the code that existed before the option. kV2 (FLEXATTN_SM90_BWD_V2, opt-in, D = 128): the consumers
+// run bwd_consumer_v2 (FA3's per-tile schedule) on the v2 layout; with kDqBulk its dQ goes through one
+// shared buffer and the roles take 24 / 240 registers. false generates exactly the code that existed
+// before that option.
+template <class V, class T, int D, int Dv, bool kDqBulk = false, bool kV2 = false>
 __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
   using namespace sm90;
-  using C = BwdCfg<D, Dv, kDqBulk>;
+  using C = BwdCfg<D, Dv, kDqBulk, kV2>;
   extern __shared__ __align__(1024) unsigned char flexattn_smem_sm90[];
   const C c{(smem_u32(flexattn_smem_sm90) + 1023u) & ~1023u};
   const int kv0 = blockIdx.x * C::BN, hk = blockIdx.y, bz = blockIdx.z;
@@ -52,7 +57,7 @@ __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
     if constexpr (kDqBulk) {
 #pragma unroll
       for (int j = 0; j < C::DQB; ++j) {
-        mbar_init(c.dq_full(j), kBwdDqFullArrivals);
+        mbar_init(c.dq_full(j), kV2 ? kBwdV2DqFullArrivals : kBwdDqFullArrivals);
         mbar_init(c.dq_empty(j), 1);
       }
     }
@@ -62,7 +67,7 @@ __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
 
   // One branch per role, each starting with its setmaxnreg (ptxas ignores them otherwise, C7508).
   if (wg == 0) {
-    setmaxnreg_dec<kSm90BwdProducerRegs>();
+    setmaxnreg_dec<sm90_bwd_producer_regs(kDqBulk, kV2)>();
     if constexpr (kDqBulk) {
       // Warp index through a shuffle (CUTLASS's canonical_warp_idx_sync): ptxas then knows the two
       // roles never share a warp and keeps the producer's walk on the uniform datapath (with a plain
@@ -76,8 +81,11 @@ __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
       bwd_producer<D, Dv>(p, c, kv0, hk, bz, threadIdx.x);
     }
   } else {
-    setmaxnreg_inc<kSm90BwdConsumerRegs>();
-    bwd_consumer<V, T, D, Dv, kDqBulk>(p, c, wg - 1, kv0, hk, bz);
+    setmaxnreg_inc<sm90_bwd_consumer_regs(kDqBulk, kV2)>();
+    if constexpr (kV2)
+      bwd_consumer_v2<V, T, D, Dv, kDqBulk>(p, c, wg - 1, kv0, hk, bz);
+    else
+      bwd_consumer<V, T, D, Dv, kDqBulk>(p, c, wg - 1, kv0, hk, bz);
   }
 }
 

@@ -71,4 +71,73 @@ __device__ __forceinline__ void issue_dkdv(float (&dk)[D / 2], float (&dv)[Dv / 
   wgmma_commit();
 }
 
+// ---- Backward v2 (FLEXATTN_SM90_BWD_V2, bwd_consumer_v2_sm90.cuh): FA3's order and operands ----
+//   S^T and dP^T in two commit groups (P is computed while dP^T still runs);
+//   dV += P^T dO   RS (as above), its own group;
+//   dQ_w = dS K[:, 64w..64w+63]  SS m64 n64 k=128 (both warpgroups' dS^T tiles, trans-a; B = slab w of
+//          both K halves, MN-major): each warpgroup owns half of dQ's columns over all 128 kv rows;
+//   dK += dS^T Q   RS: dS^T from registers (the dP^T accumulator rounded, like P^T for dV).
+
+// S^T = K_w Q^T, then dP^T = V_w dO^T, one commit group each (in that order).
+template <class T, int D, int Dv>
+__device__ __forceinline__ void issue_s_dp_v2(float (&st)[32], float (&dpt)[32], unsigned k_half, unsigned v_half,
+                                              unsigned q_tile, unsigned do_tile) {
+  fence_operands(st);
+  fence_operands(dpt);
+  wgmma_fence();
+  gemm_k_major_64<T, D>(st, k_half, q_tile);
+  wgmma_commit();
+  gemm_k_major_64<T, Dv>(dpt, v_half, do_tile);
+  wgmma_commit();
+}
+
+// dV += P^T dO (RS), one commit group.
+template <class T, int Dv>
+__device__ __forceinline__ void issue_dv_v2(float (&dv)[Dv / 2], unsigned (&pa)[16], unsigned do_tile) {
+  const SmemDesc ddo = smem_desc(do_tile, kBwdSlab, 1024);
+  fence_operands(dv);
+  fence_operands(pa);
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+    const unsigned a[4] = {pa[4 * ks], pa[4 * ks + 1], pa[4 * ks + 2], pa[4 * ks + 3]};
+    wgmma_rs<T, Dv, 1>(dv, a, desc_at(ddo, ks * 2048), 1);
+  }
+  wgmma_commit();
+}
+
+// dK += dS^T Q (RS, dS^T in A-operand registers), one commit group.
+template <class T, int D>
+__device__ __forceinline__ void issue_dk_v2(float (&dk)[D / 2], unsigned (&dsa)[16], unsigned q_tile) {
+  const SmemDesc dq = smem_desc(q_tile, kBwdSlab, 1024);
+  fence_operands(dk);
+  fence_operands(dsa);
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+    const unsigned a[4] = {dsa[4 * ks], dsa[4 * ks + 1], dsa[4 * ks + 2], dsa[4 * ks + 3]};
+    wgmma_rs<T, D, 1>(dk, a, desc_at(dq, ks * 2048), 1);
+  }
+  wgmma_commit();
+}
+
+// dQ[:, 64 w .. 64 w + 63] = dS K[:, same columns], fresh, one commit group: k-steps 0-3 read kv rows
+// 0-63 (dS^T tile ds0 = warpgroup 0's, K half 0), 4-7 rows 64-127 (ds1, K half 1). A = dS^T tile
+// MN-major (trans-a, as issue_dq); B = 64-column slab `slab` of a K half, MN-major (k-step of 16 kv rows
+// +2048 bytes; one slab, so LBO is unused).
+template <class T>
+__device__ __forceinline__ void issue_dq_v2(float (&dq)[32], unsigned ds0, unsigned ds1, unsigned k0_slab,
+                                            unsigned k1_slab) {
+  const SmemDesc da0 = smem_desc(ds0, kBwdSlab, 1024), da1 = smem_desc(ds1, kBwdSlab, 1024);
+  const SmemDesc db0 = smem_desc(k0_slab, kBwdSlab, 1024), db1 = smem_desc(k1_slab, kBwdSlab, 1024);
+  fence_operands(dq);
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks)
+    wgmma_ss<T, 64, 1, 1>(dq, desc_at(da0, ks * 2048), desc_at(db0, ks * 2048), ks > 0 ? 1 : 0);
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) wgmma_ss<T, 64, 1, 1>(dq, desc_at(da1, ks * 2048), desc_at(db1, ks * 2048), 1);
+  wgmma_commit();
+}
+
 }  // namespace flexattn::kern::sm90

@@ -6,9 +6,11 @@
 
 namespace flexattn::kern::sm90 {
 
-template <int D, int Dv, bool kDqBulk = false>
+// kV2 (FLEXATTN_SM90_BWD_V2): the backward v2 consumers (bwd_consumer_v2_sm90.cuh) and its layout
+// (dS^T tiles per stage); false is the layout and code that existed before the option.
+template <int D, int Dv, bool kDqBulk = false, bool kV2 = false>
 struct BwdCfg {
-  static constexpr Sm90BwdSmem kSmem = sm90_bwd_smem_layout(D, Dv, kDqBulk);
+  static constexpr Sm90BwdSmem kSmem = sm90_bwd_smem_layout(D, Dv, kDqBulk, kV2);
   static constexpr int BM = kSm90BwdBlockM, BN = kSm90BwdBlockN, ST = kSm90BwdStages;
   static constexpr int kSlabBytes = 64 * 128;  // one [64 rows][64] slab (every box has 64 rows)
   static constexpr unsigned kKvBytes = BN * (D + Dv) * 2;  // expect_tx of the kv barrier
@@ -23,6 +25,10 @@ struct BwdCfg {
   __device__ __forceinline__ unsigned q_tile(int s) const { return base + kSmem.q + s * kSmem.q_stage; }
   __device__ __forceinline__ unsigned do_tile(int s) const { return base + kSmem.dout + s * kSmem.do_stage; }
   __device__ __forceinline__ unsigned ds_tile(int wg) const { return base + kSmem.ds + wg * kSmem.ds_tile; }
+  // v2: the dS^T tile of consumer warpgroup wg for the query tile in stage s.
+  __device__ __forceinline__ unsigned ds_tile_v2(int s, int wg) const {
+    return base + kSmem.ds + (s * kSm90ConsumerWarpgroups + wg) * kSmem.ds_tile;
+  }
   __device__ __forceinline__ unsigned lse(int s) const { return base + kSmem.lse + s * BM * 4; }
   __device__ __forceinline__ unsigned delta(int s) const { return base + kSmem.delta + s * BM * 4; }
   __device__ __forceinline__ unsigned bar_kv() const { return base + kSmem.bars; }
@@ -31,8 +37,8 @@ struct BwdCfg {
   __device__ __forceinline__ unsigned info(int s) const { return base + kSmem.info + 16 * s; }
   // Bulk dQ path only (kDqBulk): buffer j's fp32 tile (rows kSmem.dq_row bytes apart), its barriers and
   // info slot.
-  static constexpr int DQB = kSm90BwdDqBuffers;
-  static_assert(DQB == ST, "the consumers track dQ buffers with the stage ring's position");
+  static constexpr int DQB = sm90_bwd_dq_buffers(kV2);
+  static_assert(kV2 || DQB == ST, "the default consumers track dQ buffers with the stage ring's position");
   __device__ __forceinline__ unsigned dq_buf(int j) const { return base + kSmem.dq + j * kSmem.dq_buf; }
   __device__ __forceinline__ unsigned dq_full(int j) const { return base + kSmem.dq_bars + 8 * j; }
   __device__ __forceinline__ unsigned dq_empty(int j) const { return base + kSmem.dq_bars + 8 * (DQB + j); }
@@ -56,6 +62,12 @@ constexpr int kBarDsFull0 = 5;
 //   dq_empty(j) (mbarrier, 1 = lane 0 of the writer warp, after every lane's wait_group.read) ->
 //     consumer warpgroup 0 may store into buffer j again (and warpgroup 1 may write the end marker).
 constexpr int kBarDqStored0 = 7;
+// Backward v2: named barrier 9 (256 threads, both consumer warpgroups) = "both dS^T tiles of this
+// query tile are in shared memory and fenced" -> either warpgroup's dQ GEMM may read them.
+constexpr int kBarPdSV2 = 9;
 constexpr unsigned kBwdDqFullArrivals = 128;
+// Backward v2 with the bulk dQ path: one dQ buffer; every thread of both consumer warpgroups stores its
+// 64 columns and arrives on dq_full (256); dq_empty as above.
+constexpr unsigned kBwdV2DqFullArrivals = 256;
 
 }  // namespace flexattn::kern::sm90

@@ -22,10 +22,10 @@ __device__ __forceinline__ void st_shared_f32(unsigned addr, float v) {
   asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
 }
 
-template <int D, int Dv, bool kB = false>
-__device__ __forceinline__ void bwd_producer(const AttnParams& p, const BwdCfg<D, Dv, kB>& c, int kv0, int hk, int bz,
-                                             int lane) {
-  using C = BwdCfg<D, Dv, kB>;
+template <int D, int Dv, bool kB = false, bool kV2 = false>
+__device__ __forceinline__ void bwd_producer(const AttnParams& p, const BwdCfg<D, Dv, kB, kV2>& c, int kv0, int hk,
+                                             int bz, int lane) {
+  using C = BwdCfg<D, Dv, kB, kV2>;
   const int bk = p.Bkv == 1 ? 0 : bz;
   if (lane == 0) {
     tma_prefetch_map(&p.q_map);
@@ -88,9 +88,11 @@ __device__ __forceinline__ void bwd_producer(const AttnParams& p, const BwdCfg<D
 // commits them as one bulk group, waits until the group has finished reading shared memory
 // (wait_group.read) and hands the buffer back (dq_empty). An info start of -1 ends the loop; the last
 // wait lets every reduction finish before the CTA exits.
-template <int D, int Dv, bool kB>
-__device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<D, Dv, kB>& c, int lane) {
-  using C = BwdCfg<D, Dv, kB>;
+// The same loop serves the backward v2 (kV2): one buffer (DQB = 1: the phase flips every tile), filled
+// by both consumer warpgroups (64 columns each).
+template <int D, int Dv, bool kB, bool kV2>
+__device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<D, Dv, kB, kV2>& c, int lane) {
+  using C = BwdCfg<D, Dv, kB, kV2>;
   if (p.deterministic != 0 || p.dq_accum == nullptr) return;  // the consumers skip dQ the same way
   RingPos pos{0, 0u};
   while (true) {

@@ -38,11 +38,26 @@ constexpr int kSm90BwdStages = 2;
 // lse / delta. 40 / 232 compiles every corpus variant clean; 128 * 40 + 256 * 232 = 64,512.
 constexpr int kSm90BwdProducerRegs = 40;
 constexpr int kSm90BwdConsumerRegs = 232;
+// The backward v2 with the bulk dQ path takes FA3's 24 / 240: there the producer walk stays on the
+// uniform datapath (role split by a shuffled warp index, attn_bwd_sm90.cuh) and needs R0-R20 (ptxas
+// 13.0), and the 8 more consumer registers let the v2 compute P while dP^T still runs (at 232 ptxas
+// serialized every wgmma, C7512). 24 * 128 + 240 * 256 = 64,512 = the 168 * 384 of the launch.
+FLEXATTN_HD constexpr int sm90_bwd_producer_regs(bool dq_bulk, bool v2) {
+  return dq_bulk && v2 ? 24 : kSm90BwdProducerRegs;
+}
+FLEXATTN_HD constexpr int sm90_bwd_consumer_regs(bool dq_bulk, bool v2) {
+  return dq_bulk && v2 ? 240 : kSm90BwdConsumerRegs;
+}
 
 // Head dims the backward main kernel compiles for.
 FLEXATTN_HD constexpr bool sm90_bwd_head_dims_ok(int d, int dv) {
   return (d == 64 || d == 128) && (dv == 64 || dv == 128);
 }
+
+// Head dims of the backward v2 main kernel (FLEXATTN_SM90_BWD_V2): its dQ GEMM gives each consumer
+// warpgroup one 64-column slab of D (n64, k = all 128 kv rows), so D = 128; Dv 64 or 128. Other head
+// dims run the default kernel even with the switch.
+FLEXATTN_HD constexpr bool sm90_bwd_v2_head_dims_ok(int d, int dv) { return d == 128 && (dv == 64 || dv == 128); }
 
 // Shared-memory layout (byte offsets from a 1024-aligned base; every 128B-swizzled tile 1024-aligned).
 // A tile of R rows and C columns is C/64 slabs of [R][64] (128-byte rows, 16-byte chunks XOR-swizzled
@@ -66,12 +81,20 @@ FLEXATTN_HD constexpr bool sm90_bwd_head_dims_ok(int d, int dv) {
 // The default layout (dq_bulk = false) is exactly the one before the bulk path existed (dq fields 0).
 constexpr int kSm90BwdDqBuffers = 2;
 constexpr int kSm90BwdDqRowPad = 32;
+// dQ buffers of the bulk path: two, one per stage; with the v2 layout one (two would need 231 KiB at D128
+// next to the double-buffered dS^T tiles; the writer frees it long before the next tile's dQ is ready).
+FLEXATTN_HD constexpr int sm90_bwd_dq_buffers(bool v2) { return v2 ? 1 : kSm90BwdDqBuffers; }
 struct Sm90BwdSmem {
   int k_half, k, v_half, v, q_stage, q, do_stage, dout, ds_tile, ds, lse, delta, bars, info, total;
   int dq_row, dq_buf, dq, dq_bars, dq_info;
 };
 
-FLEXATTN_HD constexpr Sm90BwdSmem sm90_bwd_smem_layout(int d, int dv, bool dq_bulk = false) {
+// Backward v2 (FLEXATTN_SM90_BWD_V2, v2 = true): the dS^T tiles are double-buffered (one set per stage,
+// [stage][consumer warpgroup][64 kv][64 q]) because both warpgroups' dQ GEMMs read both tiles: a tile of
+// query tile n may be overwritten at tile n + 2 only, after one 256-thread barrier per tile
+// (bwd_consumer_v2_sm90.cuh). Every region after ds moves by 16 KiB. With dq_bulk as well, one dQ buffer
+// (sm90_bwd_dq_buffers) of the complete CTA partial (each warpgroup fills 64 of its columns).
+FLEXATTN_HD constexpr Sm90BwdSmem sm90_bwd_smem_layout(int d, int dv, bool dq_bulk = false, bool v2 = false) {
   Sm90BwdSmem s{};
   s.k_half = 64 * d * 2;
   s.k = 0;
@@ -83,31 +106,33 @@ FLEXATTN_HD constexpr Sm90BwdSmem sm90_bwd_smem_layout(int d, int dv, bool dq_bu
   s.dout = s.q + kSm90BwdStages * s.q_stage;
   s.ds_tile = 64 * kSm90BwdBlockM * 2;
   s.ds = s.dout + kSm90BwdStages * s.do_stage;
-  s.lse = s.ds + kSm90ConsumerWarpgroups * s.ds_tile;
+  s.lse = s.ds + (v2 ? kSm90BwdStages : 1) * kSm90ConsumerWarpgroups * s.ds_tile;
   s.delta = s.lse + kSm90BwdStages * kSm90BwdBlockM * 4;
   s.bars = s.delta + kSm90BwdStages * kSm90BwdBlockM * 4;
   s.info = s.bars + 8 * (1 + 2 * kSm90BwdStages);
   s.total = s.info + 16 * kSm90BwdStages;
   if (dq_bulk) {
+    const int nbuf = sm90_bwd_dq_buffers(v2);
     s.dq_row = 4 * d + kSm90BwdDqRowPad;
     s.dq_buf = kSm90BwdBlockM * s.dq_row;
     s.dq = (s.total + 127) / 128 * 128;
-    s.dq_bars = s.dq + kSm90BwdDqBuffers * s.dq_buf;
-    s.dq_info = s.dq_bars + 8 * 2 * kSm90BwdDqBuffers;
-    s.total = s.dq_info + 8 * kSm90BwdDqBuffers;
+    s.dq_bars = s.dq + nbuf * s.dq_buf;
+    s.dq_info = s.dq_bars + 8 * 2 * nbuf;
+    s.total = s.dq_info + 8 * nbuf;
   }
   return s;
 }
 
 // Dynamic shared memory to request: the layout plus slack to round the base up to 1024 bytes.
-FLEXATTN_HD constexpr int sm90_bwd_smem(int d, int dv, bool dq_bulk = false) {
-  return sm90_bwd_smem_layout(d, dv, dq_bulk).total + 1024;
+FLEXATTN_HD constexpr int sm90_bwd_smem(int d, int dv, bool dq_bulk = false, bool v2 = false) {
+  return sm90_bwd_smem_layout(d, dv, dq_bulk, v2).total + 1024;
 }
 
 // Grid: x = kv tile, y = kv head, z = kv batch (Bkv; with Bkv == 1 one CTA walks every query batch).
-FLEXATTN_HD constexpr Sm90Launch sm90_bwd_launch(int d, int dv, int Bkv, int Hkv, int S, bool dq_bulk = false) {
+FLEXATTN_HD constexpr Sm90Launch sm90_bwd_launch(int d, int dv, int Bkv, int Hkv, int S, bool dq_bulk = false,
+                                                 bool v2 = false) {
   return Sm90Launch{(unsigned)((S + kSm90BwdBlockN - 1) / kSm90BwdBlockN), (unsigned)Hkv, (unsigned)Bkv,
-                    (unsigned)kSm90Threads, (unsigned)sm90_bwd_smem(d, dv, dq_bulk)};
+                    (unsigned)kSm90Threads, (unsigned)sm90_bwd_smem(d, dv, dq_bulk, v2)};
 }
 
 // Mask tiles the backward accepts: a kv tile of 128 rows must sit inside one mask column, and the query
@@ -117,6 +142,8 @@ FLEXATTN_HD constexpr bool sm90_bwd_mask_blocks_ok(int q_block, int kv_block) {
 }
 
 static_assert(kSm90BwdProducerRegs * 128 + kSm90BwdConsumerRegs * 256 <= 65536, "register file");
+static_assert(sm90_bwd_producer_regs(true, true) * 128 + sm90_bwd_consumer_regs(true, true) * 256 <= 168 * 384,
+              "v2 + bulk register split inside the launch allocation");
 static_assert(kSm90BwdBlockN == 64 * kSm90ConsumerWarpgroups, "one 64-row kv half per consumer warpgroup");
 static_assert(sm90_bwd_smem(128, 128) <= kSm90SmemLimit, "smem d128");
 static_assert(sm90_bwd_smem(64, 128) <= kSm90SmemLimit, "smem d64/dv128");
@@ -125,6 +152,11 @@ static_assert(sm90_bwd_smem(128, 64, true) <= kSm90SmemLimit, "smem d128/dv64 wi
 static_assert(sm90_bwd_smem_layout(64, 64, true).dq % 128 == 0 && sm90_bwd_smem_layout(128, 128, true).dq_row % 16 == 0 &&
                   sm90_bwd_smem_layout(64, 64, true).dq_row % 16 == 0,
               "bulk reduce sources are 16-byte aligned");
+static_assert(sm90_bwd_smem(128, 128, false, true) <= kSm90SmemLimit, "smem d128 with the v2 dS^T double buffer");
+static_assert(sm90_bwd_smem(128, 128, true, true) <= kSm90SmemLimit, "smem d128, v2 with the bulk dQ tile");
+static_assert(sm90_bwd_smem_layout(128, 128, false, true).ds % 1024 == 0 &&
+                  sm90_bwd_smem_layout(128, 64, false, true).ds % 1024 == 0,
+              "v2 dS^T tiles stay 1024-aligned");
 static_assert(sm90_bwd_smem_layout(128, 128).q % 1024 == 0 && sm90_bwd_smem_layout(64, 64).ds % 1024 == 0,
               "tiles stay 1024-aligned");
 

@@ -129,13 +129,15 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
   else
     req.kernel_names = {"flexattn_fwd"};
   set->compiled = jit::get_or_compile(req);
-  if (sm90 && key.backward && req.source.find(", true>(p)") != std::string::npos) {
-    set->sm90_dq_bulk = true;
+  if (sm90 && key.backward) {
+    const Sm90BwdChoice choice = sm90_bwd_source_choice(req.source);
+    set->sm90_dq_bulk = choice.dq_bulk;
+    set->sm90_bwd_v2 = choice.v2;
     // The bulk dQ path (the default) holds the shared-tile addressing on top of the per-element path's
     // registers; for the heaviest mods at D=128 (document:3, relbias(learnable), text:mixed: 92-620
     // spilled bytes with ptxas 13.0) the per-element path compiles clean, so those take it.
     const auto main = set->compiled.ptxas.find("flexattn_bwd");
-    if (main != set->compiled.ptxas.end() &&
+    if (choice.dq_bulk && main != set->compiled.ptxas.end() &&
         (main->second.spill_stores + main->second.spill_loads > 0 || main->second.stack > 0)) {
       req.source = kernel_source_sm90_bwd(gen, key, 0);
       set->compiled = jit::get_or_compile(req);

@@ -34,6 +34,8 @@ struct KernelSet {
   KernelSetKey key;
   // sm90 backward only: the main kernel takes the bulk dQ path (its shared-memory request is larger).
   bool sm90_dq_bulk = false;
+  // sm90 backward only: the main kernel is the v2 one (FLEXATTN_SM90_BWD_V2; its own shared-memory layout).
+  bool sm90_bwd_v2 = false;
 };
 
 // The generated source of an sm80-family kernel set (exposed for golden-file tests); the sm90 one is

@@ -2,6 +2,7 @@
 #include "runtime/sm90_backward.h"
 
 #include <sstream>
+#include <vector>
 
 #include "common/params.h"
 #include "flexattn/error.h"
@@ -23,6 +24,30 @@ std::string num(int64_t v) { return std::to_string(v); }
 bool sm90_backward_requested() { return jit::env_flag("FLEXATTN_SM90_BWD", true); }
 
 bool sm90_bwd_dq_bulk_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_DQ_BULK", true); }
+
+bool sm90_bwd_v2_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_V2", false); }
+
+bool sm90_bwd_v2_selected(int d, int dv) { return sm90_bwd_v2_requested() && kern::sm90_bwd_v2_head_dims_ok(d, dv); }
+
+Sm90BwdChoice sm90_bwd_source_choice(const std::string& source) {
+  Sm90BwdChoice c;
+  const std::string head = "attn_bwd_sm90<";
+  const size_t at = source.find(head);
+  if (at == std::string::npos) return c;
+  const size_t end = source.find(">(p)", at);
+  if (end == std::string::npos) return c;
+  // FlexVariant, T, D, Dv[, kDqBulk[, kV2]]
+  std::vector<std::string> args;
+  std::stringstream list(source.substr(at + head.size(), end - at - head.size()));
+  for (std::string a; std::getline(list, a, ',');) {
+    a.erase(0, a.find_first_not_of(' '));
+    args.push_back(a);
+  }
+  c.dq_bulk = args.size() > 4 && args[4] == "true";
+  c.v2 = args.size() > 5 && args[5] == "true";
+  return c;
+}
+
 
 bool sm90_backward_supported(const std::string& arch, const kern::AttnParams& p, std::string* why) {
   auto no = [&](const std::string& reason) {
@@ -59,9 +84,12 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   const std::string t = key.dtype == DType::BF16 ? "bf16" : "fp16";
   const std::string dd = std::to_string(key.d) + ", " + std::to_string(key.dv);
   // The per-element dQ path has no fifth template argument (the kernel that existed before the bulk
-  // path); the bulk path gets kDqBulk = true.
+  // path); the bulk path gets kDqBulk = true; FLEXATTN_SM90_BWD_V2 (D = 128 only) adds a sixth,
+  // kV2 = true, after kDqBulk (true or false).
   const bool use_bulk = dq_bulk < 0 ? sm90_bwd_dq_bulk_requested() : dq_bulk != 0;
-  const std::string bulk = use_bulk ? ", true" : "";
+  const std::string bulk = sm90_bwd_v2_selected(key.d, key.dv) ? (use_bulk ? ", true, true" : ", false, true")
+                           : use_bulk                           ? ", true"
+                                                                : "";
   auto entry = [](const char* name, const std::string& bounds, const std::string& body) {
     return "extern \"C\" __global__ void __launch_bounds__(" + bounds + ", 1)\n" + name +
            "(const __grid_constant__ AttnParams p) { " + body + "; }\n";
@@ -96,9 +124,9 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
   KernelSetKey key{t, p.D, p.Dv, arch, true, KernelFamily::sm90};
   const KernelSet& set = get_kernel_set(*a.fwd.variant, key);
   fill_mod_params(set.layout, a.fwd.bindings, true, &p.mod);
-  // The shared-memory size follows the dQ path the set was compiled with (get_kernel_set may have
-  // fallen back from the bulk path).
-  const kern::Sm90Launch l = kern::sm90_bwd_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S, set.sm90_dq_bulk);
+  // The shared-memory size follows the dQ path and the v2 choice the set was compiled with
+  // (get_kernel_set may have fallen back from the bulk path).
+  const kern::Sm90Launch l = kern::sm90_bwd_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S, set.sm90_dq_bulk, set.sm90_bwd_v2);
   launch_backward(set, p, launch_config(l, a.fwd.stream),
                   a.deterministic, a.fwd.stream);
   return true;

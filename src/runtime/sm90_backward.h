@@ -25,6 +25,20 @@ bool sm90_backward_requested();
 // size): set it before the process's first backward.
 bool sm90_bwd_dq_bulk_requested();
 
+// FLEXATTN_SM90_BWD_V2 is on (default off): the main kernel's consumers run FA3's per-tile schedule
+// (docs/kernels_sm90.md, "Backward v2"), with its own bulk dQ when FLEXATTN_SM90_BWD_DQ_BULK is on too.
+// Applies to D = 128 (Dv 64 / 128) only. Read when a set is generated and at every launch.
+bool sm90_bwd_v2_requested();
+// The main kernel of a set with head dims (d, dv) is the v2 one: requested and supported.
+bool sm90_bwd_v2_selected(int d, int dv);
+
+// The template arguments kDqBulk and kV2 of the main kernel that a generated sm90 backward source
+// instantiates (false where absent).
+struct Sm90BwdChoice {
+  bool dq_bulk = false, v2 = false;
+};
+Sm90BwdChoice sm90_bwd_source_choice(const std::string& source);
+
 // Whether the sm90 backward can run this problem (p filled and validated by cuda_backward): arch
 // "sm_90a", D and Dv in {64, 128}, mask blocks (when a mask is given) multiples of (64, 128). `why`
 // gets the reason when not.

@@ -14,12 +14,17 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 have_sass=1
 command -v cuobjdump >/dev/null || have_sass=0
-for dq in red bulk; do
+# The backward v2 (FLEXATTN_SM90_BWD_V2, D = 128 only): "dq=v2red" (kDqBulk false, kV2 true, setmaxnreg
+# 40 / 232) and "dq=v2bulk" (both true, 24 / 240: producer max reg must stay < 24).
+for dq in red bulk v2red v2bulk; do
 extra=""
 [ $dq = bulk ] && extra=", true"
+[ $dq = v2red ] && extra=", false, true"
+[ $dq = v2bulk ] && extra=", true, true"
 for variant in IdentityVariant SoftcapCausal; do
   for cfg in "64 64" "128 128" "64 128" "128 64"; do
     set -- $cfg
+    case $dq in v2*) [ "$1" = 128 ] || continue ;; esac
     cat >"$tmp/k.cu" <<CU
 #include "common/mod_ops.cuh"
 #include "sm90/attn_bwd_sm90.cuh"
@@ -45,10 +50,13 @@ CU
     grep -E "C75[0-9][0-9]|serialized" <<<"$log" || true
     if [ $have_sass = 1 ]; then
       cuobjdump -sass "$tmp/k.cubin" | grep -E '^\s+/\*[0-9a-f]{4,}\*/' >"$tmp/k.sass"
-      # Producer region: from setmaxnreg.dec to the first subroutine return (with dq=bulk it holds the
-      # dQ writer warp's code, then the producer's; both end in EXIT).
-      producer_max=$(awk '/USETMAXREG.DEALLOC/{p=1} p && /RET\.REL/{exit} p{print}' "$tmp/k.sass" |
-                     { grep -oE '\bR[0-9]+\b' || true; } | tr -d R | sort -n | tail -1)
+      # Producer region: from setmaxnreg.dec on (with dq=bulk it holds the dQ writer warp's code, then
+      # the producer's; both end in EXIT).
+      # (Up to the function's last EXIT: out-of-line subroutines, e.g. the consumers' division slow path,
+      # come after it.)
+      dl=$(grep -n USETMAXREG.DEALLOC "$tmp/k.sass" | head -1 | cut -d: -f1)
+      ex=$(grep -n EXIT "$tmp/k.sass" | tail -1 | cut -d: -f1)
+      producer_max=$(sed -n "${dl},${ex}p" "$tmp/k.sass" | { grep -oE '\bR[0-9]+\b' || true; } | tr -d R | sort -n | tail -1)
       echo "   HGMMA $(grep -c HGMMA "$tmp/k.sass") (tnspA $(grep -c tnspA "$tmp/k.sass")), UTMALDG" \
            "$(grep -c UTMALDG "$tmp/k.sass"), USETMAXREG $(grep -c USETMAXREG "$tmp/k.sass"), REDG" \
            "$(grep -c REDG "$tmp/k.sass"), UBLKRED $(grep -c UBLKRED "$tmp/k.sass"), LDL/STL $(grep -cE 'LDL|STL' "$tmp/k.sass" || true), max reg" \

@@ -205,10 +205,93 @@ TEST_F(Sm90BwdCompile, DqBulkCompilesCleanlyWithBulkReductionsAndNoRed) {
   }
 }
 
+// FLEXATTN_SM90_BWD_V2=1 (D = 128): the FA3-schedule consumers. Generated and compiled bypassing the
+// in-process set cache, as compile_bwd_dq_path does.
+runtime::KernelSet compile_bwd_v2(const Variant& v, DType t, int d, int dv, bool bulk) {
+  setenv("FLEXATTN_SM90_BWD_V2", "1", 1);
+  setenv("FLEXATTN_SM90_BWD_DQ_BULK", bulk ? "1" : "0", 1);
+  runtime::KernelSet set;
+  set.key = runtime::KernelSetKey{t, d, dv, "sm_90a", true, runtime::KernelFamily::sm90};
+  const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, true);
+  set.layout = gen.layout;
+  jit::KernelRequest req;
+  req.prefix = std::string("attn_bwd_sm90a_v2") + (bulk ? "bulk" : "") + "_test_d" + std::to_string(d) + "_dv" +
+               std::to_string(dv);
+  req.source = runtime::kernel_source_sm90_bwd(gen, set.key);
+  unsetenv("FLEXATTN_SM90_BWD_V2");
+  unsetenv("FLEXATTN_SM90_BWD_DQ_BULK");
+  EXPECT_NE(req.source.find(bulk ? ", true, true>(p)" : ", false, true>(p)"), std::string::npos)
+      << "the flags must reach the source";
+  req.arch = "sm_90a";
+  req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq", "flexattn_bwd_dq_convert"};
+  set.compiled = jit::get_or_compile(req);
+  return set;
+}
+
+// Every corpus variant (and f16, Dv = 64), with per-element and with bulk dQ: no spill, no stack, no
+// ptxas warning (in particular no C7512 wgmma serialization: the dQ (32), dK, dV accumulators and both
+// A-operand register sets are live at once), and in the SASS: HGMMA with .tnspA (dQ), dQ by REDG (16 per
+// thread and path) or UBLKRED (then no REDG but the buffer gradients'), no local memory, no register past
+// the consumers' setmaxnreg.
+TEST_F(Sm90BwdCompile, V2CompilesCleanlyForEveryCorpusVariant) {
+  struct Case {
+    std::string what;
+    Variant v;
+    DType t;
+    int dv;
+  };
+  std::vector<Case> cases;
+  for (const corpus::CorpusEntry& c : corpus::mod_corpus()) {
+    mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
+    cases.push_back({c.name, corpus::build_variant(c, shape).variant, DType::BF16, 128});
+  }
+  Variant sc;
+  sc.mask_mod = mods::causal();
+  sc.score_mod = mods::softcap(30);
+  cases.push_back({"softcap+causal f16", sc, DType::F16, 128});
+  cases.push_back({"softcap+causal Dv=64", sc, DType::BF16, 64});
+  for (const Case& c : cases)
+    for (bool bulk : {false, true}) {
+      const std::string what = c.what + (bulk ? " v2+bulk" : " v2") + " D=128 Dv=" + std::to_string(c.dv);
+      const runtime::KernelSet set = compile_bwd_v2(c.v, c.t, 128, c.dv, bulk);
+      expect_clean(set, what);
+      std::string why;
+      const std::optional<std::string> all = testing_sass::disassemble(*set.compiled.cubin, &why);
+      if (!all) {
+        std::printf("[v2] SASS not checked: %s\n", why.c_str());
+        continue;
+      }
+      const std::string sass = function_sass(*all, "flexattn_bwd");
+      ASSERT_FALSE(sass.empty()) << what;
+      EXPECT_GT(testing_sass::count(sass, ".tnspA"), 0) << what << ": dQ = dS K reads dS^T MN-major";
+      if (bulk) {
+        EXPECT_GT(testing_sass::count(sass, "UBLKRED"), 0) << what << ": cp.reduce.async.bulk for dQ";
+        if (c.v.grad_buffers.empty()) EXPECT_EQ(testing_sass::count(sass, "REDG"), 0) << what;
+      } else {
+        EXPECT_GE(testing_sass::count(sass, "REDG.E.ADD.F32x2"), 16) << what << ": dQ reductions";
+      }
+      EXPECT_EQ(testing_sass::count(sass, "LDL"), 0) << what << ": local loads";
+      EXPECT_EQ(testing_sass::count(sass, "STL"), 0) << what << ": local stores";
+      const int maxr = testing_sass::max_register(sass);
+      EXPECT_LT(maxr, kern::sm90_bwd_consumer_regs(bulk, true)) << what;
+      // The producer warpgroup's code follows its setmaxnreg.dec (24 with the bulk path, 40 without) and
+      // ends with the function's last EXIT; out-of-line subroutines (e.g. the consumers' division slow
+      // path) come after it.
+      const size_t dealloc = sass.find("USETMAXREG.DEALLOC"), last_exit = sass.rfind("EXIT");
+      ASSERT_NE(dealloc, std::string::npos) << what;
+      ASSERT_TRUE(last_exit != std::string::npos && last_exit > dealloc) << what;
+      const int prod = testing_sass::max_register(sass.substr(dealloc, last_exit - dealloc));
+      EXPECT_LT(prod, kern::sm90_bwd_producer_regs(bulk, true)) << what;
+      std::printf("[v2] %s: HGMMA %d, REDG %d, UBLKRED %d, max register R%d, producer R%d\n", what.c_str(),
+                  testing_sass::count(sass, "HGMMA.64x"), testing_sass::count(sass, "REDG"),
+                  testing_sass::count(sass, "UBLKRED"), maxr, prod);
+    }
+}
+
 TEST_F(Sm90BwdCompile, EveryHeaderCompilesOnItsOwn) {
   for (const char* h : {"sm90/tile_config_sm90_bwd.h", "sm90/bwd_layout_sm90.cuh", "sm90/bwd_gemm_sm90.cuh",
-                        "sm90/bwd_producer_sm90.cuh", "sm90/bwd_consumer_sm90.cuh", "sm90/attn_bwd_sm90.cuh",
-                        "sm90/ptx/bulk_reduce.cuh"}) {
+                        "sm90/bwd_producer_sm90.cuh", "sm90/bwd_consumer_sm90.cuh", "sm90/bwd_consumer_v2_sm90.cuh",
+                        "sm90/attn_bwd_sm90.cuh", "sm90/ptx/bulk_reduce.cuh"}) {
     jit::KernelRequest req;
     req.prefix = "sm90_bwd_header_probe";
     req.source = std::string("#include \"") + h + "\"\nextern \"C\" __global__ void probe() {}\n";

@@ -204,3 +204,95 @@ TEST(Sm90BwdHost, DqBulkLayoutAppendsTheDqTilesAndKeepsTheRest) {
   EXPECT_EQ(kern::sm90_bwd_launch(128, 128, 1, 8, 1000, true).smem, 219312u);
   EXPECT_EQ(kern::sm90_bwd_launch(128, 128, 1, 8, 1000).smem, unsigned(kern::sm90_bwd_smem(128, 128)));
 }
+
+// FLEXATTN_SM90_BWD_V2: off by default; on, only D = 128 sets get the v2 main kernel (kV2 = true after
+// kDqBulk, which follows FLEXATTN_SM90_BWD_DQ_BULK or the explicit dq_bulk argument); nothing else in
+// the set changes, and sm90_bwd_source_choice reads both arguments back.
+TEST(Sm90BwdHost, V2IsOptInForD128AndOnlyChangesTheMainKernelsTemplate) {
+  unsetenv("FLEXATTN_SM90_BWD_V2");
+  unsetenv("FLEXATTN_SM90_BWD_DQ_BULK");
+  EXPECT_FALSE(runtime::sm90_bwd_v2_requested());
+  EXPECT_FALSE(runtime::sm90_bwd_v2_selected(128, 128));
+  Variant v;
+  v.mask_mod = mods::causal();
+  const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, true);
+  runtime::KernelSetKey key{DType::BF16, 128, 128, "sm_90a", true, runtime::KernelFamily::sm90};
+  const std::string red = runtime::kernel_source_sm90_bwd(gen, key, 0), bulk = runtime::kernel_source_sm90_bwd(gen, key);
+  const std::string call_red = "attn_bwd_sm90<FlexVariant, bf16, 128, 128>(p)";
+  const std::string call_bulk = "attn_bwd_sm90<FlexVariant, bf16, 128, 128, true>(p)";
+  ASSERT_NE(red.find(call_red), std::string::npos) << red;
+  ASSERT_NE(bulk.find(call_bulk), std::string::npos) << bulk;
+  EXPECT_FALSE(runtime::sm90_bwd_source_choice(red).dq_bulk);
+  EXPECT_FALSE(runtime::sm90_bwd_source_choice(red).v2);
+  EXPECT_TRUE(runtime::sm90_bwd_source_choice(bulk).dq_bulk);
+  EXPECT_FALSE(runtime::sm90_bwd_source_choice(bulk).v2);
+
+  setenv("FLEXATTN_SM90_BWD_V2", "1", 1);
+  EXPECT_TRUE(runtime::sm90_bwd_v2_selected(128, 128));
+  EXPECT_TRUE(runtime::sm90_bwd_v2_selected(128, 64));
+  EXPECT_FALSE(runtime::sm90_bwd_v2_selected(64, 64));
+  EXPECT_FALSE(runtime::sm90_bwd_v2_selected(64, 128));
+  std::string expect = bulk;
+  expect.replace(bulk.find(call_bulk), call_bulk.size(), "attn_bwd_sm90<FlexVariant, bf16, 128, 128, true, true>(p)");
+  const std::string v2_bulk = runtime::kernel_source_sm90_bwd(gen, key);
+  EXPECT_EQ(v2_bulk, expect);
+  EXPECT_TRUE(runtime::sm90_bwd_source_choice(v2_bulk).dq_bulk);
+  EXPECT_TRUE(runtime::sm90_bwd_source_choice(v2_bulk).v2);
+  // The per-element fallback of get_kernel_set (dq_bulk = 0) keeps v2.
+  expect = red;
+  expect.replace(red.find(call_red), call_red.size(), "attn_bwd_sm90<FlexVariant, bf16, 128, 128, false, true>(p)");
+  const std::string v2_red = runtime::kernel_source_sm90_bwd(gen, key, 0);
+  EXPECT_EQ(v2_red, expect);
+  EXPECT_FALSE(runtime::sm90_bwd_source_choice(v2_red).dq_bulk);
+  EXPECT_TRUE(runtime::sm90_bwd_source_choice(v2_red).v2);
+  setenv("FLEXATTN_SM90_BWD_DQ_BULK", "0", 1);
+  EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, key), v2_red);
+  unsetenv("FLEXATTN_SM90_BWD_DQ_BULK");
+  // Other head dims keep the default kernel.
+  runtime::KernelSetKey k64{DType::BF16, 64, 64, "sm_90a", true, runtime::KernelFamily::sm90};
+  EXPECT_NE(runtime::kernel_source_sm90_bwd(gen, k64).find("attn_bwd_sm90<FlexVariant, bf16, 64, 64, true>(p)"),
+            std::string::npos);
+  unsetenv("FLEXATTN_SM90_BWD_V2");
+  EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, key), bulk);
+}
+
+TEST(Sm90BwdHost, V2LayoutDoublesTheDsTilesAndKeepsWhatComesBefore) {
+  for (int dv : {64, 128}) {
+    const kern::Sm90BwdSmem a = kern::sm90_bwd_smem_layout(128, dv), b = kern::sm90_bwd_smem_layout(128, dv, false, true);
+    EXPECT_EQ(a.k, b.k);
+    EXPECT_EQ(a.v, b.v);
+    EXPECT_EQ(a.q, b.q);
+    EXPECT_EQ(a.dout, b.dout);
+    EXPECT_EQ(a.ds, b.ds);
+    EXPECT_EQ(b.ds % 1024, 0);
+    // [stage][warpgroup] dS^T tiles of 64 x 64 bf16, then lse / delta / barriers / info as before.
+    EXPECT_EQ(b.lse - b.ds, kern::kSm90BwdStages * kern::kSm90ConsumerWarpgroups * 64 * 64 * 2);
+    EXPECT_EQ(b.lse - a.lse, 16 * 1024);
+    EXPECT_EQ(b.total - a.total, 16 * 1024);
+    EXPECT_EQ(b.bars % 8, 0);
+    EXPECT_LE(kern::sm90_bwd_smem(128, dv, false, true), kern::kSm90SmemLimit);
+    EXPECT_EQ(kern::sm90_bwd_launch(128, dv, 1, 8, 1000, false, true).smem,
+              unsigned(kern::sm90_bwd_smem(128, dv, false, true)));
+  }
+  // D128 / Dv128: 144 KiB of tiles before, 160 KiB now (+ lse, delta, barriers, info, alignment slack).
+  EXPECT_EQ(kern::sm90_bwd_smem_layout(128, 128, false, true).lse, 160 * 1024);
+  // With the bulk dQ path: one padded fp32 dQ buffer (two would not fit next to the dS^T pairs).
+  for (int dv : {64, 128}) {
+    const kern::Sm90BwdSmem a = kern::sm90_bwd_smem_layout(128, dv, false, true),
+                            b = kern::sm90_bwd_smem_layout(128, dv, true, true);
+    EXPECT_EQ(a.lse, b.lse);
+    EXPECT_EQ(a.info, b.info);
+    EXPECT_EQ(b.dq_row, 4 * 128 + kern::kSm90BwdDqRowPad);
+    EXPECT_GE(b.dq, a.total);
+    EXPECT_EQ(b.dq % 128, 0);
+    EXPECT_EQ(b.dq_bars, b.dq + b.dq_buf);
+    EXPECT_EQ(b.dq_info, b.dq_bars + 16);
+    EXPECT_LE(kern::sm90_bwd_smem(128, dv, true, true), kern::kSm90SmemLimit);
+  }
+  EXPECT_GT(kern::sm90_bwd_smem_layout(128, 128, false, true).total + 2 * kern::sm90_bwd_smem_layout(128, 128, true, true).dq_buf + 1024,
+            kern::kSm90SmemLimit);
+  EXPECT_EQ(kern::sm90_bwd_dq_buffers(true), 1);
+  EXPECT_EQ(kern::sm90_bwd_dq_buffers(false), kern::kSm90BwdDqBuffers);
+  EXPECT_TRUE(kern::sm90_bwd_v2_head_dims_ok(128, 64));
+  EXPECT_FALSE(kern::sm90_bwd_v2_head_dims_ok(64, 128));
+}

@@ -1,0 +1,328 @@
+#pragma once
+// Consumer warpgroup of the sm90 backward v2 (opt-in FLEXATTN_SM90_BWD_V2, template argument kV2 of
+// attn_bwd_sm90; D = 128). Same walk, stages, producer, dK / dV epilogue and semantics as the default
+// consumer (bwd_consumer_sm90.cuh); the per-tile schedule is FlashAttention-3's (hopper.md section 3):
+//   1. S^T = K_w Q^T and dP^T = V_w dO^T in two commit groups; for variants without a score_mod
+//      wait for S^T only and compute P = exp2(raw * scale*log2e - lse2) while dP^T still runs, then
+//      wait for dP^T and form dS = P (dP - delta); with a score_mod both at once (score_grad needs s);
+//   2. P^T and dS^T rounded into A-operand registers; issue dV += P^T dO (RS);
+//   3. dS^T stored into this warpgroup's tile of the stage's pair, fence, one 256-thread barrier
+//      (both tiles ready); issue dQ_w = dS K[:, 64 w ..] over all 128 kv rows (n64: this warpgroup's
+//      half of dQ's columns), then dK += dS^T Q (RS: dS^T from registers, no shared-memory read);
+//   4. wait for dV and dQ, add dQ into dq_accum (red.global.add.v2.f32) while dK still runs; wait,
+//      release the stage.
+// What it removes against the default: the dK GEMM's dS^T read from shared memory, half of the dQ
+// atomics (each CTA adds one dQ partial per query row instead of one per warpgroup), the per-warpgroup
+// barrier pair (one 256-thread barrier per tile instead), 32 dQ accumulator registers, and the
+// serialization of dQ after dV / dK (dV overlaps the dS^T stores and the barrier, dK the atomics).
+// Interior tiles (full, query rows < L, kv rows < S) skip the bounds tests and index wrapping.
+//
+// dS^T tiles: [stage][warpgroup] (tile_config_sm90_bwd.h, v2 layout). Warpgroup X's dQ of tile n reads
+// both tiles of stage n % 2; they are rewritten at tile n + 2, after X passes the barrier of tile n + 1,
+// which the other warpgroup reaches only after its own wait that retired its dQ of tile n. Each
+// warpgroup retires its own GEMMs of tile n (wait_group 0) before its stores of tile n + 1, so one
+// barrier per tile suffices.
+#include "common/numeric.cuh"
+#include "common/params.h"
+#include "common/variant.cuh"
+#include "sm80/scores_sm80.cuh"
+#include "sm90/bwd_consumer_sm90.cuh"
+#include "sm90/bwd_gemm_sm90.cuh"
+#include "sm90/bwd_layout_sm90.cuh"
+#include "sm90/ptx/fence.cuh"
+#include "sm90/ptx/mbarrier.cuh"
+#include "sm90/ptx/smem.cuh"
+#include "sm90/ptx/wgmma.cuh"
+
+namespace flexattn::kern::sm90 {
+
+
+// P for one entry of a variant without score_mod (the split schedule); 0 where masked or out of
+// bounds. kInB: the tile lies inside [0, L) x [0, S), so no bounds test and no index wrapping
+// (wrap_index is the identity there); kFull: no mask_mod.
+template <class V, bool kFull, bool kInB>
+__device__ __forceinline__ float p_entry_v2(const AttnParams& p, float raw, float scale_log2, float lse2, int b, int h,
+                                            int q, int kv) {
+  const float pv = fast_exp2(fmaf(raw, scale_log2, -lse2));
+  bool keep = kInB || (q < p.L && kv < p.S);
+  if constexpr (!kFull && V::kHasMaskMod) {
+    const int qw = (kInB ? q : wrap_index(q, p.L)) + p.q_offset, kvw = (kInB ? kv : wrap_index(kv, p.S)) + p.kv_offset;
+    keep = keep && V::mask_mod(p.mod, b, h, qw, kvw);
+  }
+  if constexpr (kInB && (kFull || !V::kHasMaskMod)) {
+    return pv;
+  } else {
+    return keep ? pv : 0.f;
+  }
+}
+
+// P and dS for one entry, the combined schedule: backward_entry (sm80/scores_sm80.cuh) on edge tiles;
+// on interior tiles (kInB: q < L, kv < S, so wrap_index is the identity and in_bounds is true) the same
+// definition without the bounds tests and the wrapping. Without a score_mod an interior entry is one
+// FFMA (scale folded into scale_log2 = scale * log2(e), as the forward's masked_score_log2 does), the
+// exp2, FADD, FMUL, plus the mask on partial tiles.
+template <class V, bool kFull, bool kInB>
+__device__ __forceinline__ void entry_v2(const AttnParams& p, float raw, float dp, float scale_log2, float lse2,
+                                         float delta, int b, int h, int q, int kv, float& p_out, float& ds_out) {
+  if constexpr (!kInB) {
+    backward_entry<V, kFull>(p, raw, dp, lse2, delta, b, h, q, kv, true, p_out, ds_out);
+  } else if constexpr (!V::kHasScoreMod && !V::kHasBufferGrad) {
+    const float pv = p_entry_v2<V, kFull, true>(p, raw, scale_log2, lse2, b, h, q, kv);
+    p_out = pv;
+    ds_out = pv * (dp - delta);  // 0 where masked: dp - delta is finite
+  } else {
+    const int qw = q + p.q_offset, kvw = kv + p.kv_offset;
+    const float s = raw * p.scale;
+    float sm = s;
+    if constexpr (V::kHasScoreMod) sm = V::score_mod(p.mod, s, b, h, qw, kvw);
+    bool keep = true;
+    if constexpr (!kFull && V::kHasMaskMod) keep = V::mask_mod(p.mod, b, h, qw, kvw);
+    const float pv = keep ? fast_exp2(sm * kLog2e - lse2) : 0.f;
+    const float g = keep ? pv * (dp - delta) : 0.f;
+    float ds = g;
+    if constexpr (V::kHasScoreMod) ds = keep ? V::score_grad(p.mod, s, b, h, qw, kvw, g) : 0.f;
+    if constexpr (V::kHasBufferGrad) {
+      if (keep) V::buffer_grad(p.mod, s, b, h, qw, kvw, g);
+    }
+    p_out = pv;
+    ds_out = ds;
+  }
+}
+
+// Split schedule, step 1: st (raw S^T) becomes P^T.
+template <class V, bool kFull, bool kInB>
+__device__ __forceinline__ void tile_p_v2(float (&st)[32], const AttnParams& p, float scale_log2, unsigned s_lse, int b,
+                                          int h, int q0, int kv_row, int t) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    float lse2[2];
+    ld_shared_v2_f32(s_lse + 4 * (8 * i + 2 * t), lse2[0], lse2[1]);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int kv = kv_row + 8 * (e >> 1), q = q0 + 8 * i + 2 * t + (e & 1);
+      st[4 * i + e] = p_entry_v2<V, kFull, kInB>(p, st[4 * i + e], scale_log2, lse2[e & 1], b, h, q, kv);
+    }
+  }
+}
+
+// Split schedule, step 2: dpt (dP^T) becomes dS^T = P (dP - delta) (0 where P is 0: masked, out of
+// bounds, or a fully masked row with lse2 = +inf).
+__device__ __forceinline__ void tile_ds_v2(const float (&pt)[32], float (&dpt)[32], unsigned s_delta, int t) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    float del[2];
+    ld_shared_v2_f32(s_delta + 4 * (8 * i + 2 * t), del[0], del[1]);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dpt[4 * i + e] = pt[4 * i + e] * (dpt[4 * i + e] - del[e & 1]);
+  }
+}
+
+// Combined schedule (score_mod variants): st becomes P^T, dpt becomes dS^T.
+template <class V, bool kFull, bool kInB>
+__device__ __forceinline__ void tile_both_v2(float (&st)[32], float (&dpt)[32], const AttnParams& p, float scale_log2,
+                                             unsigned s_lse, unsigned s_delta, int b, int h, int q0, int kv_row,
+                                             int t) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    float lse2[2], del[2];
+    ld_shared_v2_f32(s_lse + 4 * (8 * i + 2 * t), lse2[0], lse2[1]);
+    ld_shared_v2_f32(s_delta + 4 * (8 * i + 2 * t), del[0], del[1]);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int kv = kv_row + 8 * (e >> 1), q = q0 + 8 * i + 2 * t + (e & 1);
+      entry_v2<V, kFull, kInB>(p, st[4 * i + e], dpt[4 * i + e], scale_log2, lse2[e & 1], del[e & 1], b, h, q, kv,
+                               st[4 * i + e], dpt[4 * i + e]);
+    }
+  }
+}
+
+// P^T and dS^T rounded into A-operand registers (k-step ks uses a[4ks .. 4ks+3]; ptx/wgmma.cuh).
+template <class T>
+__device__ __forceinline__ void pack_v2(unsigned (&pa)[16], unsigned (&dsa)[16], const float (&pt)[32],
+                                        const float (&dst)[32]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      pa[2 * i + r] = Num<T>::pack(pt[4 * i + 2 * r], pt[4 * i + 2 * r + 1]);
+      dsa[2 * i + r] = Num<T>::pack(dst[4 * i + 2 * r], dst[4 * i + 2 * r + 1]);
+    }
+  }
+}
+
+// The rounded dS^T into this warpgroup's swizzled [64 kv][64 q] tile (round_p_ds's addressing: the pair
+// (row, 8i+2t) in 16-byte chunk i ^ (row % 8), no bank conflicts).
+__device__ __forceinline__ void store_ds_v2(const unsigned (&dsa)[16], unsigned ds_tile, int warp, int g, int t) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = 16 * warp + g + 8 * r;
+      st_shared_u32(ds_tile + row * 128 + ((i ^ (row & 7)) << 4) + 4 * t, dsa[2 * i + r]);
+    }
+  }
+}
+
+// This warpgroup's 64 columns of the CTA's dQ partial into dq_accum rows < L (fp32, unscaled).
+template <int D>
+__device__ __forceinline__ void add_dq_v2(const AttnParams& p, const float (&dq)[32], int b, int h, int q0, int wg,
+                                          int warp, int g, int t) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int q = q0 + 16 * warp + g + 8 * r;
+    if (q < p.L) {
+      float* row = p.dq_accum + (((long long)b * p.Hq + h) * p.L + q) * D + 64 * wg + 2 * t;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) red_add_v2_f32(row + 8 * i, dq[4 * i + 2 * r], dq[4 * i + 2 * r + 1]);
+    }
+  }
+}
+
+// Bulk dQ (kB): this warpgroup's 64 columns of the CTA's dQ partial of query tile (q0, bh) into the one
+// dQ buffer, once the writer warp has finished reading the previous tile's (dq_empty); warpgroup 0's
+// thread 0 fills the info slot; every thread fences its stores to the async proxy and arrives on dq_full
+// (256 arrivals). Half-warp stores: rows g = 0..3 dq_row = 4 D + 32 bytes apart, columns 2t: 32 banks.
+template <int D, int Dv>
+__device__ __forceinline__ void dq_to_smem_v2(const BwdCfg<D, Dv, true, true>& c, unsigned phase, int wg,
+                                              const float (&dq)[32], int q0, int bh, int tid, int warp, int g, int t) {
+  using C = BwdCfg<D, Dv, true, true>;
+  mbar_wait(c.dq_empty(0), phase ^ 1u);
+  const unsigned buf = c.dq_buf(0) + (16 * warp + g) * C::kSmem.dq_row + 4 * 64 * wg + 8 * t;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      st_shared_v2_f32(buf + 8 * r * C::kSmem.dq_row + 32 * i, dq[4 * i + 2 * r], dq[4 * i + 2 * r + 1]);
+  }
+  if (wg == 0 && tid == 0) {
+    st_shared_s32(c.dq_info(0), q0);
+    st_shared_s32(c.dq_info(0) + 4, bh);
+  }
+  fence_proxy_async_smem();
+  mbar_arrive(c.dq_full(0));
+}
+
+// Bulk dQ, no more tiles: the end marker (-1) in the info slot once the writer is done with the buffer.
+template <int D, int Dv>
+__device__ __forceinline__ void dq_end_marker_v2(const BwdCfg<D, Dv, true, true>& c, unsigned phase, int wg, int tid) {
+  mbar_wait(c.dq_empty(0), phase ^ 1u);
+  if (wg == 0 && tid == 0) st_shared_s32(c.dq_info(0), -1);
+  mbar_arrive(c.dq_full(0));
+}
+
+template <class V, class T, int D, int Dv, bool kB>
+__device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCfg<D, Dv, kB, true>& c, int wg,
+                                                int kv0, int hk, int bz) {
+  using C = BwdCfg<D, Dv, kB, true>;
+  static_assert(sm90_bwd_v2_head_dims_ok(D, Dv), "backward v2: D = 128 (one 64-column dQ slab per warpgroup)");
+  // Split schedule (P while dP^T runs) only without score_mod / buffer_grad (they need the raw score
+  // next to dP), and only with the 240 consumer registers of the bulk dQ path: at 232 ptxas 13.0
+  // serialized every wgmma of the kernel (C7512) and spilled 16 bytes (identity and causal, D128).
+  constexpr bool kSplit = sm90_bwd_consumer_regs(kB, true) >= 240 && !V::kHasScoreMod && !V::kHasBufferGrad;
+  // Partial (masked) tiles inside [0, L) x [0, S) get their own path without bounds tests, also only with
+  // 240 registers: at 232 the extra path spilled 16 bytes for dilated:3 (ptxas 13.0).
+  constexpr bool kPartialInB = sm90_bwd_consumer_regs(kB, true) >= 240;
+  const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int kv_row = kv0 + 64 * wg + 16 * warp + g;
+  const unsigned k_half = c.k_half(wg), v_half = c.v_half(wg);
+  const unsigned k0_slab = c.k_half(0) + wg * C::kSlabBytes, k1_slab = c.k_half(1) + wg * C::kSlabBytes;
+  const bool do_dq = p.deterministic == 0 && p.dq_accum != nullptr;
+  const bool kv_in = kv0 + C::BN <= p.S;
+  const float scale_log2 = p.scale * kLog2e;
+
+  float dk[D / 2], dv[Dv / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) dk[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < Dv / 2; ++i) dv[i] = 0.f;
+
+  mbar_wait(c.bar_kv(), 0u);
+  RingPos pos{0, 0u};
+  unsigned dq_phase = 0u;  // bulk dQ: phase of the one dQ buffer (flips every tile)
+  while (true) {
+    mbar_wait(c.full(pos.stage), pos.phase);
+    const unsigned info = c.info(pos.stage);
+    const int q0 = ld_shared_s32(info);
+    if (q0 < 0) {
+      if constexpr (kB) {
+        if (do_dq) dq_end_marker_v2(c, dq_phase, wg, tid);
+      }
+      break;
+    }
+    const int h = ld_shared_s32(info + 4), b = ld_shared_s32(info + 8);
+    // Without a mask_mod every tile is a full one: with no block mask at all (dense, relbias) the walker
+    // reports each tile as partial, which would keep those off the interior path.
+    const bool full = ld_shared_s32(info + 12) != 0 || !V::kHasMaskMod;
+    const bool inb = kv_in && q0 + C::BM <= p.L;
+    const unsigned q_tile = c.q_tile(pos.stage), do_tile = c.do_tile(pos.stage);
+    const unsigned s_lse = c.lse(pos.stage), s_delta = c.delta(pos.stage);
+
+    float st[32], dpt[32];
+    issue_s_dp_v2<T, D, Dv>(st, dpt, k_half, v_half, q_tile, do_tile);
+    if constexpr (kSplit) {
+      wgmma_wait<1>();  // S^T retired; dP^T may still run
+      fence_operands(st);
+      if (inb && full)
+        tile_p_v2<V, true, true>(st, p, scale_log2, s_lse, b, h, q0, kv_row, t);
+      else if (kPartialInB && inb)
+        tile_p_v2<V, false, true>(st, p, scale_log2, s_lse, b, h, q0, kv_row, t);
+      else if (full)
+        tile_p_v2<V, true, false>(st, p, scale_log2, s_lse, b, h, q0, kv_row, t);
+      else
+        tile_p_v2<V, false, false>(st, p, scale_log2, s_lse, b, h, q0, kv_row, t);
+      wgmma_wait<0>();
+      fence_operands(dpt);
+      tile_ds_v2(st, dpt, s_delta, t);
+    } else {
+      wgmma_wait<0>();
+      fence_operands(st);
+      fence_operands(dpt);
+      if (inb && full)
+        tile_both_v2<V, true, true>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
+      else if (kPartialInB && inb)
+        tile_both_v2<V, false, true>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
+      else if (full)
+        tile_both_v2<V, true, false>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
+      else
+        tile_both_v2<V, false, false>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
+    }
+    unsigned pa[16], dsa[16];
+    pack_v2<T>(pa, dsa, st, dpt);
+    issue_dv_v2<T, Dv>(dv, pa, do_tile);
+    if (do_dq) {
+      store_ds_v2(dsa, c.ds_tile_v2(pos.stage, wg), warp, g, t);
+      // Both warpgroups' dS^T (all 256 threads' stores) must reach the async proxy before either dQ
+      // GEMM reads them.
+      fence_proxy_async_smem();
+      named_bar_sync(kBarPdSV2, 256);
+      float dq[32];
+      issue_dq_v2<T>(dq, c.ds_tile_v2(pos.stage, 0), c.ds_tile_v2(pos.stage, 1), k0_slab, k1_slab);
+      issue_dk_v2<T, D>(dk, dsa, q_tile);
+      wgmma_wait<1>();  // dV and dQ retired; dK may still run
+      fence_operands(dq);
+      if constexpr (kB) {
+        dq_to_smem_v2(c, dq_phase, wg, dq, q0, b * p.Hq + h, tid, warp, g, t);
+        dq_phase ^= 1u;
+      } else {
+        add_dq_v2<D>(p, dq, b, h, q0, wg, warp, g, t);
+      }
+    } else {  // deterministic mode: the sm80 pass computes dQ
+      issue_dk_v2<T, D>(dk, dsa, q_tile);
+    }
+    wgmma_wait<0>();
+    fence_operands(dk);
+    fence_operands(dv);
+    fence_operands(pa);
+    fence_operands(dsa);
+    // Q, dO, lse and delta of this stage are no longer read by this warp.
+    if (lane == 0) mbar_arrive(c.empty(pos.stage));
+    pos.template advance<C::ST>();
+  }
+
+  const long long dk_off = (long long)bz * p.dk_sb + (long long)hk * p.dk_sh;
+  const long long dv_off = (long long)bz * p.dv_sb + (long long)hk * p.dv_sh;
+  store_rows<T, D>((unsigned char*)p.dk + 2 * dk_off, p.dk_sl, dk, p.scale, kv_row, p.S, t);
+  store_rows<T, Dv>((unsigned char*)p.dv + 2 * dv_off, p.dv_sl, dv, 1.f, kv_row, p.S, t);
+}
+
+}  // namespace flexattn::kern::sm90
