@@ -97,23 +97,15 @@ FA_MOD_FN float fa_mod_f(float a, float b) {
 }
 FA_MOD_FN float fa_min_f(float a, float b) { return (fa_isnan(a) || fa_isnan(b)) ? fa_nan() : (a < b ? a : b); }
 FA_MOD_FN float fa_max_f(float a, float b) { return (fa_isnan(a) || fa_isnan(b)) ? fa_nan() : (a > b ? a : b); }
-// f32 division as torch flex's Triton kernels compile `/`: div.full.f32 (2 ulp, full range). IEEE
-// division (`/` under NVRTC) is ~10 instructions plus a slow-path call per entry, and softcap divides
-// every score by its cap.
-FA_MOD_FN float fa_div(float a, float b) {
-  float y;
-  asm("div.full.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b));
-  return y;
-}
 // tanh(x) = 1 - 2 / (2^(2 x log2 e) + 1), branch-free with 2 MUFU ops where CUDA's tanhf selects
 // between a polynomial and this formula (~20 instructions; softcap runs it on every entry). Absolute
-// error <= ~4e-7 (ex2.approx and div.full: 2 ulp each): a softcap of 30 turns it into a score error of
+// error <= ~7e-7 (ex2.approx and div.approx: 2 ulp each): a softcap of 30 turns it into a score error of
 // ~1e-5, far below bf16's rounding of P. NaN stays NaN; |x| > 43.7 gives exactly +-1.
 FA_MOD_FN float fa_tanh(float x) {
   const float t = fminf(fmaxf(x * 2.8853900817779268f, -126.f), 126.f);
   float e;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(t));
-  const float y = 1.0f - fa_div(2.0f, e + 1.0f);
+  const float y = 1.0f - __fdividef(2.0f, e + 1.0f);  // e + 1 in [1, 2^126]: in div.approx's range
   return fa_isnan(x) ? x : y;
 }
 FA_MOD_FN float fa_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }

@@ -139,7 +139,7 @@ class FunctionEmitter {
       case Op::Add: return f ? "(" + a0(t) + " + " + a1(t) + ")" : "fa_add(" + a0(t) + ", " + a1(t) + ")";
       case Op::Sub: return f ? "(" + a0(t) + " - " + a1(t) + ")" : "fa_sub(" + a0(t) + ", " + a1(t) + ")";
       case Op::Mul: return f ? "(" + a0(t) + " * " + a1(t) + ")" : "fa_mul(" + a0(t) + ", " + a1(t) + ")";
-      case Op::Div: return "fa_div(" + a0(DType::F32) + ", " + a1(DType::F32) + ")";
+      case Op::Div: return "(" + a0(DType::F32) + " / " + a1(DType::F32) + ")";
       case Op::FloorDiv: return (f ? "fa_floordiv_f(" : "fa_floordiv(") + a0(t) + ", " + divisor(n) + ")";
       case Op::Mod: return (f ? "fa_mod_f(" : "fa_mod(") + a0(t) + ", " + divisor(n) + ")";
       case Op::Min: return (f ? "fa_min_f(" : "fa_min_i(") + a0(t) + ", " + a1(t) + ")";

@@ -19,9 +19,9 @@ struct FlexVariant {
     const bool t4 = (t3 < ((int)((long long)p.lit[2])));
     const int t5 = fa_max_i(t3, ((int)((long long)p.lit[2])));
     const float t6 = ((float)t5);
-    const float t7 = fa_div(t6, ((float)((long long)p.lit[2])));
+    const float t7 = (t6 / ((float)((long long)p.lit[2])));
     const float t8 = log2f(t7);
-    const float t9 = fa_div(t8, ((float)p.lit[3]));
+    const float t9 = (t8 / ((float)p.lit[3]));
     const float t10 = (t9 * ((float)((long long)p.lit[2])));
     const int t11 = fa_f2i(t10);
     const int t12 = fa_add(((int)((long long)p.lit[2])), t11);

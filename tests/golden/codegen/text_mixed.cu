@@ -17,7 +17,7 @@ struct FlexVariant {
     const float t2 = (t0 ? t1 : score);
     const float t3 = fabsf(score);
     const float t4 = (t3 + ((float)p.lit[2]));
-    const float t5 = fa_div(((float)p.lit[2]), t4);
+    const float t5 = (((float)p.lit[2]) / t4);
     const float t6 = (t2 + t5);
     return t6;
   }
@@ -31,8 +31,8 @@ struct FlexVariant {
   __device__ __forceinline__ static float score_grad(const ModParams& p, float score, int b, int h, int q_idx, int kv_idx, float g) {
     const float t0 = fabsf(score);
     const float t1 = (t0 + ((float)p.lit[2]));
-    const float t2 = fa_div(((float)p.lit[2]), t1);
-    const float t3 = fa_div(t2, t1);
+    const float t2 = (((float)p.lit[2]) / t1);
+    const float t3 = (t2 / t1);
     const float t4 = (-t3);
     const bool t5 = (score > ((float)p.lit[3]));
     const bool t6 = (score < ((float)p.lit[3]));
