@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# GPU check of wip/mods (issue 5: score_mod cost in the generated code; budget 100 s). What changed is the
+# generated functor of every mod with an integer +/- chain, a gather or a division (default path):
+#  - x / d with a uniform d (literal, scalar, expression of those) -> x * fa_rcp(d) (softcap, alibi, t5);
+#  - tanh branch-free from ex2.approx (wip/fast-div-tanh);
+#  - i32 gather indices clamped in 32 bits, the buffer row offset hoisted (relbias, t5, alibi_slopes);
+#  - integer +/- chains regrouped so the q-only / kv-only parts are subexpressions (relbias, t5, alibi).
+# 1. gpu_attention_check --quick (every corpus mod, fwd + bwd, sm90 and the families it falls back to; it has
+#    no filter, so all of it: ~40 s); 2. flexattn bench --suite short (B=4 H=16 S=2048 D=128), fwd + bwd.
+# Before numbers: the lead's earlier run of main. Logs in $OUT/mods/.
+set -u
+cd "$(dirname "$0")/../../.."
+export FLEXATTN_CACHE_DIR=$PWD/build-gpu/kernel-cache
+L=${OUT:-/tmp}/mods
+mkdir -p "$L"
+CHECK=build-gpu/tests/gpu/attention/gpu_attention_check
+B=build-gpu/tools/flexattn
+timeout 55 $CHECK --quick > "$L/check_quick.log" 2>&1
+crc=$?
+timeout 40 $B bench --suite short --backend cuda > "$L/bench_short.log" 2>&1
+brc=$?
+echo "==== mods: correctness (gpu_attention_check --quick rc=$crc)"
+echo "PASS $(grep -c '^PASS' "$L/check_quick.log")  FAIL $(grep -c '^FAIL' "$L/check_quick.log")"
+grep '^FAIL' "$L/check_quick.log" | head -5
+echo "==== mods: bench --suite short (rc=$brc), after; before = lead's earlier main run"
+grep -E '^case' "$L/bench_short.log"
+grep -E '^(causal|document|sliding|prefix)' "$L/bench_short.log"
+grep -E '^(full|alibi_causal|softcap_causal|relbias_full) ' "$L/bench_short.log"
