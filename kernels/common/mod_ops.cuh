@@ -99,14 +99,15 @@ FA_MOD_FN float fa_min_f(float a, float b) { return (fa_isnan(a) || fa_isnan(b))
 FA_MOD_FN float fa_max_f(float a, float b) { return (fa_isnan(a) || fa_isnan(b)) ? fa_nan() : (a > b ? a : b); }
 // tanh(x) = 1 - 2 / (2^(2 x log2 e) + 1), branch-free with 2 MUFU ops where CUDA's tanhf selects
 // between a polynomial and this formula (~20 instructions; softcap runs it on every entry). Absolute
-// error <= ~7e-7 (ex2.approx and div.approx: 2 ulp each): a softcap of 30 turns it into a score error of
-// ~1e-5, far below bf16's rounding of P. NaN stays NaN; |x| > 43.7 gives exactly +-1.
+// error <= ~7e-7 (ex2.approx and rcp.approx: 2 ulp each): a softcap of 30 turns it into a score error of
+// ~1e-5, far below bf16's rounding of P. Five instructions and no special cases: e + 1 is in [1, +inf],
+// where rcp.approx.ftz is defined (rcp(+inf) = 0: x >= 44.4 gives exactly 1, x <= -44 gives e = 0 and
+// exactly -1), and a NaN x stays NaN through ex2 and rcp.
 FA_MOD_FN float fa_tanh(float x) {
-  const float t = fminf(fmaxf(x * 2.8853900817779268f, -126.f), 126.f);
-  float e;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(t));
-  const float y = 1.0f - __fdividef(2.0f, e + 1.0f);  // e + 1 in [1, 2^126]: in div.approx's range
-  return fa_isnan(x) ? x : y;
+  float e, r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x * 2.8853900817779268f));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.0f));
+  return fmaf(-2.0f, r, 1.0f);
 }
 FA_MOD_FN float fa_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 FA_MOD_FN float fa_rsqrt(float x) { return 1.0f / sqrtf(x); }
@@ -128,6 +129,61 @@ FA_MOD_FN float fa_read_f16(const void* p, long long i) {
 FA_MOD_FN int fa_read_i32(const void* p, long long i) { return ((const int*)p)[i]; }
 FA_MOD_FN long long fa_read_i64(const void* p, long long i) { return ((const long long*)p)[i]; }
 FA_MOD_FN bool fa_read_bool(const void* p, long long i) { return ((const unsigned char*)p)[i] != 0; }
+// Element row + col (col: a clamped i32 index, codegen's FlatIndex): the row's address is formed once
+// (rows are indexed by h, b, ... in practice, so it is the same for every entry) and an entry costs one
+// IMAD.WIDE.U32. The mov hides the row pointer from the optimizer, which otherwise folds row + col
+// back into one 64-bit index (multiply-add, shift and add per entry, seen in the SASS); it is not
+// volatile, so equal rows are still computed once. Hidden, the pointer no longer reads as global, so the
+// element is read with __ldca (ld.global.ca, what a plain global read compiles to) instead of a
+// generic LD.
+FA_MOD_FN const void* fa_row_ptr(const void* p) {
+  const void* r;
+  asm("mov.b64 %0, %1;" : "=l"(r) : "l"(p));
+  return r;
+}
+// Plain (weak) global reads of the element: not volatile, so the compiler may still share or move them
+// (the buffers are read-only inside a kernel; gradients go to buf_grad). __ldca would do, but compiles
+// to LDG.E.STRONG.SM.
+#define FA_LD_GLOBAL(T, R, ptx, cons)                                     \
+  FA_MOD_FN R fa_ld_##T(const void* row, unsigned col) {                  \
+    R v;                                                                  \
+    asm("ld.global." ptx " %0, [%1];" : "=" cons(v) : "l"((const T*)row + col)); \
+    return v;                                                             \
+  }
+typedef unsigned short fa_u16;
+typedef unsigned char fa_u8;
+typedef long long fa_i64;
+FA_LD_GLOBAL(float, float, "f32", "f")
+FA_LD_GLOBAL(fa_u16, fa_u16, "u16", "h")
+FA_LD_GLOBAL(int, int, "s32", "r")
+FA_LD_GLOBAL(fa_i64, fa_i64, "s64", "l")
+#undef FA_LD_GLOBAL
+FA_MOD_FN unsigned fa_ld_fa_u8(const void* row, unsigned col) {
+  unsigned v;
+  asm("ld.global.u8 %0, [%1];" : "=r"(v) : "l"((const fa_u8*)row + col));
+  return v;
+}
+FA_MOD_FN float fa_read_f32(const void* p, long long row, unsigned col) {
+  return fa_ld_float(fa_row_ptr((const float*)p + row), col);
+}
+FA_MOD_FN float fa_read_bf16(const void* p, long long row, unsigned col) {
+  return __uint_as_float(((unsigned)fa_ld_fa_u16(fa_row_ptr((const fa_u16*)p + row), col)) << 16);
+}
+FA_MOD_FN float fa_read_f16(const void* p, long long row, unsigned col) {
+  const unsigned short h = fa_ld_fa_u16(fa_row_ptr((const fa_u16*)p + row), col);
+  float f;
+  asm("{ .reg .b16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h));
+  return f;
+}
+FA_MOD_FN int fa_read_i32(const void* p, long long row, unsigned col) {
+  return fa_ld_int(fa_row_ptr((const int*)p + row), col);
+}
+FA_MOD_FN long long fa_read_i64(const void* p, long long row, unsigned col) {
+  return fa_ld_fa_i64(fa_row_ptr((const fa_i64*)p + row), col);
+}
+FA_MOD_FN bool fa_read_bool(const void* p, long long row, unsigned col) {
+  return fa_ld_fa_u8(fa_row_ptr((const fa_u8*)p + row), col) != 0;
+}
 #endif
 
 // Python-style negative wrap once, then clamp: an out-of-range gather is undefined in torch; here it
@@ -138,3 +194,20 @@ FA_MOD_FN long long fa_clamp_index(long long i, long long size) {
   if (i >= size) i = size - 1;
   return i;
 }
+// The same rule for an i32 index (q_idx - kv_idx + S - 1 and the like) in 32-bit arithmetic; exact
+// because the host refuses buffer dimensions of 2^31 or more (runtime fill_mod_params), so i + size
+// cannot overflow for i < 0. Zero-extended, the result indexes 64-bit flat offsets at no cost. The
+// 64-bit form costs ~20 instructions per entry of a gather mod (6 ISETP.*.EX, 7 SEL, IMAD.WIDE, ...
+// in the relbias sm90 forward), this one ~4.
+FA_MOD_FN unsigned fa_clamp_index32(int i, long long size) {
+  const int s = (int)size;
+  const int lo = i + s;  // used only for i < 0: no overflow
+  const int j = i < 0 ? (lo < 0 ? 0 : lo) : (i >= s ? s - 1 : i);
+  return (unsigned)j;
+}
+// 1 / d in IEEE f32, for a divisor that is the same for every entry of a kernel (a literal, a scalar or an
+// expression of those; codegen decides): x / d is emitted as x * fa_rcp(d), which the compiler computes
+// once. Within 2 ulp of the correctly rounded quotient (tests/unit/ir/test_mod_ops_host.cc measures it),
+// as faithful as torch flex, whose Triton kernels compile f32 `/` to div.full.f32 (2 ulp;
+// triton-lang/triton#10661), where the IEEE division is ~10 instructions and a slow-path call per entry.
+FA_MOD_FN float fa_rcp(float d) { return 1.0f / d; }
