@@ -7,6 +7,7 @@
 #define FA_MOD_FN __device__ __forceinline__
 #else
 #define FA_MOD_FN inline
+#include <cmath>
 #endif
 
 // Integer arithmetic wraps (torch int tensors wrap); done in unsigned to avoid C++ UB.
@@ -97,18 +98,6 @@ FA_MOD_FN float fa_mod_f(float a, float b) {
 }
 FA_MOD_FN float fa_min_f(float a, float b) { return (fa_isnan(a) || fa_isnan(b)) ? fa_nan() : (a < b ? a : b); }
 FA_MOD_FN float fa_max_f(float a, float b) { return (fa_isnan(a) || fa_isnan(b)) ? fa_nan() : (a > b ? a : b); }
-// tanh(x) = 1 - 2 / (2^(2 x log2 e) + 1), branch-free with 2 MUFU ops where CUDA's tanhf selects
-// between a polynomial and this formula (~20 instructions; softcap runs it on every entry). Absolute
-// error <= ~7e-7 (ex2.approx and rcp.approx: 2 ulp each): a softcap of 30 turns it into a score error of
-// ~1e-5, far below bf16's rounding of P. Five instructions and no special cases: e + 1 is in [1, +inf],
-// where rcp.approx.ftz is defined (rcp(+inf) = 0: x >= 44.4 gives exactly 1, x <= -44 gives e = 0 and
-// exactly -1), and a NaN x stays NaN through ex2 and rcp.
-FA_MOD_FN float fa_tanh(float x) {
-  float e, r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x * 2.8853900817779268f));
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.0f));
-  return fmaf(-2.0f, r, 1.0f);
-}
 FA_MOD_FN float fa_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 FA_MOD_FN float fa_rsqrt(float x) { return 1.0f / sqrtf(x); }
 // Saturating truncation, NaN -> 0: the hardware cvt.rzi.sat behaviour the interpreter copies.
@@ -131,19 +120,17 @@ FA_MOD_FN long long fa_read_i64(const void* p, long long i) { return ((const lon
 FA_MOD_FN bool fa_read_bool(const void* p, long long i) { return ((const unsigned char*)p)[i] != 0; }
 // Element row + col (col: a clamped i32 index, codegen's FlatIndex): the row's address is formed once
 // (rows are indexed by h, b, ... in practice, so it is the same for every entry) and an entry costs one
-// IMAD.WIDE.U32. The mov hides the row pointer from the optimizer, which otherwise folds row + col
-// back into one 64-bit index (multiply-add, shift and add per entry, seen in the SASS); it is not
-// volatile, so equal rows are still computed once. Hidden, the pointer no longer reads as global, so the
-// element is read with __ldca (ld.global.ca, what a plain global read compiles to) instead of a
-// generic LD.
+// IMAD.WIDE.U32. The asm (the generic -> global conversion the loads below need) hides the row pointer
+// from the optimizer, which otherwise folds row + col back into one 64-bit index (multiply-add, shift
+// and add per entry, seen in the SASS); it is not volatile, so equal rows are still computed once.
 FA_MOD_FN const void* fa_row_ptr(const void* p) {
   const void* r;
-  asm("mov.b64 %0, %1;" : "=l"(r) : "l"(p));
+  asm("cvta.to.global.u64 %0, %1;" : "=l"(r) : "l"(p));
   return r;
 }
 // Plain (weak) global reads of the element: not volatile, so the compiler may still share or move them
-// (the buffers are read-only inside a kernel; gradients go to buf_grad). __ldca would do, but compiles
-// to LDG.E.STRONG.SM.
+// (the buffers are read-only inside a kernel; gradients go to buf_grad). A C++ read through the hidden
+// pointer compiles to a generic LD; __ldca to LDG.E.STRONG.SM.
 #define FA_LD_GLOBAL(T, R, ptx, cons)                                     \
   FA_MOD_FN R fa_ld_##T(const void* row, unsigned col) {                  \
     R v;                                                                  \
@@ -185,6 +172,37 @@ FA_MOD_FN bool fa_read_bool(const void* p, long long row, unsigned col) {
   return fa_ld_fa_u8(fa_row_ptr((const fa_u8*)p + row), col) != 0;
 }
 #endif
+
+// tanh(x) = 1 - 2 / (2^(2 x log2 e) + 1), branch-free with 2 MUFU ops where CUDA's tanhf selects
+// between a polynomial and this formula (~20 instructions; softcap runs it on every entry). Absolute
+// error <= ~7e-7 (ex2.approx and rcp.approx: 2 ulp each): a softcap of 30 turns it into a score error of
+// ~1e-5, far below bf16's rounding of P. Five instructions and no special cases: e + 1 is in [1, +inf],
+// where rcp.approx.ftz is defined (rcp(+inf) = 0: x >= 44.4 gives exactly 1, x <= -44 gives e = 0 and
+// exactly -1), and a NaN x stays NaN through ex2 and rcp.
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+FA_MOD_FN float fa_tanh_rcp(float t) {  // 1 / (2^t + 1), t = 2 x log2 e
+  float e, r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(t));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.0f));
+  return r;
+}
+#else
+// Host build (tests): the same formula in f32 without the approximate instructions.
+inline float fa_tanh_rcp(float t) { return 1.0f / (std::exp2(t) + 1.0f); }
+using std::fmaf;
+#endif
+FA_MOD_FN float fa_tanh(float x) { return fmaf(-2.0f, fa_tanh_rcp(x * 2.8853900817779268f), 1.0f); }
+// tanh(x * k) and u * tanh(x * k) for k, u the same for every entry (codegen: a tanh of a product or
+// quotient by a uniform value, times a uniform value; softcap is cap * tanh(score * (1 / cap))):
+// k * 2 log2 e, -2 u are computed once, so softcap costs an FMUL, two MUFU, an FADD and an FFMA per
+// entry instead of three more FMULs. Same error as fa_tanh (the scale takes one rounding either way;
+// u - 2 u r rounds once where u (1 - 2 r) rounds twice).
+FA_MOD_FN float fa_tanh_scaled(float x, float k) {
+  return fmaf(-2.0f, fa_tanh_rcp(x * (k * 2.8853900817779268f)), 1.0f);
+}
+FA_MOD_FN float fa_mul_tanh(float u, float x, float k) {
+  return fmaf(-2.0f * u, fa_tanh_rcp(x * (k * 2.8853900817779268f)), u);
+}
 
 // Python-style negative wrap once, then clamp: an out-of-range gather is undefined in torch; here it
 // never reads out of bounds (same rule as ir::clamp_index).

@@ -55,8 +55,11 @@ class FunctionEmitter {
   std::string value(const Node* n) {
     auto it = names_.find(n);
     if (it != names_.end()) return it->second;
-    for (const NodePtrRef& a : n->args) value(a.get());
-    std::string text = print_node(*n);
+    std::string text = fused(*n);  // emits only the operands it uses
+    if (text.empty()) {
+      for (const NodePtrRef& a : n->args) value(a.get());
+      text = print_node(*n);
+    }
     if (n->args.empty()) {
       names_[n] = text;
       return text;
@@ -196,6 +199,43 @@ class FunctionEmitter {
     if (v == (-9223372036854775807LL - 1)) return as(d, t);  // no literal spelling in C++
     if (t == DType::I32) return "((int)" + std::to_string(v) + ")";
     return "((long long)" + std::to_string(v) + "LL)";
+  }
+
+  // tanh(x * k) and u * tanh(x * k) with k, u uniform (softcap: cap * tanh(score / cap)): the
+  // fa_tanh_scaled / fa_mul_tanh forms of mod_ops.cuh fold k and u into their own constants (3 FMULs
+  // less per entry). "" when `n` is not of that shape.
+  std::string fused(const Node& n) {
+    if (n.type != DType::F32) return "";
+    if (n.op == Op::Tanh) {
+      const Scaled x = scaled(n.args[0].get());
+      return x.k.empty() ? "" : "fa_tanh_scaled(" + x.x + ", " + x.k + ")";
+    }
+    if (n.op != Op::Mul) return "";
+    for (int i : {0, 1}) {
+      const Node* u = n.args[size_t(i)].get();
+      const Node* th = n.args[size_t(1 - i)].get();
+      if (!uniform(u) || th->op != Op::Tanh) continue;
+      const Scaled x = scaled(th->args[0].get());
+      return "fa_mul_tanh(" + as(u, DType::F32) + ", " +
+             (x.k.empty() ? as(th->args[0].get(), DType::F32) + ", 1.0f" : x.x + ", " + x.k) + ")";
+    }
+    return "";
+  }
+
+  // `a` as x * k with k uniform (a product with a uniform factor, or a quotient by a uniform divisor:
+  // k = fa_rcp of it, as Op::Div prints it), for the tanh forms of mod_ops.cuh that fold k into their
+  // own scale. k empty: no such form.
+  struct Scaled {
+    std::string x, k;
+  };
+  Scaled scaled(const Node* a) {
+    if (a->type != DType::F32) return {};
+    const Node* l = a->args.size() == 2 ? a->args[0].get() : nullptr;
+    const Node* r = a->args.size() == 2 ? a->args[1].get() : nullptr;
+    if (a->op == Op::Div && uniform(r)) return {as(l, DType::F32), "fa_rcp(" + as(r, DType::F32) + ")"};
+    if (a->op == Op::Mul && uniform(r)) return {as(l, DType::F32), as(r, DType::F32)};
+    if (a->op == Op::Mul && uniform(l)) return {as(r, DType::F32), as(l, DType::F32)};
+    return {};
   }
 
   // True for a value that is the same for every entry of every kernel launch: literals, scalars and

@@ -2,9 +2,9 @@
 # GPU check of wip/mods (issue 5: score_mod cost in the generated code; budget 100 s). What changed is the
 # generated functor of every mod with an integer +/- chain, a gather or a division (default path):
 #  - x / d with a uniform d (literal, scalar, expression of those) -> x * fa_rcp(d) (softcap, alibi, t5);
-#  - tanh branch-free from ex2.approx (wip/fast-div-tanh);
-#  - i32 gather indices clamped in 32 bits, the buffer row offset hoisted (relbias, t5, alibi_slopes);
-#  - integer +/- chains regrouped so the q-only / kv-only parts are subexpressions (relbias, t5, alibi).
+#  - tanh branch-free from ex2.approx / rcp.approx (wip/fast-div-tanh), u * tanh(x * k) fused (softcap);
+#  - i32 gather indices clamped in 32 bits, the buffer row address hoisted (relbias, t5, alibi_slopes,
+#    document).
 # 1. gpu_attention_check --quick (every corpus mod, fwd + bwd, sm90 and the families it falls back to; it has
 #    no filter, so all of it: ~40 s); 2. flexattn bench --suite short (B=4 H=16 S=2048 D=128), fwd + bwd.
 # Before numbers: the lead's earlier run of main. Logs in $OUT/mods/.

@@ -42,10 +42,12 @@ int64_t ulps(float a, float b) {
 }  // namespace
 
 TEST(EmitCuda, UniformDivisorsBecomeAReciprocalMultiply) {
-  // softcap: score / cap with a literal cap.
+  // softcap: score / cap with a literal cap, inside cap * tanh(...): one fused form, no temporaries.
   const std::string softcap = score_mod_source(mods::softcap(30));
-  EXPECT_TRUE(has(softcap, "(score * fa_rcp(((float)p.lit[0])))")) << softcap;
+  EXPECT_TRUE(has(softcap, "const float t0 = fa_mul_tanh(((float)p.lit[0]), score, fa_rcp(((float)p.lit[0])));\n"
+                           "    return t0;")) << softcap;
   EXPECT_FALSE(has(softcap, " / ")) << softcap;
+  EXPECT_TRUE(has(score_mod_source(score() / 7.0), "(score * fa_rcp(((float)p.lit[0])))"));
   // A runtime scalar, and an expression of a scalar and literals only.
   const Expr temp = scalar("T", DType::F32);
   EXPECT_TRUE(has(score_mod_source(score() / temp), "(score * fa_rcp(((float)p.scalar[0])))"));
@@ -110,4 +112,37 @@ TEST(EmitCuda, Int32GatherIndicesClampInThirtyTwoBits) {
   const std::string wide = score_mod_source(score() + bias(cast(q_idx(), DType::I64) * 3));
   EXPECT_TRUE(has(wide, "fa_read_f32(p.buf[0], fa_clamp_index((long long)")) << wide;
   EXPECT_FALSE(has(wide, "fa_clamp_index32")) << wide;
+}
+
+TEST(EmitCuda, TanhOfAUniformMultipleFoldsTheScale) {
+  // tanh(x * k), tanh(x / k), u * tanh(...) with k, u uniform take the fused forms; tanh of anything
+  // else, or a tanh times a per-entry value, the plain ones.
+  const Expr T = scalar("T", DType::F32);
+  EXPECT_TRUE(has(score_mod_source(tanh(score() * T)), "fa_tanh_scaled(score, ((float)p.scalar[0]))"));
+  EXPECT_TRUE(has(score_mod_source(tanh(T * score())), "fa_tanh_scaled(score, ((float)p.scalar[0]))"));
+  EXPECT_TRUE(has(score_mod_source(tanh(score() / T)), "fa_tanh_scaled(score, fa_rcp(((float)p.scalar[0])))"));
+  EXPECT_TRUE(has(score_mod_source(T * tanh(score())), "fa_mul_tanh(((float)p.scalar[0]), score, 1.0f)"));
+  const std::string q = score_mod_source(tanh(score() * cast(q_idx(), DType::F32)));
+  EXPECT_TRUE(has(q, "fa_tanh(") && !has(q, "fa_tanh_scaled")) << q;
+  const std::string qs = score_mod_source(cast(q_idx(), DType::F32) * tanh(score()));
+  EXPECT_TRUE(has(qs, "fa_tanh(") && !has(qs, "fa_mul_tanh")) << qs;
+}
+
+TEST(EmitCuda, FusedTanhFormsMatchTheInterpreter) {
+  // The host build of mod_ops.cuh has no ex2/rcp.approx: its fa_tanh_rcp is the same formula in exact
+  // f32 (tests the algebra of the fused forms; the GPU check covers the approximate instructions).
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> s(-400.f, 400.f);
+  const Expr cap = scalar("cap", DType::F32);
+  const Expr mod = cap * tanh(score() / cap);
+  for (float c : {5.f, 20.f, 30.f, 50.f})
+    for (int i = 0; i < 20000; ++i) {
+      const float x = i < 100 ? float(i - 50) * 0.01f : s(rng);
+      EvalEnv env;
+      env.score = x;
+      env.scalar = [c](const std::string&) { return double(c); };
+      const double want = eval(mod, env).f;
+      ASSERT_NEAR(fa_mul_tanh(c, x, fa_rcp(c)), want, 2e-6 * c) << x << " cap " << c;
+      ASSERT_NEAR(fa_tanh_scaled(x, fa_rcp(c)), std::tanh(double(x) / c), 2e-6) << x;
+    }
 }
