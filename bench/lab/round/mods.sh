@@ -15,13 +15,19 @@ L=${OUT:-/tmp}/mods
 mkdir -p "$L"
 CHECK=build-gpu/tests/gpu/attention/gpu_attention_check
 B=build-gpu/tools/flexattn
-timeout 55 $CHECK --quick > "$L/check_quick.log" 2>&1
+timeout 60 $CHECK --quick > "$L/check_quick.log" 2>&1
 crc=$?
-timeout 40 $B bench --suite short --backend cuda > "$L/bench_short.log" 2>&1
+timeout 38 $B bench --suite short --backend cuda > "$L/bench_short.log" 2>&1
 brc=$?
 echo "==== mods: correctness (gpu_attention_check --quick rc=$crc)"
-echo "PASS $(grep -c '^PASS' "$L/check_quick.log")  FAIL $(grep -c '^FAIL' "$L/check_quick.log")"
-grep '^FAIL' "$L/check_quick.log" | head -5
+echo "PASS $(grep -c '^PASS' "$L/check_quick.log")  FAIL $(grep -c '^FAIL' "$L/check_quick.log")  ($(grep -E '^[0-9]+ cases' "$L/check_quick.log"))"
+grep '^FAIL' "$L/check_quick.log" | head -4
+# worst errors (out, lse, grads) of the mods this branch changes most, over their cases
+awk '$1 ~ /softcap|relbias|alibi|t5/ { for (j = 5; j <= NF; ++j) if ($j ~ /^(PASS|FAIL)/) break;
+     if (j > NF) next; m = $1; seen[m] = 1
+     for (i = 1; i <= 3; ++i) if ($(j - 4 + i) + 0 > w[m, i]) w[m, i] = $(j - 4 + i) + 0 }
+     END { for (m in seen) printf "  %-32s out %.1e lse %.1e grads %.1e\n", m, w[m, 1], w[m, 2], w[m, 3] }' \
+    "$L/check_quick.log" | sort | head -6
 echo "==== mods: bench --suite short (rc=$brc), after; before = lead's earlier main run"
 grep -E '^case' "$L/bench_short.log"
 grep -E '^(causal|document|sliding|prefix)' "$L/bench_short.log"
