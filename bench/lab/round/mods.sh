@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU check of wip/mods (issue 5: score_mod cost in the generated code; budget 100 s). What changed is the
-# generated functor of every mod with an integer +/- chain, a gather or a division (default path):
+# generated functor of every mod with a gather, a float division or a tanh (default path):
 #  - x / d with a uniform d (literal, scalar, expression of those) -> x * fa_rcp(d) (softcap, alibi, t5);
 #  - tanh branch-free from ex2.approx / rcp.approx (wip/fast-div-tanh), u * tanh(x * k) fused (softcap);
 #  - i32 gather indices clamped in 32 bits, the buffer row address hoisted (relbias, t5, alibi_slopes,
