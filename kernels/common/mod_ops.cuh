@@ -7,6 +7,7 @@
 #define FA_MOD_FN __device__ __forceinline__
 #else
 #define FA_MOD_FN inline
+#include <cmath>
 #endif
 
 // Integer arithmetic wraps (torch int tensors wrap); done in unsigned to avoid C++ UB.
@@ -117,7 +118,91 @@ FA_MOD_FN float fa_read_f16(const void* p, long long i) {
 FA_MOD_FN int fa_read_i32(const void* p, long long i) { return ((const int*)p)[i]; }
 FA_MOD_FN long long fa_read_i64(const void* p, long long i) { return ((const long long*)p)[i]; }
 FA_MOD_FN bool fa_read_bool(const void* p, long long i) { return ((const unsigned char*)p)[i] != 0; }
+// Element row + col (col: a clamped i32 index, codegen's FlatIndex): the row's address is formed once
+// (rows are indexed by h, b, ... in practice, so it is the same for every entry) and an entry costs one
+// IMAD.WIDE.U32. The asm (the generic -> global conversion the loads below need) hides the row pointer
+// from the optimizer, which otherwise folds row + col back into one 64-bit index (multiply-add, shift
+// and add per entry, seen in the SASS); it is not volatile, so equal rows are still computed once.
+FA_MOD_FN const void* fa_row_ptr(const void* p) {
+  const void* r;
+  asm("cvta.to.global.u64 %0, %1;" : "=l"(r) : "l"(p));
+  return r;
+}
+// Plain (weak) global reads of the element: not volatile, so the compiler may still share or move them
+// (the buffers are read-only inside a kernel; gradients go to buf_grad). A C++ read through the hidden
+// pointer compiles to a generic LD; __ldca to LDG.E.STRONG.SM.
+#define FA_LD_GLOBAL(T, R, ptx, cons)                                     \
+  FA_MOD_FN R fa_ld_##T(const void* row, unsigned col) {                  \
+    R v;                                                                  \
+    asm("ld.global." ptx " %0, [%1];" : "=" cons(v) : "l"((const T*)row + col)); \
+    return v;                                                             \
+  }
+typedef unsigned short fa_u16;
+typedef unsigned char fa_u8;
+typedef long long fa_i64;
+FA_LD_GLOBAL(float, float, "f32", "f")
+FA_LD_GLOBAL(fa_u16, fa_u16, "u16", "h")
+FA_LD_GLOBAL(int, int, "s32", "r")
+FA_LD_GLOBAL(fa_i64, fa_i64, "s64", "l")
+#undef FA_LD_GLOBAL
+FA_MOD_FN unsigned fa_ld_fa_u8(const void* row, unsigned col) {
+  unsigned v;
+  asm("ld.global.u8 %0, [%1];" : "=r"(v) : "l"((const fa_u8*)row + col));
+  return v;
+}
+FA_MOD_FN float fa_read_f32(const void* p, long long row, unsigned col) {
+  return fa_ld_float(fa_row_ptr((const float*)p + row), col);
+}
+FA_MOD_FN float fa_read_bf16(const void* p, long long row, unsigned col) {
+  return __uint_as_float(((unsigned)fa_ld_fa_u16(fa_row_ptr((const fa_u16*)p + row), col)) << 16);
+}
+FA_MOD_FN float fa_read_f16(const void* p, long long row, unsigned col) {
+  const unsigned short h = fa_ld_fa_u16(fa_row_ptr((const fa_u16*)p + row), col);
+  float f;
+  asm("{ .reg .b16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h));
+  return f;
+}
+FA_MOD_FN int fa_read_i32(const void* p, long long row, unsigned col) {
+  return fa_ld_int(fa_row_ptr((const int*)p + row), col);
+}
+FA_MOD_FN long long fa_read_i64(const void* p, long long row, unsigned col) {
+  return fa_ld_fa_i64(fa_row_ptr((const fa_i64*)p + row), col);
+}
+FA_MOD_FN bool fa_read_bool(const void* p, long long row, unsigned col) {
+  return fa_ld_fa_u8(fa_row_ptr((const fa_u8*)p + row), col) != 0;
+}
 #endif
+
+// tanh(x) = 1 - 2 / (2^(2 x log2 e) + 1), branch-free with 2 MUFU ops where CUDA's tanhf selects
+// between a polynomial and this formula (~20 instructions; softcap runs it on every entry). Absolute
+// error <= ~7e-7 (ex2.approx and rcp.approx: 2 ulp each): a softcap of 30 turns it into a score error of
+// ~1e-5, far below bf16's rounding of P. Five instructions and no special cases: e + 1 is in [1, +inf],
+// where rcp.approx.ftz is defined (rcp(+inf) = 0: x >= 44.4 gives exactly 1, x <= -44 gives e = 0 and
+// exactly -1), and a NaN x stays NaN through ex2 and rcp.
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+FA_MOD_FN float fa_tanh_rcp(float t) {  // 1 / (2^t + 1), t = 2 x log2 e
+  float e, r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(t));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.0f));
+  return r;
+}
+#else
+// Host build (tests): the same formula in f32 without the approximate instructions.
+inline float fa_tanh_rcp(float t) { return 1.0f / (std::exp2(t) + 1.0f); }
+using std::fmaf;
+#endif
+FA_MOD_FN float fa_tanh(float x) { return fmaf(-2.0f, fa_tanh_rcp(x * 2.8853900817779268f), 1.0f); }
+// tanh(x * k) and u * tanh(x * k) for k, u the same for every entry (codegen: a tanh of a product or
+// quotient by a uniform value, times a uniform value; softcap is cap * tanh(score * (1 / cap))):
+// k * 2 log2 e, -2 u are computed once, so softcap costs an FMUL, two MUFU, an FADD and an FFMA per
+// entry instead of three more FMULs. Same error as fa_tanh (the scale takes one rounding either way;
+// u - 2 u r rounds once where u (1 - 2 r) rounds twice).
+FA_MOD_FN float fa_tanh_scaled(float x, float k) {
+  return fmaf(-2.0f, fa_tanh_rcp(x * (k * 2.8853900817779268f)), 1.0f);
+}
+FA_MOD_FN float fa_mul_tanh(float u, float x, float k) {
+  return fmaf(-2.0f * u, fa_tanh_rcp(x * (k * 2.8853900817779268f)), u);
+}
 
 // Python-style negative wrap once, then clamp: an out-of-range gather is undefined in torch; here it
 // never reads out of bounds (same rule as ir::clamp_index).
@@ -127,3 +212,20 @@ FA_MOD_FN long long fa_clamp_index(long long i, long long size) {
   if (i >= size) i = size - 1;
   return i;
 }
+// The same rule for an i32 index (q_idx - kv_idx + S - 1 and the like) in 32-bit arithmetic; exact
+// because the host refuses buffer dimensions of 2^31 or more (runtime fill_mod_params), so i + size
+// cannot overflow for i < 0. Zero-extended, the result indexes 64-bit flat offsets at no cost. The
+// 64-bit form costs ~20 instructions per entry of a gather mod (6 ISETP.*.EX, 7 SEL, IMAD.WIDE, ...
+// in the relbias sm90 forward), this one ~4.
+FA_MOD_FN unsigned fa_clamp_index32(int i, long long size) {
+  const int s = (int)size;
+  const int lo = i + s;  // used only for i < 0: no overflow
+  const int j = i < 0 ? (lo < 0 ? 0 : lo) : (i >= s ? s - 1 : i);
+  return (unsigned)j;
+}
+// 1 / d in IEEE f32, for a divisor that is the same for every entry of a kernel (a literal, a scalar or an
+// expression of those; codegen decides): x / d is emitted as x * fa_rcp(d), which the compiler computes
+// once. Within 2 ulp of the correctly rounded quotient (tests/unit/ir/test_mod_ops_host.cc measures it),
+// as faithful as torch flex, whose Triton kernels compile f32 `/` to div.full.f32 (2 ulp;
+// triton-lang/triton#10661), where the IEEE division is ~10 instructions and a slow-path call per entry.
+FA_MOD_FN float fa_rcp(float d) { return 1.0f / d; }

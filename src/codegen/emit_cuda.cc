@@ -1,6 +1,9 @@
 // IR -> CUDA C++ variant functor. One temporary per DAG node (common subexpressions computed once);
 // leaves are inlined. Every node is printed as the definition in src/ir/eval.cc prescribes, through
-// the helpers of kernels/common/mod_ops.cuh. The printer makes no decisions beyond that mapping.
+// the helpers of kernels/common/mod_ops.cuh. Its only other decisions are about cost, each kept within
+// the stated accuracy: integer literal divisors of // and % compiled in (divisor()), float division by
+// a uniform value as a reciprocal multiply (uniform()), i32 gather indices clamped in 32 bits with the
+// row offset apart (flat_index()).
 #include <functional>
 #include <set>
 #include <sstream>
@@ -52,8 +55,11 @@ class FunctionEmitter {
   std::string value(const Node* n) {
     auto it = names_.find(n);
     if (it != names_.end()) return it->second;
-    for (const NodePtrRef& a : n->args) value(a.get());
-    std::string text = print_node(*n);
+    std::string text = fused(*n);  // emits only the operands it uses
+    if (text.empty()) {
+      for (const NodePtrRef& a : n->args) value(a.get());
+      text = print_node(*n);
+    }
     if (n->args.empty()) {
       names_[n] = text;
       return text;
@@ -73,14 +79,29 @@ class FunctionEmitter {
     return std::string("((") + ctype(to) + ")" + v + ")";
   }
 
-  std::string flat_index(const Node& load, int slot) {
-    std::string flat;
-    for (size_t d = 0; d < load.args.size(); ++d) {
-      const std::string size = "p.buf_shape[" + std::to_string(slot) + "][" + std::to_string(d) + "]";
-      const std::string idx = "fa_clamp_index((long long)" + value(load.args[d].get()) + ", " + size + ")";
-      flat = d == 0 ? idx : "(" + flat + ") * " + size + " + " + idx;
+  // Where a Load reads, as "row, col" arguments of the fa_read_* helpers (element row + col of the
+  // buffer's flat storage) or, when the last index is not i32, as one flat 64-bit offset. Every index is
+  // clamped (fa_clamp_index*); an i32 index in 32 bits (~4 instructions per entry instead of ~20). The
+  // split lets the compiler form the row's address once (rows are indexed by h, b, ... in practice) and
+  // reach an entry with one IMAD.WIDE.U32 instead of a 64-bit multiply-add, shift and add.
+  struct FlatIndex {
+    std::string row, col;  // col empty: row is the whole flat offset
+  };
+  FlatIndex flat_index(const Node& load, int slot) {
+    auto size = [&](size_t d) { return "p.buf_shape[" + std::to_string(slot) + "][" + std::to_string(d) + "]"; };
+    auto clamped = [&](size_t d) {
+      const Node* i = load.args[d].get();
+      if (i->type == DType::I32) return "(long long)fa_clamp_index32(" + value(i) + ", " + size(d) + ")";
+      return "fa_clamp_index((long long)" + value(i) + ", " + size(d) + ")";
+    };
+    const size_t last = load.args.size() - 1;
+    std::string row;
+    for (size_t d = 0; d < last; ++d) row = d == 0 ? clamped(d) : "(" + row + ") * " + size(d) + " + " + clamped(d);
+    if (load.args[last]->type == DType::I32) {
+      const std::string col = "fa_clamp_index32(" + value(load.args[last].get()) + ", " + size(last) + ")";
+      return {last == 0 ? std::string("0LL") : "(" + row + ") * " + size(last), col};
     }
-    return flat;
+    return {last == 0 ? clamped(last) : "(" + row + ") * " + size(last) + " + " + clamped(last), ""};
   }
 
  private:
@@ -112,8 +133,9 @@ class FunctionEmitter {
       }
       case Op::Load: {
         const int slot = layout_.buffer_slot(n.name);
-        return std::string(reader(n.buffer_dtype)) + "(p.buf[" + std::to_string(slot) + "], " +
-               flat_index(n, slot) + ")";
+        const FlatIndex at = flat_index(n, slot);
+        return std::string(reader(n.buffer_dtype)) + "(p.buf[" + std::to_string(slot) + "], " + at.row +
+               (at.col.empty() ? "" : ", " + at.col) + ")";
       }
       case Op::Neg: return f ? "(-" + a0(t) + ")" : call("fa_neg", a0(t));
       case Op::Abs: return f ? call("fabsf", a0(t)) : call("fa_abs", a0(t));
@@ -123,7 +145,7 @@ class FunctionEmitter {
       case Op::Log2: return float_fn("log2f");
       case Op::Sqrt: return float_fn("sqrtf");
       case Op::Rsqrt: return float_fn("fa_rsqrt");
-      case Op::Tanh: return float_fn("tanhf");
+      case Op::Tanh: return float_fn("fa_tanh");
       case Op::Sigmoid: return float_fn("fa_sigmoid");
       case Op::Sin: return float_fn("sinf");
       case Op::Cos: return float_fn("cosf");
@@ -139,7 +161,9 @@ class FunctionEmitter {
       case Op::Add: return f ? "(" + a0(t) + " + " + a1(t) + ")" : "fa_add(" + a0(t) + ", " + a1(t) + ")";
       case Op::Sub: return f ? "(" + a0(t) + " - " + a1(t) + ")" : "fa_sub(" + a0(t) + ", " + a1(t) + ")";
       case Op::Mul: return f ? "(" + a0(t) + " * " + a1(t) + ")" : "fa_mul(" + a0(t) + ", " + a1(t) + ")";
-      case Op::Div: return "(" + a0(DType::F32) + " / " + a1(DType::F32) + ")";
+      case Op::Div:
+        if (uniform(n.args[1].get())) return "(" + a0(DType::F32) + " * fa_rcp(" + a1(DType::F32) + "))";
+        return "(" + a0(DType::F32) + " / " + a1(DType::F32) + ")";
       case Op::FloorDiv: return (f ? "fa_floordiv_f(" : "fa_floordiv(") + a0(t) + ", " + divisor(n) + ")";
       case Op::Mod: return (f ? "fa_mod_f(" : "fa_mod(") + a0(t) + ", " + divisor(n) + ")";
       case Op::Min: return (f ? "fa_min_f(" : "fa_min_i(") + a0(t) + ", " + a1(t) + ")";
@@ -177,6 +201,65 @@ class FunctionEmitter {
     return "((long long)" + std::to_string(v) + "LL)";
   }
 
+  // tanh(x * k) and u * tanh(x * k) with k, u uniform (softcap: cap * tanh(score / cap)): the
+  // fa_tanh_scaled / fa_mul_tanh forms of mod_ops.cuh fold k and u into their own constants (3 FMULs
+  // less per entry). "" when `n` is not of that shape.
+  std::string fused(const Node& n) {
+    if (n.type != DType::F32) return "";
+    if (n.op == Op::Tanh) {
+      const Scaled x = scaled(n.args[0].get());
+      return x.k.empty() ? "" : "fa_tanh_scaled(" + x.x + ", " + x.k + ")";
+    }
+    if (n.op != Op::Mul) return "";
+    for (int i : {0, 1}) {
+      const Node* u = n.args[size_t(i)].get();
+      const Node* th = n.args[size_t(1 - i)].get();
+      if (!uniform(u) || th->op != Op::Tanh) continue;
+      const Scaled x = scaled(th->args[0].get());
+      return "fa_mul_tanh(" + as(u, DType::F32) + ", " +
+             (x.k.empty() ? as(th->args[0].get(), DType::F32) + ", 1.0f" : x.x + ", " + x.k) + ")";
+    }
+    return "";
+  }
+
+  // `a` as x * k with k uniform (a product with a uniform factor, or a quotient by a uniform divisor:
+  // k = fa_rcp of it, as Op::Div prints it), for the tanh forms of mod_ops.cuh that fold k into their
+  // own scale. k empty: no such form.
+  struct Scaled {
+    std::string x, k;
+  };
+  Scaled scaled(const Node* a) {
+    if (a->type != DType::F32) return {};
+    const Node* l = a->args.size() == 2 ? a->args[0].get() : nullptr;
+    const Node* r = a->args.size() == 2 ? a->args[1].get() : nullptr;
+    if (a->op == Op::Div && uniform(r)) return {as(l, DType::F32), "fa_rcp(" + as(r, DType::F32) + ")"};
+    if (a->op == Op::Mul && uniform(r)) return {as(l, DType::F32), as(r, DType::F32)};
+    if (a->op == Op::Mul && uniform(l)) return {as(r, DType::F32), as(l, DType::F32)};
+    return {};
+  }
+
+  // True for a value that is the same for every entry of every kernel launch: literals, scalars and
+  // expressions of only those (no score, b, h, q_idx, kv_idx, no buffer load). A float division by such a
+  // value is emitted as a multiplication by its IEEE reciprocal (fa_rcp), which the compiler computes
+  // once: within 2 ulp of the IEEE quotient, as faithful as torch flex's Triton kernels, which compile f32
+  // `/` to div.full.f32 (2 ulp; triton-lang/triton#10661). IEEE division per entry is ~10 instructions
+  // and a slow-path call (softcap: 388 calls in the sm90 forward's SASS). A divisor that varies per entry
+  // keeps IEEE division: an approximate one everywhere pushed sm90 backward and sm80 kernels into spills.
+  // The CPU interpreter (src/ir/eval.cc) keeps its exact division: the tolerance tests compare to it.
+  bool uniform(const Node* n) {
+    auto it = uniform_.find(n);
+    if (it != uniform_.end()) return it->second;
+    bool u = true;
+    switch (n->op) {
+      case Op::Literal: case Op::Scalar: break;
+      case Op::Score: case Op::Batch: case Op::Head: case Op::QIdx: case Op::KvIdx: case Op::Load: u = false; break;
+      default:
+        for (const NodePtrRef& a : n->args) u = u && uniform(a.get());
+    }
+    uniform_[n] = u;
+    return u;
+  }
+
   int literal_slot(const Node* n) {
     for (size_t i = 0; i < layout_.literals.size(); ++i)
       if (layout_.literals[i].get() == n) return int(i);
@@ -186,6 +269,7 @@ class FunctionEmitter {
   const VariantLayout& layout_;
   std::ostringstream& out_;
   std::unordered_map<const Node*, std::string> names_;
+  std::unordered_map<const Node*, bool> uniform_;
   int next_ = 0;
 };
 
@@ -285,8 +369,9 @@ GeneratedVariant emit_cuda_variant(const Variant& variant, bool with_backward) {
     for (const ir::LoadGrad& lg : grads) {
       const int slot = layout.buffer_slot(lg.load->name);
       const std::string d = fe.as(lg.derivative.get(), DType::F32);
-      const std::string flat = fe.flat_index(*lg.load, slot);
-      out << "    atomicAdd(p.buf_grad[" << slot << "] + (" << flat << "), g * " << d << ");\n";
+      const auto at = fe.flat_index(*lg.load, slot);
+      out << "    atomicAdd(p.buf_grad[" << slot << "] + (" << at.row << ")" << (at.col.empty() ? "" : " + " + at.col)
+          << ", g * " << d << ");\n";
     }
   }
   out << "  }\n";

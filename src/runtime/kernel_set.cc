@@ -174,8 +174,13 @@ void fill_mod_params(const codegen::VariantLayout& layout, const DeviceBindings&
                   std::string(dtype_name(use.dtype)));
     out->buf[i] = view.data;
     for (int d = 0; d < kern::kModBufRank; ++d) out->buf_shape[i][d] = d < use.rank ? view.shape[d] : 1;
-    for (int d = 0; d < use.rank; ++d)
+    for (int d = 0; d < use.rank; ++d) {
       if (view.shape[d] < 1) throw Error("buffer '" + use.name + "' has an empty dimension");
+      // Generated gathers clamp i32 indices in 32-bit arithmetic (fa_clamp_index32, mod_ops.cuh).
+      if (view.shape[d] > 0x7fffffffLL)
+        throw Error("buffer '" + use.name + "' has a dimension of " + std::to_string(view.shape[d]) +
+                    " elements; the cuda kernels take at most 2^31 - 1 per dimension");
+    }
   }
   if (backward) {
     for (const std::string& g : layout.grad_buffers) {

@@ -42,7 +42,8 @@ TmaMapArgs sm90_map_args(const char* what, const void* base, DType dtype, int64_
                          int64_t dim, int64_t sb, int64_t sh, int64_t sl, int box_rows);
 
 // Whether a variant gets the narrow kv tile (kernels/sm90/tile_config_sm90.h): its mods read captured
-// buffers. The one rule both the generated source and the launch (map boxes, mask blocks) follow.
+// buffers (and FLEXATTN_SM90_NARROW is not 0; read at each call: set it before the first forward). The
+// one rule both the generated source and the launch (map boxes, mask blocks) follow.
 bool sm90_narrow_tile(const codegen::VariantLayout& layout);
 
 // Encodes one map into *out (the driver's cuTensorMapEncodeTiled). Throws Error naming `what` and the

@@ -165,6 +165,27 @@ TEST_F(Sm90Compile, CompileVariantTakesTheFamilyTheDispatchWould) {
   unsetenv("FLEXATTN_SM90");
 }
 
+// FLEXATTN_SM90_NARROW=0: the buffer-reading mods on the wide tile (128 x 128), which the narrow rule
+// kept them off while their 64-bit gather index math spilled there. The kernel-set cache is keyed without
+// the flag, so the source is compiled here directly.
+TEST_F(Sm90Compile, GatherModsCompileCleanlyOnTheWideTile) {
+  mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
+  for (const char* name : {"relbias(learnable)", "alibi_slopes(learnable)+causal", "t5", "document:3"})
+    for (int d : {64, 128}) {
+      const Variant v = corpus::build_variant(corpus::corpus_entry(name), shape).variant;
+      runtime::KernelSetKey key{DType::BF16, d, d, "sm_90a", false, runtime::KernelFamily::sm90};
+      setenv("FLEXATTN_SM90_NARROW", "0", 1);
+      jit::KernelRequest req;
+      req.prefix = "attn_fwd_sm90a_wide_d" + std::to_string(d);
+      req.source = runtime::kernel_source_sm90(codegen::emit_cuda_variant(v, false), key);
+      unsetenv("FLEXATTN_SM90_NARROW");
+      EXPECT_NE(req.source.find(", false>(p); }"), std::string::npos) << req.source;
+      req.arch = "sm_90a";
+      req.kernel_names = {"flexattn_fwd"};
+      expect_clean(jit::get_or_compile(req), std::string(name) + " wide D=" + std::to_string(d));
+    }
+}
+
 TEST_F(Sm90Compile, EveryHeaderCompilesOnItsOwn) {
   for (const char* h : {"sm90/ptx/fence.cuh", "sm90/ptx/mbarrier.cuh", "sm90/ptx/setmaxnreg.cuh", "sm90/ptx/smem.cuh",
                         "sm90/ptx/tma.cuh", "sm90/ptx/wgmma.cuh", "sm90/tile_config_sm90.h", "sm90/fwd_layout_sm90.cuh",

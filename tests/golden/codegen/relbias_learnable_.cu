@@ -15,7 +15,7 @@ struct FlexVariant {
     const int t0 = fa_sub(q_idx, kv_idx);
     const int t1 = fa_add(t0, ((int)p.scalar[0]));
     const int t2 = fa_sub(t1, ((int)((long long)p.lit[0])));
-    const float t3 = fa_read_f32(p.buf[0], (fa_clamp_index((long long)h, p.buf_shape[0][0])) * p.buf_shape[0][1] + fa_clamp_index((long long)t2, p.buf_shape[0][1]));
+    const float t3 = fa_read_f32(p.buf[0], ((long long)fa_clamp_index32(h, p.buf_shape[0][0])) * p.buf_shape[0][1], fa_clamp_index32(t2, p.buf_shape[0][1]));
     const float t4 = (score + t3);
     return t4;
   }
@@ -34,7 +34,7 @@ struct FlexVariant {
     const int t0 = fa_sub(q_idx, kv_idx);
     const int t1 = fa_add(t0, ((int)p.scalar[0]));
     const int t2 = fa_sub(t1, ((int)((long long)p.lit[0])));
-    atomicAdd(p.buf_grad[0] + ((fa_clamp_index((long long)h, p.buf_shape[0][0])) * p.buf_shape[0][1] + fa_clamp_index((long long)t2, p.buf_shape[0][1])), g * ((float)p.lit[1]));
+    atomicAdd(p.buf_grad[0] + (((long long)fa_clamp_index32(h, p.buf_shape[0][0])) * p.buf_shape[0][1]) + fa_clamp_index32(t2, p.buf_shape[0][1]), g * ((float)p.lit[1]));
   }
 };
 

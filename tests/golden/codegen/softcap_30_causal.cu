@@ -12,10 +12,8 @@ struct FlexVariant {
   static constexpr bool kHasBufferGrad = false;
 
   __device__ __forceinline__ static float score_mod(const ModParams& p, float score, int b, int h, int q_idx, int kv_idx) {
-    const float t0 = (score / ((float)p.lit[0]));
-    const float t1 = tanhf(t0);
-    const float t2 = (((float)p.lit[0]) * t1);
-    return t2;
+    const float t0 = fa_mul_tanh(((float)p.lit[0]), score, fa_rcp(((float)p.lit[0])));
+    return t0;
   }
 
   __device__ __forceinline__ static bool mask_mod(const ModParams& p, int b, int h, int q_idx, int kv_idx) {
@@ -25,13 +23,12 @@ struct FlexVariant {
 
   // g * d score_mod / d score
   __device__ __forceinline__ static float score_grad(const ModParams& p, float score, int b, int h, int q_idx, int kv_idx, float g) {
-    const float t0 = (score / ((float)p.lit[0]));
-    const float t1 = tanhf(t0);
-    const float t2 = (t1 * t1);
-    const float t3 = (((float)p.lit[2]) - t2);
-    const float t4 = (((float)p.lit[1]) * t3);
-    const float t5 = (t4 / ((float)p.lit[0]));
-    return g * t5;
+    const float t0 = fa_tanh_scaled(score, fa_rcp(((float)p.lit[0])));
+    const float t1 = (t0 * t0);
+    const float t2 = (((float)p.lit[2]) - t1);
+    const float t3 = (((float)p.lit[1]) * t2);
+    const float t4 = (t3 * fa_rcp(((float)p.lit[0])));
+    return g * t4;
   }
 
   // Accumulates g * d score_mod / d load into the gradient of every learnable buffer.

@@ -19,16 +19,16 @@ struct FlexVariant {
     const bool t4 = (t3 < ((int)((long long)p.lit[2])));
     const int t5 = fa_max_i(t3, ((int)((long long)p.lit[2])));
     const float t6 = ((float)t5);
-    const float t7 = (t6 / ((float)((long long)p.lit[2])));
+    const float t7 = (t6 * fa_rcp(((float)((long long)p.lit[2]))));
     const float t8 = log2f(t7);
-    const float t9 = (t8 / ((float)p.lit[3]));
+    const float t9 = (t8 * fa_rcp(((float)p.lit[3])));
     const float t10 = (t9 * ((float)((long long)p.lit[2])));
     const int t11 = fa_f2i(t10);
     const int t12 = fa_add(((int)((long long)p.lit[2])), t11);
     const int t13 = fa_min_i(t12, ((int)((long long)p.lit[4])));
     const int t14 = (t4 ? t3 : t13);
     const int t15 = fa_add(((int)t2), t14);
-    const float t16 = fa_read_f32(p.buf[0], (fa_clamp_index((long long)h, p.buf_shape[0][0])) * p.buf_shape[0][1] + fa_clamp_index((long long)t15, p.buf_shape[0][1]));
+    const float t16 = fa_read_f32(p.buf[0], ((long long)fa_clamp_index32(h, p.buf_shape[0][0])) * p.buf_shape[0][1], fa_clamp_index32(t15, p.buf_shape[0][1]));
     const float t17 = (score + t16);
     return t17;
   }

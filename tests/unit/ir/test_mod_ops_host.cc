@@ -63,3 +63,22 @@ TEST(ModOpsHost, ThirtyTwoBitPathMatchesTheSixtyFourBitDefinition) {
   }
   EXPECT_GT(checked, 800000);
 }
+
+TEST(ModOpsHost, ThirtyTwoBitClampMatchesTheSixtyFourBitOne) {
+  // fa_clamp_index32 (i32 gather indices; the host refuses buffer dimensions >= 2^31) against
+  // fa_clamp_index, itself the interpreter's clamp_index rule: wrap once if negative, then clamp.
+  std::mt19937 rng(11);
+  std::vector<long long> sizes = {1, 2, 3, 7, 128, 4095, 16383, 1 << 20, INT_MAX - 1, INT_MAX};
+  std::uniform_int_distribution<long long> any_size(1, INT_MAX);
+  for (int i = 0; i < 200; ++i) sizes.push_back(any_size(rng) >> (i % 31));
+  std::uniform_int_distribution<int> any(INT_MIN, INT_MAX);
+  for (long long size : sizes) {
+    if (size < 1) continue;
+    const int s = int(size);
+    std::vector<int> idx = {0, 1, -1, s - 1, s, -s, -s + 1, -s - 1, INT_MAX, INT_MIN, INT_MIN + 1, INT_MAX - 1};
+    if (s < INT_MAX) idx.push_back(s + 1);
+    for (int k = 0; k < 300; ++k) idx.push_back(any(rng) >> (k % 32));
+    for (int i : idx)
+      ASSERT_EQ((long long)fa_clamp_index32(i, size), fa_clamp_index((long long)i, size)) << i << " in " << size;
+  }
+}

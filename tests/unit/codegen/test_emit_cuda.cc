@@ -1,0 +1,148 @@
+// Codegen rewrites of the generated functor: a float division by a value that is the same for every
+// entry becomes a multiplication by its reciprocal (computed once by the compiler), one that varies per
+// entry stays an IEEE division; i32 gather indices clamp in 32 bits with the row offset apart.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "common/mod_ops.cuh"
+#include "flexattn/codegen.h"
+#include "flexattn/expr.h"
+#include "flexattn/mods.h"
+
+using namespace flexattn;
+using namespace flexattn::ir;
+
+namespace {
+
+// The score_mod function's body only (score_grad repeats the expressions).
+std::string score_mod_source(const Expr& score_mod) {
+  Variant v;
+  v.score_mod = score_mod;
+  const std::string s = codegen::emit_cuda_variant(v, false).source;
+  const size_t a = s.find("static float score_mod("), b = s.find("static bool mask_mod(");
+  EXPECT_TRUE(a != std::string::npos && b != std::string::npos) << s;
+  return s.substr(a, b - a);
+}
+
+bool has(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+// Distance in representable floats (same sign, finite).
+int64_t ulps(float a, float b) {
+  int32_t ia, ib;
+  std::memcpy(&ia, &a, 4);
+  std::memcpy(&ib, &b, 4);
+  return std::llabs(int64_t(ia) - int64_t(ib));
+}
+
+}  // namespace
+
+TEST(EmitCuda, UniformDivisorsBecomeAReciprocalMultiply) {
+  // softcap: score / cap with a literal cap, inside cap * tanh(...): one fused form, no temporaries.
+  const std::string softcap = score_mod_source(mods::softcap(30));
+  EXPECT_TRUE(has(softcap, "const float t0 = fa_mul_tanh(((float)p.lit[0]), score, fa_rcp(((float)p.lit[0])));\n"
+                           "    return t0;")) << softcap;
+  EXPECT_FALSE(has(softcap, " / ")) << softcap;
+  EXPECT_TRUE(has(score_mod_source(score() / 7.0), "(score * fa_rcp(((float)p.lit[0])))"));
+  // A runtime scalar, and an expression of a scalar and literals only.
+  const Expr temp = scalar("T", DType::F32);
+  EXPECT_TRUE(has(score_mod_source(score() / temp), "(score * fa_rcp(((float)p.scalar[0])))"));
+  const std::string expr = score_mod_source(score() / (temp * 2.0 + 1.0));
+  EXPECT_TRUE(has(expr, "* fa_rcp(")) << expr;
+  EXPECT_FALSE(has(expr, " / ")) << expr;
+  // The dividend may vary: alibi's (h + 1) * 8 / H divides by the scalar H.
+  const std::string alibi = score_mod_source(mods::alibi("H"));
+  EXPECT_TRUE(has(alibi, "* fa_rcp(((float)((int)p.scalar[0])))")) << alibi;
+}
+
+TEST(EmitCuda, DivisorsThatVaryPerEntryKeepIeeeDivision) {
+  const Buffer scale{"scale", DType::F32};
+  for (const Expr& divisor : {abs(score()) + 1.0, cast(q_idx(), DType::F32) + 1.0, cast(kv_idx() + 1, DType::F32),
+                              cast(head(), DType::F32) + 1.0, cast(batch(), DType::F32) + 2.0, scale(head())}) {
+    const std::string s = score_mod_source(score() / divisor);
+    EXPECT_FALSE(has(s, "fa_rcp")) << s;
+    EXPECT_TRUE(has(s, " / ")) << s;
+  }
+}
+
+TEST(EmitCuda, ReciprocalMultiplyIsWithinTwoUlpOfTheInterpreter) {
+  // x * fa_rcp(d) (the emitted form, here mod_ops.cuh built for the host) against the interpreter's
+  // quotient in double, rounded to f32: two roundings of relative error 2^-24 each, so at most 2 ulp;
+  // torch flex's div.full.f32 allows 2 ulp as well. Also counts how often it is not the IEEE quotient.
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  std::uniform_int_distribution<int> ex(-30, 30);
+  int64_t worst = 0, off = 0, n = 0;
+  const Expr d = scalar("d", DType::F32);
+  const Expr mod = score() / d;
+  for (int i = 0; i < 200000; ++i) {
+    const float x = std::ldexp(mant(rng), ex(rng)) * (i % 2 ? -1.f : 1.f);
+    const float dv = i < 1000 ? float(1 + i % 64) : std::ldexp(mant(rng), ex(rng) / 2);
+    EvalEnv env;
+    env.score = x;
+    env.scalar = [dv](const std::string&) { return double(dv); };
+    const float want = float(eval(mod, env).f);
+    const float got = x * fa_rcp(dv);
+    worst = std::max(worst, ulps(got, want));
+    off += got != x / dv;
+    ++n;
+  }
+  EXPECT_LE(worst, 1);  // measured 1 (the bound above is 2)
+  std::printf("x * rcp(d) vs x / d: worst %lld ulp, differs from IEEE in %lld of %lld\n", (long long)worst,
+              (long long)off, (long long)n);
+  // Powers of two (softcap's usual caps are not, 2 and 4 are t5's) give exactly the quotient.
+  for (float p2 : {1.f, 2.f, 4.f, 8.f, 0.5f})
+    for (float x : {1.f, 3.f, -7.25f, 1e-3f, 123456.7f}) EXPECT_EQ(x * fa_rcp(p2), x / p2);
+}
+
+TEST(EmitCuda, Int32GatherIndicesClampInThirtyTwoBits) {
+  const Buffer bias{"bias", DType::F32};
+  const std::string rel = score_mod_source(score() + bias(head(), q_idx() - kv_idx() + 7));
+  EXPECT_TRUE(has(rel, "fa_read_f32(p.buf[0], ((long long)fa_clamp_index32(h, p.buf_shape[0][0])) * "
+                       "p.buf_shape[0][1], fa_clamp_index32(")) << rel;
+  EXPECT_FALSE(has(rel, "fa_clamp_index((long long)")) << rel;
+  // A one-dimensional gather has no row.
+  const std::string one = score_mod_source(score() + bias(kv_idx()));
+  EXPECT_TRUE(has(one, "fa_read_f32(p.buf[0], 0LL, fa_clamp_index32(kv_idx, p.buf_shape[0][0]))")) << one;
+  // An i64 index keeps the 64-bit clamp and one flat offset.
+  const std::string wide = score_mod_source(score() + bias(cast(q_idx(), DType::I64) * 3));
+  EXPECT_TRUE(has(wide, "fa_read_f32(p.buf[0], fa_clamp_index((long long)")) << wide;
+  EXPECT_FALSE(has(wide, "fa_clamp_index32")) << wide;
+}
+
+TEST(EmitCuda, TanhOfAUniformMultipleFoldsTheScale) {
+  // tanh(x * k), tanh(x / k), u * tanh(...) with k, u uniform take the fused forms; tanh of anything
+  // else, or a tanh times a per-entry value, the plain ones.
+  const Expr T = scalar("T", DType::F32);
+  EXPECT_TRUE(has(score_mod_source(tanh(score() * T)), "fa_tanh_scaled(score, ((float)p.scalar[0]))"));
+  EXPECT_TRUE(has(score_mod_source(tanh(T * score())), "fa_tanh_scaled(score, ((float)p.scalar[0]))"));
+  EXPECT_TRUE(has(score_mod_source(tanh(score() / T)), "fa_tanh_scaled(score, fa_rcp(((float)p.scalar[0])))"));
+  EXPECT_TRUE(has(score_mod_source(T * tanh(score())), "fa_mul_tanh(((float)p.scalar[0]), score, 1.0f)"));
+  const std::string q = score_mod_source(tanh(score() * cast(q_idx(), DType::F32)));
+  EXPECT_TRUE(has(q, "fa_tanh(") && !has(q, "fa_tanh_scaled")) << q;
+  const std::string qs = score_mod_source(cast(q_idx(), DType::F32) * tanh(score()));
+  EXPECT_TRUE(has(qs, "fa_tanh(") && !has(qs, "fa_mul_tanh")) << qs;
+}
+
+TEST(EmitCuda, FusedTanhFormsMatchTheInterpreter) {
+  // The host build of mod_ops.cuh has no ex2/rcp.approx: its fa_tanh_rcp is the same formula in exact
+  // f32 (tests the algebra of the fused forms; the GPU check covers the approximate instructions).
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> s(-400.f, 400.f);
+  const Expr cap = scalar("cap", DType::F32);
+  const Expr mod = cap * tanh(score() / cap);
+  for (float c : {5.f, 20.f, 30.f, 50.f})
+    for (int i = 0; i < 20000; ++i) {
+      const float x = i < 100 ? float(i - 50) * 0.01f : s(rng);
+      EvalEnv env;
+      env.score = x;
+      env.scalar = [c](const std::string&) { return double(c); };
+      const double want = eval(mod, env).f;
+      ASSERT_NEAR(fa_mul_tanh(c, x, fa_rcp(c)), want, 2e-6 * c) << x << " cap " << c;
+      ASSERT_NEAR(fa_tanh_scaled(x, fa_rcp(c)), std::tanh(double(x) / c), 2e-6) << x;
+    }
+}

@@ -1,0 +1,29 @@
+// The generated gathers clamp i32 indices in 32 bits (fa_clamp_index32), which is exact only for buffer
+// dimensions below 2^31: the host refuses larger ones when it fills ModParams, before any launch.
+#include <gtest/gtest.h>
+
+#include "error_of.h"
+#include "flexattn/codegen.h"
+#include "flexattn/expr.h"
+#include "common/params.h"
+#include "runtime/kernel_set.h"
+
+using namespace flexattn;
+using flexattn::test::error_of;
+
+TEST(ModParams, BufferDimensionsOfTwoToTheThirtyOneAreRefused) {
+  const ir::Buffer bias{"bias", DType::F32};
+  Variant v;
+  v.score_mod = ir::score() + bias(ir::head(), ir::q_idx() - ir::kv_idx());
+  const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, false);
+  static float mem[4];
+  DeviceBindings b;
+  b.buffers["bias"] = ir::BufferView{DType::F32, {4, 0x7fffffffLL}, mem};  // never read: no launch
+  kern::ModParams p;
+  runtime::fill_mod_params(gen.layout, b, false, &p);
+  EXPECT_EQ(p.buf_shape[0][1], 0x7fffffffLL);
+  b.buffers["bias"] = ir::BufferView{DType::F32, {4, 0x80000000LL}, mem};
+  EXPECT_EQ(error_of([&] { runtime::fill_mod_params(gen.layout, b, false, &p); }),
+            "buffer 'bias' has a dimension of 2147483648 elements; the cuda kernels take at most 2^31 - 1 per "
+            "dimension");
+}
