@@ -45,9 +45,11 @@
 //  3. With QB = 2 the producer loads Q_{i+1} as soon as tile i's last K/V is issued; the q_free it
 //     waits for is tile i-1's, so tile i's epilogue never holds back tile i+1's Q or K/V. With QB = 1
 //     it issues tile i+1's first K/V before waiting for tile i's epilogue (q_free), as the default does.
-//     The producer takes t_{i+1} from the queue right after tile i's Q is issued (one tile of
-//     lookahead): the atomic's round trip to L2 then overlaps tile i's K/V issue instead of sitting
-//     between the last K/V of tile i and the Q of tile i+1.
+//     The producer takes t_{i+1} from the queue once tile i's last K/V is issued, i.e. about `stages`
+//     kv tiles before the consumers finish tile i: late enough that the claim order is the greedy one
+//     (claiming at the start of tile i, one tile ahead, cost causal 11 % of makespan in the schedule
+//     model of tests/compile/sm90/test_sm90_host.cc), early enough that the atomic's round trip to L2,
+//     the count and Q_{i+1} fit in the ring's lead.
 //  4. Ping-pong (fwd_consumer_sm90.cuh, Turns): one token for the CTA's life. Warpgroup 1 grants it
 //     once before the first tile, warpgroup 0 takes the last grant after the end marker; in between each
 //     warpgroup takes and gives it n_i + 1 times per tile, alternately, so exactly one grant is pending
@@ -94,10 +96,10 @@ FLEXATTN_HD FwdTileOrder fwd_tile_order(const AttnParams& p) {
 // Kv tiles of BN rows that common/mask_iter.cuh's TileWalker yields for one mask block `blk` of
 // block = bt * BN rows (the sm90 forward takes only kv blocks that are multiples of its kv tile:
 // sm90_mask_blocks_ok), clipped at len = lt * BN - pad: min(bt, lt - blk * bt) for 0 <= blk < nblocks =
-// ceil(lt / bt), none for a negative block or one starting at or past len. 32-bit and a handful of
-// operations per entry, because the persistent producer runs this under setmaxnreg with per-thread
-// (not uniform) operands; unsigned, so a garbage index cannot overflow (its result is discarded).
-// Selects, not branches, so a batch of index loads stays in flight together.
+// ceil(lt / bt), none for a negative block or one starting at or past len. 32-bit, a handful of
+// operations per entry (the count sits on the producer's path between two tiles); unsigned, so a
+// garbage index cannot overflow (its result is discarded). Selects, not branches, so a batch of index
+// loads stays in flight together.
 template <int BN>
 FLEXATTN_HD int fwd_kv_tiles_of_block(int blk, unsigned nblocks, int bt, int lt) {
   const int rest = int(unsigned(lt) - unsigned(blk) * unsigned(bt));
