@@ -45,7 +45,11 @@ unsigned* sm90_tile_queue(int device, void* stream) {
   // Never destroyed: freeing at exit could run after the context is gone (e.g. torch's teardown).
   static auto* pool = new TileQueuePool([](size_t bytes) -> uintptr_t {
     auto* b = new jit::DeviceBuffer(bytes);  // in the current context (the launch's device)
-    b->zero();                               // synchronous: before any launch can use a word
+    // cuMemsetD8 runs on the legacy stream and may return before it is done; the launch's stream may
+    // be non-blocking (not ordered after the legacy stream): wait for the zeros before any launch can
+    // use a word. Once per 1024 words, never per launch.
+    b->zero();
+    jit::cu_check(jit::driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
     return b->ptr();
   });
   const jit::DriverApi& d = jit::driver();

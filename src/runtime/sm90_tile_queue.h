@@ -11,8 +11,8 @@
 //    it: don't, or set FLEXATTN_SM90_TILE_QUEUE=0);
 //  - a capture that needs a word when none is left (no allocation during a capture) gets none: the
 //    launch uses the static stride (null queue), which is always correct.
-// Words come from chunks of kWordsPerChunk allocated (and zeroed) on first need, never freed (a graph may
-// still point at them). A stream handle that is destroyed and reused by a new stream keeps its word:
+// Words come from chunks of kWordsPerChunk allocated and zeroed (a legacy-stream memset and a wait for
+// it: the only host sync, once per chunk) on first need, never freed (a graph may still point at them). A stream handle that is destroyed and reused by a new stream keeps its word:
 // work still pending on the old stream and the new stream's launch could then overlap (as with the
 // decode hook's workspace, runtime/decode_cuda.cc).
 #include <cstddef>
