@@ -44,13 +44,17 @@ unsigned* sm90_tile_queue(int device, void* stream) {
   if (!jit::env_flag("FLEXATTN_SM90_TILE_QUEUE", true)) return nullptr;
   // Never destroyed: freeing at exit could run after the context is gone (e.g. torch's teardown).
   static auto* pool = new TileQueuePool([](size_t bytes) -> uintptr_t {
-    auto* b = new jit::DeviceBuffer(bytes);  // in the current context (the launch's device)
-    // cuMemsetD8 runs on the legacy stream and may return before it is done; the launch's stream may
-    // be non-blocking (not ordered after the legacy stream): wait for the zeros before any launch can
-    // use a word. Once per 1024 words, never per launch.
-    b->zero();
-    jit::cu_check(jit::driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
-    return b->ptr();
+    try {
+      auto b = std::make_unique<jit::DeviceBuffer>(bytes);  // in the current context (the launch's device)
+      // cuMemsetD8 runs on the legacy stream and may return before it is done; the launch's stream may
+      // be non-blocking (not ordered after the legacy stream): wait for the zeros before any launch can
+      // use a word. Once per 1024 words, never per launch.
+      b->zero();
+      jit::cu_check(jit::driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
+      return b.release()->ptr();  // never freed (see the header)
+    } catch (const std::exception&) {
+      return 0;  // no word: this launch takes the static stride
+    }
   });
   const jit::DriverApi& d = jit::driver();
   int capturing = jit::CU_STREAM_CAPTURE_STATUS_NONE;
