@@ -25,12 +25,12 @@ left() { echo $(( 95 - ($(date +%s) - t0) )); }
 cap() { local l; l=$(left); [ "$l" -lt 1 ] && l=1; [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
 P="env FLEXATTN_SM90_PERSISTENT=1"
 
-$P FLEXATTN_SM90_PERSISTENT_CTAS=3 timeout 40 $CHECK --quick > "$L/check_cap3.log" 2>&1
+$P FLEXATTN_SM90_PERSISTENT_CTAS=3 timeout 50 $CHECK --quick > "$L/check_cap3.log" 2>&1
 c3=$?
-$P timeout $(cap 15) $CHECK --quick > "$L/check.log" 2>&1
+$P timeout $(cap 12) $CHECK --quick > "$L/check.log" 2>&1
 c1=$?
 $P timeout $(cap 22) $B bench --suite short --backend cuda > "$L/short_queue.log" 2>&1
-timeout $(cap 15) $B bench --suite short --backend cuda > "$L/short_default.log" 2>&1
+timeout $(cap 12) $B bench --suite short --backend cuda > "$L/short_default.log" 2>&1
 R="-B 2 -H 16 -Q 8192 -D 128 --dtype bf16 --backend cuda"
 run8k() {  # name, mode (default|queue), mask flags...
   local name=$1 mode=$2; shift 2
