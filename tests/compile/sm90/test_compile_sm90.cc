@@ -93,6 +93,17 @@ TEST_F(Sm90Compile, EveryCorpusVariantCompilesCleanly) {
   }
 }
 
+// The persistent kernel of every corpus mod at D=128: its producer takes tile indices from the tile
+// queue (per-thread atomicAdd results, made uniform again by fwd_uniform) and must still fit setmaxnreg
+// 24 with no spill; the consumers keep 240.
+TEST_F(Sm90Compile, EveryCorpusVariantCompilesCleanlyPersistent) {
+  for (const corpus::CorpusEntry& c : corpus::mod_corpus()) {
+    mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
+    corpus::BuiltVariant b = corpus::build_variant(c, shape);
+    expect_clean(compile_sm90_persistent(b.variant, DType::BF16, 128, 128), "persistent " + c.name);
+  }
+}
+
 TEST_F(Sm90Compile, HeadDimsAndDtypesCompileCleanly) {
   Variant v;
   v.mask_mod = mods::causal();
@@ -168,17 +179,6 @@ TEST_F(Sm90Compile, CompileVariantTakesTheFamilyTheDispatchWould) {
   setenv("FLEXATTN_SM90", "0", 1);
   EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 128, 128, "sm_90a", false)), "attn_fwd_sm80");
   unsetenv("FLEXATTN_SM90");
-}
-
-// The persistent kernel of every corpus mod at D=128: its producer takes tile indices from the tile
-// queue (per-thread atomicAdd results, made uniform again by fwd_uniform) and must still fit setmaxnreg
-// 24 with no spill; the consumers keep 240.
-TEST_F(Sm90Compile, EveryCorpusVariantCompilesCleanlyPersistent) {
-  for (const corpus::CorpusEntry& c : corpus::mod_corpus()) {
-    mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
-    corpus::BuiltVariant b = corpus::build_variant(c, shape);
-    expect_clean(compile_sm90_persistent(b.variant, DType::BF16, 128, 128), "persistent " + c.name);
-  }
 }
 
 TEST_F(Sm90Compile, EveryHeaderCompilesOnItsOwn) {
