@@ -142,6 +142,10 @@ struct AttnParams {
   // 16-byte chunk and per score column halved the paged decode's bandwidth on the H200 (1.9 vs 3.1 TB/s
   // contiguous); pages are powers of two in practice (vLLM 16, torch 128).
   int page_shift;
+
+  // sm90 persistent forward (sm90/fwd_scheduler_sm90.cuh, "Queue word"): the launch's tile-queue word,
+  // 0 at launch and left at 0; null = the static stride. Set by runtime/sm90_tile_queue.cc only.
+  unsigned* tile_queue;
 };
 
 static_assert(sizeof(ModParams) == 1024, "ModParams layout is part of the kernel ABI");

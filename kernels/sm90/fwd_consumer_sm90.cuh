@@ -9,9 +9,10 @@
 // their order and kind come from the producer's info slots, so both warpgroups see the same
 // sequence and take the same number of turns. The CTA's tiles run back to back on one ring
 // (fwd_scheduler_sm90.cuh). Default kernel: the end marker's slot is released like any other
-// (fwd_producer_sm90.cuh). Persistent kernel (kPersistent): the tile's kv-tile count comes with its Q
-// buffer, no slot ends a tile, and the ping-pong token lives for the whole CTA (fwd_scheduler_sm90.cuh,
-// "Handshake").
+// (fwd_producer_sm90.cuh). Persistent kernel (kPersistent): the tile itself (the producer takes it
+// from the tile queue) and its kv-tile count come with its Q buffer, an end marker in the next Q buffer
+// ends the CTA, no slot ends a tile, and the ping-pong token lives for the whole CTA
+// (fwd_scheduler_sm90.cuh, "Handshake").
 #include "common/numeric.cuh"
 #include "common/params.h"
 #include "common/variant.cuh"
@@ -58,10 +59,11 @@ __device__ __forceinline__ void release(unsigned empty_bar, int lane) {
 
 // One tile of a consumer warpgroup; `it` counts the CTA's tiles, `pos` is the ring position.
 // kPersistent changes only where the tile's Q and kv-tile count come from and how the kv loop ends;
-// the per-kv-tile schedule is the same code for both kernels.
+// the per-kv-tile schedule is the same code for both kernels. Persistent: the caller has waited for the
+// tile's Q buffer and passes its kv-tile count n (fwd_scheduler_sm90.cuh, handshake 1).
 template <class V, class T, int D, int Dv, bool kNarrow, bool kPingPong, bool kPersistent>
 __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdCfg<D, Dv, kNarrow, kPersistent>& c, int wg,
-                                                 const FwdTile& tile, int it, RingPos& pos) {
+                                                 const FwdTile& tile, int it, RingPos& pos, int n = 0) {
   using C = FwdCfg<D, Dv, kNarrow, kPersistent>;
   const int q0 = tile.q0, b = tile.b, h = tile.h;
   constexpr int BN = C::BN;
@@ -79,18 +81,17 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
   m[0] = m[1] = neg_inf();
   l[0] = l[1] = 0.f;
 
-  // Default kernel: the first turn is granted only after Q arrived: Q needs q_free, i.e. both
-  // warpgroups' previous epilogues, so warpgroup 0 has consumed the previous tile's spare grant
-  // (Turns::finish) by now and the two grants can never meet on one barrier.
-  mbar_wait(c.bar_q(qb), unsigned(use) & 1u);
-  int n = 0, kv0 = -1;  // n: kv tiles of this work tile (persistent only)
+  int kv0 = -1;
   if constexpr (kPersistent) {
-    n = ld_shared_s32(c.kv_count(qb));
     if (n > 0) {
       mbar_wait(c.full_k(pos.stage), pos.phase);
       kv0 = ld_shared_s32(c.info(pos.stage));
     }
   } else {
+    // Default kernel: the first turn is granted only after Q arrived: Q needs q_free, i.e. both
+    // warpgroups' previous epilogues, so warpgroup 0 has consumed the previous tile's spare grant
+    // (Turns::finish) by now and the two grants can never meet on one barrier.
+    mbar_wait(c.bar_q(qb), unsigned(use) & 1u);
     turns.start();
     mbar_wait(c.full_k(pos.stage), pos.phase);
     kv0 = ld_shared_s32(c.info(pos.stage));
@@ -177,12 +178,24 @@ __device__ __forceinline__ void fwd_consumer(const AttnParams& p, const FwdCfg<D
                                              const FwdTileOrder& order) {
   RingPos pos{0, 0u};
   int it = 0;
-  const Turns<kPingPong> turns{wg};
-  if constexpr (kPersistent) turns.start();
-  for (int t = blockIdx.x; t < order.count; t += gridDim.x, ++it)
-    fwd_consume_tile<V, T, D, Dv, kNarrow, kPingPong, kPersistent>(p, c, wg,
-                                                                   order.template at<FwdCfg<D, Dv, kNarrow>::BM>(t), it, pos);
-  if constexpr (kPersistent) turns.finish();
+  if constexpr (kPersistent) {
+    // The tiles come from the producer ({n, t} with each Q use, handshake 1): no order of our own.
+    using C = FwdCfg<D, Dv, kNarrow, true>;
+    const Turns<kPingPong> turns{wg};
+    turns.start();
+    for (;; ++it) {
+      const int qb = C::QB == 1 ? 0 : it & 1, use = C::QB == 1 ? it : it >> 1;
+      mbar_wait(c.bar_q(qb), unsigned(use) & 1u);
+      const int n = ld_shared_s32(c.kv_count(qb)), t = ld_shared_s32(c.kv_count(qb) + 4);
+      if (t < 0) break;  // the end marker
+      fwd_consume_tile<V, T, D, Dv, kNarrow, kPingPong, true>(p, c, wg, order.template at<C::BM>(t), it, pos, n);
+    }
+    turns.finish();
+  } else {
+    for (int t = blockIdx.x; t < order.count; t += gridDim.x, ++it)
+      fwd_consume_tile<V, T, D, Dv, kNarrow, kPingPong, false>(p, c, wg, order.template at<FwdCfg<D, Dv, kNarrow>::BM>(t),
+                                                               it, pos);
+  }
 }
 
 }  // namespace flexattn::kern::sm90

@@ -8,8 +8,9 @@
 // themselves. After the last kv tile an end marker (-1) takes one ring slot: a plain arrive on both its
 // K and V barriers (no bytes), so every slot always completes a whole K-and-V cycle and the phases of
 // the ring stay in step for the next tile.
-// The persistent kernel (kPersistent) publishes each tile's kv-tile count with its Q instead of the
-// end marker and loads Q into alternating buffers (fwd_scheduler_sm90.cuh, "Handshake").
+// The persistent kernel (kPersistent) takes its tiles from the tile queue, publishes each tile's index
+// and kv-tile count with its Q instead of the end marker, loads Q into alternating buffers and ends with
+// an end-marker Q use (fwd_scheduler_sm90.cuh, "Handshake").
 #include "common/mask_iter.cuh"
 #include "common/params.h"
 #include "sm90/fwd_layout_sm90.cuh"
@@ -71,13 +72,14 @@ __device__ __forceinline__ void fwd_produce_tile(const AttnParams& p, const FwdC
   pos.template advance<C::ST>();
 }
 
-// One tile of the persistent kernel: Q with the tile's kv-tile count into buffer it % QB, then its kv
-// tiles; no end marker. The order of the Q load and the first K/V follows handshake 3 of
-// fwd_scheduler_sm90.cuh.
+// One tile of the persistent kernel: Q with the tile's {kv-tile count, tile index} into buffer it % QB,
+// then its kv tiles; no end marker. The order of the Q load and the first K/V follows handshake 3 of
+// fwd_scheduler_sm90.cuh. Returns the CTA's next tile index, taken once the tile's last K/V is issued.
 template <int D, int Dv, bool kNarrow>
-__device__ __forceinline__ void fwd_produce_tile_persistent(const AttnParams& p, const FwdCfg<D, Dv, kNarrow, true>& c,
-                                                            const FwdTile& tile, int it, RingPos& pos) {
+__device__ __forceinline__ int fwd_produce_tile_persistent(const AttnParams& p, const FwdCfg<D, Dv, kNarrow, true>& c,
+                                                           const FwdTileOrder& order, int t, int it, RingPos& pos) {
   using C = FwdCfg<D, Dv, kNarrow, true>;
+  const FwdTile tile = order.template at<C::BM>(t);
   const int q0 = tile.q0, b = tile.b, h = tile.h;
   const int hk = h / (p.Hq / p.Hkv), bk = p.Bkv == 1 ? 0 : b;
   const int qb = C::QB == 1 ? 0 : it & 1, use = C::QB == 1 ? it : it >> 1;
@@ -85,11 +87,12 @@ __device__ __forceinline__ void fwd_produce_tile_persistent(const AttnParams& p,
   init_kv_walker(walk, p, b, h, q0, C::BN);
   const int n = fwd_count_kv_tiles<C::BN>(walk.idx0, walk.cnt0, walk.idx1, walk.cnt1, walk.block, walk.len);
 
-  // The count is written only after q_free: the consumers of the buffer's previous use have read theirs.
+  // The slot is written only after q_free: the consumers of the buffer's previous use have read theirs.
   auto load_q = [&] {
     if (use > 0) mbar_wait(c.q_free(qb), unsigned(use - 1) & 1u);
     st_shared_s32(c.kv_count(qb), n);
-    if (n == 0) {  // nothing to multiply: the arrival alone releases the count (O = 0, lse = -inf)
+    st_shared_s32(c.kv_count(qb) + 4, t);
+    if (n == 0) {  // nothing to multiply: the arrival alone releases the slot (O = 0, lse = -inf)
       mbar_arrive(c.bar_q(qb));
       return;
     }
@@ -112,6 +115,21 @@ __device__ __forceinline__ void fwd_produce_tile_persistent(const AttnParams& p,
     if (first)
       while (walk.next()) produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
   }
+  // Taken now, not when the tile starts: a CTA claims its next tile only when it is about to need it
+  // (the greedy order; a claim one tile ahead left causal 11 % over the queue's makespan in the
+  // schedule model of tests/compile/sm90/test_sm90_host.cc).
+  return fwd_uniform(fwd_queue_next(p.tile_queue, t, order.count));
+}
+
+// The persistent producer's last use of a Q buffer: the end marker {0, -1}, a plain arrival (handshake 1, 2).
+template <int D, int Dv, bool kNarrow>
+__device__ __forceinline__ void fwd_produce_end_persistent(const FwdCfg<D, Dv, kNarrow, true>& c, int it) {
+  using C = FwdCfg<D, Dv, kNarrow, true>;
+  const int qb = C::QB == 1 ? 0 : it & 1, use = C::QB == 1 ? it : it >> 1;
+  if (use > 0) mbar_wait(c.q_free(qb), unsigned(use - 1) & 1u);
+  st_shared_s32(c.kv_count(qb), 0);
+  st_shared_s32(c.kv_count(qb) + 4, -1);
+  mbar_arrive(c.bar_q(qb));
 }
 
 template <int D, int Dv, bool kNarrow, bool kPersistent>
@@ -122,10 +140,12 @@ __device__ __forceinline__ void fwd_producer(const AttnParams& p, const FwdCfg<D
   tma_prefetch_map(&p.v_map);
   RingPos pos{0, 0u};
   int it = 0;
-  for (int t = blockIdx.x; t < order.count; t += gridDim.x, ++it) {
-    if constexpr (kPersistent)
-      fwd_produce_tile_persistent(p, c, order.template at<FwdCfg<D, Dv, kNarrow>::BM>(t), it, pos);
-    else
+  if constexpr (kPersistent) {
+    // Tiles from the queue (fwd_scheduler_sm90.cuh); the first one is blockIdx.x, with no atomic.
+    for (int t = blockIdx.x; t < order.count; ++it) t = fwd_produce_tile_persistent(p, c, order, t, it, pos);
+    fwd_produce_end_persistent(c, it);
+  } else {
+    for (int t = blockIdx.x; t < order.count; t += gridDim.x, ++it)
       fwd_produce_tile(p, c, order.template at<FwdCfg<D, Dv, kNarrow>::BM>(t), it, pos);
   }
 }

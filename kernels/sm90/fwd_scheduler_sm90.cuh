@@ -1,31 +1,57 @@
 #pragma once
-// Tile scheduler of the persistent sm90 forward: one CTA per SM walks the (query tile, head, batch)
-// tiles with a static stride, so the producer loads the next tile's Q, K and V while the consumers
+// Tile scheduler of the persistent sm90 forward: one CTA per SM takes the (query tile, head, batch)
+// tiles one after the other, so the producer loads the next tile's Q, K and V while the consumers
 // still finish the previous tile (on the H200, one CTA per SM with a per-tile grid left every prologue
 // and epilogue exposed: sliding-window and document masks ran at half the dense rate, bench/RESULTS.md).
 //
-// Order (the producer and both consumer warpgroups compute the same one, so no queue is needed):
-// heads in groups whose K and V fit in about half of the L2, and inside a group the query tiles
+// Order: heads in groups whose K and V fit in about half of the L2, and inside a group the query tiles
 // longest first (the last tiles of causal-like masks have the most kv tiles) with the group's heads
 // next to each other, so concurrently running CTAs share K/V in L2 and the tail holds the short tiles.
+// Work tile t (an index into that order, FwdTileOrder::at) is handed out by a tile queue: each CTA's
+// first tile is t = blockIdx.x; every further one is t = gridDim.x + atomicAdd(queue, 1) (greedy
+// longest-first: a CTA that finishes early takes the next longest tile). With a null queue the CTA
+// takes t + gridDim.x instead (the static stride, FLEXATTN_SM90_TILE_QUEUE=0 or a launch without a
+// queue word): same order, no atomics, but the CTAs that start on the longest tiles keep getting the
+// longest of every round (causal 6-15 % behind one CTA per tile at S=2048, bench/RESULTS.md).
+//
+// Queue word (fwd_queue_next below): one unsigned per launch, 0 before the launch and 0 again after it,
+// without a memset or a host sync. Every CTA takes until its take fails (t >= count), so the launch
+// performs exactly count atomicAdds (count - gridDim.x that succeed, gridDim.x that fail; all fail
+// when gridDim.x >= count) and they return 0 .. count - 1 in some order. The one that returns count - 1
+// is the launch's last access to the word: that CTA stores 0 back. The next launch that uses the word
+// must be ordered after this one (same stream): runtime/sm90_tile_queue.cc hands each stream its own
+// word, so kernels running concurrently on two streams never share one. Two launches sharing a word
+// concurrently would split the tiles between them (wrong output), which is why a graph capture gets a
+// word of its own (same file).
 //
 // Handshake of the persistent kernel (attn_fwd_sm90<..., kPersistent = true>; the default kernel,
-// one CTA per tile, keeps the end-marker protocol of fwd_producer_sm90.cuh). Work tile i of a CTA
-// uses Q buffer qb = i % QB (QB = 2 at d <= 128, tile_config_sm90.h) for the u = i / QB-th time.
-//  1. The producer counts the tile's kv tiles n_i (fwd_count_kv_tiles: the same sequence TileWalker
-//     yields) and writes n_i into kv_count(qb) before its arrival on full_q(qb). Consumers wait on
-//     full_q(qb) with parity u & 1, then read n_i: both warpgroups consume exactly n_i ring slots, so
-//     the ring carries only kv tiles (no end-marker slot) and its (stage, phase) runs on across tiles
-//     in step on both sides. n_i = 0: no Q load (a plain arrival), no ring slot, O = 0, lse = -inf.
-//  2. Before writing kv_count(qb) and loading Q into qb for use u >= 1, the producer waits on
-//     q_free(qb) with parity (u - 1) & 1: both warpgroups' O stores of tile i - QB have read the buffer
-//     (their O was staged in it), and both have read n_{i - QB}. Neither barrier can run a phase ahead
-//     of its waiter: use u + 1 of qb needs the q_free of use u, which comes after the consumers' wait.
+// one CTA per tile, keeps the end-marker protocol of fwd_producer_sm90.cuh). Use i of a CTA (its i-th
+// work tile, or the end marker after the last one) uses Q buffer qb = i % QB (QB = 2 at d <= 128,
+// tile_config_sm90.h) for the u = i / QB-th time.
+//  1. The producer alone learns the tiles (the queue), so it publishes each one: the tile index t_i
+//     and its kv-tile count n_i (fwd_count_kv_tiles: the same sequence TileWalker yields) go into the
+//     buffer's slot (kv_count(qb): {n, t}) before its arrival on full_q(qb). Consumers wait on full_q(qb)
+//     with parity u & 1, then read {n_i, t_i}; t_i < 0 is the end marker (n = 0, no Q bytes): both
+//     warpgroups leave their tile loop. Otherwise both consume exactly n_i ring slots, so the ring
+//     carries only kv tiles (no end-marker slot) and its (stage, phase) runs on across tiles in step
+//     on both sides. n_i = 0: no Q load (a plain arrival), no ring slot, O = 0, lse = -inf.
+//  2. Before writing the slot and loading Q into qb for use u >= 1 (the end marker included), the
+//     producer waits on q_free(qb) with parity (u - 1) & 1: both warpgroups' O stores of use i - QB have
+//     read the buffer (their O was staged in it), and both have read {n, t} of use i - QB. Neither
+//     barrier can run a phase ahead of its waiter: use u + 1 of qb needs the q_free of use u, which
+//     comes after the consumers' wait. The consumers never need t_{i+1} before full_q of use i + 1, so
+//     learning the tiles late changes no parity: the sequence of uses per buffer is the one the
+//     static order gave, with one more use (the end marker) at the end.
 //  3. With QB = 2 the producer loads Q_{i+1} as soon as tile i's last K/V is issued; the q_free it
 //     waits for is tile i-1's, so tile i's epilogue never holds back tile i+1's Q or K/V. With QB = 1
 //     it issues tile i+1's first K/V before waiting for tile i's epilogue (q_free), as the default does.
+//     The producer takes t_{i+1} from the queue once tile i's last K/V is issued, i.e. about `stages`
+//     kv tiles before the consumers finish tile i: late enough that the claim order is the greedy one
+//     (claiming at the start of tile i, one tile ahead, cost causal 11 % of makespan in the schedule
+//     model of tests/compile/sm90/test_sm90_host.cc), early enough that the atomic's round trip to L2,
+//     the count and Q_{i+1} fit in the ring's lead.
 //  4. Ping-pong (fwd_consumer_sm90.cuh, Turns): one token for the CTA's life. Warpgroup 1 grants it
-//     once before the first tile, warpgroup 0 takes the last grant after the last tile; in between each
+//     once before the first tile, warpgroup 0 takes the last grant after the end marker; in between each
 //     warpgroup takes and gives it n_i + 1 times per tile, alternately, so exactly one grant is pending
 //     at any time and it sits on warpgroup 0's barrier at every tile change. (Per-tile start / finish
 //     would let warpgroup 1 grant tile i+1's first turn, now that its Q no longer waits for tile i's
@@ -68,28 +94,33 @@ FLEXATTN_HD FwdTileOrder fwd_tile_order(const AttnParams& p) {
 }
 
 // Kv tiles of BN rows that common/mask_iter.cuh's TileWalker yields for one mask block `blk` of
-// `block` rows (at least one tile for a valid block: the walker yields a block's first tile before it
-// looks at the block size), clipped at len; none for a negative block or one starting at or past len.
-// Selects, not branches, so a batch of index loads stays in flight together.
+// block = bt * BN rows (the sm90 forward takes only kv blocks that are multiples of its kv tile:
+// sm90_mask_blocks_ok), clipped at len = lt * BN - pad: min(bt, lt - blk * bt) for 0 <= blk < nblocks =
+// ceil(lt / bt), none for a negative block or one starting at or past len. 32-bit, a handful of
+// operations per entry (the count sits on the producer's path between two tiles); unsigned, so a
+// garbage index cannot overflow (its result is discarded). Selects, not branches, so a batch of index
+// loads stays in flight together.
 template <int BN>
-FLEXATTN_HD int fwd_kv_tiles_of_block(int blk, long long block, int len) {
-  const long long rest = (long long)len - (long long)blk * block;
-  const long long span = block < rest ? block : rest;
-  const int tiles = span > BN ? (int)((unsigned long long)(span + BN - 1) / BN) : 1;
-  return blk >= 0 && rest > 0 ? tiles : 0;
+FLEXATTN_HD int fwd_kv_tiles_of_block(int blk, unsigned nblocks, int bt, int lt) {
+  const int rest = int(unsigned(lt) - unsigned(blk) * unsigned(bt));
+  return unsigned(blk) < nblocks ? (bt < rest ? bt : rest) : 0;
 }
 
-// One list of the walk; ids == nullptr is the walker's implicit list of cnt zeros.
+// One list of the walk; ids == nullptr is the walker's implicit list of cnt zeros (one block of 2^40
+// rows: every tile of len).
 template <int BN>
 FLEXATTN_HD int fwd_count_list(const int* ids, int cnt, long long block, int len) {
-  if (ids == nullptr) return cnt > 0 ? cnt * fwd_kv_tiles_of_block<BN>(0, block, len) : 0;
+  const int lt = len > 0 ? (len + BN - 1) / BN : 0;
+  if (ids == nullptr) return cnt > 0 ? cnt * lt : 0;
+  const int bt = int(block / BN);  // a list's block is the mask's kv_block, a multiple of BN
+  const unsigned nblocks = unsigned(bt > 0 ? (lt + bt - 1) / bt : 0);
   int n = 0, i = 0;
   for (; i + 4 <= cnt; i += 4) {
     const int b0 = ids[i], b1 = ids[i + 1], b2 = ids[i + 2], b3 = ids[i + 3];
-    n += fwd_kv_tiles_of_block<BN>(b0, block, len) + fwd_kv_tiles_of_block<BN>(b1, block, len) +
-         fwd_kv_tiles_of_block<BN>(b2, block, len) + fwd_kv_tiles_of_block<BN>(b3, block, len);
+    n += fwd_kv_tiles_of_block<BN>(b0, nblocks, bt, lt) + fwd_kv_tiles_of_block<BN>(b1, nblocks, bt, lt) +
+         fwd_kv_tiles_of_block<BN>(b2, nblocks, bt, lt) + fwd_kv_tiles_of_block<BN>(b3, nblocks, bt, lt);
   }
-  for (; i < cnt; ++i) n += fwd_kv_tiles_of_block<BN>(ids[i], block, len);
+  for (; i < cnt; ++i) n += fwd_kv_tiles_of_block<BN>(ids[i], nblocks, bt, lt);
   return n;
 }
 
@@ -102,5 +133,34 @@ template <int BN>
 FLEXATTN_HD int fwd_count_kv_tiles(const int* idx0, int cnt0, const int* idx1, int cnt1, long long block, int len) {
   return fwd_count_list<BN>(idx0, cnt0, block, len) + fwd_count_list<BN>(idx1, cnt1, block, len);
 }
+
+// The tile after `t` for this CTA (see "Queue word" above): from the queue, or the static stride when
+// queue is null. `atomic_add` is atomicAdd on the device; the host test passes a simulated one.
+template <class AtomicAdd, class Store>
+FLEXATTN_HD int fwd_queue_next_with(unsigned* queue, int t, int count, int grid, AtomicAdd atomic_add, Store store) {
+  if (queue == nullptr) return t + grid;
+  const unsigned v = atomic_add(queue);
+  if (v == unsigned(count) - 1u) store(queue);  // the launch's last take: leave the word at 0
+  return grid + int(v);
+}
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+__device__ __forceinline__ int fwd_queue_next(unsigned* queue, int t, int count) {
+  return fwd_queue_next_with(
+      queue, t, count, int(gridDim.x), [](unsigned* q) { return atomicAdd(q, 1u); },
+      [](unsigned* q) { atomicExch(q, 0u); });
+}
+
+// The producer's tile index as a warp-uniform value: redux.sync writes a uniform register (REDUX.OR
+// URx), so ptxas keeps the tile's coordinates, the list walk and the count in uniform registers as it
+// did when the index was blockIdx.x + k * gridDim.x. Without it the atomicAdd result is a per-thread
+// value and the producer needed about 40 registers: at setmaxnreg 24 ptxas spilled 200-900 bytes in
+// every persistent kernel of compile_sm90. Only the producer's one thread runs this: mask = lane 0.
+__device__ __forceinline__ int fwd_uniform(int v) {
+  int u;
+  asm volatile("redux.sync.or.b32 %0, %1, %2;" : "=r"(u) : "r"(v), "r"(1u));
+  return u;
+}
+#endif
 
 }  // namespace flexattn::kern::sm90

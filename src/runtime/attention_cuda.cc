@@ -15,6 +15,7 @@
 #include "runtime/decode_hook.h"
 #include "runtime/kernel_set.h"
 #include "runtime/sm90_backward.h"
+#include "runtime/sm90_tile_queue.h"
 #include "runtime/tma_sm90.h"
 #include "sm80/tile_config.h"
 #include "sm90/tile_config_sm90.h"
@@ -174,9 +175,12 @@ bool try_sm90_forward(const ForwardArgs& a, AttnParams& p, const std::string& ar
     return runtime::sm90_decline(e.what());
   }
   runtime::fill_mod_params(set.layout, a.bindings, false, &p.mod);
-  const kern::Sm90Launch l =
-      kern::sm90_fwd_launch(p.D, p.Dv, narrow, p.B, p.Hq, p.L, current_device(a.device).sm_count,
-                            jit::env_flag("FLEXATTN_SM90_PERSISTENT", false));
+  const bool persistent = jit::env_flag("FLEXATTN_SM90_PERSISTENT", false);
+  const kern::Sm90Launch l = kern::sm90_fwd_launch(p.D, p.Dv, narrow, p.B, p.Hq, p.L,
+                                                   runtime::sm90_persistent_ctas(current_device(a.device).sm_count),
+                                                   persistent);
+  // The persistent kernel's tile queue (kernels/sm90/fwd_scheduler_sm90.cuh); null: static stride.
+  p.tile_queue = persistent ? runtime::sm90_tile_queue(a.device, a.stream) : nullptr;
   jit::launch(jit::get_function(set.compiled, "flexattn_fwd"), runtime::launch_config(l, a.stream), p);
   return true;
 }

@@ -93,6 +93,17 @@ TEST_F(Sm90Compile, EveryCorpusVariantCompilesCleanly) {
   }
 }
 
+// The persistent kernel of every corpus mod at D=128: its producer takes tile indices from the tile
+// queue (per-thread atomicAdd results, made uniform again by fwd_uniform) and must still fit setmaxnreg
+// 24 with no spill; the consumers keep 240.
+TEST_F(Sm90Compile, EveryCorpusVariantCompilesCleanlyPersistent) {
+  for (const corpus::CorpusEntry& c : corpus::mod_corpus()) {
+    mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
+    corpus::BuiltVariant b = corpus::build_variant(c, shape);
+    expect_clean(compile_sm90_persistent(b.variant, DType::BF16, 128, 128), "persistent " + c.name);
+  }
+}
+
 TEST_F(Sm90Compile, HeadDimsAndDtypesCompileCleanly) {
   Variant v;
   v.mask_mod = mods::causal();
@@ -144,6 +155,11 @@ TEST_F(Sm90Compile, PersistentKernelCompilesCleanly) {
       continue;
     }
     expect_hopper_sass(*sass, what);
+    // The tile queue: one atomic add per tile (and the exchange that leaves the word at 0), its result
+    // moved to a uniform register (fwd_uniform).
+    EXPECT_EQ(testing_sass::count(*sass, "ATOMG.E.ADD"), 1) << what;
+    EXPECT_EQ(testing_sass::count(*sass, "ATOMG.E.EXCH"), 1) << what;
+    EXPECT_GE(testing_sass::count(*sass, "REDUX.OR UR"), 1) << what;
   }
   if (!have_sass) GTEST_SKIP() << "SASS not checked: " << why;
 }

@@ -2,7 +2,11 @@
 // opt-in and the eligibility rules, and the generated source.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <queue>
+#include <thread>
 #include <vector>
 
 #include "common/params.h"
@@ -11,6 +15,7 @@
 #include "flexattn/mods.h"
 #include "jit/driver_api.h"
 #include "runtime/kernel_set.h"
+#include "runtime/sm90_tile_queue.h"
 #include "runtime/tma_sm90.h"
 #include "sm90/fwd_scheduler_sm90.cuh"
 #include "sm90/tile_config_sm90.h"
@@ -286,4 +291,186 @@ TEST(Sm90Host, PersistentKvCountMatchesTheWalk) {
     EXPECT_EQ(counted, walked) << S;
     EXPECT_EQ(counted, (S + 127) / 128) << S;
   }
+}
+
+// The persistent kernel's tile queue (fwd_scheduler_sm90.cuh, "Queue word"), with the device's
+// atomicAdd / atomicExch replaced by plain host operations: CTAs step in a random interleaving, each
+// starting at blockIdx.x and taking until its take fails. Every tile must be handed out exactly once,
+// the launch must make exactly `count` atomic adds, and the word must be back at 0 for the next launch
+// on the same word (two launches run back to back here, as on one stream).
+TEST(Sm90Host, TileQueueHandsOutEveryTileOnceAndLeavesTheWordAtZero) {
+  unsigned seed = 777u;
+  auto rnd = [&](int n) {
+    seed = seed * 1664525u + 1013904223u;
+    return int((seed >> 8) % unsigned(n));
+  };
+  struct Shape {
+    int count, grid;
+  };
+  for (const Shape& sh : {Shape{1, 1}, Shape{2, 2}, Shape{5, 3}, Shape{132, 132}, Shape{133, 132}, Shape{1024, 132},
+                          Shape{4096, 132}, Shape{1000, 1}, Shape{7, 9}}) {
+    for (bool queued : {true, false}) {
+      unsigned word = 0;
+      for (int launch = 0; launch < 2; ++launch) {
+        long long adds = 0, resets = 0;
+        auto add = [&](unsigned* q) {
+          ++adds;
+          return (*q)++;
+        };
+        auto store = [&](unsigned* q) {
+          ++resets;
+          *q = 0;
+        };
+        std::vector<int> t(sh.grid), seen(sh.count, 0);
+        for (int c = 0; c < sh.grid; ++c) t[c] = c;  // the static first tile: blockIdx.x
+        std::vector<int> active;
+        for (int c = 0; c < sh.grid; ++c) active.push_back(c);
+        while (!active.empty()) {
+          const int k = rnd(int(active.size())), c = active[k];
+          if (t[c] >= sh.count) {  // the end marker: this CTA is done
+            active.erase(active.begin() + k);
+            continue;
+          }
+          ++seen[t[c]];
+          t[c] = kern::sm90::fwd_queue_next_with(queued ? &word : nullptr, t[c], sh.count, sh.grid, add, store);
+        }
+        const std::string what = "count=" + std::to_string(sh.count) + " grid=" + std::to_string(sh.grid) +
+                                 (queued ? " queue" : " static") + " launch " + std::to_string(launch);
+        for (int i = 0; i < sh.count; ++i) ASSERT_EQ(seen[i], 1) << what << " tile " << i;
+        EXPECT_EQ(word, 0u) << what;
+        if (queued) {
+          // One take after every tile run (count in all, the failing ones included), and exactly one
+          // of them stores the 0.
+          EXPECT_EQ(adds, sh.count) << what;
+          EXPECT_EQ(resets, 1) << what;
+        } else {
+          EXPECT_EQ(adds + resets, 0) << what;
+        }
+      }
+    }
+  }
+}
+
+// The same with real concurrency: host threads as CTAs on one std::atomic word (fetch_add is the
+// device's relaxed atomicAdd), several launches back to back.
+TEST(Sm90Host, TileQueueUnderConcurrentTakes) {
+  constexpr int kGrid = 8, kCount = 20000;
+  unsigned word = 0;
+  for (int launch = 0; launch < 3; ++launch) {
+    std::vector<std::atomic<int>> seen(kCount);
+    for (auto& s : seen) s = 0;
+    std::vector<std::thread> ctas;
+    for (int c = 0; c < kGrid; ++c)
+      ctas.emplace_back([&, c] {
+        auto add = [](unsigned* q) { return std::atomic_ref<unsigned>(*q).fetch_add(1u); };
+        auto store = [](unsigned* q) { std::atomic_ref<unsigned>(*q).store(0u); };
+        for (int t = c; t < kCount;) {
+          seen[t].fetch_add(1);
+          t = kern::sm90::fwd_queue_next_with(&word, t, kCount, kGrid, add, store);
+        }
+      });
+    for (auto& th : ctas) th.join();
+    for (int i = 0; i < kCount; ++i) ASSERT_EQ(seen[i].load(), 1) << "launch " << launch << " tile " << i;
+    EXPECT_EQ(std::atomic_ref<unsigned>(word).load(), 0u) << "launch " << launch;
+  }
+}
+
+// Why the queue: the makespan of the tiles (duration = kv tiles + half a tile of epilogue) on 132 CTAs,
+// longest first, B=4 H=16 S=2048 causal. The static stride gives CTA k tiles k, k + 132, ...; the queue
+// gives each tile to the CTA that frees up first (what the producer's take does, ignoring its one tile
+// of lookahead). Static is 25 % over the queue here (89 vs 71 kv-tile times, bound 69.8), matching the
+// 6-15 % loss of the static persistent kernel against one CTA per tile on causal (bench/RESULTS.md).
+TEST(Sm90Host, TileQueueBalancesCausalBetterThanTheStaticStride) {
+  kern::AttnParams p{};
+  p.B = 4, p.Hq = 16, p.L = p.S = 2048;
+  const auto order = kern::sm90::fwd_tile_order<128, 128, 128>(p);
+  constexpr int kCtas = 132;
+  std::vector<double> dur(order.count);
+  for (int t = 0; t < order.count; ++t) dur[t] = order.at<128>(t).q0 / 128 + 1 + 0.5;  // causal: qt + 1 kv tiles
+  std::vector<double> load(kCtas, 0.0);
+  for (int t = 0; t < order.count; ++t) load[t % kCtas] += dur[t];
+  const double stride = *std::max_element(load.begin(), load.end());
+  std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
+  for (int c = 0; c < kCtas; ++c) free_at.push(0.0);
+  double queue = 0.0, total = 0.0;
+  for (int t = 0; t < order.count; ++t) {
+    const double f = free_at.top() + dur[t];
+    free_at.pop();
+    free_at.push(f);
+    queue = std::max(queue, f);
+    total += dur[t];
+  }
+  EXPECT_DOUBLE_EQ(stride, 89.0);
+  EXPECT_DOUBLE_EQ(queue, 71.0);
+  EXPECT_LT(queue, 1.02 * total / kCtas);
+}
+
+// Words of the queue: one per (device, stream) for eager launches, a fresh one per captured launch,
+// none (static stride) when a capture would need an allocation; chunks are allocated zeroed, on need.
+TEST(Sm90Host, TileQueueWordsPerStreamAndPerCapture) {
+  std::vector<std::vector<unsigned>> chunks;
+  bool fail = false;
+  runtime::TileQueuePool pool([&](size_t bytes) -> uintptr_t {
+    if (fail) return 0;
+    chunks.emplace_back(bytes / sizeof(unsigned), 0u);
+    return reinterpret_cast<uintptr_t>(chunks.back().data());
+  });
+  chunks.reserve(16);  // the fake chunks must not move
+  void* s1 = reinterpret_cast<void*>(0x1000);
+  void* s2 = reinterpret_cast<void*>(0x2000);
+  EXPECT_EQ(pool.word(0, s1, true, false), nullptr);  // a capture before any chunk: static stride
+  EXPECT_EQ(pool.chunks(0), 0u);
+  unsigned* a = pool.word(0, s1, false, false);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(*a, 0u);
+  EXPECT_EQ(pool.word(0, s1, false, false), a);  // launches on one stream are ordered: one word
+  unsigned* b = pool.word(0, s2, false, false);
+  EXPECT_NE(b, a);
+  EXPECT_NE(pool.word(1, s1, false, false), a);  // another device, another word (and chunk)
+  EXPECT_EQ(pool.chunks(1), 1u);
+  unsigned* null_stream = pool.word(0, nullptr, false, false);
+  EXPECT_NE(null_stream, a);
+  EXPECT_NE(null_stream, b);
+  // The per-thread default stream is a different stream on every host thread.
+  unsigned* mine = pool.word(0, reinterpret_cast<void*>(0x2), false, true);
+  unsigned* theirs = nullptr;
+  std::thread([&] { theirs = pool.word(0, reinterpret_cast<void*>(0x2), false, true); }).join();
+  EXPECT_NE(mine, theirs);
+  EXPECT_EQ(pool.word(0, reinterpret_cast<void*>(0x2), false, true), mine);
+  // Captures: a fresh word each time (a graph's replays may overlap eager launches on its stream).
+  unsigned* g1 = pool.word(0, s1, true, false);
+  unsigned* g2 = pool.word(0, s1, true, false);
+  EXPECT_TRUE(g1 != nullptr && g2 != nullptr && g1 != g2 && g1 != a && g2 != a);
+  // Exhaust the chunk: eager launches allocate the next one, captures then get none.
+  const int left = runtime::TileQueuePool::kWordsPerChunk - 7;  // a, b, null, mine, theirs, g1, g2
+  for (int i = 0; i < left; ++i) ASSERT_NE(pool.word(0, s1, true, false), nullptr) << i;
+  EXPECT_EQ(pool.word(0, s1, true, false), nullptr);
+  EXPECT_EQ(pool.chunks(0), 1u);
+  unsigned* c = pool.word(0, reinterpret_cast<void*>(0x3000), false, false);
+  EXPECT_NE(c, nullptr);
+  EXPECT_EQ(pool.chunks(0), 2u);
+  EXPECT_NE(pool.word(0, s1, true, false), nullptr);
+  // No memory: no word, and the next call may try again.
+  for (int i = 0; i < runtime::TileQueuePool::kWordsPerChunk; ++i) pool.word(0, s1, true, false);
+  fail = true;
+  EXPECT_EQ(pool.word(0, reinterpret_cast<void*>(0x4000), false, false), nullptr);
+  fail = false;
+  EXPECT_NE(pool.word(0, reinterpret_cast<void*>(0x4000), false, false), nullptr);
+  EXPECT_EQ(pool.word(0, s1, false, false), a);
+}
+
+TEST(Sm90Host, PersistentCtasAndTheTileQueueSwitch) {
+  unsetenv("FLEXATTN_SM90_PERSISTENT_CTAS");
+  EXPECT_EQ(runtime::sm90_persistent_ctas(132), 132);
+  setenv("FLEXATTN_SM90_PERSISTENT_CTAS", "3", 1);
+  EXPECT_EQ(runtime::sm90_persistent_ctas(132), 3);
+  EXPECT_EQ(kern::sm90_fwd_launch(128, 128, false, 2, 16, 8192, runtime::sm90_persistent_ctas(132), true).grid_x, 3u);
+  setenv("FLEXATTN_SM90_PERSISTENT_CTAS", "500", 1);  // never more than one per SM
+  EXPECT_EQ(runtime::sm90_persistent_ctas(132), 132);
+  setenv("FLEXATTN_SM90_PERSISTENT_CTAS", "-1", 1);
+  EXPECT_EQ(runtime::sm90_persistent_ctas(132), 132);
+  unsetenv("FLEXATTN_SM90_PERSISTENT_CTAS");
+  setenv("FLEXATTN_SM90_TILE_QUEUE", "0", 1);  // the static stride: no word, no driver call
+  EXPECT_EQ(runtime::sm90_tile_queue(0, nullptr), nullptr);
+  unsetenv("FLEXATTN_SM90_TILE_QUEUE");
 }
