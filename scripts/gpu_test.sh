@@ -40,7 +40,8 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 # decode hook takes by default), and the opt-in persistent sm90 forward.
 [ $HOPPER = 1 ] && FLEXATTN_SM90=0 FLEXATTN_SM90_BWD=0 FLEXATTN_DECODE=0 run gpu_attention_sm80 $CHECK --quick
 [ $HOPPER = 1 ] && FLEXATTN_DECODE=0 run gpu_attention_no_decode $CHECK --quick
-[ $HOPPER = 1 ] && FLEXATTN_SM90_PERSISTENT=1 run gpu_attention_persistent $CHECK --quick
+# The paths the defaults replaced in session 4: one CTA per tile (not persistent), the first sm90 backward.
+[ $HOPPER = 1 ] && FLEXATTN_SM90_PERSISTENT=0 FLEXATTN_SM90_BWD_V2=0 run gpu_attention_per_tile $CHECK --quick
 # The sm90 backward's per-element dQ path (the default is the bulk dQ path).
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_BULK=0 run gpu_attention_bwd_red $CHECK --quick
 # compute-sanitizer memcheck on the quick subset (every kernel, odd lengths, both dtypes): any invalid access
@@ -51,6 +52,8 @@ if [ "${GPU_TEST_MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null;
 fi
 [ -x build-gpu/tests/gpu/block_mask_gpu/gpu_block_mask_check ] && run gpu_block_mask build-gpu/tests/gpu/block_mask_gpu/gpu_block_mask_check
 [ -x build-gpu/tests/gpu/decode/gpu_decode_check ] && run gpu_decode build-gpu/tests/gpu/decode/gpu_decode_check ${GPU_TEST_ARGS:-}
+# The cp.async decode ring (the default on sm_90a is the bulk ring with a PDL combine).
+[ $HOPPER = 1 ] && [ -x build-gpu/tests/gpu/decode/gpu_decode_check ] && FLEXATTN_DECODE_BULK=0 FLEXATTN_DECODE_PDL=0 run gpu_decode_cp_async build-gpu/tests/gpu/decode/gpu_decode_check --quick
 [ -x build-gpu/tests/gpu/cp/gpu_cp_check ] && run gpu_cp build-gpu/tests/gpu/cp/gpu_cp_check
 if python3 -c "import torch" 2>/dev/null && ls build-gpu/bindings/_C*.so >/dev/null 2>&1; then
   FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONUNBUFFERED=1 \

@@ -175,7 +175,7 @@ bool try_sm90_forward(const ForwardArgs& a, AttnParams& p, const std::string& ar
     return runtime::sm90_decline(e.what());
   }
   runtime::fill_mod_params(set.layout, a.bindings, false, &p.mod);
-  const bool persistent = jit::env_flag("FLEXATTN_SM90_PERSISTENT", false);
+  const bool persistent = jit::env_flag("FLEXATTN_SM90_PERSISTENT", true);
   const kern::Sm90Launch l = kern::sm90_fwd_launch(p.D, p.Dv, narrow, p.B, p.Hq, p.L,
                                                    runtime::sm90_persistent_ctas(current_device(a.device).sm_count),
                                                    persistent);

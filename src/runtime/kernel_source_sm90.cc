@@ -21,7 +21,7 @@ std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const K
   // FLEXATTN_SM90_PERSISTENT is read here, when the set is generated, and again at every launch
   // (attention_cuda.cc sizes the grid and shared memory from it); set it before the process's first
   // forward. The default source is unchanged by the flag's existence (no sixth template argument).
-  const bool persistent = jit::env_flag("FLEXATTN_SM90_PERSISTENT", false);
+  const bool persistent = jit::env_flag("FLEXATTN_SM90_PERSISTENT", true);
   std::ostringstream s;
   s << "// flexattn forward kernel, sm90 family (sm_90a), " << t << ", D=" << key.d << ", Dv=" << key.dv << "\n";
   s << "#include \"common/mod_ops.cuh\"\n";

@@ -195,7 +195,8 @@ TEST_F(Sm90Compile, GatherModsCompileCleanlyOnTheWideTile) {
       req.prefix = "attn_fwd_sm90a_wide_d" + std::to_string(d);
       req.source = runtime::kernel_source_sm90(codegen::emit_cuda_variant(v, false), key);
       unsetenv("FLEXATTN_SM90_NARROW");
-      EXPECT_NE(req.source.find(", false>(p); }"), std::string::npos) << req.source;
+      // narrow = false, persistent (the default) = true
+      EXPECT_NE(req.source.find(", false, true>(p); }"), std::string::npos) << req.source;
       req.arch = "sm_90a";
       req.kernel_names = {"flexattn_fwd"};
       expect_clean(jit::get_or_compile(req), std::string(name) + " wide D=" + std::to_string(d));

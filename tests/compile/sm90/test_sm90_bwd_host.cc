@@ -145,6 +145,7 @@ TEST(Sm90BwdHost, DoutMapArgsUse64RowBoxes) {
 }
 
 TEST(Sm90BwdHost, DqBulkIsTheDefaultAndOnlyChangesTheMainKernelsTemplate) {
+  setenv("FLEXATTN_SM90_BWD_V2", "0", 1);  // the first kernel's two dQ paths; v2 below
   unsetenv("FLEXATTN_SM90_BWD_DQ_BULK");
   EXPECT_TRUE(runtime::sm90_bwd_dq_bulk_requested());
   setenv("FLEXATTN_SM90_BWD_DQ_BULK", "0", 1);
@@ -168,6 +169,7 @@ TEST(Sm90BwdHost, DqBulkIsTheDefaultAndOnlyChangesTheMainKernelsTemplate) {
   setenv("FLEXATTN_SM90_BWD_DQ_BULK", "0", 1);
   EXPECT_FALSE(runtime::sm90_bwd_dq_bulk_requested());
   unsetenv("FLEXATTN_SM90_BWD_DQ_BULK");
+  unsetenv("FLEXATTN_SM90_BWD_V2");
 }
 
 TEST(Sm90BwdHost, DqBulkLayoutAppendsTheDqTilesAndKeepsTheRest) {
@@ -205,12 +207,14 @@ TEST(Sm90BwdHost, DqBulkLayoutAppendsTheDqTilesAndKeepsTheRest) {
   EXPECT_EQ(kern::sm90_bwd_launch(128, 128, 1, 8, 1000).smem, unsigned(kern::sm90_bwd_smem(128, 128)));
 }
 
-// FLEXATTN_SM90_BWD_V2: off by default; on, only D = 128 sets get the v2 main kernel (kV2 = true after
+// FLEXATTN_SM90_BWD_V2: on by default since session 4 (=0 turns it off); only D = 128 sets get the v2 main kernel (kV2 = true after
 // kDqBulk, which follows FLEXATTN_SM90_BWD_DQ_BULK or the explicit dq_bulk argument); nothing else in
 // the set changes, and sm90_bwd_source_choice reads both arguments back.
-TEST(Sm90BwdHost, V2IsOptInForD128AndOnlyChangesTheMainKernelsTemplate) {
+TEST(Sm90BwdHost, V2IsTheDefaultForD128AndOnlyChangesTheMainKernelsTemplate) {
   unsetenv("FLEXATTN_SM90_BWD_V2");
   unsetenv("FLEXATTN_SM90_BWD_DQ_BULK");
+  EXPECT_TRUE(runtime::sm90_bwd_v2_requested());
+  setenv("FLEXATTN_SM90_BWD_V2", "0", 1);
   EXPECT_FALSE(runtime::sm90_bwd_v2_requested());
   EXPECT_FALSE(runtime::sm90_bwd_v2_selected(128, 128));
   Variant v;
@@ -252,8 +256,10 @@ TEST(Sm90BwdHost, V2IsOptInForD128AndOnlyChangesTheMainKernelsTemplate) {
   runtime::KernelSetKey k64{DType::BF16, 64, 64, "sm_90a", true, runtime::KernelFamily::sm90};
   EXPECT_NE(runtime::kernel_source_sm90_bwd(gen, k64).find("attn_bwd_sm90<FlexVariant, bf16, 64, 64, true>(p)"),
             std::string::npos);
-  unsetenv("FLEXATTN_SM90_BWD_V2");
+  setenv("FLEXATTN_SM90_BWD_V2", "0", 1);
   EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, key), bulk);
+  unsetenv("FLEXATTN_SM90_BWD_V2");
+  EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, key), v2_bulk);
 }
 
 TEST(Sm90BwdHost, V2LayoutDoublesTheDsTilesAndKeepsWhatComesBefore) {

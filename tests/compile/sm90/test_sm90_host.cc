@@ -107,7 +107,7 @@ TEST(Sm90Host, SupportRulesAndReasons) {
 }
 
 TEST(Sm90Host, SourceNamesTheHopperEntry) {
-  unsetenv("FLEXATTN_SM90_PERSISTENT");
+  setenv("FLEXATTN_SM90_PERSISTENT", "0", 1);  // one CTA per tile; the persistent kernel (the default) below
   Variant v;
   v.mask_mod = mods::causal();
   const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, false);
@@ -118,15 +118,16 @@ TEST(Sm90Host, SourceNamesTheHopperEntry) {
   EXPECT_NE(src.find("flexattn_fwd(const __grid_constant__ AttnParams p) { attn_fwd_sm90<FlexVariant, bf16, 128, 64, false>(p); }"),
             std::string::npos)
       << src;
-  // The persistent kernel: one more template argument; the default source does not change.
-  setenv("FLEXATTN_SM90_PERSISTENT", "1", 1);
+  // The persistent kernel (the default since session 4): one more template argument.
+  unsetenv("FLEXATTN_SM90_PERSISTENT");
   EXPECT_NE(runtime::kernel_source_sm90(gen, key)
                 .find("flexattn_fwd(const __grid_constant__ AttnParams p) { attn_fwd_sm90<FlexVariant, bf16, 128, 64, false, true>(p); }"),
             std::string::npos);
-  unsetenv("FLEXATTN_SM90_PERSISTENT");
+  setenv("FLEXATTN_SM90_PERSISTENT", "0", 1);
   EXPECT_EQ(runtime::kernel_source_sm90(gen, key), src);
-  key.backward = true;  // the backward set has its own generator (test_sm90_bwd_host.cc)
-  EXPECT_NE(runtime::kernel_source_sm90(gen, key).find("attn_bwd_sm90<FlexVariant, bf16, 128, 64, true>(p)"),
+  unsetenv("FLEXATTN_SM90_PERSISTENT");
+  key.backward = true;  // the backward set has its own generator (test_sm90_bwd_host.cc); v2 + bulk at D=128
+  EXPECT_NE(runtime::kernel_source_sm90(gen, key).find("attn_bwd_sm90<FlexVariant, bf16, 128, 64, true, true>(p)"),
             std::string::npos);
   key.backward = false;
   key.d = 96;
@@ -143,7 +144,7 @@ TEST(Sm90Host, BufferReadingModsGetTheNarrowTile) {
   EXPECT_FALSE(runtime::sm90_narrow_tile(a.layout));
   EXPECT_TRUE(runtime::sm90_narrow_tile(b.layout));
   runtime::KernelSetKey key{DType::F16, 128, 128, "sm_90a", false, runtime::KernelFamily::sm90};
-  EXPECT_NE(runtime::kernel_source_sm90(b, key).find("attn_fwd_sm90<FlexVariant, fp16, 128, 128, true>(p)"),
+  EXPECT_NE(runtime::kernel_source_sm90(b, key).find("attn_fwd_sm90<FlexVariant, fp16, 128, 128, true, true>(p)"),
             std::string::npos);
   EXPECT_EQ(kern::sm90_fwd_tile(128, 128, true).block_n, 64);
   EXPECT_EQ(kern::sm90_fwd_tile(128, 128, false).block_n, 128);
