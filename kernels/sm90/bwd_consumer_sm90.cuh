@@ -163,6 +163,16 @@ __device__ __forceinline__ void store_rows(void* base, long long row_stride, con
   }
 }
 
+// The CTA's epilogue (both consumer kernels): dK = scale * dS^T Q and dV as accumulated, rows < S.
+template <class T, int D, int Dv>
+__device__ __forceinline__ void store_dk_dv(const AttnParams& p, const float (&dk)[D / 2], const float (&dv)[Dv / 2],
+                                            int bz, int hk, int kv_row, int t) {
+  const long long dk_off = (long long)bz * p.dk_sb + (long long)hk * p.dk_sh;
+  const long long dv_off = (long long)bz * p.dv_sb + (long long)hk * p.dv_sh;
+  store_rows<T, D>((unsigned char*)p.dk + 2 * dk_off, p.dk_sl, dk, p.scale, kv_row, p.S, t);
+  store_rows<T, Dv>((unsigned char*)p.dv + 2 * dv_off, p.dv_sl, dv, 1.f, kv_row, p.S, t);
+}
+
 template <class V, class T, int D, int Dv, bool kDqBulk = false>
 __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D, Dv, kDqBulk>& c, int wg, int kv0,
                                              int hk, int bz) {
@@ -240,10 +250,7 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
   }
 
   // dK = scale * dS^T Q; dV as accumulated. With Bkv == 1 this CTA has summed every query batch.
-  const long long dk_off = (long long)bz * p.dk_sb + (long long)hk * p.dk_sh;
-  const long long dv_off = (long long)bz * p.dv_sb + (long long)hk * p.dv_sh;
-  store_rows<T, D>((unsigned char*)p.dk + 2 * dk_off, p.dk_sl, dk, p.scale, kv_row, p.S, t);
-  store_rows<T, Dv>((unsigned char*)p.dv + 2 * dv_off, p.dv_sl, dv, 1.f, kv_row, p.S, t);
+  store_dk_dv<T, D, Dv>(p, dk, dv, bz, hk, kv_row, t);
 }
 
 }  // namespace flexattn::kern::sm90

@@ -288,7 +288,7 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
     }
     unsigned pa[16], dsa[16];
     pack_v2<T>(pa, dsa, st, dpt);
-    issue_dv_v2<T, Dv>(dv, pa, do_tile);
+    issue_rs_k64<T, Dv>(dv, pa, do_tile);  // dV += P^T dO
     if (do_dq) {
       store_ds_v2(dsa, c.ds_tile_v2(pos.stage, wg), warp, g, t);
       // Both warpgroups' dS^T (all 256 threads' stores) must reach the async proxy before either dQ
@@ -297,7 +297,7 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
       named_bar_sync(kBarPdSV2, 256);
       float dq[32];
       issue_dq_v2<T>(dq, c.ds_tile_v2(pos.stage, 0), c.ds_tile_v2(pos.stage, 1), k0_slab, k1_slab);
-      issue_dk_v2<T, D>(dk, dsa, q_tile);
+      issue_rs_k64<T, D>(dk, dsa, q_tile);  // dK += dS^T Q
       wgmma_wait<1>();  // dV and dQ retired; dK may still run
       fence_operands(dq);
       if constexpr (kB) {
@@ -307,7 +307,7 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
         add_dq_v2<D>(p, dq, b, h, q0, wg, warp, g, t);
       }
     } else {  // deterministic mode: the sm80 pass computes dQ
-      issue_dk_v2<T, D>(dk, dsa, q_tile);
+      issue_rs_k64<T, D>(dk, dsa, q_tile);  // dK += dS^T Q
     }
     wgmma_wait<0>();
     fence_operands(dk);
@@ -319,10 +319,7 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
     pos.template advance<C::ST>();
   }
 
-  const long long dk_off = (long long)bz * p.dk_sb + (long long)hk * p.dk_sh;
-  const long long dv_off = (long long)bz * p.dv_sb + (long long)hk * p.dv_sh;
-  store_rows<T, D>((unsigned char*)p.dk + 2 * dk_off, p.dk_sl, dk, p.scale, kv_row, p.S, t);
-  store_rows<T, Dv>((unsigned char*)p.dv + 2 * dv_off, p.dv_sl, dv, 1.f, kv_row, p.S, t);
+  store_dk_dv<T, D, Dv>(p, dk, dv, bz, hk, kv_row, t);
 }
 
 }  // namespace flexattn::kern::sm90

@@ -91,32 +91,18 @@ __device__ __forceinline__ void issue_s_dp_v2(float (&st)[32], float (&dpt)[32],
   wgmma_commit();
 }
 
-// dV += P^T dO (RS), one commit group.
-template <class T, int Dv>
-__device__ __forceinline__ void issue_dv_v2(float (&dv)[Dv / 2], unsigned (&pa)[16], unsigned do_tile) {
-  const SmemDesc ddo = smem_desc(do_tile, kBwdSlab, 1024);
-  fence_operands(dv);
-  fence_operands(pa);
+// acc += A B (RS): A = 64 x 64 in A-operand registers (k-step ks in a[4ks .. 4ks+3]), B = a 64-row
+// 128B-swizzled tile with N columns; one commit group. v2's dV += P^T dO and dK += dS^T Q.
+template <class T, int N>
+__device__ __forceinline__ void issue_rs_k64(float (&acc)[N / 2], unsigned (&a)[16], unsigned b_tile) {
+  const SmemDesc db = smem_desc(b_tile, kBwdSlab, 1024);
+  fence_operands(acc);
+  fence_operands(a);
   wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < 4; ++ks) {
-    const unsigned a[4] = {pa[4 * ks], pa[4 * ks + 1], pa[4 * ks + 2], pa[4 * ks + 3]};
-    wgmma_rs<T, Dv, 1>(dv, a, desc_at(ddo, ks * 2048), 1);
-  }
-  wgmma_commit();
-}
-
-// dK += dS^T Q (RS, dS^T in A-operand registers), one commit group.
-template <class T, int D>
-__device__ __forceinline__ void issue_dk_v2(float (&dk)[D / 2], unsigned (&dsa)[16], unsigned q_tile) {
-  const SmemDesc dq = smem_desc(q_tile, kBwdSlab, 1024);
-  fence_operands(dk);
-  fence_operands(dsa);
-  wgmma_fence();
-#pragma unroll
-  for (int ks = 0; ks < 4; ++ks) {
-    const unsigned a[4] = {dsa[4 * ks], dsa[4 * ks + 1], dsa[4 * ks + 2], dsa[4 * ks + 3]};
-    wgmma_rs<T, D, 1>(dk, a, desc_at(dq, ks * 2048), 1);
+    const unsigned ak[4] = {a[4 * ks], a[4 * ks + 1], a[4 * ks + 2], a[4 * ks + 3]};
+    wgmma_rs<T, N, 1>(acc, ak, desc_at(db, ks * 2048), 1);
   }
   wgmma_commit();
 }
