@@ -59,6 +59,11 @@ struct Options {
   double scale = std::numeric_limits<double>::quiet_NaN();  // NaN = 1/sqrt(D)
   const BlockMask* block_mask = nullptr;                     // null = dense (mask_mod everywhere)
   int threads = 0;                                           // 0 = hardware concurrency
+  // Backward only: the output O [B, Hq, L, Dv] that Δ = rowsum(O ∘ dO) reads, null = the exact O. The
+  // backward reads the forward's stored output (semantics §9.2: torch flex saves `out` in its dtype), so
+  // a low-precision backward differs from the exact one through that O at least; passing a
+  // low-precision forward's O gives that baseline.
+  const HostTensor* delta_out = nullptr;
 };
 
 struct ForwardResult {

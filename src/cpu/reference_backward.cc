@@ -41,6 +41,7 @@ BackwardResult backward(const HostTensor& q, const HostTensor& k, const HostTens
   const Problem p = detail::make_problem(q, k, v, options);
   check_grad_input(dout, "dout", {p.B, p.Hq, p.L, p.Dv}, "[B, Hq, L, Dv]");
   if (dlse) check_grad_input(*dlse, "dlse", {p.B, p.Hq, p.L}, "[B, Hq, L]");
+  if (options.delta_out) check_grad_input(*options.delta_out, "options.delta_out", {p.B, p.Hq, p.L, p.Dv}, "[B, Hq, L, Dv]");
 
   const int64_t rows = p.B * p.Hq * p.L;
   std::vector<double> dO(static_cast<size_t>(rows * p.Dv));
@@ -67,6 +68,8 @@ BackwardResult backward(const HostTensor& q, const HostTensor& k, const HostTens
         const double* vj = p.v_row(b, h, j);
         for (int64_t d = 0; d < p.Dv; ++d) out_row[size_t(d)] += r.sm[size_t(j)] * vj[d];
       }
+      if (options.delta_out)
+        for (int64_t d = 0; d < p.Dv; ++d) out_row[size_t(d)] = options.delta_out->get(row * p.Dv + d);
       const double* dOi = &dO[size_t(row * p.Dv)];
       const double dl = dlse ? dlse->get(row) : 0.0;
       const double di = detail::dot(out_row.data(), dOi, p.Dv) - dl;
