@@ -55,6 +55,8 @@ fi
 # The cp.async decode ring (the default on sm_90a is the bulk ring with a PDL combine).
 [ $HOPPER = 1 ] && [ -x build-gpu/tests/gpu/decode/gpu_decode_check ] && FLEXATTN_DECODE_BULK=0 FLEXATTN_DECODE_PDL=0 run gpu_decode_cp_async build-gpu/tests/gpu/decode/gpu_decode_check --quick
 [ -x build-gpu/tests/gpu/cp/gpu_cp_check ] && run gpu_cp build-gpu/tests/gpu/cp/gpu_cp_check
+# Every library mod through the CLI: `flexattn run --check --backward` against the CPU reference.
+run gpu_library_mods scripts/gpu_library_check.sh "$LOG"
 if python3 -c "import torch" 2>/dev/null && ls build-gpu/bindings/_C*.so >/dev/null 2>&1; then
   FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONUNBUFFERED=1 \
     run python_gpu python3 -m pytest -q -p no:cacheprovider tests/python/gpu tests/python/test_native_torch.py ${PYTEST_ARGS:-}

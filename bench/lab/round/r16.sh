@@ -10,7 +10,7 @@ if [ "${PART:-a}" = a ]; then
   cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFLEXATTN_REQUIRE_GTEST=OFF -DFLEXATTN_BUILD_PYTHON=OFF -DFLEXATTN_BUILD_TESTS=ON > $OUT/final/configure.log 2>&1
   cmake --build build-gpu -j16 --target flexattn > $OUT/final/build.log 2>&1 || { grep error $OUT/final/build.log | head; exit 1; }
   timeout 330 build-gpu/tools/flexattn bench --suite full --backend cuda > $OUT/final/full.log 2>&1; echo "full rc=$?"
-  timeout 150 bash bench/lab/round/library_check.sh 2>&1 | tail -8
+  timeout 150 bash scripts/gpu_library_check.sh $OUT/final 2>&1 | tail -8
   grep -v "^{" $OUT/final/full.log | tail -33
 else
   OUT=$OUT/py timeout 400 bash scripts/bench_gpu.sh --backward > $OUT/py_quick.log 2>&1; echo "quick rc=$?"
