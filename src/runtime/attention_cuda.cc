@@ -250,12 +250,14 @@ void cuda_backward(const BackwardArgs& a) {
 CompileReport compile_variant(const Variant& variant, DType dtype, int head_dim, int value_head_dim,
                               const std::string& arch, bool backward, bool portable) {
   runtime::KernelSetKey key{dtype, head_dim, value_head_dim, arch, backward};
-  // The same family choice as try_sm90_forward / try_sm90_backward before their per-call checks.
+  // The family try_sm90_forward / try_sm90_backward choose, by their own rules, for a call without a block
+  // mask (a call's block sizes or strides can still send it to the sm80 family).
+  kern::AttnParams p{};
+  p.D = head_dim, p.Dv = value_head_dim, p.scale = 1.f;
   const bool hopper =
-      !portable && arch == "sm_90a" && (dtype == DType::BF16 || dtype == DType::F16) &&
-      (backward ? runtime::sm90_backward_requested() && kern::sm90_bwd_head_dims_ok(head_dim, value_head_dim)
-                : runtime::sm90_forward_requested() && kern::sm90_head_dim_ok(head_dim) &&
-                      kern::sm90_head_dim_ok(value_head_dim));
+      !portable && (dtype == DType::BF16 || dtype == DType::F16) &&
+      (backward ? runtime::sm90_backward_requested() && runtime::sm90_backward_supported(arch, p, nullptr)
+                : runtime::sm90_forward_requested() && runtime::sm90_forward_supported(arch, p, true, nullptr));
   if (hopper) key.family = runtime::KernelFamily::sm90;
   return runtime::compile_report(runtime::get_kernel_set(variant, key));
 }
