@@ -1,6 +1,7 @@
 // Generated kernel sources, their in-process cache, and ModParams filling.
 #include "runtime/kernel_set.h"
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,6 +45,15 @@ CompileReport compile_report(const KernelSet& set) {
     r.spill_bytes[name] = info.spill_stores + info.spill_loads;
   }
   return r;
+}
+
+std::vector<std::string> jit_compile_options() {
+  const char* level = std::getenv("FLEXATTN_JIT_FAST_COMPILE");
+  if (level == nullptr || *level == 0 || std::string(level) == "0") return {};
+  const std::string l = level;
+  if (l != "min" && l != "mid" && l != "max")
+    throw Error("FLEXATTN_JIT_FAST_COMPILE: expected 0, min, mid or max, got '" + l + "'");
+  return {"--Ofast-compile=" + l};
 }
 
 namespace {
@@ -122,6 +132,7 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
                "_dv" + std::to_string(key.dv);
   req.source = sm90 ? kernel_source_sm90(gen, key) : decode ? kernel_source_decode(gen, key) : kernel_source(gen, key);
   req.arch = key.arch;
+  req.options = jit_compile_options();
   if (decode)
     req.kernel_names = decode_kernel_names(key.d, key.dv);
   else if (key.backward)

@@ -2,6 +2,7 @@
 // A compiled set of attention kernels for one (variant structure, dtype, head dims, arch, direction),
 // and the ModParams filling that goes with it.
 #include <string>
+#include <vector>
 
 #include "flexattn/attention.h"
 #include "flexattn/codegen.h"
@@ -49,6 +50,10 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
 
 // "bf16" / "fp16": the element-type tag of kernel names and sources; Error for other dtypes.
 const char* kernel_dtype(DType t);
+
+// NVRTC options of every kernel set: FLEXATTN_JIT_FAST_COMPILE=min|mid|max adds --Ofast-compile=<level>
+// (NVRTC 12.8+; shorter compiles, different code: docs/env_vars.md). Error for another value.
+std::vector<std::string> jit_compile_options();
 
 // Key, registers and spills per entry function of a compiled set (compile_variant, compile_decode).
 CompileReport compile_report(const KernelSet& set);

@@ -27,3 +27,18 @@ TEST(ModParams, BufferDimensionsOfTwoToTheThirtyOneAreRefused) {
             "buffer 'bias' has a dimension of 2147483648 elements; the cuda kernels take at most 2^31 - 1 per "
             "dimension");
 }
+
+// FLEXATTN_JIT_FAST_COMPILE turns into NVRTC's --Ofast-compile (part of the kernel-cache key through the
+// request's options); any other value is refused by name before a compile starts.
+TEST(JitOptions, FastCompileLevelsAndAClearErrorForOthers) {
+  unsetenv("FLEXATTN_JIT_FAST_COMPILE");
+  EXPECT_TRUE(runtime::jit_compile_options().empty());
+  setenv("FLEXATTN_JIT_FAST_COMPILE", "0", 1);
+  EXPECT_TRUE(runtime::jit_compile_options().empty());
+  setenv("FLEXATTN_JIT_FAST_COMPILE", "min", 1);
+  EXPECT_EQ(runtime::jit_compile_options(), std::vector<std::string>{"--Ofast-compile=min"});
+  setenv("FLEXATTN_JIT_FAST_COMPILE", "fast", 1);
+  EXPECT_EQ(error_of([] { runtime::jit_compile_options(); }),
+            "FLEXATTN_JIT_FAST_COMPILE: expected 0, min, mid or max, got 'fast'");
+  unsetenv("FLEXATTN_JIT_FAST_COMPILE");
+}
