@@ -86,13 +86,16 @@ void cuda_backward(const BackwardArgs& args);
 // the Hopper family wherever the dispatch would take it (FLEXATTN_SM90 / FLEXATTN_SM90_BWD on and the
 // head dims supported; a mask-block or layout decline at call time still falls back to the portable
 // family); `portable` = true compiles the portable sm80 family instead (its compile tier on sm_90a).
+// `deterministic` (backward only) also compiles the deterministic mode's dQ pass, which a backward
+// otherwise compiles at its first deterministic call; its entry ("flexattn_bwd_dq") joins the report.
 struct CompileReport {
   std::string key;
   std::map<std::string, int> registers;      // per entry function
   std::map<std::string, int64_t> spill_bytes; // stores + loads, per entry function
 };
 CompileReport compile_variant(const Variant& variant, DType dtype, int head_dim, int value_head_dim,
-                              const std::string& arch, bool backward, bool portable = false);
+                              const std::string& arch, bool backward, bool portable = false,
+                              bool deterministic = false);
 
 // Head dims every cuda kernel takes, forward and backward: the smallest (d', dv') >= (d, dv) that are (48 ->
 // 64, 80 -> 96, 160 -> 192; 64 -> 64). Zero-padding q and k to d' and v to dv' leaves the result unchanged

@@ -242,13 +242,13 @@ void cuda_backward(const BackwardArgs& a) {
   runtime::KernelSetKey key{t, int(pr.D), int(pr.Dv), device_arch(a.fwd.device), true};
   const runtime::KernelSet& set = runtime::get_kernel_set(*a.fwd.variant, key);
   runtime::fill_mod_params(set.layout, a.fwd.bindings, true, &p.mod);
-  runtime::launch_backward(set, p,
+  runtime::launch_backward(*a.fwd.variant, set, p,
                            runtime::launch_config(kern::sm80_bwd_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S), a.fwd.stream),
                            a.deterministic, a.fwd.stream);
 }
 
 CompileReport compile_variant(const Variant& variant, DType dtype, int head_dim, int value_head_dim,
-                              const std::string& arch, bool backward, bool portable) {
+                              const std::string& arch, bool backward, bool portable, bool deterministic) {
   runtime::KernelSetKey key{dtype, head_dim, value_head_dim, arch, backward};
   // The family try_sm90_forward / try_sm90_backward choose, by their own rules, for a call without a block
   // mask (a call's block sizes or strides can still send it to the sm80 family).
@@ -259,7 +259,13 @@ CompileReport compile_variant(const Variant& variant, DType dtype, int head_dim,
       (backward ? runtime::sm90_backward_requested() && runtime::sm90_backward_supported(arch, p, nullptr)
                 : runtime::sm90_forward_requested() && runtime::sm90_forward_supported(arch, p, true, nullptr));
   if (hopper) key.family = runtime::KernelFamily::sm90;
-  return runtime::compile_report(runtime::get_kernel_set(variant, key));
+  CompileReport r = runtime::compile_report(runtime::get_kernel_set(variant, key));
+  if (backward && deterministic) {
+    const CompileReport dq = runtime::compile_report(runtime::get_kernel_set(variant, runtime::dq_pass_key(key)));
+    r.registers.insert(dq.registers.begin(), dq.registers.end());
+    r.spill_bytes.insert(dq.spill_bytes.begin(), dq.spill_bytes.end());
+  }
+  return r;
 }
 
 HeadDims cuda_padded_head_dims(int d, int dv) {

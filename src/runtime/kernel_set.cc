@@ -24,13 +24,21 @@ const char* kernel_dtype(DType t) {
   throw Error("dtype: the cuda backend takes bf16 or f16 tensors, got " + std::string(dtype_name(t)));
 }
 
-void launch_backward(const KernelSet& set, const kern::AttnParams& p, const jit::LaunchConfig& main,
-                     bool deterministic, void* stream) {
+KernelSetKey dq_pass_key(const KernelSetKey& backward) {
+  KernelSetKey k = backward;
+  k.backward = true, k.dq_pass = true, k.family = KernelFamily::sm80;
+  return k;
+}
+
+void launch_backward(const Variant& variant, const KernelSet& set, const kern::AttnParams& p,
+                     const jit::LaunchConfig& main, bool deterministic, void* stream) {
+  // Compiled (or found) before the first launch, so a compile error leaves no half-done backward behind.
+  const KernelSet* dq_pass = deterministic ? &get_kernel_set(variant, dq_pass_key(set.key)) : nullptr;
   jit::launch(jit::get_function(set.compiled, "flexattn_bwd_preprocess"),
               launch_config(kern::sm80_bwd_preprocess_launch(p.B, p.Hq, p.L), stream), p);
   jit::launch(jit::get_function(set.compiled, "flexattn_bwd"), main, p);
-  if (deterministic)
-    jit::launch(jit::get_function(set.compiled, "flexattn_bwd_dq"),
+  if (dq_pass)
+    jit::launch(jit::get_function(dq_pass->compiled, "flexattn_bwd_dq"),
                 launch_config(kern::sm80_bwd_dq_launch(p.D, p.Dv, p.B, p.Hq, p.L), stream), p);
   else
     jit::launch(jit::get_function(set.compiled, "flexattn_bwd_dq_convert"),
@@ -70,19 +78,20 @@ std::string kernel_source(const codegen::GeneratedVariant& variant, const Kernel
   const std::string t = kernel_dtype(key.dtype);
   const std::string dd = std::to_string(key.d) + ", " + std::to_string(key.dv);
   std::ostringstream s;
-  s << "// flexattn " << (key.backward ? "backward" : "forward") << " kernels, sm80 family, " << t << ", D=" << key.d
-    << ", Dv=" << key.dv << "\n";
+  s << "// flexattn " << (key.dq_pass ? "deterministic dQ pass" : key.backward ? "backward" : "forward")
+    << " kernels, sm80 family, " << t << ", D=" << key.d << ", Dv=" << key.dv << "\n";
   s << "#include \"common/mod_ops.cuh\"\n";
   s << (key.backward ? "#include \"sm80/attn_bwd_sm80.cuh\"\n" : "#include \"sm80/attn_fwd_sm80.cuh\"\n");
   s << "using namespace flexattn::kern;\n\n";
   s << variant.source << "\n";
   if (!key.backward) {
     s << entry("flexattn_fwd", "sm80_fwd_threads(" + dd + ")", "attn_fwd_sm80<FlexVariant, " + t + ", " + dd + ">(p)");
+  } else if (key.dq_pass) {
+    s << entry("flexattn_bwd_dq", "sm80_bwd_dq_threads(" + dd + ")",
+               "attn_bwd_dq_sm80<FlexVariant, " + t + ", " + dd + ">(p)");
   } else {
     s << entry("flexattn_bwd_preprocess", "sm80_aux_threads()", "attn_bwd_preprocess_sm80<" + t + ", " + dd + ">(p)");
     s << entry("flexattn_bwd", "sm80_bwd_threads(" + dd + ")", "attn_bwd_sm80<FlexVariant, " + t + ", " + dd + ">(p)");
-    s << entry("flexattn_bwd_dq", "sm80_bwd_dq_threads(" + dd + ")",
-               "attn_bwd_dq_sm80<FlexVariant, " + t + ", " + dd + ">(p)");
     s << entry("flexattn_bwd_dq_convert", "sm80_aux_threads()",
                "attn_bwd_dq_convert_sm80<" + t + ", " + std::to_string(key.d) + ">(p)");
   }
@@ -99,7 +108,7 @@ void check_backward_head_dims(int64_t d, int64_t dv) {
 
 const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key) {
   using CacheKey = std::tuple<const ir::Node*, const ir::Node*, std::vector<std::string>, DType, int, int,
-                              std::string, bool, KernelFamily>;
+                              std::string, bool, KernelFamily, bool>;
   struct Entry {
     Variant keep_alive;  // holds the nodes whose addresses are in the key
     std::unique_ptr<KernelSet> set;
@@ -107,7 +116,7 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
   static std::mutex mu;
   static std::map<CacheKey, Entry>* cache = new std::map<CacheKey, Entry>();
   const CacheKey ck{variant.score_mod.get(), variant.mask_mod.get(), variant.grad_buffers, key.dtype, key.d,
-                    key.dv, key.arch, key.backward, key.family};
+                    key.dv, key.arch, key.backward, key.family, key.dq_pass};
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache->find(ck);
@@ -127,7 +136,9 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
     throw Error("arch: the sm90 kernel family compiles only for sm_90a, got '" + key.arch + "'");
   const bool decode = key.family == KernelFamily::decode;
   if (decode && key.backward) throw Error("the decode kernel family is forward only");
-  req.prefix = std::string("attn_") + (decode ? "decode" : key.backward ? "bwd" : "fwd") +
+  if (key.dq_pass && (!key.backward || key.family != KernelFamily::sm80))
+    throw Error("the deterministic dQ pass is a backward kernel of the sm80 family");
+  req.prefix = std::string("attn_") + (decode ? "decode" : key.dq_pass ? "bwddq" : key.backward ? "bwd" : "fwd") +
                (sm90 ? "_sm90a_" : decode ? "_" : "_sm80_") + kernel_dtype(key.dtype) + "_d" + std::to_string(key.d) +
                "_dv" + std::to_string(key.dv);
   req.source = sm90 ? kernel_source_sm90(gen, key) : decode ? kernel_source_decode(gen, key) : kernel_source(gen, key);
@@ -136,7 +147,9 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
   if (decode)
     req.kernel_names = decode_kernel_names(key.d, key.dv);
   else if (key.backward)
-    req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq", "flexattn_bwd_dq_convert"};
+    req.kernel_names = key.dq_pass ? std::vector<std::string>{"flexattn_bwd_dq"}
+                                   : std::vector<std::string>{"flexattn_bwd_preprocess", "flexattn_bwd",
+                                                              "flexattn_bwd_dq_convert"};
   else
     req.kernel_names = {"flexattn_fwd"};
   set->compiled = jit::get_or_compile(req);

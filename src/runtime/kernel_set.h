@@ -27,6 +27,11 @@ struct KernelSetKey {
   std::string arch;
   bool backward = false;
   KernelFamily family = KernelFamily::sm80;
+  // Backward only: the deterministic mode's dQ pass alone (flexattn_bwd_dq, an sm80-family kernel that every
+  // family's deterministic backward runs after its main kernel). A set of its own, compiled at the first
+  // deterministic call: in the backward set it took 25-35 % of every backward compile (ptxas 0.3-0.8 s of
+  // 1.3-2.4 s, sm_90a, corpus variants) for a mode few calls use.
+  bool dq_pass = false;
 };
 
 struct KernelSet {
@@ -69,11 +74,14 @@ jit::LaunchConfig launch_config(const Geometry& l, void* stream) {
   return c;
 }
 
-// The backward's launches on `set`: the delta preprocess, the family's main kernel ("flexattn_bwd") with
-// `main`, then the deterministic dQ pass or the dQ convert (the sm80 aux kernels, which every family's
-// backward module holds).
-void launch_backward(const KernelSet& set, const kern::AttnParams& p, const jit::LaunchConfig& main,
-                     bool deterministic, void* stream);
+// The key of `backward`'s deterministic dQ pass (same dtype, head dims and arch; sm80 family, dq_pass).
+KernelSetKey dq_pass_key(const KernelSetKey& backward);
+
+// The backward's launches on `set` (compiled from `variant`): the delta preprocess, the family's main kernel
+// ("flexattn_bwd") with `main`, then the dQ convert (every family's backward module holds the sm80 aux
+// kernels) or, deterministic, the dQ pass of get_kernel_set(variant, dq_pass_key(set.key)).
+void launch_backward(const Variant& variant, const KernelSet& set, const kern::AttnParams& p,
+                     const jit::LaunchConfig& main, bool deterministic, void* stream);
 
 // Throws Error when the backward cannot tile head dims (d, dv), naming the padded dims that work.
 void check_backward_head_dims(int64_t d, int64_t dv);

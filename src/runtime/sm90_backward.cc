@@ -95,7 +95,7 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
            "(const __grid_constant__ AttnParams p) { " + body + "; }\n";
   };
   std::ostringstream s;
-  s << "// flexattn backward kernels, sm90 family (sm_90a; preprocess, dq pass and convert from sm80), " << t
+  s << "// flexattn backward kernels, sm90 family (sm_90a; preprocess and dQ convert from sm80), " << t
     << ", D=" << key.d << ", Dv=" << key.dv << "\n";
   s << "#include \"common/mod_ops.cuh\"\n";
   s << "#include \"sm80/attn_bwd_sm80.cuh\"\n";
@@ -104,8 +104,6 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   s << variant.source << "\n";
   s << entry("flexattn_bwd_preprocess", "sm80_aux_threads()", "attn_bwd_preprocess_sm80<" + t + ", " + dd + ">(p)");
   s << entry("flexattn_bwd", "kSm90Threads", "attn_bwd_sm90<FlexVariant, " + t + ", " + dd + bulk + ">(p)");
-  s << entry("flexattn_bwd_dq", "sm80_bwd_dq_threads(" + dd + ")",
-             "attn_bwd_dq_sm80<FlexVariant, " + t + ", " + dd + ">(p)");
   s << entry("flexattn_bwd_dq_convert", "sm80_aux_threads()",
              "attn_bwd_dq_convert_sm80<" + t + ", " + std::to_string(key.d) + ">(p)");
   return s.str();
@@ -127,7 +125,7 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
   // The shared-memory size follows the dQ path and the v2 choice the set was compiled with
   // (get_kernel_set may have fallen back from the bulk path).
   const kern::Sm90Launch l = kern::sm90_bwd_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S, set.sm90_dq_bulk, set.sm90_bwd_v2);
-  launch_backward(set, p, launch_config(l, a.fwd.stream),
+  launch_backward(*a.fwd.variant, set, p, launch_config(l, a.fwd.stream),
                   a.deterministic, a.fwd.stream);
   return true;
 }

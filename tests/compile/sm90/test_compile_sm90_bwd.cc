@@ -52,7 +52,7 @@ std::string function_sass(const std::string& sass, const std::string& name) {
 }
 
 void expect_clean(const runtime::KernelSet& set, const std::string& what) {
-  for (const char* name : {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq", "flexattn_bwd_dq_convert"}) {
+  for (const char* name : {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq_convert"}) {
     ASSERT_EQ(set.compiled.ptxas.count(name), 1u) << what << " " << name << "\n" << set.compiled.log;
     const jit::PtxasInfo& info = set.compiled.ptxas.at(name);
     EXPECT_EQ(info.spill_stores + info.spill_loads, 0) << what << " " << name << " spills";
@@ -84,7 +84,7 @@ runtime::KernelSet compile_bwd_dq_path(const Variant& v, DType t, int d, int dv,
   unsetenv("FLEXATTN_SM90_BWD_DQ_BULK");
   EXPECT_EQ(req.source.find(", true>(p)") != std::string::npos, bulk) << "the flag must reach the source";
   req.arch = "sm_90a";
-  req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq", "flexattn_bwd_dq_convert"};
+  req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq_convert"};
   set.compiled = jit::get_or_compile(req);
   return set;
 }
@@ -224,7 +224,7 @@ runtime::KernelSet compile_bwd_v2(const Variant& v, DType t, int d, int dv, bool
   EXPECT_NE(req.source.find(bulk ? ", true, true>(p)" : ", false, true>(p)"), std::string::npos)
       << "the flags must reach the source";
   req.arch = "sm_90a";
-  req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq", "flexattn_bwd_dq_convert"};
+  req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq_convert"};
   set.compiled = jit::get_or_compile(req);
   return set;
 }

@@ -48,7 +48,8 @@ TEST_F(CompileTier, EveryCorpusVariantCompilesWithoutSpills) {
     corpus::BuiltVariant b = corpus::build_variant(c, shape);
     for (const char* arch : {"sm_80", "sm_90a"})
       for (bool bwd : {false, true})
-        expect_no_spills(compile_variant(b.variant, DType::BF16, 128, 128, arch, bwd, /*portable=*/true),
+        expect_no_spills(compile_variant(b.variant, DType::BF16, 128, 128, arch, bwd, /*portable=*/true,
+                                         /*deterministic=*/bwd),
                          c.name + " " + arch + (bwd ? " bwd" : " fwd"));
   }
 }
@@ -59,9 +60,26 @@ TEST_F(CompileTier, HeadDimsAndDtypesCompileWithoutSpills) {
   v.score_mod = mods::softcap(30);
   for (int d : {64, 96, 256})
     for (bool bwd : {false, true})
-      expect_no_spills(compile_variant(v, DType::BF16, d, d, "sm_90a", bwd, true), "D=" + std::to_string(d));
-  expect_no_spills(compile_variant(v, DType::F16, 128, 128, "sm_90a", true, true), "f16");
-  expect_no_spills(compile_variant(v, DType::BF16, 64, 128, "sm_90a", true, true), "D=64 Dv=128");
+      expect_no_spills(compile_variant(v, DType::BF16, d, d, "sm_90a", bwd, true, bwd), "D=" + std::to_string(d));
+  expect_no_spills(compile_variant(v, DType::F16, 128, 128, "sm_90a", true, true, true), "f16");
+  expect_no_spills(compile_variant(v, DType::BF16, 64, 128, "sm_90a", true, true, true), "D=64 Dv=128");
+}
+
+// The deterministic dQ pass is a set of its own, compiled when asked for (the first deterministic backward,
+// or compile_variant's `deterministic`), not with every backward: it took 25-35 % of each backward compile.
+TEST_F(CompileTier, DeterministicDqPassCompilesOnlyWhenAskedFor) {
+  Variant v;
+  v.mask_mod = mods::causal();
+  for (bool portable : {true, false}) {
+    const CompileReport plain = compile_variant(v, DType::BF16, 128, 128, "sm_90a", true, portable);
+    EXPECT_EQ(plain.registers.count("flexattn_bwd"), 1u);
+    EXPECT_EQ(plain.registers.count("flexattn_bwd_dq_convert"), 1u);
+    EXPECT_EQ(plain.registers.count("flexattn_bwd_dq"), 0u) << "portable=" << portable;
+    const CompileReport det = compile_variant(v, DType::BF16, 128, 128, "sm_90a", true, portable, true);
+    EXPECT_EQ(det.key, plain.key) << "the report keeps the main set's key";
+    EXPECT_EQ(det.registers.count("flexattn_bwd_dq"), 1u) << "portable=" << portable;
+    EXPECT_EQ(det.spill_bytes.at("flexattn_bwd_dq"), 0);
+  }
 }
 
 TEST_F(CompileTier, LiteralValuesShareOneKernel) {
