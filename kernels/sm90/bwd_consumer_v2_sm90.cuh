@@ -105,6 +105,37 @@ __device__ __forceinline__ void tile_p_v2(float (&st)[32], const AttnParams& p, 
   }
 }
 
+// v3 (kT): the tile's 16 lse2 (or delta) values of this thread's query columns (8 i + 2 t, + 1), loaded
+// before the wgmma_wait that precedes their use: in the session-5 profile the first FFMA of tile_p_v2
+// waited on its LDS (short_sb) for ~6 % of all samples, the loads being issued only after the wait.
+__device__ __forceinline__ void load_cols_v2(float (&v)[16], unsigned s_vec, int t) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) ld_shared_v2_f32(s_vec + 4 * (8 * i + 2 * t), v[2 * i], v[2 * i + 1]);
+}
+
+// tile_p_v2 with the lse2 values already in registers.
+template <class V, bool kFull, bool kInB>
+__device__ __forceinline__ void tile_p_v2r(float (&st)[32], const AttnParams& p, float scale_log2,
+                                           const float (&lse2)[16], int b, int h, int q0, int kv_row, int t) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int kv = kv_row + 8 * (e >> 1), q = q0 + 8 * i + 2 * t + (e & 1);
+      st[4 * i + e] = p_entry_v2<V, kFull, kInB>(p, st[4 * i + e], scale_log2, lse2[2 * i + (e & 1)], b, h, q, kv);
+    }
+  }
+}
+
+// tile_ds_v2 with the delta values already in registers.
+__device__ __forceinline__ void tile_ds_v2r(const float (&pt)[32], float (&dpt)[32], const float (&del)[16]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dpt[4 * i + e] = pt[4 * i + e] * (dpt[4 * i + e] - del[2 * i + (e & 1)]);
+  }
+}
+
 // Split schedule, step 2: dpt (dP^T) becomes dS^T = P (dP - delta) (0 where P is 0: masked, out of
 // bounds, or a fully masked row with lse2 = +inf).
 __device__ __forceinline__ void tile_ds_v2(const float (&pt)[32], float (&dpt)[32], unsigned s_delta, int t) {
@@ -275,7 +306,25 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
 
     float st[32], dpt[32];
     issue_s_dp_v2<T, D, Dv>(st, dpt, k_half, v_half, q_tile, do_tile);
-    if constexpr (kSplit) {
+    if constexpr (kSplit && kT) {
+      float lse2[16];
+      load_cols_v2(lse2, s_lse, t);
+      wgmma_wait<1>();  // S^T retired; dP^T may still run
+      fence_operands(st);
+      if (inb && full)
+        tile_p_v2r<V, true, true>(st, p, scale_log2, lse2, b, h, q0, kv_row, t);
+      else if (inb)
+        tile_p_v2r<V, false, true>(st, p, scale_log2, lse2, b, h, q0, kv_row, t);
+      else if (full)
+        tile_p_v2r<V, true, false>(st, p, scale_log2, lse2, b, h, q0, kv_row, t);
+      else
+        tile_p_v2r<V, false, false>(st, p, scale_log2, lse2, b, h, q0, kv_row, t);
+      float del[16];
+      load_cols_v2(del, s_delta, t);
+      wgmma_wait<0>();
+      fence_operands(dpt);
+      tile_ds_v2r(st, dpt, del);
+    } else if constexpr (kSplit) {
       wgmma_wait<1>();  // S^T retired; dP^T may still run
       fence_operands(st);
       if (inb && full)
