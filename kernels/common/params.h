@@ -146,6 +146,10 @@ struct AttnParams {
   // sm90 persistent forward (sm90/fwd_scheduler_sm90.cuh, "Queue word"): the launch's tile-queue word,
   // 0 at launch and left at 0; null = the static stride. Set by runtime/sm90_tile_queue.cc only.
   unsigned* tile_queue;
+
+  // sm90 backward v3 (FLEXATTN_SM90_BWD_V3): dq_accum [B*Hq, L, D] fp32 as a 3-D TMA map, box (32, 64, 1),
+  // 128B swizzle; the dQ writer adds the shared dQ tile with D / 32 tensor reductions. Unused otherwise.
+  TmaDesc dq_map;
 };
 
 static_assert(sizeof(ModParams) == 1024, "ModParams layout is part of the kernel ABI");

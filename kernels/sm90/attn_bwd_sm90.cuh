@@ -37,10 +37,13 @@ namespace flexattn::kern {
 // run bwd_consumer_v2 (FA3's per-tile schedule) on the v2 layout; with kDqBulk its dQ goes through one
 // shared buffer and the roles take 24 / 240 registers. false generates exactly the code that existed
 // before that option.
-template <class V, class T, int D, int Dv, bool kDqBulk = false, bool kV2 = false>
+// kDqTma (FLEXATTN_SM90_BWD_V3, opt-in, with kDqBulk and kV2 only): the dQ tile is swizzled for the
+// 128B-swizzled p.dq_map and the writer adds it with D / 32 TMA tensor reductions instead of one bulk
+// reduction per row; false generates exactly the code that existed before that option.
+template <class V, class T, int D, int Dv, bool kDqBulk = false, bool kV2 = false, bool kDqTma = false>
 __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
   using namespace sm90;
-  using C = BwdCfg<D, Dv, kDqBulk, kV2>;
+  using C = BwdCfg<D, Dv, kDqBulk, kV2, kDqTma>;
   extern __shared__ __align__(1024) unsigned char flexattn_smem_sm90[];
   const C c{(smem_u32(flexattn_smem_sm90) + 1023u) & ~1023u};
   const int kv0 = blockIdx.x * C::BN, hk = blockIdx.y, bz = blockIdx.z;
@@ -83,7 +86,7 @@ __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
   } else {
     setmaxnreg_inc<sm90_bwd_consumer_regs(kDqBulk, kV2)>();
     if constexpr (kV2)
-      bwd_consumer_v2<V, T, D, Dv, kDqBulk>(p, c, wg - 1, kv0, hk, bz);
+      bwd_consumer_v2<V, T, D, Dv, kDqBulk, kDqTma>(p, c, wg - 1, kv0, hk, bz);
     else
       bwd_consumer<V, T, D, Dv, kDqBulk>(p, c, wg - 1, kv0, hk, bz);
   }

@@ -105,6 +105,37 @@ __device__ __forceinline__ void tile_p_v2(float (&st)[32], const AttnParams& p, 
   }
 }
 
+// v3 (kT): the tile's 16 lse2 (or delta) values of this thread's query columns (8 i + 2 t, + 1), loaded
+// before the wgmma_wait that precedes their use: in the session-5 profile the first FFMA of tile_p_v2
+// waited on its LDS (short_sb) for ~6 % of all samples, the loads being issued only after the wait.
+__device__ __forceinline__ void load_cols_v2(float (&v)[16], unsigned s_vec, int t) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) ld_shared_v2_f32(s_vec + 4 * (8 * i + 2 * t), v[2 * i], v[2 * i + 1]);
+}
+
+// tile_p_v2 with the lse2 values already in registers.
+template <class V, bool kFull, bool kInB>
+__device__ __forceinline__ void tile_p_v2r(float (&st)[32], const AttnParams& p, float scale_log2,
+                                           const float (&lse2)[16], int b, int h, int q0, int kv_row, int t) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int kv = kv_row + 8 * (e >> 1), q = q0 + 8 * i + 2 * t + (e & 1);
+      st[4 * i + e] = p_entry_v2<V, kFull, kInB>(p, st[4 * i + e], scale_log2, lse2[2 * i + (e & 1)], b, h, q, kv);
+    }
+  }
+}
+
+// tile_ds_v2 with the delta values already in registers.
+__device__ __forceinline__ void tile_ds_v2r(const float (&pt)[32], float (&dpt)[32], const float (&del)[16]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dpt[4 * i + e] = pt[4 * i + e] * (dpt[4 * i + e] - del[2 * i + (e & 1)]);
+  }
+}
+
 // Split schedule, step 2: dpt (dP^T) becomes dS^T = P (dP - delta) (0 where P is 0: masked, out of
 // bounds, or a fully masked row with lse2 = +inf).
 __device__ __forceinline__ void tile_ds_v2(const float (&pt)[32], float (&dpt)[32], unsigned s_delta, int t) {
@@ -182,17 +213,32 @@ __device__ __forceinline__ void add_dq_v2(const AttnParams& p, const float (&dq)
 // dQ buffer, once the writer warp has finished reading the previous tile's (dq_empty); warpgroup 0's
 // thread 0 fills the info slot; every thread fences its stores to the async proxy and arrives on dq_full
 // (256 arrivals). Half-warp stores: rows g = 0..3 dq_row = 4 D + 32 bytes apart, columns 2t: 32 banks.
-template <int D, int Dv>
-__device__ __forceinline__ void dq_to_smem_v2(const BwdCfg<D, Dv, true, true>& c, unsigned phase, int wg,
+// v3 (kT): the buffer is D / 32 slabs of [64 rows][32 fp32] with the 128B swizzle (tile_config_sm90_bwd.h);
+// the pair (row, 64 wg + 8 i + 2 t) lies in slab 2 wg + i / 4, 16-byte chunk (2 (i % 4) + t / 2) ^ (row % 8),
+// byte 8 (t % 2): a warp's store (rows g = 0..7, t = 0..3) touches every chunk position twice, 2 wavefronts.
+template <int D, int Dv, bool kT>
+__device__ __forceinline__ void dq_to_smem_v2(const BwdCfg<D, Dv, true, true, kT>& c, unsigned phase, int wg,
                                               const float (&dq)[32], int q0, int bh, int tid, int warp, int g, int t) {
-  using C = BwdCfg<D, Dv, true, true>;
+  using C = BwdCfg<D, Dv, true, true, kT>;
   mbar_wait(c.dq_empty(0), phase ^ 1u);
-  const unsigned buf = c.dq_buf(0) + (16 * warp + g) * C::kSmem.dq_row + 4 * 64 * wg + 8 * t;
+  if constexpr (kT) {
+    // row % 8 == g for both r (rows 16 warp + g + 8 r).
+    const unsigned buf = c.dq_buf(0) + 2 * wg * (64 * 128) + (16 * warp + g) * 128 + 8 * (t & 1);
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < 2; ++r) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i)
-      st_shared_v2_f32(buf + 8 * r * C::kSmem.dq_row + 32 * i, dq[4 * i + 2 * r], dq[4 * i + 2 * r + 1]);
+      for (int i = 0; i < 8; ++i)
+        st_shared_v2_f32(buf + (i >> 2) * (64 * 128) + 8 * r * 128 + (((2 * (i & 3) + (t >> 1)) ^ g) << 4),
+                         dq[4 * i + 2 * r], dq[4 * i + 2 * r + 1]);
+    }
+  } else {
+    const unsigned buf = c.dq_buf(0) + (16 * warp + g) * C::kSmem.dq_row + 4 * 64 * wg + 8 * t;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        st_shared_v2_f32(buf + 8 * r * C::kSmem.dq_row + 32 * i, dq[4 * i + 2 * r], dq[4 * i + 2 * r + 1]);
+    }
   }
   if (wg == 0 && tid == 0) {
     st_shared_s32(c.dq_info(0), q0);
@@ -203,17 +249,18 @@ __device__ __forceinline__ void dq_to_smem_v2(const BwdCfg<D, Dv, true, true>& c
 }
 
 // Bulk dQ, no more tiles: the end marker (-1) in the info slot once the writer is done with the buffer.
-template <int D, int Dv>
-__device__ __forceinline__ void dq_end_marker_v2(const BwdCfg<D, Dv, true, true>& c, unsigned phase, int wg, int tid) {
+template <int D, int Dv, bool kT>
+__device__ __forceinline__ void dq_end_marker_v2(const BwdCfg<D, Dv, true, true, kT>& c, unsigned phase, int wg,
+                                                 int tid) {
   mbar_wait(c.dq_empty(0), phase ^ 1u);
   if (wg == 0 && tid == 0) st_shared_s32(c.dq_info(0), -1);
   mbar_arrive(c.dq_full(0));
 }
 
-template <class V, class T, int D, int Dv, bool kB>
-__device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCfg<D, Dv, kB, true>& c, int wg,
+template <class V, class T, int D, int Dv, bool kB, bool kT = false>
+__device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCfg<D, Dv, kB, true, kT>& c, int wg,
                                                 int kv0, int hk, int bz) {
-  using C = BwdCfg<D, Dv, kB, true>;
+  using C = BwdCfg<D, Dv, kB, true, kT>;
   static_assert(sm90_bwd_v2_head_dims_ok(D, Dv), "backward v2: D = 128 (one 64-column dQ slab per warpgroup)");
   // Split schedule (P while dP^T runs) only without score_mod / buffer_grad (they need the raw score
   // next to dP), and only with the 240 consumer registers of the bulk dQ path: at 232 ptxas 13.0
@@ -259,7 +306,25 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
 
     float st[32], dpt[32];
     issue_s_dp_v2<T, D, Dv>(st, dpt, k_half, v_half, q_tile, do_tile);
-    if constexpr (kSplit) {
+    if constexpr (kSplit && kT) {
+      float lse2[16];
+      load_cols_v2(lse2, s_lse, t);
+      wgmma_wait<1>();  // S^T retired; dP^T may still run
+      fence_operands(st);
+      if (inb && full)
+        tile_p_v2r<V, true, true>(st, p, scale_log2, lse2, b, h, q0, kv_row, t);
+      else if (inb)
+        tile_p_v2r<V, false, true>(st, p, scale_log2, lse2, b, h, q0, kv_row, t);
+      else if (full)
+        tile_p_v2r<V, true, false>(st, p, scale_log2, lse2, b, h, q0, kv_row, t);
+      else
+        tile_p_v2r<V, false, false>(st, p, scale_log2, lse2, b, h, q0, kv_row, t);
+      float del[16];
+      load_cols_v2(del, s_delta, t);
+      wgmma_wait<0>();
+      fence_operands(dpt);
+      tile_ds_v2r(st, dpt, del);
+    } else if constexpr (kSplit) {
       wgmma_wait<1>();  // S^T retired; dP^T may still run
       fence_operands(st);
       if (inb && full)

@@ -22,10 +22,10 @@ __device__ __forceinline__ void st_shared_f32(unsigned addr, float v) {
   asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
 }
 
-template <int D, int Dv, bool kB = false, bool kV2 = false>
-__device__ __forceinline__ void bwd_producer(const AttnParams& p, const BwdCfg<D, Dv, kB, kV2>& c, int kv0, int hk,
+template <int D, int Dv, bool kB = false, bool kV2 = false, bool kT = false>
+__device__ __forceinline__ void bwd_producer(const AttnParams& p, const BwdCfg<D, Dv, kB, kV2, kT>& c, int kv0, int hk,
                                              int bz, int lane) {
-  using C = BwdCfg<D, Dv, kB, kV2>;
+  using C = BwdCfg<D, Dv, kB, kV2, kT>;
   const int bk = p.Bkv == 1 ? 0 : bz;
   if (lane == 0) {
     tma_prefetch_map(&p.q_map);
@@ -90,16 +90,34 @@ __device__ __forceinline__ void bwd_producer(const AttnParams& p, const BwdCfg<D
 // wait lets every reduction finish before the CTA exits.
 // The same loop serves the backward v2 (kV2): one buffer (DQB = 1: the phase flips every tile), filled
 // by both consumer warpgroups (64 columns each).
-template <int D, int Dv, bool kB, bool kV2>
-__device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<D, Dv, kB, kV2>& c, int lane) {
-  using C = BwdCfg<D, Dv, kB, kV2>;
+// v3 (kT, FLEXATTN_SM90_BWD_V3): the buffer is D / 32 swizzled [64][32] fp32 slabs and lane 0 adds each
+// with one TMA tensor reduction (p.dq_map, 3-D (D, L, B * Hq)); rows >= L lie outside the map and are
+// skipped by the TMA unit, so there is no per-row loop.
+template <int D, int Dv, bool kB, bool kV2, bool kT = false>
+__device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<D, Dv, kB, kV2, kT>& c, int lane) {
+  using C = BwdCfg<D, Dv, kB, kV2, kT>;
   if (p.deterministic != 0 || p.dq_accum == nullptr) return;  // the consumers skip dQ the same way
+  if constexpr (kT) {
+    if (lane == 0) tma_prefetch_map(&p.dq_map);
+  }
   RingPos pos{0, 0u};
   while (true) {
     mbar_wait(c.dq_full(pos.stage), pos.phase);
     const int q0 = ld_shared_s32(c.dq_info(pos.stage));
     if (q0 < 0) break;
     const int bh = ld_shared_s32(c.dq_info(pos.stage) + 4);
+    if constexpr (kT) {
+      if (lane == 0) {
+#pragma unroll
+        for (int s = 0; s < D / 32; ++s) tma_reduce_add_3d(&p.dq_map, c.dq_buf(pos.stage) + s * 64 * 128, 32 * s, q0, bh);
+        bulk_commit_group();
+        bulk_wait_group_read<0>();
+        mbar_arrive(c.dq_empty(pos.stage));
+      }
+      __syncwarp();
+      pos.template advance<C::DQB>();
+      continue;
+    }
     const int rows = p.L - q0 < C::BM ? p.L - q0 : C::BM;
     float* dst = p.dq_accum + ((long long)bh * p.L + q0) * D;
     const unsigned src = c.dq_buf(pos.stage);

@@ -94,7 +94,13 @@ struct Sm90BwdSmem {
 // query tile n may be overwritten at tile n + 2 only, after one 256-thread barrier per tile
 // (bwd_consumer_v2_sm90.cuh). Every region after ds moves by 16 KiB. With dq_bulk as well, one dQ buffer
 // (sm90_bwd_dq_buffers) of the complete CTA partial (each warpgroup fills 64 of its columns).
-FLEXATTN_HD constexpr Sm90BwdSmem sm90_bwd_smem_layout(int d, int dv, bool dq_bulk = false, bool v2 = false) {
+// Backward v3 (FLEXATTN_SM90_BWD_V3, dq_tma = true, only with dq_bulk and v2): the one dQ buffer is D / 32
+// slabs of [64 rows][32 fp32] (128-byte rows, 16-byte chunks XOR-swizzled by row % 8: the box (32, 64, 1)
+// of the 128B-swizzled dq_map), 1024-aligned, no row padding; the writer adds it with D / 32 TMA tensor
+// reductions instead of one bulk reduction per row (session 5 profile: the per-row loop kept the writer
+// warp busy all the time and the consumers waited on dq_empty for ~30 % of their samples).
+FLEXATTN_HD constexpr Sm90BwdSmem sm90_bwd_smem_layout(int d, int dv, bool dq_bulk = false, bool v2 = false,
+                                                       bool dq_tma = false) {
   Sm90BwdSmem s{};
   s.k_half = 64 * d * 2;
   s.k = 0;
@@ -113,9 +119,9 @@ FLEXATTN_HD constexpr Sm90BwdSmem sm90_bwd_smem_layout(int d, int dv, bool dq_bu
   s.total = s.info + 16 * kSm90BwdStages;
   if (dq_bulk) {
     const int nbuf = sm90_bwd_dq_buffers(v2);
-    s.dq_row = 4 * d + kSm90BwdDqRowPad;
-    s.dq_buf = kSm90BwdBlockM * s.dq_row;
-    s.dq = (s.total + 127) / 128 * 128;
+    s.dq_row = dq_tma ? 128 : 4 * d + kSm90BwdDqRowPad;
+    s.dq_buf = dq_tma ? kSm90BwdBlockM * 4 * d : kSm90BwdBlockM * s.dq_row;
+    s.dq = dq_tma ? (s.total + 1023) / 1024 * 1024 : (s.total + 127) / 128 * 128;
     s.dq_bars = s.dq + nbuf * s.dq_buf;
     s.dq_info = s.dq_bars + 8 * 2 * nbuf;
     s.total = s.dq_info + 8 * nbuf;
@@ -124,15 +130,15 @@ FLEXATTN_HD constexpr Sm90BwdSmem sm90_bwd_smem_layout(int d, int dv, bool dq_bu
 }
 
 // Dynamic shared memory to request: the layout plus slack to round the base up to 1024 bytes.
-FLEXATTN_HD constexpr int sm90_bwd_smem(int d, int dv, bool dq_bulk = false, bool v2 = false) {
-  return sm90_bwd_smem_layout(d, dv, dq_bulk, v2).total + 1024;
+FLEXATTN_HD constexpr int sm90_bwd_smem(int d, int dv, bool dq_bulk = false, bool v2 = false, bool dq_tma = false) {
+  return sm90_bwd_smem_layout(d, dv, dq_bulk, v2, dq_tma).total + 1024;
 }
 
 // Grid: x = kv tile, y = kv head, z = kv batch (Bkv; with Bkv == 1 one CTA walks every query batch).
 FLEXATTN_HD constexpr Sm90Launch sm90_bwd_launch(int d, int dv, int Bkv, int Hkv, int S, bool dq_bulk = false,
-                                                 bool v2 = false) {
+                                                 bool v2 = false, bool dq_tma = false) {
   return Sm90Launch{(unsigned)((S + kSm90BwdBlockN - 1) / kSm90BwdBlockN), (unsigned)Hkv, (unsigned)Bkv,
-                    (unsigned)kSm90Threads, (unsigned)sm90_bwd_smem(d, dv, dq_bulk, v2)};
+                    (unsigned)kSm90Threads, (unsigned)sm90_bwd_smem(d, dv, dq_bulk, v2, dq_tma)};
 }
 
 // Mask tiles the backward accepts: a kv tile of 128 rows must sit inside one mask column, and the query
@@ -157,6 +163,12 @@ static_assert(sm90_bwd_smem(128, 128, true, true) <= kSm90SmemLimit, "smem d128,
 static_assert(sm90_bwd_smem_layout(128, 128, false, true).ds % 1024 == 0 &&
                   sm90_bwd_smem_layout(128, 64, false, true).ds % 1024 == 0,
               "v2 dS^T tiles stay 1024-aligned");
+static_assert(sm90_bwd_smem(128, 128, true, true, true) <= kSm90SmemLimit &&
+                  sm90_bwd_smem(128, 128, true, true, true) <= sm90_bwd_smem(128, 128, true, true),
+              "smem d128, v3: the unpadded swizzled dQ tile is no larger than v2's");
+static_assert(sm90_bwd_smem_layout(128, 128, true, true, true).dq % 1024 == 0 &&
+                  sm90_bwd_smem_layout(128, 64, true, true, true).dq % 1024 == 0,
+              "v3 dQ slabs are 1024-aligned (128B swizzle atoms of the dq_map box)");
 static_assert(sm90_bwd_smem_layout(128, 128).q % 1024 == 0 && sm90_bwd_smem_layout(64, 64).ds % 1024 == 0,
               "tiles stay 1024-aligned");
 

@@ -42,6 +42,9 @@ struct KernelSet {
   bool sm90_dq_bulk = false;
   // sm90 backward only: the main kernel is the v2 one (FLEXATTN_SM90_BWD_V2; its own shared-memory layout).
   bool sm90_bwd_v2 = false;
+  // sm90 backward only: the v2 main kernel adds dQ with TMA tensor reductions (FLEXATTN_SM90_BWD_V3; needs
+  // p.dq_map).
+  bool sm90_bwd_dq_tma = false;
 };
 
 // The generated source of an sm80-family kernel set (exposed for golden-file tests); the sm90 one is

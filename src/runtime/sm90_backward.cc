@@ -27,6 +27,8 @@ bool sm90_bwd_dq_bulk_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_DQ_B
 
 bool sm90_bwd_v2_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_V2", true); }
 
+bool sm90_bwd_v3_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_V3", false); }
+
 bool sm90_bwd_v2_selected(int d, int dv) { return sm90_bwd_v2_requested() && kern::sm90_bwd_v2_head_dims_ok(d, dv); }
 
 Sm90BwdChoice sm90_bwd_source_choice(const std::string& source) {
@@ -45,6 +47,7 @@ Sm90BwdChoice sm90_bwd_source_choice(const std::string& source) {
   }
   c.dq_bulk = args.size() > 4 && args[4] == "true";
   c.v2 = args.size() > 5 && args[5] == "true";
+  c.dq_tma = args.size() > 6 && args[6] == "true";
   return c;
 }
 
@@ -75,6 +78,20 @@ void encode_sm90_backward_maps(kern::AttnParams* p, DType dtype) {
       &p->o_map);
 }
 
+// dq_accum [B * Hq, L, D] fp32, contiguous (cuda_backward's workspace): 3-D map, box (32, 64, 1), 128B
+// swizzle (kernels/sm90/tile_config_sm90_bwd.h, v3 dQ tile); rows >= L fall outside dim 1.
+void encode_sm90_dq_accum_map(kern::AttnParams* p) {
+  TmaMapArgs a;
+  a.data_type = 7;  // CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+  a.rank = 3;
+  a.address = p->dq_accum;
+  a.dims[0] = uint64_t(p->D), a.dims[1] = uint64_t(p->L), a.dims[2] = uint64_t(p->B) * uint64_t(p->Hq);
+  a.dims[3] = 1;
+  a.strides[0] = uint64_t(p->D) * 4, a.strides[1] = uint64_t(p->L) * uint64_t(p->D) * 4, a.strides[2] = 0;
+  a.box[0] = 32, a.box[1] = 64, a.box[2] = 1, a.box[3] = 1;
+  encode_sm90_map(a, "dq_accum", &p->dq_map);
+}
+
 std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key, int dq_bulk) {
   if (key.dtype != DType::BF16 && key.dtype != DType::F16)
     throw Error("dtype: the sm90 backward takes bf16 or f16 tensors, got " + std::string(dtype_name(key.dtype)));
@@ -87,7 +104,9 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   // path); the bulk path gets kDqBulk = true; FLEXATTN_SM90_BWD_V2 (D = 128 only) adds a sixth,
   // kV2 = true, after kDqBulk (true or false).
   const bool use_bulk = dq_bulk < 0 ? sm90_bwd_dq_bulk_requested() : dq_bulk != 0;
-  const std::string bulk = sm90_bwd_v2_selected(key.d, key.dv) ? (use_bulk ? ", true, true" : ", false, true")
+  // FLEXATTN_SM90_BWD_V3 adds a seventh, kDqTma = true, to v2 with the bulk path only.
+  const std::string v2_bulk = sm90_bwd_v3_requested() ? ", true, true, true" : ", true, true";
+  const std::string bulk = sm90_bwd_v2_selected(key.d, key.dv) ? (use_bulk ? v2_bulk : ", false, true")
                            : use_bulk                           ? ", true"
                                                                 : "";
   auto entry = [](const char* name, const std::string& bounds, const std::string& body) {
@@ -124,7 +143,15 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
   fill_mod_params(set.layout, a.fwd.bindings, true, &p.mod);
   // The shared-memory size follows the dQ path and the v2 choice the set was compiled with
   // (get_kernel_set may have fallen back from the bulk path).
-  const kern::Sm90Launch l = kern::sm90_bwd_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S, set.sm90_dq_bulk, set.sm90_bwd_v2);
+  if (set.sm90_bwd_dq_tma && p.dq_accum != nullptr && !a.deterministic) {
+    try {
+      encode_sm90_dq_accum_map(&p);
+    } catch (const Error& e) {
+      return sm90_decline(std::string("backward: ") + e.what());
+    }
+  }
+  const kern::Sm90Launch l = kern::sm90_bwd_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S, set.sm90_dq_bulk, set.sm90_bwd_v2,
+                                                   set.sm90_bwd_dq_tma);
   launch_backward(*a.fwd.variant, set, p, launch_config(l, a.fwd.stream),
                   a.deterministic, a.fwd.stream);
   return true;

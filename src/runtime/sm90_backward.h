@@ -32,10 +32,15 @@ bool sm90_bwd_v2_requested();
 // The main kernel of a set with head dims (d, dv) is the v2 one: requested and supported.
 bool sm90_bwd_v2_selected(int d, int dv);
 
-// The template arguments kDqBulk and kV2 of the main kernel that a generated sm90 backward source
+// FLEXATTN_SM90_BWD_V3 is on (default off): the v2 + bulk dQ kernel's dQ tile is 128B-swizzled and added
+// into dq_accum with D / 32 TMA tensor reductions through p->dq_map (docs/kernels_sm90.md, "Backward v3").
+// Applies where v2 and the bulk dQ path are both selected. Read when a set is generated.
+bool sm90_bwd_v3_requested();
+
+// The template arguments kDqBulk, kV2 and kDqTma of the main kernel that a generated sm90 backward source
 // instantiates (false where absent).
 struct Sm90BwdChoice {
-  bool dq_bulk = false, v2 = false;
+  bool dq_bulk = false, v2 = false, dq_tma = false;
 };
 Sm90BwdChoice sm90_bwd_source_choice(const std::string& source);
 
@@ -47,6 +52,10 @@ bool sm90_backward_supported(const std::string& arch, const kern::AttnParams& p,
 // Encodes p->q_map (Q), k_map (K), v_map (V) and o_map (dO, not O) with 64-row boxes. Throws Error
 // naming the tensor when the driver rejects a map.
 void encode_sm90_backward_maps(kern::AttnParams* p, DType dtype);
+
+// Encodes p->dq_map (dq_accum, fp32, for the v3 main kernel; FLEXATTN_SM90_BWD_V3). Throws Error when the
+// driver rejects it.
+void encode_sm90_dq_accum_map(kern::AttnParams* p);
 
 // The generated source of the sm90 backward kernel set: flexattn_bwd (sm90) plus the sm80 family's
 // flexattn_bwd_preprocess, flexattn_bwd_dq and flexattn_bwd_dq_convert.

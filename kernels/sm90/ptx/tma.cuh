@@ -34,6 +34,15 @@ __device__ __forceinline__ void tma_store_4d(const void* map, unsigned src, int 
                : "memory");
 }
 
+// Shared -> global element-wise f32 add (the map's type; reduction at L2), 3-D map: the sm90 backward's
+// dQ tile into dq_accum (FLEXATTN_SM90_BWD_V3). Elements outside the tensor bounds are skipped (rows >= L).
+__device__ __forceinline__ void tma_reduce_add_3d(const void* map, unsigned src, int c0, int c1, int c2) {
+  asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(
+                   map_addr(map)),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+}
+
 __device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 
 // Waits until the committed stores have finished *reading* shared memory (the smem may be reused or

@@ -16,15 +16,17 @@ have_sass=1
 command -v cuobjdump >/dev/null || have_sass=0
 # The backward v2 (FLEXATTN_SM90_BWD_V2, D = 128 only): "dq=v2red" (kDqBulk false, kV2 true, setmaxnreg
 # 40 / 232) and "dq=v2bulk" (both true, 24 / 240: producer max reg must stay < 24).
-for dq in red bulk v2red v2bulk; do
+# "dq=v3" (FLEXATTN_SM90_BWD_V3: kDqTma as well): UBLKRED replaced by D / 32 UTMAREDG per dQ tile.
+for dq in ${SM90_BWD_DQ_PATHS:-red bulk v2red v2bulk v3}; do
 extra=""
 [ $dq = bulk ] && extra=", true"
 [ $dq = v2red ] && extra=", false, true"
 [ $dq = v2bulk ] && extra=", true, true"
+[ $dq = v3 ] && extra=", true, true, true"
 for variant in IdentityVariant SoftcapCausal; do
   for cfg in "64 64" "128 128" "64 128" "128 64"; do
     set -- $cfg
-    case $dq in v2*) [ "$1" = 128 ] || continue ;; esac
+    case $dq in v2* | v3) [ "$1" = 128 ] || continue ;; esac
     cat >"$tmp/k.cu" <<CU
 #include "common/mod_ops.cuh"
 #include "sm90/attn_bwd_sm90.cuh"
@@ -59,7 +61,7 @@ CU
       producer_max=$(sed -n "${dl},${ex}p" "$tmp/k.sass" | { grep -oE '\bR[0-9]+\b' || true; } | tr -d R | sort -n | tail -1)
       echo "   HGMMA $(grep -c HGMMA "$tmp/k.sass") (tnspA $(grep -c tnspA "$tmp/k.sass")), UTMALDG" \
            "$(grep -c UTMALDG "$tmp/k.sass"), USETMAXREG $(grep -c USETMAXREG "$tmp/k.sass"), REDG" \
-           "$(grep -c REDG "$tmp/k.sass"), UBLKRED $(grep -c UBLKRED "$tmp/k.sass"), LDL/STL $(grep -cE 'LDL|STL' "$tmp/k.sass" || true), max reg" \
+           "$(grep -cE "[^A-Z]REDG" "$tmp/k.sass" || true), UBLKRED $(grep -c UBLKRED "$tmp/k.sass"), UTMAREDG $(grep -c UTMAREDG "$tmp/k.sass"), LDL/STL $(grep -cE 'LDL|STL' "$tmp/k.sass" || true), max reg" \
            "R$(grep -oE '\bR[0-9]+\b' "$tmp/k.sass" | tr -d R | sort -n | tail -1), producer max reg R$producer_max"
     fi
   done

@@ -208,21 +208,25 @@ TEST_F(Sm90BwdCompile, DqBulkCompilesCleanlyWithBulkReductionsAndNoRed) {
 
 // FLEXATTN_SM90_BWD_V2=1 (D = 128): the FA3-schedule consumers. Generated and compiled bypassing the
 // in-process set cache, as compile_bwd_dq_path does.
-runtime::KernelSet compile_bwd_v2(const Variant& v, DType t, int d, int dv, bool bulk) {
+// v3: FLEXATTN_SM90_BWD_V3=1 as well (with bulk: kDqTma, the TMA tensor dQ reduce).
+runtime::KernelSet compile_bwd_v2(const Variant& v, DType t, int d, int dv, bool bulk, bool v3 = false) {
   setenv("FLEXATTN_SM90_BWD_V2", "1", 1);
   setenv("FLEXATTN_SM90_BWD_DQ_BULK", bulk ? "1" : "0", 1);
+  if (v3) setenv("FLEXATTN_SM90_BWD_V3", "1", 1);
   runtime::KernelSet set;
   set.key = runtime::KernelSetKey{t, d, dv, "sm_90a", true, runtime::KernelFamily::sm90};
   const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, true);
   set.layout = gen.layout;
   jit::KernelRequest req;
-  req.prefix = std::string("attn_bwd_sm90a_v2") + (bulk ? "bulk" : "") + "_test_d" + std::to_string(d) + "_dv" +
-               std::to_string(dv);
+  req.prefix = std::string("attn_bwd_sm90a_v2") + (bulk ? "bulk" : "") + (v3 ? "v3" : "") + "_test_d" +
+               std::to_string(d) + "_dv" + std::to_string(dv);
   req.source = runtime::kernel_source_sm90_bwd(gen, set.key);
   unsetenv("FLEXATTN_SM90_BWD_V2");
   unsetenv("FLEXATTN_SM90_BWD_DQ_BULK");
-  EXPECT_NE(req.source.find(bulk ? ", true, true>(p)" : ", false, true>(p)"), std::string::npos)
-      << "the flags must reach the source";
+  unsetenv("FLEXATTN_SM90_BWD_V3");
+  const char* args = bulk && v3 ? ", true, true, true>(p)" : bulk ? ", true, true>(p)" : ", false, true>(p)";
+  EXPECT_NE(req.source.find(args), std::string::npos) << "the flags must reach the source";
+  EXPECT_EQ(runtime::sm90_bwd_source_choice(req.source).dq_tma, bulk && v3);
   req.arch = "sm_90a";
   req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq_convert"};
   set.compiled = jit::get_or_compile(req);
@@ -251,10 +255,16 @@ TEST_F(Sm90BwdCompile, V2CompilesCleanlyForEveryCorpusVariant) {
   sc.score_mod = mods::softcap(30);
   cases.push_back({"softcap+causal f16", sc, DType::F16, 128});
   cases.push_back({"softcap+causal Dv=64", sc, DType::BF16, 64});
+  // mode 0: v2 (per-element dQ), 1: v2 + bulk dQ, 2: v3 (v2 + bulk, dQ by TMA tensor reductions).
+  // FLEXATTN_TEST_SM90_BWD_V3_ONLY=1 compiles mode 2 only (the v3 check of a session without the time
+  // for the whole matrix).
+  const bool v3_only = std::getenv("FLEXATTN_TEST_SM90_BWD_V3_ONLY") != nullptr;
   for (const Case& c : cases)
-    for (bool bulk : {false, true}) {
-      const std::string what = c.what + (bulk ? " v2+bulk" : " v2") + " D=128 Dv=" + std::to_string(c.dv);
-      const runtime::KernelSet set = compile_bwd_v2(c.v, c.t, 128, c.dv, bulk);
+    for (int mode : {0, 1, 2}) {
+      if (v3_only && mode != 2) continue;
+      const bool bulk = mode >= 1, v3 = mode == 2;
+      const std::string what = c.what + (v3 ? " v3" : bulk ? " v2+bulk" : " v2") + " D=128 Dv=" + std::to_string(c.dv);
+      const runtime::KernelSet set = compile_bwd_v2(c.v, c.t, 128, c.dv, bulk, v3);
       expect_clean(set, what);
       std::string why;
       const std::optional<std::string> all = testing_sass::disassemble(*set.compiled.cubin, &why);
@@ -265,7 +275,13 @@ TEST_F(Sm90BwdCompile, V2CompilesCleanlyForEveryCorpusVariant) {
       const std::string sass = function_sass(*all, "flexattn_bwd");
       ASSERT_FALSE(sass.empty()) << what;
       EXPECT_GT(testing_sass::count(sass, ".tnspA"), 0) << what << ": dQ = dS K reads dS^T MN-major";
-      if (bulk) {
+      if (v3) {
+        // D / 32 = 4 tensor reductions per dQ tile (one per 32-column slab), no per-row bulk ones.
+        EXPECT_EQ(testing_sass::count(sass, "UTMAREDG"), 4) << what << ": cp.reduce.async.bulk.tensor for dQ";
+        EXPECT_EQ(testing_sass::count(sass, "UBLKRED"), 0) << what;
+        if (c.v.grad_buffers.empty())
+          EXPECT_EQ(testing_sass::count(sass, "REDG"), testing_sass::count(sass, "UTMAREDG")) << what;
+      } else if (bulk) {
         EXPECT_GT(testing_sass::count(sass, "UBLKRED"), 0) << what << ": cp.reduce.async.bulk for dQ";
         if (c.v.grad_buffers.empty()) EXPECT_EQ(testing_sass::count(sass, "REDG"), 0) << what;
       } else {
@@ -283,9 +299,9 @@ TEST_F(Sm90BwdCompile, V2CompilesCleanlyForEveryCorpusVariant) {
       ASSERT_TRUE(last_exit != std::string::npos && last_exit > dealloc) << what;
       const int prod = testing_sass::max_register(sass.substr(dealloc, last_exit - dealloc));
       EXPECT_LT(prod, kern::sm90_bwd_producer_regs(bulk, true)) << what;
-      std::printf("[v2] %s: HGMMA %d, REDG %d, UBLKRED %d, max register R%d, producer R%d\n", what.c_str(),
-                  testing_sass::count(sass, "HGMMA.64x"), testing_sass::count(sass, "REDG"),
-                  testing_sass::count(sass, "UBLKRED"), maxr, prod);
+      std::printf("[v2] %s: HGMMA %d, REDG %d, UBLKRED %d, UTMAREDG %d, max register R%d, producer R%d\n",
+                  what.c_str(), testing_sass::count(sass, "HGMMA.64x"), testing_sass::count(sass, "REDG"),
+                  testing_sass::count(sass, "UBLKRED"), testing_sass::count(sass, "UTMAREDG"), maxr, prod);
     }
 }
 

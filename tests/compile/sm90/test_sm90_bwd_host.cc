@@ -302,3 +302,47 @@ TEST(Sm90BwdHost, V2LayoutDoublesTheDsTilesAndKeepsWhatComesBefore) {
   EXPECT_TRUE(kern::sm90_bwd_v2_head_dims_ok(128, 64));
   EXPECT_FALSE(kern::sm90_bwd_v2_head_dims_ok(64, 128));
 }
+
+// FLEXATTN_SM90_BWD_V3 (default off): only the v2 + bulk main kernel gets kDqTma = true (a seventh
+// template argument); the per-element v2, the first kernel and D = 64 are unchanged, and the source
+// choice reads the argument back. Its dQ tile: unpadded 1024-aligned [D / 32][64][32] fp32 slabs, the
+// rest of the layout as v2 + bulk.
+TEST(Sm90BwdHost, V3OnlyAddsTheTmaDqArgumentToV2Bulk) {
+  unsetenv("FLEXATTN_SM90_BWD_V2");
+  unsetenv("FLEXATTN_SM90_BWD_DQ_BULK");
+  unsetenv("FLEXATTN_SM90_BWD_V3");
+  EXPECT_FALSE(runtime::sm90_bwd_v3_requested());
+  Variant v;
+  v.mask_mod = mods::causal();
+  const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, true);
+  runtime::KernelSetKey key{DType::BF16, 128, 128, "sm_90a", true, runtime::KernelFamily::sm90};
+  runtime::KernelSetKey k64{DType::BF16, 64, 64, "sm_90a", true, runtime::KernelFamily::sm90};
+  const std::string v2_bulk = runtime::kernel_source_sm90_bwd(gen, key), v2_red = runtime::kernel_source_sm90_bwd(gen, key, 0);
+  const std::string d64 = runtime::kernel_source_sm90_bwd(gen, k64);
+  EXPECT_FALSE(runtime::sm90_bwd_source_choice(v2_bulk).dq_tma);
+  setenv("FLEXATTN_SM90_BWD_V3", "1", 1);
+  EXPECT_TRUE(runtime::sm90_bwd_v3_requested());
+  const std::string call = "attn_bwd_sm90<FlexVariant, bf16, 128, 128, true, true>(p)";
+  std::string expect = v2_bulk;
+  expect.replace(v2_bulk.find(call), call.size(), "attn_bwd_sm90<FlexVariant, bf16, 128, 128, true, true, true>(p)");
+  const std::string v3 = runtime::kernel_source_sm90_bwd(gen, key);
+  EXPECT_EQ(v3, expect);
+  const runtime::Sm90BwdChoice c = runtime::sm90_bwd_source_choice(v3);
+  EXPECT_TRUE(c.dq_bulk && c.v2 && c.dq_tma);
+  EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, key, 0), v2_red);
+  EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, k64), d64);
+  unsetenv("FLEXATTN_SM90_BWD_V3");
+  for (int dv : {64, 128}) {
+    const kern::Sm90BwdSmem a = kern::sm90_bwd_smem_layout(128, dv, true, true),
+                            b = kern::sm90_bwd_smem_layout(128, dv, true, true, true);
+    EXPECT_EQ(a.lse, b.lse);
+    EXPECT_EQ(a.info, b.info);
+    EXPECT_EQ(b.dq % 1024, 0);
+    EXPECT_GE(b.dq, a.dq);
+    EXPECT_EQ(b.dq_buf, 64 * 128 * 4);
+    EXPECT_EQ(b.dq_bars, b.dq + b.dq_buf);
+    EXPECT_LE(kern::sm90_bwd_smem(128, dv, true, true, true), kern::kSm90SmemLimit);
+    EXPECT_EQ(kern::sm90_bwd_launch(128, dv, 1, 8, 1000, true, true, true).smem,
+              unsigned(kern::sm90_bwd_smem(128, dv, true, true, true)));
+  }
+}
