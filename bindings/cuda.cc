@@ -8,6 +8,7 @@
 #include "flexattn/block_mask_gpu.h"
 #include "flexattn/decode.h"
 #include "flexattn/error.h"
+#include "flexattn/jit.h"
 
 namespace flexattn::py {
 
@@ -231,12 +232,12 @@ nb::tuple cuda_available_py() {
 }
 
 nb::dict compile_variant_py(const VariantHandle& v, const std::string& dtype, int head_dim, int value_head_dim,
-                            const std::string& arch, bool backward, bool portable) {
+                            const std::string& arch, bool backward, bool portable, bool deterministic) {
   CompileReport r;
   {
     const DType t = parse_dtype_arg(dtype, "dtype");
     nb::gil_scoped_release release;
-    r = compile_variant(v.variant, t, head_dim, value_head_dim, arch, backward, portable);
+    r = compile_variant(v.variant, t, head_dim, value_head_dim, arch, backward, portable, deterministic);
   }
   nb::dict d;
   d["key"] = r.key;
@@ -300,10 +301,23 @@ void bind_cuda(nb::module_& m) {
         nb::arg("scalars") = Scalars{}, nb::arg("buffers") = Buffers{}, nb::arg("device") = 0, nb::arg("stream") = 0,
         "create_block_mask on the GPU (asynchronous on `stream`). Returns the 8 int32 torch tensors of torch's "
         "layout, sharing the builder's device memory.");
+  m.def("jit_stats", [] {
+        const jit::JitStats s = jit::jit_stats();
+        nb::dict d;
+        d["compiles"] = s.compiles, d["disk_hits"] = s.disk_hits, d["memory_hits"] = s.memory_hits;
+        d["corrupt_entries"] = s.corrupt_entries, d["lost_races"] = s.lost_races;
+        return d;
+      },
+      "Counters of this process's kernel JIT: NVRTC compiles, disk-cache hits, in-process hits, damaged "
+      "entries removed, compiles that lost a race to another process.");
+  m.def("cuda_device_arch", [](int device) { return cuda_device_arch(device); }, nb::arg("device") = 0,
+        "The NVRTC target the kernels of CUDA device `device` compile for, e.g. 'sm_90a'.");
   m.def("compile_variant", &compile_variant_py, nb::arg("variant"), nb::arg("dtype"), nb::arg("head_dim"),
         nb::arg("value_head_dim"), nb::arg("arch"), nb::arg("backward") = false, nb::arg("portable") = false,
+        nb::arg("deterministic") = false,
         "Compiles (or finds in the cache) the kernels of a call without running them: {key, registers, "
-        "spill_bytes}. On sm_90a the Hopper family the dispatch would take; portable=True: the sm80 family.");
+        "spill_bytes}. On sm_90a the Hopper family the dispatch would take; portable=True: the sm80 family; "
+        "deterministic=True (backward): also the deterministic mode's dQ pass.");
 }
 
 }  // namespace flexattn::py

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import threading
 import warnings
 from typing import List, Optional, Tuple
 
@@ -275,6 +277,42 @@ def _backward(ctx, grad_out, grad_lse, grad_max):
 attn_fwd.register_autograd(_backward, setup_context=_setup)
 
 
+# ---- backward prefetch ------------------------------------------------------------------------------
+_prefetched = set()
+
+
+def _prefetch_enabled():
+    return os.environ.get("FLEXATTN_PREFETCH_BACKWARD", "1").lower() not in ("0", "false", "no", "off")
+
+
+def _prefetch_backward(q, v, buffers, spec):
+    """On the first call of a variant that will need gradients, starts compiling its backward kernels on a
+    thread while this forward compiles its own, so that a new variant's first training step waits for the
+    longer of the two compiles instead of their sum (the JIT's in-process cache makes the backward's own
+    request wait for this compile instead of repeating it). Errors are left to that request to report."""
+    bnames = _spec(spec)[3]
+    grads = ",".join(n for n, b in zip(bnames, buffers) if b.requires_grad)
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    key = (spec, grads, q.dtype, q.shape[-1], v.shape[-1], q.device.index, deterministic)
+    if key in _prefetched:
+        return
+    _prefetched.add(key)
+    C = _native.require("flex_attention on CUDA")
+    variant = _decode(spec, grads)[0]
+    PD, PDv = _kernel_dims(C, q.shape[-1], v.shape[-1])
+    arch = C.cuda_device_arch(q.device.index or 0)
+    dtype = _DTYPE_NAMES[q.dtype]
+
+    def compile_backward():
+        try:
+            C.compile_variant(variant, dtype, PD, PDv, arch, backward=True, deterministic=deterministic)
+        except Exception:  # noqa: BLE001 - the backward's own request compiles again and raises
+            pass
+
+    # Not a daemon: the interpreter waits for a compile in flight at exit instead of unloading NVRTC under it.
+    threading.Thread(target=compile_backward, name="flexattn-backward-prefetch").start()
+
+
 class _EagerAttn(torch.autograd.Function):
     """Eager calls that need gradients: the op's forward and backward (same _setup / _backward logic)
     without the custom-op dispatch, which costs ~40 us on the host each way (measured)."""
@@ -282,6 +320,8 @@ class _EagerAttn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, scalars, n_buffers, spec, mask_meta, scale, *tensors):
         buffers, mask = list(tensors[:n_buffers]), list(tensors[n_buffers:])
+        if _use_cuda(q) and _prefetch_enabled():
+            _prefetch_backward(q, v, buffers, spec)
         output = attn_fwd_eager(q, k, v, scalars, buffers, mask, spec, mask_meta, scale)
         _setup(ctx, (q, k, v, scalars, buffers, mask, spec, mask_meta, scale), output)
         ctx.set_materialize_grads(False)

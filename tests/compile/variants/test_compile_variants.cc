@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <thread>
+#include <vector>
 
 #include "corpus.h"
 #include "flexattn/attention.h"
@@ -144,4 +146,23 @@ TEST_F(CompileTier, UntileableBackwardHeadDimNamesThePadding) {
                            "unchanged)");
   }
   expect_no_spills(compile_variant(v, DType::BF16, 48, 48, "sm_80", false), "forward D=48");
+}
+
+// Concurrent requests for one kernel set (the Python forward's backward prefetch on a thread, then the step's
+// own backward) compile it once: the JIT's in-process cache holds a future per key, so later requests wait
+// for the compile under way.
+TEST_F(CompileTier, ConcurrentRequestsForOneSetCompileOnce) {
+  Variant v;
+  v.score_mod = ir::score() * 0.75f + ir::q_idx() * 0.0f;  // a variant no other test compiles
+  v.mask_mod = mods::causal();
+  const jit::JitStats before = jit::jit_stats();
+  std::vector<std::string> keys(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&, i] { keys[size_t(i)] = compile_variant(v, DType::BF16, 64, 64, "sm_80", true).key; });
+  for (std::thread& t : threads) t.join();
+  const jit::JitStats after = jit::jit_stats();
+  for (const std::string& k : keys) EXPECT_EQ(k, keys[0]);
+  EXPECT_EQ((after.compiles - before.compiles) + (after.disk_hits - before.disk_hits), 1)
+      << "one NVRTC compile (or one disk read) for four concurrent requests";
 }

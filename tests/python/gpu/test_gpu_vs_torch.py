@@ -252,3 +252,27 @@ def test_enable_switch_on_a_transformer_block(report):
         assert report.row(f"transformer_block_{tag}", "out", (o - want[0]).abs().max().item(), None, 3e-2 * scale_o)
         assert report.row(f"transformer_block_{tag}", "d_qkv_w", (gw - want[1]).abs().max().item(), None,
                           5e-2 * scale_g)
+
+
+# ---- backward prefetch -------------------------------------------------------------------------------
+def _unique_structure(score, b, h, q, kv):  # a structure no other test compiles (literals do not count)
+    return score + (q * 3 - kv * 2) * 0.001
+
+
+def test_first_training_call_compiles_its_backward_during_the_forward():
+    import threading
+    q, k, v = (torch.randn(1, 2, 96, 64, device=DEV, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    out = flexattn.flex_attention(q, k, v, score_mod=_unique_structure)
+    prefetch = [t for t in threading.enumerate() if t.name == "flexattn-backward-prefetch"]
+    for t in prefetch:
+        t.join()
+    before = C.jit_stats()
+    out.float().sum().backward()
+    torch.cuda.synchronize()
+    after = C.jit_stats()
+    assert after["compiles"] + after["disk_hits"] == before["compiles"] + before["disk_hits"], \
+        "the backward compiled (or read from disk) kernels the prefetch should have made ready"
+    qd, kd, vd = (x.detach().double().requires_grad_() for x in (q, k, v))
+    TORCH_FLEX(qd, kd, vd, score_mod=_unique_structure).sum().backward()
+    for ours, ref in ((q.grad, qd.grad), (k.grad, kd.grad), (v.grad, vd.grad)):
+        assert (ours.double() - ref).abs().max().item() <= 3e-2 * ref.abs().max().item()
