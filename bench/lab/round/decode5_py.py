@@ -1,7 +1,7 @@
 """decode5 Python probe (issue 7): where the time of flexattn.paged_attention goes on the 8x8k decode shape
-(Hq=32 Hkv=8 D=128 bf16, one query row at position S-1), before (main's _cuda_decode, kept verbatim below)
-and after (this tree's: memoised workspace size / noop-mask binding / head dims, no device switch when the
-device is current). Per case and path: host us per call (200 calls, no sync), the bench's flushed per-call
+(Hq=32 Hkv=8 D=128 bf16, one query row at position S-1), before (main's paged.py, verbatim in
+decode5_main_paged.py) and after (this tree's: memoised workspace size / noop-mask binding / head dims, no
+device switch when the device is current, fewer torch attribute reads). Per case and path: host us per call (200 calls, no sync), the bench's flushed per-call
 ms (bench_torch.time_ms, what bench/run.py --suite decode reports) and GB/s, the back-to-back GPU ms. Paged
 cases with a random page table (bench/run.py's) and with one in allocation order (TLB / locality check)."""
 import os
@@ -12,41 +12,45 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../.."))
 import torch  # noqa: E402
 
 import bench_cases as bc  # noqa: E402
-import bench_impls as bi  # noqa: E402
+import bench_impls as bi  # noqa: E402  (decode_inputs: bench/run.py's inputs)
 import bench_torch as bt  # noqa: E402
 import flexattn  # noqa: E402
-from flexattn import _native, paged  # noqa: E402
 
 
-def main_cuda_decode(torch, c, score_mod, block_mask, scale):  # main a1ec7b7, verbatim
-    from flexattn import _torch_api, _torch_ops
+def _load_main_paged():
+    """main's paged.py (bench/lab/round/decode5_main_paged.py) as flexattn._paged_main."""
+    import importlib.util
 
-    C = _native.require("paged_attention on CUDA")
-    q = c.query
-    mask_mod, mask, meta = _torch_api._mask_tensors(block_mask, q.device)
-    spec, scalar_values, buffer_values = _torch_api._bound_values(score_mod, mask_mod)
-    buffers = [_torch_api._buffer_tensor(b, q.device) for b in buffer_values]
-    variant, scalars, bufs = _torch_ops._bind(_torch_api._scalar_tensor(scalar_values), buffers, spec)
-    PD, PDv = _torch_ops._kernel_dims(C, c.D, c.Dv)
-    qp, kp, vp = _torch_ops._kernel_ready(q, PD), _torch_ops._kernel_ready(c.key, PD), \
-        _torch_ops._kernel_ready(c.value, PDv)
-    out = torch.empty((c.B, c.Hq, c.L, PDv), dtype=q.dtype, device=q.device)
-    lse = torch.empty((c.B, c.Hq, c.L), dtype=torch.float32, device=q.device)
-    ptr = (lambda t: 0 if t is None else t.data_ptr())
-    dev_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    with torch.cuda.device(q.device):
-        args = dict(lse=lse.data_ptr(), scalars=scalars, buffers=_torch_ops._cuda_buffers(bufs),
-                    block_mask=_torch_ops._device_mask(mask, meta), page_table=ptr(c.page_table),
-                    max_pages=c.max_pages, kv_lens=ptr(c.kv_lens), q_offsets=ptr(c.q_offsets), scale=scale,
-                    device=dev_index, stream=torch.cuda.current_stream(q.device).cuda_stream)
-        views = (variant, _torch_ops._view(qp), _torch_ops._view(kp), _torch_ops._view(vp), _torch_ops._view(out))
-        nbytes = C.cuda_decode_workspace_bytes(*views, **args)
-        ws = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=q.device)
-        C.cuda_decode(*views, workspace=ws.data_ptr() if nbytes else 0, workspace_bytes=nbytes, **args)
-    return (out if PDv == c.Dv else out[..., :c.Dv].contiguous()), lse
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "decode5_main_paged.py")
+    spec = importlib.util.spec_from_file_location("flexattn._paged_main", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 
-NEW = paged._cuda_decode
+MAIN = _load_main_paged()
+
+
+def steps(s, q, k, v, table):
+    """(before, after): one decode step through main's and this tree's paged_attention, the arguments of
+    bench_impls.make_decode_step (lengths S, query at S - 1, the window's block mask)."""
+    from flexattn import _torch_api
+
+    lens = torch.full((s.B,), s.S, dtype=torch.int32, device=q.device)
+    offs = torch.full((s.B,), s.S - 1, dtype=torch.int32, device=q.device)
+    bm = None
+    if s.window:
+        W = s.window
+
+        def window(b, h, q_idx, kv_idx):
+            return (q_idx - kv_idx <= W) & (kv_idx <= q_idx)
+        bm = _torch_api.create_block_mask(window, 1, 1, s.S, s.S, device=q.device)
+    kw = dict(q_offsets=offs, block_mask=bm, validate=False)
+    return (lambda: MAIN.paged_attention(q, k, v, table, lens, **kw),
+            lambda: flexattn.paged_attention(q, k, v, table, lens, **kw))
+
+
 
 
 def host_us(fn, n=200):
@@ -88,18 +92,15 @@ with torch.no_grad():
             ids = table.view(-1).long()  # pool[ids[i]] holds logical page i (b * n + j)
             k, v = k[ids], v[ids]  # pool row i = logical page i
             table = torch.arange(s.B * n, device=q.device, dtype=torch.int32).view(s.B, n)
-        step = bi.make_decode_step("flexattn", s, q, k, v, table)
         nbytes = bc.decode_bytes(s)
         outs = {}
-        for path, fn in (("before", main_cuda_decode), ("after", NEW)):
-            paged._cuda_decode = fn
+        for path, step in zip(("before", "after"), steps(s, q, k, v, table)):
             outs[path] = step().float()
             h = host_us(step)
             ms = bt.time_ms(step, 20, 5)
             b = b2b_ms(step)
             print(f"{name:<16} {path:<6} {h:8.1f} {ms:10.4f} {nbytes / ms / 1e6:6.0f} {b:8.4f} {nbytes / b / 1e6:8.0f}",
                   flush=True)
-        paged._cuda_decode = NEW
         same = torch.equal(outs["before"], outs["after"])
         print(f"{name:<16} before/after outputs identical: {same}", flush=True)
         del q, k, v, table
