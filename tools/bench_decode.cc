@@ -2,12 +2,14 @@
 // query row per sequence at the end of its cache), contiguous and paged (pages of 16 and 128), plus a
 // sliding window of 4096 on the longest cache. Timed only (the correctness check is
 // tests/gpu/decode/gpu_decode_check); with `--splits LIST` each shape once per kv split count (0 = the
-// heuristic's). Bandwidth counts the K and V bytes a step must read: the whole
+// heuristic's); `--batch B` keeps the shapes of batch B only; `--shuffle` scatters the pages of the paged
+// shapes randomly over the pool (default: in allocation order, sequences interleaved). Bandwidth counts the K and V bytes a step must read: the whole
 // cache, or the window. Prints a table, then one JSON row per case (impl, case, B, Hq, Hkv, S, D, page,
 // ms, GBps), the fields of bench/results.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -52,7 +54,7 @@ BlockMask window_mask(int64_t S, int64_t window) {
 
 }  // namespace
 
-int run_decode_suite(const std::vector<int>& splits) {
+int run_decode_suite(const std::vector<int>& splits, int64_t batch, bool shuffle) {
   constexpr int64_t Hq = 32, Hkv = 8, D = 128;
   constexpr int kReps = 50;
   const std::vector<DecodeShape> shapes = {{8, 8192, 0, 0},     {8, 8192, 16, 0},     {8, 8192, 128, 0},
@@ -65,6 +67,7 @@ int run_decode_suite(const std::vector<int>& splits) {
   std::printf("%-4s %-7s %-5s %-7s %7s %10s %9s %10s\n", "B", "S", "page", "window", "splits", "ms", "GB/s", "b2b ms");
   std::vector<std::string> json;
   for (const DecodeShape& s : shapes) {
+    if (batch > 0 && s.B != batch) continue;
     Variant variant;
     if (s.window) variant.mask_mod = mods::sliding_window(s.window);
     const int64_t ps = s.page ? s.page : 1, max_pages = (s.S + ps - 1) / ps;
@@ -87,8 +90,18 @@ int run_decode_suite(const std::vector<int>& splits) {
     if (s.page) {
       a.k = view(k, {alloc.num_pages(), Hkv, ps, D});
       a.v = view(v, {alloc.num_pages(), Hkv, ps, D});
-      table = std::make_unique<jit::DeviceBuffer>(alloc.page_table().size() * 4);
-      table->upload(alloc.page_table().data(), alloc.page_table().size() * 4);
+      // shuffle: the physical pages randomly permuted (bench/run.py's decode inputs use a random page
+      // table): the same bytes read, scattered over the pool instead of in allocation order.
+      std::vector<int32_t> ids = alloc.page_table();
+      if (shuffle) {
+        std::vector<int32_t> perm(size_t(alloc.num_pages()));
+        for (size_t i = 0; i < perm.size(); ++i) perm[i] = int32_t(i);
+        std::shuffle(perm.begin(), perm.end(), std::mt19937(12345));
+        for (int32_t& id : ids)
+          if (id >= 0 && id < int32_t(perm.size())) id = perm[size_t(id)];
+      }
+      table = std::make_unique<jit::DeviceBuffer>(ids.size() * 4);
+      table->upload(ids.data(), ids.size() * 4);
       a.page_table = table->as<int32_t>();
       a.max_pages = max_pages;
     } else {

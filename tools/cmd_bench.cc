@@ -141,7 +141,9 @@ int cmd_bench(const std::vector<std::string>& argv) {
   Args args("bench", {{"--suite", "NAME", false, "quick (default), short, short64, full or decode"},
                       {"--backend", "cpu|cuda|auto", false, "where to run (default auto)"},
                       {"--seed", "N", false, "seed of the inputs (default 0)"},
-                      {"--splits", "LIST", false, "decode: kv split counts to time each shape at (0 = auto, the default)"}});
+                      {"--splits", "LIST", false, "decode: kv split counts to time each shape at (0 = auto, the default)"},
+                      {"--batch", "B", false, "decode: only the shapes of batch B (8: 8x8k, 1: 1x128k, 64: 64x4k)"},
+                      {"--shuffle", "", false, "decode: scatter the paged shapes' pages randomly over the pool"}});
   args.parse(argv);
   if (args.help_requested()) {
     std::cout << "usage: flexattn bench --suite quick|short|short64|full|decode [flags]\n"
@@ -155,7 +157,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
                  "full: also B=2 H=16 S=8192 and D=64), bf16 on cuda only, timed, not checked. bench/run.py adds torch and SDPA.\n"
                  "decode: the decode kernels on issue 7's shapes (Hq=32 Hkv=8 D=128, B x S = 8x8k, 1x128k, 64x4k),\n"
                  "contiguous and paged (16, 128), timed per call (host included); GB/s of K+V read, the mean time of\n"
-                 "20 calls back to back (GPU time), then JSON rows. --splits LIST: each shape at several split counts.\n\nflags:\n"
+                 "20 calls back to back (GPU time), then JSON rows. --splits LIST: each shape at several split counts;\n"
+                 "--batch B: only the shapes of that batch (a quicker sweep); --shuffle: random page tables.\n\nflags:\n"
               << args.usage();
     return 0;
   }
@@ -176,7 +179,8 @@ int cmd_bench(const std::vector<std::string>& argv) {
       splits.push_back(int(n));
       i = j + 1;
     }
-    return run_decode_suite(splits);
+    const uint64_t batch = args.get_u64("--batch", 0);
+    return run_decode_suite(splits, int64_t(batch), args.has("--shuffle"));
   }
   const uint64_t seed = args.get_u64("--seed", 0);
   if (suite != "quick") return run_peer_suite(suite, args.get("--backend", "auto"), seed);

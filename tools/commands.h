@@ -16,7 +16,8 @@ int cmd_bench(const std::vector<std::string>& argv);
 int cmd_cache(const std::vector<std::string>& argv);
 // flexattn bench --suite decode (tools/bench_decode.cc): the decode family on issue 7's shapes, timed;
 // each shape once per entry of `splits` (0 = the heuristic's count; "--splits 0,8,64").
-int run_decode_suite(const std::vector<int>& splits = {0});
+// batch > 0: only the shapes of that batch; shuffle: paged shapes get a random page permutation.
+int run_decode_suite(const std::vector<int>& splits = {0}, int64_t batch = 0, bool shuffle = false);
 
 // The bench suite (also compiled by `cache prewarm`).
 struct BenchCase {

@@ -123,6 +123,17 @@ __device__ __forceinline__ const unsigned char* decode_row_src(const unsigned ch
   return pos < kvl ? (is_v ? gv : gk) + 2 * (long long)pos * (is_v ? p.v_sl : p.k_sl) : nullptr;
 }
 
+// FLEXATTN_DECODE_PREFETCH: thread tid asks L2 for its K row (tid < ROWS) or V row (tid - ROWS) of the
+// tile from kv0 (nothing for a row at or past kvl or on a page id outside the pool). phys: the row's page.
+// One helper for both prefetch distances (k = 1 and k >= 2 prefetch the same rows of different tiles).
+template <int ROWS, int D, int Dv>
+__device__ __forceinline__ void decode_prefetch_row(const unsigned char* gk, const unsigned char* gv,
+                                                    const AttnParams& p, bool paged, int phys, int kv0, int kvl,
+                                                    int tid) {
+  const unsigned char* src = decode_row_src<ROWS>(gk, gv, p, paged, phys, kv0, kvl, tid);
+  if (src != nullptr) decode_bulk_prefetch_l2(src, 2u * (tid >= ROWS ? Dv : D));
+}
+
 // The bulk ring (kDecodeBulk): thread tid copies K row tid (tid < ROWS) or V row tid - ROWS of the tile
 // from kv0 with one cp.async.bulk completing on bar, after arriving on bar with the bytes it expects (so
 // the stage's phase completes when all NT threads arrived and every byte landed). phys: the row's physical
@@ -426,17 +437,11 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
       static_assert(kDecodePrefetch == 0 || NT == 2 * BN, "a K or V row per thread");
       if constexpr (kDecodePrefetch == 1) {
         // t_{i+S} into L2 (its page id has arrived during the wait); copied into the ring next iteration.
-        if (nxt_kv0 >= 0) {
-          const unsigned char* src = decode_row_src<BN>(gk, gv, p, paged, nxt_phys, nxt_kv0, kvl, tid);
-          if (src != nullptr) decode_bulk_prefetch_l2(src, 2u * (tid >= BN ? Dv : D));
-        }
+        if (nxt_kv0 >= 0) decode_prefetch_row<BN, D, Dv>(gk, gv, p, paged, nxt_phys, nxt_kv0, kvl, tid);
       } else if constexpr (kDecodePrefetch > 1) {
         // Walks without a block mask only (their tiles are consecutive): the tile kDecodePrefetch - 1
         // past nxt, chosen last iteration (its page id has arrived), then the next one's page id.
-        if (pf_kv0 >= 0) {
-          const unsigned char* src = decode_row_src<BN>(gk, gv, p, paged, pf_phys, pf_kv0, kvl, tid);
-          if (src != nullptr) decode_bulk_prefetch_l2(src, 2u * (tid >= BN ? Dv : D));
-        }
+        if (pf_kv0 >= 0) decode_prefetch_row<BN, D, Dv>(gk, gv, p, paged, pf_phys, pf_kv0, kvl, tid);
         pf_kv0 = -1;
         if (walk.dense && nxt_kv0 >= 0) {
           const int f = nxt_kv0 + (kDecodePrefetch - 1) * BN;

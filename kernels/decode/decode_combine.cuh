@@ -13,6 +13,12 @@
 #include "common/params.h"
 #include "decode/decode_config.h"
 
+// FLEXATTN_DECODE_COMBINE_BATCH=1 in the generated source (env FLEXATTN_DECODE_COMBINE_BATCH): the partials
+// are read in chunks of 16 splits whose loads are all issued before any is used (below).
+#ifndef FLEXATTN_DECODE_COMBINE_BATCH
+#define FLEXATTN_DECODE_COMBINE_BATCH 0
+#endif
+
 namespace flexattn::kern {
 
 // Programmatic dependent launch (sm_90+): the combine may be launched while the split kernel still runs
@@ -66,12 +72,32 @@ __device__ __forceinline__ void attn_decode_combine(const AttnParams& p) {
   const float* po = p.part_o + row * Dv;
   for (int c = lane * 4; c < Dv; c += 128) {
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#if FLEXATTN_DECODE_COMBINE_BATCH
+    // Chunks of kChunk splits, loads predicated on s < ns and all issued before the first use: one L2
+    // round trip per chunk (1x128k's 43 splits: 3). The loop below (unroll 8 over a runtime count) runs
+    // fewer than 8 splits (8x8k: 6) and every remainder in its rolled remainder loop, one round trip per
+    // split (SASS: one LDG.E.128 in that loop). Same order of accumulation, so the same results.
+    constexpr int kChunk = 16;
+    for (int s0 = 0; s0 < ns; s0 += kChunk) {
+      float4 x[kChunk];
+#pragma unroll
+      for (int u = 0; u < kChunk; ++u)
+        x[u] = s0 + u < ns ? *reinterpret_cast<const float4*>(po + (s0 + u) * R * Dv + c)
+                           : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int u = 0; u < kChunk; ++u) {
+        const float w = s0 + u < ns ? s_w[warp][s0 + u] : 0.f;
+        if (w != 0.f) acc.x += w * x[u].x, acc.y += w * x[u].y, acc.z += w * x[u].z, acc.w += w * x[u].w;
+      }
+    }
+#else
 #pragma unroll 8
     for (int s = 0; s < ns; ++s) {
       const float4 x = *reinterpret_cast<const float4*>(po + s * R * Dv + c);
       const float w = s_w[warp][s];
       if (w != 0.f) acc.x += w * x.x, acc.y += w * x.y, acc.z += w * x.z, acc.w += w * x.w;  // skip as before
     }
+#endif
     uint2 packed;
     packed.x = Num<T>::pack(acc.x * inv, acc.y * inv);
     packed.y = Num<T>::pack(acc.z * inv, acc.w * inv);

@@ -65,10 +65,11 @@ def paged_attention(query, key_cache, value_cache, page_table=None, kv_lens=None
     if torch.is_grad_enabled() and any(x.requires_grad for x in (query, key_cache, value_cache)):
         raise NotImplementedError("paged_attention: there is no backward (decoding is inference); run under "
                                   "torch.no_grad() or pass tensors that do not require grad")
-    if validate and not (query.device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+    on_cuda = call.device.type == "cuda"
+    if validate and not (on_cuda and torch.cuda.is_current_stream_capturing()):
         call.check_values()
     scale = 1.0 / float(call.D) ** 0.5 if scale is None else float(scale)
-    if query.device.type == "cuda" and query.dtype in (torch.bfloat16, torch.float16):
+    if on_cuda and query.dtype in (torch.bfloat16, torch.float16):
         out, lse = _cuda_decode(torch, call, score_mod, block_mask, scale)
     else:
         out, lse = _decode_by_gather(torch, call, score_mod, block_mask, scale)
@@ -78,6 +79,7 @@ def paged_attention(query, key_cache, value_cache, page_table=None, kv_lens=None
 # ---- argument checks ----------------------------------------------------------------------------------------
 def _shape(x):
     return tuple(int(s) for s in x.shape)
+
 
 
 class _Call:
@@ -91,43 +93,44 @@ class _Call:
                               ("value_cache", value_cache, "like key_cache, with its own last dim")):
             if x.dim() != 4:
                 raise ValueError(f"paged_attention: {name}: expected a 4-D tensor {form}, got shape {_shape(x)}")
-        floats = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-        if query.dtype not in floats:
-            raise ValueError(f"paged_attention: query: expected float16, bfloat16, float32 or float64, got "
-                             f"{query.dtype}")
+        # Each shape / device read once (a torch attribute read costs host time in a per-token call).
+        dtype, self.device = query.dtype, query.device
+        if dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+            raise ValueError(f"paged_attention: query: expected float16, bfloat16, float32 or float64, got {dtype}")
         for name, x in (("key_cache", key_cache), ("value_cache", value_cache)):
-            if x.dtype != query.dtype:
-                raise ValueError(f"paged_attention: {name}: expected query's dtype {query.dtype}, got {x.dtype}")
-            if x.device != query.device:
-                raise ValueError(f"paged_attention: {name}: expected a tensor on query's device {query.device}, "
+            if x.dtype != dtype:
+                raise ValueError(f"paged_attention: {name}: expected query's dtype {dtype}, got {x.dtype}")
+            if x.device != self.device:
+                raise ValueError(f"paged_attention: {name}: expected a tensor on query's device {self.device}, "
                                  f"got {x.device}")
-        B, Hq, L, D = _shape(query)
+        B, Hq, L, D = qs = _shape(query)
+        ks, vs = _shape(key_cache), _shape(value_cache)
         if min(B, Hq, D) < 1:
-            raise ValueError(f"paged_attention: query: every dimension must be at least 1, got shape {_shape(query)}")
+            raise ValueError(f"paged_attention: query: every dimension must be at least 1, got shape {qs}")
         if not 1 <= L <= _MAX_ROWS:
             raise ValueError(f"paged_attention: query: takes 1..{_MAX_ROWS} query rows per sequence (dim 2), "
                              f"got L={L}")
-        for name, x in (("key_cache", key_cache), ("value_cache", value_cache)):
-            if min(_shape(x)) < 1:
+        for name, shape in (("key_cache", ks), ("value_cache", vs)):
+            if min(shape) < 1:
                 raise ValueError(f"paged_attention: {name}: every dimension must be at least 1, got shape "
-                                 f"{_shape(x)}")
-        if key_cache.shape[3] != D:
+                                 f"{shape}")
+        if ks[3] != D:
             raise ValueError(f"paged_attention: key_cache: head dim (dim 3) must equal query's D={D}, got "
-                             f"{key_cache.shape[3]}")
-        if value_cache.shape[:3] != key_cache.shape[:3]:
+                             f"{ks[3]}")
+        if vs[:3] != ks[:3]:
             raise ValueError(f"paged_attention: value_cache: dims 0..2 must equal key_cache's "
-                             f"{_shape(key_cache)[:3]}, got {_shape(value_cache)[:3]}")
-        Hkv = int(key_cache.shape[1])
+                             f"{ks[:3]}, got {vs[:3]}")
+        Hkv = ks[1]
         if not enable_gqa and Hq != Hkv:
             raise ValueError(f"paged_attention: key_cache: query and key/value must have the same number of heads "
                              f"without enable_gqa, got Hq={Hq} and Hkv={Hkv}")
         if Hq % Hkv:
             raise ValueError(f"paged_attention: key_cache: the query heads (Hq={Hq}) must be a multiple of the kv "
                              f"heads (Hkv={Hkv}, dim 1)")
-        self.B, self.Hq, self.L, self.D, self.Hkv, self.Dv = B, Hq, L, D, Hkv, int(value_cache.shape[3])
+        self.B, self.Hq, self.L, self.D, self.Hkv, self.Dv = B, Hq, L, D, Hkv, vs[3]
         self.paged = page_table is not None
         if self.paged:
-            self.num_pages, self.page_size = int(key_cache.shape[0]), int(key_cache.shape[2])
+            self.num_pages, self.page_size = ks[0], ks[2]
             if self.page_size > _MAX_PAGE_SIZE:
                 raise ValueError(f"paged_attention: key_cache: page size (dim 2 of the pool) must be "
                                  f"1..{_MAX_PAGE_SIZE}, got {self.page_size}")
@@ -139,10 +142,10 @@ class _Call:
             self.capacity = self.max_pages * self.page_size
         else:
             self.page_table, self.max_pages = None, 0
-            if key_cache.shape[0] not in (1, B):
+            if ks[0] not in (1, B):
                 raise ValueError(f"paged_attention: key_cache: batch (dim 0) must be 1 or query's B={B}, got "
-                                 f"{key_cache.shape[0]} (pass page_table for a paged pool)")
-            self.capacity = int(key_cache.shape[2])
+                                 f"{ks[0]} (pass page_table for a paged pool)")
+            self.capacity = ks[2]
         if self.capacity >= 1 << 31:
             raise ValueError(f"paged_attention: key_cache: a capacity of {self.capacity} kv rows is over 2^31 - 1")
         self.kv_lens = None if kv_lens is None else self._ints(torch, "kv_lens", kv_lens, 1)
@@ -159,8 +162,8 @@ class _Call:
             raise TypeError(f"paged_attention: {name} must be an int32 torch tensor, got {type(x).__name__}")
         if x.dtype != torch.int32:
             raise ValueError(f"paged_attention: {name}: expected dtype torch.int32, got {x.dtype}")
-        if x.device != self.query.device:
-            raise ValueError(f"paged_attention: {name}: expected a tensor on query's device {self.query.device}, "
+        if x.device != self.device:
+            raise ValueError(f"paged_attention: {name}: expected a tensor on query's device {self.device}, "
                              f"got {x.device}")
         if x.dim() != ndim:
             raise ValueError(f"paged_attention: {name}: expected a {ndim}-D tensor, got shape {_shape(x)}")
@@ -169,9 +172,9 @@ class _Call:
     def _check_mask_shape(self):
         m = self.mask
         num = m.kv_num_blocks
-        if is_torch_tensor(num) and num.device != self.query.device:
+        if is_torch_tensor(num) and num.device != self.device:
             raise ValueError(f"paged_attention: block_mask: expected its tensors on query's device "
-                             f"{self.query.device}, got {num.device}")
+                             f"{self.device}, got {num.device}")
         lead = (1,) * (3 - len(num.shape)) + tuple(int(s) for s in num.shape)
         if lead[0] not in (1, self.B):
             raise ValueError(f"paged_attention: block_mask: batch must be 1 or B={self.B}, got {lead[0]}")
@@ -212,39 +215,110 @@ class _Call:
 
 
 # ---- the CUDA path: the native decode kernels ----------------------------------------------------------------
+# Per-process memos of the CUDA path's host work that depends only on its key (a decode step runs this
+# path every token, and its host time is on the timed path until the kernels are queued ahead):
+_WS_BYTES = {}  # (id(variant), dtype, shapes, mask heads, device) -> split workspace bytes (shapes + device only)
+_PADDED = {}  # (D, Dv) -> the kernels' head dims
+_NOOP_BOUND = []  # [(spec, [], [])]: _bound_values(None, noop_mask), whose trace has nothing to bind
+_TORCH_MODS = []  # [(_torch_api, _torch_ops)], imported on first use (they import torch); a function-level
+# `from . import` costs ~3 us a call
+
+
+def _torch_mods():
+    if not _TORCH_MODS:
+        from . import _torch_api, _torch_ops
+
+        _TORCH_MODS.append((_torch_api, _torch_ops))
+    return _TORCH_MODS[0]
+
+
+def _ready(t, width):
+    """_torch_ops._kernel_ready with a fast exit for the common case: the right width, contiguous (its
+    strides are then multiples of width, itself a multiple of 16) and 16-byte aligned; otherwise its checks."""
+    if t.shape[-1] == width and t.is_contiguous() and t.data_ptr() % 16 == 0:
+        return t
+    return _torch_mods()[1]._kernel_ready(t, width)
+
+
+def _bound(score_mod, mask_mod):
+    """_torch_api._bound_values, with the constant case (no score_mod, the noop mask: no block mask or an
+    empty one) traced once per process instead of every call."""
+    _torch_api = _torch_mods()[0]
+
+    if score_mod is None and mask_mod is _torch_api.noop_mask:
+        if not _NOOP_BOUND:
+            _NOOP_BOUND.append(_torch_api._bound_values(None, mask_mod))
+        return _NOOP_BOUND[0]
+    return _torch_api._bound_values(score_mod, mask_mod)
+
+
 def _cuda_decode(torch, c, score_mod, block_mask, scale):
     """flexattn._C.cuda_decode with the mods bound exactly as flex_attention binds them (_torch_api), every
     tensor allocated by torch, on torch's current stream."""
-    from . import _torch_api, _torch_ops
-
+    _torch_api, _torch_ops = _torch_mods()
     C = _native.require("paged_attention on CUDA")
     q = c.query
+    device = c.device
     # A decode mask is in logical positions over the whole cache, not (L, S) (its coverage is checked in
     # _Call.check_values), so the tensors are taken without _mask_parts' length check.
-    mask_mod, mask, meta = _torch_api._mask_tensors(block_mask, q.device)
-    spec, scalar_values, buffer_values = _torch_api._bound_values(score_mod, mask_mod)
-    buffers = [_torch_api._buffer_tensor(b, q.device) for b in buffer_values]
-    variant, scalars, bufs = _torch_ops._bind(_torch_api._scalar_tensor(scalar_values), buffers, spec)
-    PD, PDv = _torch_ops._kernel_dims(C, c.D, c.Dv)
+    mask_mod, mask, meta = _torch_api._mask_tensors(block_mask, device)
+    spec, scalar_values, buffer_values = _bound(score_mod, mask_mod)
+    buffers = [_torch_api._buffer_tensor(b, device) for b in buffer_values]
+    # _torch_ops._bind without the scalar tensor when there are no scalars (its values are what _bind reads)
+    variant, snames, bnames = _torch_ops._decode(spec, "")
+    values = _torch_api._scalar_tensor(scalar_values).tolist() if scalar_values else []
+    if len(values) != len(snames) or len(buffers) != len(bnames):
+        raise ValueError(f"flexattn::attn: the spec names {len(snames)} scalars and {len(bnames)} buffers, got "
+                         f"{len(values)} and {len(buffers)}")
+    scalars, bufs = dict(zip(snames, values)), dict(zip(bnames, buffers))
+    dims = _PADDED.get((c.D, c.Dv))
+    if dims is None:
+        dims = _PADDED.setdefault((c.D, c.Dv), tuple(_torch_ops._kernel_dims(C, c.D, c.Dv)))
+    PD, PDv = dims
     # Head dims the kernels cannot take are zero-padded (for a pool: a copy of the pool, every call).
-    qp, kp, vp = _torch_ops._kernel_ready(q, PD), _torch_ops._kernel_ready(c.key, PD), \
-        _torch_ops._kernel_ready(c.value, PDv)
-    out = torch.empty((c.B, c.Hq, c.L, PDv), dtype=q.dtype, device=q.device)
-    lse = torch.empty((c.B, c.Hq, c.L), dtype=torch.float32, device=q.device)
+    qp, kp, vp = _ready(q, PD), _ready(c.key, PD), _ready(c.value, PDv)
+    out = torch.empty((c.B, c.Hq, c.L, PDv), dtype=q.dtype, device=device)
+    lse = torch.empty((c.B, c.Hq, c.L), dtype=torch.float32, device=device)
     ptr = (lambda t: 0 if t is None else t.data_ptr())
-    dev_index = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    with torch.cuda.device(q.device):
-        args = dict(lse=lse.data_ptr(), scalars=scalars, buffers=_torch_ops._cuda_buffers(bufs),
-                    block_mask=_torch_ops._device_mask(mask, meta), page_table=ptr(c.page_table),
-                    max_pages=c.max_pages, kv_lens=ptr(c.kv_lens), q_offsets=ptr(c.q_offsets), scale=scale,
-                    device=dev_index, stream=torch.cuda.current_stream(q.device).cuda_stream)
-        views = (variant, _torch_ops._view(qp), _torch_ops._view(kp), _torch_ops._view(vp), _torch_ops._view(out))
-        nbytes = C.cuda_decode_workspace_bytes(*views, **args)
+    current = torch.cuda.current_device()
+    dev_index = device.index if device.index is not None else current
+    dmask = _torch_ops._device_mask(mask, meta)
+    args = dict(lse=lse.data_ptr(), scalars=scalars, buffers=_torch_ops._cuda_buffers(bufs), block_mask=dmask,
+                page_table=ptr(c.page_table), max_pages=c.max_pages, kv_lens=ptr(c.kv_lens),
+                q_offsets=ptr(c.q_offsets), scale=scale, device=dev_index,
+                stream=torch.cuda.current_stream(device).cuda_stream)
+    views = (variant, _torch_ops._view(qp), _torch_ops._view(kp), _torch_ops._view(vp), _torch_ops._view(out))
+    # The workspace size depends on shapes and the device only (decode_workspace_bytes; the variant through
+    # its kernels' occupancy, the mask through its head count): asked once per key, not every call. The
+    # variant object stays referenced by the entry, so its id is never reused while the entry lives.
+    key = (id(variant), q.dtype, c.B, c.Hq, c.L, PD, PDv, c.Hkv, int(c.key.shape[0]), c.capacity, c.paged,
+           None if dmask is None else dmask[6], dev_index)
+    # The native calls make the query's device current (cuCtxSetCurrent); torch's current device is
+    # restored around them only when it is another one (the context manager costs host time every call).
+    switch = torch.cuda.device(device) if dev_index != current else _NO_SWITCH
+    with switch:
+        hit = _WS_BYTES.get(key)
+        if hit is not None and hit[1] is variant:
+            nbytes = hit[0]
+        else:
+            nbytes = C.cuda_decode_workspace_bytes(*views, **args)
+            _WS_BYTES[key] = (nbytes, variant)
         # torch's allocator hands out 512-byte aligned blocks (the call needs 16); freed when this returns,
         # which is safe: a later user of the block is ordered after the kernels on the same stream.
-        ws = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=q.device)
+        ws = torch.empty(nbytes, dtype=torch.uint8, device=device) if nbytes else None
         C.cuda_decode(*views, workspace=ws.data_ptr() if nbytes else 0, workspace_bytes=nbytes, **args)
     return (out if PDv == c.Dv else out[..., :c.Dv].contiguous()), lse
+
+
+class _NoSwitch:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NO_SWITCH = _NoSwitch()
 
 
 # ---- everything else: gather the pages, then flex_attention on logical positions -----------------------------

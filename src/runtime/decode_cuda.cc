@@ -34,23 +34,29 @@ std::string shape_str(const std::vector<int64_t>& s) {
 }
 
 // Rank 4, shape, dtype, contiguous last dim, strides in multiples of 8, 16-byte alignment; the
-// (dim0, dim1, dim2) strides into s.
-void check_view(const TensorView& t, const char* name, const std::vector<int64_t>& want, DType dtype, long long s[3]) {
+// (dim0, dim1, dim2) strides into s. No allocation unless it throws (a decode call's host time is on the
+// timed path: the kernel starts only after it).
+void check_view(const TensorView& t, const char* name, const int64_t (&want)[4], DType dtype, long long s[3]) {
   if (t.data == nullptr) throw Error(std::string(name) + ": no data pointer");
-  if (t.shape != want)
-    throw Error(std::string(name) + ": expected shape " + shape_str(want) + ", got " + shape_str(t.shape));
+  if (t.shape.size() != 4 || !std::equal(want, want + 4, t.shape.begin()))
+    throw Error(std::string(name) + ": expected shape " + shape_str(std::vector<int64_t>(want, want + 4)) + ", got " +
+                shape_str(t.shape));
   if (t.dtype != dtype)
     throw Error(std::string(name) + ": expected dtype " + std::string(dtype_name(dtype)) + ", got " +
                 std::string(dtype_name(t.dtype)));
-  std::vector<int64_t> st = t.strides;
-  if (st.empty()) {
-    st.assign(4, 1);
-    for (int i = 2; i >= 0; --i) st[i] = st[i + 1] * t.shape[i + 1];
+  int64_t st[4];
+  if (t.strides.empty()) {
+    st[3] = 1;
+    for (int i = 2; i >= 0; --i) st[i] = st[i + 1] * t.shape[size_t(i) + 1];
+  } else {
+    if (t.strides.size() != 4) throw Error(std::string(name) + ": the last dimension must be contiguous");
+    std::copy(t.strides.begin(), t.strides.end(), st);
   }
-  if (st.size() != 4 || st[3] != 1) throw Error(std::string(name) + ": the last dimension must be contiguous");
+  if (st[3] != 1) throw Error(std::string(name) + ": the last dimension must be contiguous");
   for (int i = 0; i < 3; ++i)
     if (st[i] % 8 != 0)
-      throw Error(std::string(name) + ": strides must be multiples of 8 elements (16-byte rows), got " + shape_str(st));
+      throw Error(std::string(name) + ": strides must be multiples of 8 elements (16-byte rows), got " +
+                  shape_str(std::vector<int64_t>(st, st + 4)));
   if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) throw Error(std::string(name) + ": data must be 16-byte aligned");
   for (int i = 0; i < 3; ++i) s[i] = st[i];
 }
@@ -116,21 +122,35 @@ const DecodeFns& decode_fns(const runtime::KernelSet& set, int d, int dv) {
   return cache->emplace(std::make_pair(&set, ctx), f).first->second;
 }
 
-// CTAs of a decode entry resident per SM; compiles and loads the kernel set on first use.
-int resident_per_sm(const runtime::KernelSet& set, int block_m, int d, int dv) {
-  return decode_fns(set, d, dv).per_sm[tile_index(block_m)];
-}
-
+// The last lookup of this thread, remembered: a decode loop calls with the same variant and shapes every
+// step, and get_kernel_set builds a key (strings, a vector) and searches a map under a mutex. Safe to
+// keep the set's address: get_kernel_set never evicts, and its entry holds the variant's nodes alive, so
+// equal node pointers are the same mods.
 const runtime::KernelSet& decode_set(const Variant& variant, DType dtype, const AttnParams& p, const std::string& arch) {
-  return runtime::get_kernel_set(variant, runtime::KernelSetKey{dtype, p.D, p.Dv, arch, false,
-                                                                runtime::KernelFamily::decode});
+  struct Last {
+    const ir::Node* score = nullptr;
+    const ir::Node* mask = nullptr;
+    DType dtype{};
+    int d = 0, dv = 0;
+    std::string arch;
+    const runtime::KernelSet* set = nullptr;
+  };
+  thread_local Last last;
+  if (last.set != nullptr && variant.grad_buffers.empty() && last.score == variant.score_mod.get() &&
+      last.mask == variant.mask_mod.get() && last.dtype == dtype && last.d == p.D && last.dv == p.Dv && last.arch == arch)
+    return *last.set;
+  const runtime::KernelSet& set = runtime::get_kernel_set(
+      variant, runtime::KernelSetKey{dtype, p.D, p.Dv, arch, false, runtime::KernelFamily::decode});
+  if (variant.grad_buffers.empty())
+    last = Last{variant.score_mod.get(), variant.mask_mod.get(), dtype, p.D, p.Dv, arch, &set};
+  return set;
 }
 
 // mask_H > 1 gives each query head its own list, so heads are then not packed (one list per tile).
 // The launch's y dimension is B x head groups (kern::decode_launch): at most 65535.
 bool grid_fits(const AttnParams& p, const Plan& pl) { return (long long)p.B * (p.Hq / pl.pack) <= 65535; }
 
-Plan make_plan(const AttnParams& p, const runtime::KernelSet& set, int sm_count, int forced_splits) {
+Plan make_plan(const AttnParams& p, const DecodeFns& fns, int sm_count, int forced_splits) {
   Plan pl;
   const int G = p.Hq / p.Hkv;
   pl.pack = p.mask_H > 1 ? 1 : G;
@@ -143,7 +163,7 @@ Plan make_plan(const AttnParams& p, const runtime::KernelSet& set, int sm_count,
   }
   const long long ctas = kern::decode_cdiv((long long)pl.pack * p.L, pl.block_m) * p.B * (p.Hq / pl.pack);
   const int bn = kern::decode_tile(pl.block_m, p.D, p.Dv).block_n;
-  pl.splits = kern::decode_num_splits(sm_count, resident_per_sm(set, pl.block_m, p.D, p.Dv), ctas, p.S, bn,
+  pl.splits = kern::decode_num_splits(sm_count, fns.per_sm[tile_index(pl.block_m)], ctas, p.S, bn,
                                       runtime::decode_tuning().wave);
   return pl;
 }
@@ -236,11 +256,10 @@ void check_decode(const DecodeArgs& a, AttnParams* p) {
     throw Error("num_splits: expected 0 (auto) or 1.." + std::to_string(kern::kDecodeMaxSplits));
 }
 
-void launch_decode(const runtime::KernelSet& set, const DeviceBindings& bindings, AttnParams& p, const Plan& pl,
-                   void* stream) {
+void launch_decode(const runtime::KernelSet& set, const DecodeFns& f, const DeviceBindings& bindings, AttnParams& p,
+                   const Plan& pl, void* stream) {
   runtime::fill_mod_params(set.layout, bindings, false, &p.mod);
   p.pack_heads = pl.pack, p.num_splits = pl.splits;
-  const DecodeFns& f = decode_fns(set, p.D, p.Dv);
   const jit::DriverApi& drv = jit::driver();
   const jit::CUstream s = static_cast<jit::CUstream>(stream);
   void* args[] = {&p};
@@ -281,14 +300,17 @@ void set_workspace(AttnParams* p, const Plan& pl, void* ws) {
 
 namespace {
 
-// set: the call's kernel set, for the launch (one lookup per call).
-Plan plan_of(const DecodeArgs& a, AttnParams* p, const runtime::KernelSet** set = nullptr) {
+// set / fns: the call's kernel set and its launch state, for the launch (one lookup of each per call).
+Plan plan_of(const DecodeArgs& a, AttnParams* p, const runtime::KernelSet** set = nullptr,
+             const DecodeFns** fns = nullptr) {
   check_decode(a, p);
   jit::use_device(a.device);
   const jit::DeviceProps& dev = jit::device_props(a.device);
   const runtime::KernelSet& s = decode_set(*a.variant, a.q.dtype, *p, dev.arch);
+  const DecodeFns& f = decode_fns(s, p->D, p->Dv);
   if (set != nullptr) *set = &s;
-  return make_plan(*p, s, dev.sm_count, a.num_splits);
+  if (fns != nullptr) *fns = &f;
+  return make_plan(*p, f, dev.sm_count, a.num_splits);
 }
 
 }  // namespace
@@ -307,7 +329,8 @@ size_t decode_workspace_bytes(const DecodeArgs& a) {
 void cuda_decode(const DecodeArgs& a) {
   AttnParams p{};
   const runtime::KernelSet* set = nullptr;
-  const Plan pl = plan_of(a, &p, &set);
+  const DecodeFns* fns = nullptr;
+  const Plan pl = plan_of(a, &p, &set, &fns);
   if (!grid_fits(p, pl))
     throw Error("q: B x (Hq / packed heads) = " + std::to_string(p.B) + " x " + std::to_string(p.Hq / pl.pack) +
                 " exceeds the decode grid's 65535 (heads are not packed without GQA or with a per-head block "
@@ -318,7 +341,7 @@ void cuda_decode(const DecodeArgs& a) {
                 std::to_string(a.workspace_bytes));
   if (reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0) throw Error("workspace: must be 16-byte aligned");
   set_workspace(&p, pl, a.workspace);
-  launch_decode(*set, a.bindings, p, pl, a.stream);
+  launch_decode(*set, *fns, a.bindings, p, pl, a.stream);
 }
 
 CompileReport compile_decode(const Variant& variant, DType dtype, int head_dim, int value_head_dim,
@@ -367,7 +390,8 @@ bool try_decode_forward(const ForwardArgs& a, kern::AttnParams& p, const std::st
   if (p.L > kern::kDecodeMaxRows || !decode_forward_requested()) return false;
   if (p.kv_num_blocks != nullptr && p.kv_block % kern::decode_tile(16, p.D, p.Dv).block_n != 0) return false;
   const runtime::KernelSet& set = decode_set(*a.variant, a.q.dtype, p, arch);
-  Plan pl = make_plan(p, set, sm_count_of(a.device), 0);
+  const DecodeFns& fns = decode_fns(set, p.D, p.Dv);
+  Plan pl = make_plan(p, fns, sm_count_of(a.device), 0);
   if (!grid_fits(p, pl)) return false;  // the forward families put B and Hq on separate grid axes
   void* ws = nullptr;
   if (pl.splits > 1) {
@@ -375,7 +399,7 @@ bool try_decode_forward(const ForwardArgs& a, kern::AttnParams& p, const std::st
     if (ws == nullptr) pl.splits = 1;
   }
   set_workspace(&p, pl, ws);
-  launch_decode(set, a.bindings, p, pl, a.stream);
+  launch_decode(set, fns, a.bindings, p, pl, a.stream);
   return true;
 }
 

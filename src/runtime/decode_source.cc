@@ -35,6 +35,7 @@ const DecodeTuning& decode_tuning() {
     r.pdl = jit::env_flag("FLEXATTN_DECODE_PDL", true);
     r.bulk = jit::env_flag("FLEXATTN_DECODE_BULK", true);
     r.prefetch = int(env_number("FLEXATTN_DECODE_PREFETCH", 0, 0, 4));
+    r.combine_batch = jit::env_flag("FLEXATTN_DECODE_COMBINE_BATCH", false);
     return r;
   }();
   return t;
@@ -57,6 +58,7 @@ std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const
   // (decode_config.h), so the default source, and its cache entries, stay as they were.
   if (decode_tuning().stages != kern::kDecodeStages)
     s << "#define FLEXATTN_DECODE_STAGES " << decode_tuning().stages << "\n";
+  if (decode_tuning().combine_batch) s << "#define FLEXATTN_DECODE_COMBINE_BATCH 1\n";
   if (key.arch.rfind("sm_9", 0) == 0) {  // sm_90a-only paths
     if (decode_tuning().bulk) s << "#define FLEXATTN_DECODE_BULK 1\n";
     if (decode_tuning().prefetch > 0) s << "#define FLEXATTN_DECODE_PREFETCH " << decode_tuning().prefetch << "\n";

@@ -521,3 +521,48 @@ def test_cuda_path_arguments_reach_the_native_checks(monkeypatch):
         call = paged._Call(torch, q, pool, pool, table, lens, lens - 1, None, True)
         with pytest.raises(ValueError):
             paged._cuda_decode(torch, call, with_bias, None, 0.125)
+
+
+@needs_torch
+def test_cuda_path_asks_the_workspace_size_once_per_shape(monkeypatch):
+    """The per-token host path: the split workspace size depends on shapes and the device only, so
+    _cuda_decode asks the native side once per (variant, shapes, device) and reuses it; every call still
+    enqueues with that size, a new shape asks again, and the noop-mask binding is the traced one. Native
+    calls are stubbed (no GPU here): what is checked is what reaches them."""
+    import contextlib
+
+    from flexattn import _torch_api, paged
+
+    class Stream:
+        cuda_stream = 0
+
+    monkeypatch.setattr(torch.cuda, "device", lambda d: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda d=None: Stream())
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    real = _native.require("test")
+    calls = {"size": 0, "run": []}
+
+    class Native:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def cuda_decode_workspace_bytes(self, *views, **kw):
+            calls["size"] += 1
+            return 4096 * views[1][2][0]  # grows with B: a new shape must ask again
+
+        def cuda_decode(self, *views, workspace, workspace_bytes, **kw):
+            calls["run"].append((views[1][2], workspace_bytes, workspace != 0, kw["page_table"] != 0))
+
+    monkeypatch.setattr(paged._native, "require", lambda what: Native())
+    monkeypatch.setattr(paged, "_WS_BYTES", {})
+    pool = torch.zeros(8, 2, 16, 64, dtype=torch.bfloat16)
+    for B in (2, 2, 2, 3):
+        q = torch.zeros(B, 4, 1, 64, dtype=torch.bfloat16)
+        table = torch.arange(B * 2, dtype=torch.int32).view(B, 2)
+        lens = torch.full((B,), 20, dtype=torch.int32)
+        call = paged._Call(torch, q, pool, pool, table, lens, lens - 1, None, True)
+        out, lse = paged._cuda_decode(torch, call, None, None, 0.125)
+        assert tuple(out.shape) == (B, 4, 1, 64) and tuple(lse.shape) == (B, 4, 1)
+    assert calls["size"] == 2
+    assert calls["run"] == [([2, 4, 1, 64], 8192, True, True)] * 3 + [([3, 4, 1, 64], 12288, True, True)]
+    assert paged._bound(None, _torch_api.noop_mask) == _torch_api._bound_values(None, _torch_api.noop_mask)

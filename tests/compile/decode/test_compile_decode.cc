@@ -176,6 +176,17 @@ TEST(DecodeArgsCheck, BadArgumentsAreNamed) {
   a.v.shape = {10, 2, 8, 128};
   EXPECT_EQ(decode_error(a), "v: expected shape [10, 2, 16, 128], got [10, 2, 8, 128]");
   a.v.shape[2] = 16;
+  // the view checks (allocation-free since session 5): rank, strides, contiguity, as before
+  a.out.shape = {2, 8, 4};
+  EXPECT_EQ(decode_error(a), "out: expected shape [2, 8, 4, 128], got [2, 8, 4]");
+  a.out.shape = {2, 8, 4, 128};
+  a.k.strides = {4096, 2048, 128, 2};
+  EXPECT_EQ(decode_error(a), "k: the last dimension must be contiguous");
+  a.k.strides = {4096, 2052, 128, 1};
+  EXPECT_EQ(decode_error(a), "k: strides must be multiples of 8 elements (16-byte rows), got [4096, 2052, 128, 1]");
+  a.k.strides = {4096, 2048, 128};
+  EXPECT_EQ(decode_error(a), "k: the last dimension must be contiguous");
+  a.k.strides = {8192, 128, 256, 1};  // vLLM's page layout through the strides: accepted
   DeviceBlockMask m;
   m.kv_num_blocks = m.kv_indices = reinterpret_cast<const int32_t*>(uintptr_t(1) << 20);
   m.nq = m.nkv = 1;
