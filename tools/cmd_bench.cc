@@ -67,6 +67,7 @@ struct PeerShape {
 std::vector<PeerShape> peer_shapes(const std::string& suite) {
   if (suite == "short") return {{4, 16, 2048, 128}};
   if (suite == "short64") return {{4, 16, 2048, 64}};
+  if (suite == "long") return {{2, 16, 8192, 128}, {2, 16, 8192, 64}};  // issue 5 / 6 targets' shape
   return {{2, 16, 8192, 128}, {2, 16, 8192, 64}, {4, 16, 2048, 128}, {4, 16, 2048, 64}};
 }
 
@@ -138,7 +139,7 @@ ProblemConfig bench_config(const BenchCase& c, DType dtype, uint64_t seed) {
 }
 
 int cmd_bench(const std::vector<std::string>& argv) {
-  Args args("bench", {{"--suite", "NAME", false, "quick (default), short, short64, full or decode"},
+  Args args("bench", {{"--suite", "NAME", false, "quick (default), short, short64, long, full or decode"},
                       {"--backend", "cpu|cuda|auto", false, "where to run (default auto)"},
                       {"--seed", "N", false, "seed of the inputs (default 0)"},
                       {"--splits", "LIST", false, "decode: kv split counts to time each shape at (0 = auto, the default)"},
@@ -146,7 +147,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
                       {"--shuffle", "", false, "decode: scatter the paged shapes' pages randomly over the pool"}});
   args.parse(argv);
   if (args.help_requested()) {
-    std::cout << "usage: flexattn bench --suite quick|short|short64|full|decode [flags]\n"
+    std::cout << "usage: flexattn bench --suite quick|short|short64|long|full|decode [flags]\n"
                  "quick: a short suite of variants (B=1 H=4 Q=KV=256 D=64; f32 on cpu, bf16 on cuda) forward and\n"
                  "backward; prints, per variant, the largest relative error of the check and the time (cuda: the\n"
                  "median of 10 calls after the compiling one). On the cpu backend the check is the one of\n"
@@ -154,7 +155,7 @@ int cmd_bench(const std::vector<std::string>& argv) {
                  "on cuda it compares the backend with the cpu reference.\n"
                  "short, full: bench/run.py's cases (full, causal, sliding1024, document, prefixlm, alibi_causal,\n"
                  "softcap_causal, relbias_full) at its shapes (short: B=4 H=16 S=2048 D=128; short64: the same at D=64;\n"
-                 "full: also B=2 H=16 S=8192 and D=64), bf16 on cuda only, timed, not checked. bench/run.py adds torch and SDPA.\n"
+                 "long: B=2 H=16 S=8192 at D=128 and 64; full: short, short64 and long), bf16 on cuda only, timed, not checked. bench/run.py adds torch and SDPA.\n"
                  "decode: the decode kernels on issue 7's shapes (Hq=32 Hkv=8 D=128, B x S = 8x8k, 1x128k, 64x4k),\n"
                  "contiguous and paged (16, 128), timed per call (host included); GB/s of K+V read, the mean time of\n"
                  "20 calls back to back (GPU time), then JSON rows. --splits LIST: each shape at several split counts;\n"
@@ -164,8 +165,9 @@ int cmd_bench(const std::vector<std::string>& argv) {
   }
   reject_positional(args, "bench");
   const std::string suite = args.get("--suite", "quick");
-  check(suite == "quick" || suite == "short" || suite == "short64" || suite == "full" || suite == "decode",
-        "--suite: unknown suite '" + suite + "'; expected quick, short, short64, full or decode");
+  check(suite == "quick" || suite == "short" || suite == "short64" || suite == "long" || suite == "full" ||
+            suite == "decode",
+        "--suite: unknown suite '" + suite + "'; expected quick, short, short64, long, full or decode");
   if (suite == "decode") {  // tools/bench_decode.cc
     std::vector<int> splits;
     const std::string list = args.get("--splits", "0");

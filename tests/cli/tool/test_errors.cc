@@ -133,7 +133,7 @@ TEST(CliErrors, OtherCommands) {
   EXPECT_EQ(error_line({"mask", "--mask", "relbias"}), "--mask: 'relbias' is a score mod, expected a mask mod");
   EXPECT_EQ(error_line({"cache"}), "cache: missing action; expected list, clear or prewarm");
   EXPECT_EQ(error_line({"cache", "purge"}), "cache: unknown action 'purge'; expected list, clear or prewarm");
-  EXPECT_EQ(error_line({"bench", "--suite", "slow"}), "--suite: unknown suite 'slow'; expected quick, short, short64, full or decode");
+  EXPECT_EQ(error_line({"bench", "--suite", "slow"}), "--suite: unknown suite 'slow'; expected quick, short, short64, long, full or decode");
   EXPECT_EQ(error_line({"bench", "--suite", "full", "--backend", "cpu"}),
             "--suite full: runs on the cuda backend only (a cpu reference at these sizes takes minutes)");
   EXPECT_EQ(error_line({"bench", "--suite", "short", "--backend", "gpu"}),
