@@ -37,9 +37,10 @@ namespace flexattn::kern {
 // run bwd_consumer_v2 (FA3's per-tile schedule) on the v2 layout; with kDqBulk its dQ goes through one
 // shared buffer and the roles take 24 / 240 registers. false generates exactly the code that existed
 // before that option.
-// kDqTma (FLEXATTN_SM90_BWD_V3, opt-in, with kDqBulk and kV2 only): the dQ tile is swizzled for the
-// 128B-swizzled p.dq_map and the writer adds it with D / 32 TMA tensor reductions instead of one bulk
-// reduction per row; false generates exactly the code that existed before that option.
+// kDqTma (FLEXATTN_SM90_BWD_V3, opt-in, with kDqBulk; v2 at D = 128, the first kernel's two dQ buffers
+// at D = 64; the runtime never selects it for the first kernel at D = 128): the dQ tile is swizzled for the 128B-swizzled p.dq_map and the writer adds it
+// with D / 32 TMA tensor reductions instead of one bulk reduction per row; false generates exactly the
+// code that existed before that option.
 template <class V, class T, int D, int Dv, bool kDqBulk = false, bool kV2 = false, bool kDqTma = false>
 __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
   using namespace sm90;
@@ -88,7 +89,7 @@ __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
     if constexpr (kV2)
       bwd_consumer_v2<V, T, D, Dv, kDqBulk, kDqTma>(p, c, wg - 1, kv0, hk, bz);
     else
-      bwd_consumer<V, T, D, Dv, kDqBulk>(p, c, wg - 1, kv0, hk, bz);
+      bwd_consumer<V, T, D, Dv, kDqBulk, kDqTma>(p, c, wg - 1, kv0, hk, bz);
   }
 }
 

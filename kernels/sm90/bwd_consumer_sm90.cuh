@@ -103,11 +103,49 @@ __device__ __forceinline__ void st_shared_v2_f32(unsigned addr, float x, float y
 // on dq_full(j). Rows >= L are stored too (they are zero: P = 0 there) but never reduced.
 // Row pairs (g, cols 8i + 2t): rows dq_row = 4 D + 32 bytes apart, so the 16 lanes of a half-warp hit
 // 32 distinct banks.
-template <int D, int Dv, bool kB>
-__device__ __forceinline__ void dq_to_smem(const BwdCfg<D, Dv, kB>& c, int j, unsigned phase, int wg,
+// v3 (kT, FLEXATTN_SM90_BWD_V3): buffer j is D / 32 slabs of [64 rows][32 fp32] with the 128B swizzle
+// (tile_config_sm90_bwd.h; what the writer's TMA tensor reductions read): the pair (row, 8 i + 2 t) lies
+// in slab i / 4, 16-byte chunk (2 (i % 4) + t / 2) ^ (row % 8), byte 8 (t % 2), and row % 8 == g. A warp's
+// 8-byte store (rows g = 0..7, t = 0..3) hits every chunk position of the 8 rows twice: 2 wavefronts, as
+// the padded rows did.
+template <int D, int Dv, bool kB, bool kT>
+__device__ __forceinline__ void dq_to_smem(const BwdCfg<D, Dv, kB, false, kT>& c, int j, unsigned phase, int wg,
                                            const float (&dq)[D / 2], int q0, int bh, int tid, int warp, int g,
                                            int t) {
-  using C = BwdCfg<D, Dv, kB>;
+  using C = BwdCfg<D, Dv, kB, false, kT>;
+  if constexpr (kT) {
+    const unsigned buf = c.dq_buf(j) + (16 * warp + g) * 128 + 8 * (t & 1);
+    if (wg == 0) {
+      mbar_wait(c.dq_empty(j), phase ^ 1u);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i)
+          st_shared_v2_f32(buf + (i >> 2) * (64 * 128) + 8 * r * 128 + (((2 * (i & 3) + (t >> 1)) ^ g) << 4),
+                           dq[4 * i + 2 * r], dq[4 * i + 2 * r + 1]);
+      }
+      named_bar_arrive(kBarDqStored0 + j, 256);
+    } else {
+      named_bar_sync(kBarDqStored0 + j, 256);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i) {
+          const unsigned a = buf + (i >> 2) * (64 * 128) + 8 * r * 128 + (((2 * (i & 3) + (t >> 1)) ^ g) << 4);
+          float x, y;
+          ld_shared_v2_f32(a, x, y);
+          st_shared_v2_f32(a, x + dq[4 * i + 2 * r], y + dq[4 * i + 2 * r + 1]);
+        }
+      }
+      if (tid == 0) {
+        st_shared_s32(c.dq_info(j), q0);
+        st_shared_s32(c.dq_info(j) + 4, bh);
+      }
+      fence_proxy_async_smem();
+      mbar_arrive(c.dq_full(j));
+    }
+    return;
+  }
   const unsigned buf = c.dq_buf(j) + (16 * warp + g) * C::kSmem.dq_row + 8 * t;
   if (wg == 0) {
     mbar_wait(c.dq_empty(j), phase ^ 1u);
@@ -141,8 +179,8 @@ __device__ __forceinline__ void dq_to_smem(const BwdCfg<D, Dv, kB>& c, int j, un
 
 // Bulk dQ path, no more tiles: warpgroup 1 puts the end marker into the next dQ buffer's info slot once
 // the writer has finished with that buffer's previous tile, and releases it through dq_full.
-template <int D, int Dv, bool kB>
-__device__ __forceinline__ void dq_end_marker(const BwdCfg<D, Dv, kB>& c, int j, unsigned phase, int tid) {
+template <int D, int Dv, bool kB, bool kT>
+__device__ __forceinline__ void dq_end_marker(const BwdCfg<D, Dv, kB, false, kT>& c, int j, unsigned phase, int tid) {
   mbar_wait(c.dq_empty(j), phase ^ 1u);
   if (tid == 0) st_shared_s32(c.dq_info(j), -1);
   mbar_arrive(c.dq_full(j));
@@ -173,10 +211,12 @@ __device__ __forceinline__ void store_dk_dv(const AttnParams& p, const float (&d
   store_rows<T, Dv>((unsigned char*)p.dv + 2 * dv_off, p.dv_sl, dv, 1.f, kv_row, p.S, t);
 }
 
-template <class V, class T, int D, int Dv, bool kDqBulk = false>
-__device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D, Dv, kDqBulk>& c, int wg, int kv0,
-                                             int hk, int bz) {
-  using C = BwdCfg<D, Dv, kDqBulk>;
+// kDqTma (FLEXATTN_SM90_BWD_V3, with kDqBulk): the dQ buffers are swizzled for the writer's TMA tensor
+// reductions (dq_to_smem); false is the code that existed before the option.
+template <class V, class T, int D, int Dv, bool kDqBulk = false, bool kDqTma = false>
+__device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D, Dv, kDqBulk, false, kDqTma>& c,
+                                             int wg, int kv0, int hk, int bz) {
+  using C = BwdCfg<D, Dv, kDqBulk, false, kDqTma>;
   const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int kv_row = kv0 + 64 * wg + 16 * warp + g;
   const unsigned k_half = c.k_half(wg), v_half = c.v_half(wg), ds_tile = c.ds_tile(wg);

@@ -8,10 +8,11 @@ namespace flexattn::kern::sm90 {
 
 // kV2 (FLEXATTN_SM90_BWD_V2): the backward v2 consumers (bwd_consumer_v2_sm90.cuh) and its layout
 // (dS^T tiles per stage); false is the layout and code that existed before the option.
-// kDqTma (FLEXATTN_SM90_BWD_V3, only with kDqBulk and kV2): the swizzled dQ tile of the TMA reduce path.
+// kDqTma (FLEXATTN_SM90_BWD_V3, only with kDqBulk; kV2 or not): the swizzled dQ tile(s) of the TMA
+// reduce path.
 template <int D, int Dv, bool kDqBulk = false, bool kV2 = false, bool kDqTma = false>
 struct BwdCfg {
-  static_assert(!kDqTma || (kDqBulk && kV2), "the TMA dQ reduce is a variant of v2's bulk dQ path");
+  static_assert(!kDqTma || kDqBulk, "the TMA dQ reduce is a variant of the bulk dQ path");
   static constexpr bool kTma = kDqTma;
   static constexpr Sm90BwdSmem kSmem = sm90_bwd_smem_layout(D, Dv, kDqBulk, kV2, kDqTma);
   static constexpr int BM = kSm90BwdBlockM, BN = kSm90BwdBlockN, ST = kSm90BwdStages;

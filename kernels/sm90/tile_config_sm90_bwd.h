@@ -94,7 +94,8 @@ struct Sm90BwdSmem {
 // query tile n may be overwritten at tile n + 2 only, after one 256-thread barrier per tile
 // (bwd_consumer_v2_sm90.cuh). Every region after ds moves by 16 KiB. With dq_bulk as well, one dQ buffer
 // (sm90_bwd_dq_buffers) of the complete CTA partial (each warpgroup fills 64 of its columns).
-// Backward v3 (FLEXATTN_SM90_BWD_V3, dq_tma = true, only with dq_bulk and v2): the one dQ buffer is D / 32
+// Backward v3 (FLEXATTN_SM90_BWD_V3, dq_tma = true, only with dq_bulk; with v2 at D = 128, with the first
+// kernel's two dQ buffers at D = 64: 2 x 16 KiB instead of 2 x 18 KiB): each dQ buffer is D / 32
 // slabs of [64 rows][32 fp32] (128-byte rows, 16-byte chunks XOR-swizzled by row % 8: the box (32, 64, 1)
 // of the 128B-swizzled dq_map), 1024-aligned, no row padding; the writer adds it with D / 32 TMA tensor
 // reductions instead of one bulk reduction per row (session 5 profile: the per-row loop kept the writer
@@ -169,6 +170,14 @@ static_assert(sm90_bwd_smem(128, 128, true, true, true) <= kSm90SmemLimit &&
 static_assert(sm90_bwd_smem_layout(128, 128, true, true, true).dq % 1024 == 0 &&
                   sm90_bwd_smem_layout(128, 64, true, true, true).dq % 1024 == 0,
               "v3 dQ slabs are 1024-aligned (128B swizzle atoms of the dq_map box)");
+static_assert(sm90_bwd_smem(64, 64, true, false, true) <= sm90_bwd_smem(64, 64, true) &&
+                  sm90_bwd_smem(64, 128, true, false, true) <= sm90_bwd_smem(64, 128, true) &&
+                  sm90_bwd_smem(128, 128, true, false, true) <= sm90_bwd_smem(128, 128, true),
+              "first kernel, v3: the unpadded swizzled dQ buffers are no larger than the padded ones");
+static_assert(sm90_bwd_smem_layout(64, 64, true, false, true).dq % 1024 == 0 &&
+                  sm90_bwd_smem_layout(64, 128, true, false, true).dq % 1024 == 0 &&
+                  sm90_bwd_smem_layout(64, 64, true, false, true).dq_buf % 1024 == 0,
+              "first kernel, v3: both dQ buffers' slabs are 1024-aligned");
 static_assert(sm90_bwd_smem_layout(128, 128).q % 1024 == 0 && sm90_bwd_smem_layout(64, 64).ds % 1024 == 0,
               "tiles stay 1024-aligned");
 

@@ -104,10 +104,14 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   // path); the bulk path gets kDqBulk = true; FLEXATTN_SM90_BWD_V2 (D = 128 only) adds a sixth,
   // kV2 = true, after kDqBulk (true or false).
   const bool use_bulk = dq_bulk < 0 ? sm90_bwd_dq_bulk_requested() : dq_bulk != 0;
-  // FLEXATTN_SM90_BWD_V3 adds a seventh, kDqTma = true, to v2 with the bulk path only.
-  const std::string v2_bulk = sm90_bwd_v3_requested() ? ", true, true, true" : ", true, true";
+  // FLEXATTN_SM90_BWD_V3 adds a seventh, kDqTma = true, to the bulk path only: v2 + bulk, and the first
+  // kernel's bulk path at D = 64 as ", true, false, true" (at D = 128 with v2 off the first kernel keeps
+  // its padded tiles: with kDqTma softcap + causal spilled 68 bytes there, NVRTC 13.0).
+  const bool v3 = sm90_bwd_v3_requested();
+  const std::string v2_bulk = v3 ? ", true, true, true" : ", true, true";
+  const std::string v1_bulk = v3 && key.d == 64 ? ", true, false, true" : ", true";
   const std::string bulk = sm90_bwd_v2_selected(key.d, key.dv) ? (use_bulk ? v2_bulk : ", false, true")
-                           : use_bulk                           ? ", true"
+                           : use_bulk                           ? v1_bulk
                                                                 : "";
   auto entry = [](const char* name, const std::string& bounds, const std::string& body) {
     return "extern \"C\" __global__ void __launch_bounds__(" + bounds + ", 1)\n" + name +

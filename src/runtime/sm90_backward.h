@@ -32,9 +32,10 @@ bool sm90_bwd_v2_requested();
 // The main kernel of a set with head dims (d, dv) is the v2 one: requested and supported.
 bool sm90_bwd_v2_selected(int d, int dv);
 
-// FLEXATTN_SM90_BWD_V3 is on (default off): the v2 + bulk dQ kernel's dQ tile is 128B-swizzled and added
-// into dq_accum with D / 32 TMA tensor reductions through p->dq_map (docs/kernels_sm90.md, "Backward v3").
-// Applies where v2 and the bulk dQ path are both selected. Read when a set is generated.
+// FLEXATTN_SM90_BWD_V3 is on (default off): the bulk dQ path's shared dQ tile is 128B-swizzled and added
+// into dq_accum with D / 32 TMA tensor reductions through p->dq_map (docs/kernels_sm90.md, "Backward v3"):
+// in the v2 kernel (D = 128) and in the first kernel at D = 64 (not at D = 128 with v2 off). Applies where
+// the bulk dQ path is selected. Read when a set is generated.
 bool sm90_bwd_v3_requested();
 
 // The template arguments kDqBulk, kV2 and kDqTma of the main kernel that a generated sm90 backward source

@@ -17,16 +17,18 @@ command -v cuobjdump >/dev/null || have_sass=0
 # The backward v2 (FLEXATTN_SM90_BWD_V2, D = 128 only): "dq=v2red" (kDqBulk false, kV2 true, setmaxnreg
 # 40 / 232) and "dq=v2bulk" (both true, 24 / 240: producer max reg must stay < 24).
 # "dq=v3" (FLEXATTN_SM90_BWD_V3: kDqTma as well): UBLKRED replaced by D / 32 UTMAREDG per dQ tile.
-for dq in ${SM90_BWD_DQ_PATHS:-red bulk v2red v2bulk v3}; do
+# "dq=v3a" (FLEXATTN_SM90_BWD_V3 on the first kernel's bulk path: kDqBulk, kDqTma, not kV2; D = 64 only).
+for dq in ${SM90_BWD_DQ_PATHS:-red bulk v2red v2bulk v3 v3a}; do
 extra=""
 [ $dq = bulk ] && extra=", true"
 [ $dq = v2red ] && extra=", false, true"
 [ $dq = v2bulk ] && extra=", true, true"
 [ $dq = v3 ] && extra=", true, true, true"
+[ $dq = v3a ] && extra=", true, false, true"
 for variant in IdentityVariant SoftcapCausal; do
   for cfg in "64 64" "128 128" "64 128" "128 64"; do
     set -- $cfg
-    case $dq in v2* | v3) [ "$1" = 128 ] || continue ;; esac
+    case $dq in v2* | v3) [ "$1" = 128 ] || continue ;; v3a) [ "$1" = 64 ] || continue ;; esac
     cat >"$tmp/k.cu" <<CU
 #include "common/mod_ops.cuh"
 #include "sm90/attn_bwd_sm90.cuh"

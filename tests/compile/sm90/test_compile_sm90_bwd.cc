@@ -68,21 +68,26 @@ void expect_clean(const runtime::KernelSet& set, const std::string& what) {
 // reductions) or =0 (red.global.add per element). The in-process set cache (get_kernel_set) is keyed by
 // the variant's (interned) nodes, not by the flag, so the set is generated and compiled here the way
 // get_kernel_set does it, bypassing that cache; the disk cache is keyed by the source, which carries the flag.
-runtime::KernelSet compile_bwd_dq_path(const Variant& v, DType t, int d, int dv, bool bulk) {
+// v3 (with bulk): FLEXATTN_SM90_BWD_V3=1 as well, the first kernel's dQ tiles by TMA tensor reductions.
+runtime::KernelSet compile_bwd_dq_path(const Variant& v, DType t, int d, int dv, bool bulk, bool v3 = false) {
   setenv("FLEXATTN_SM90_BWD_DQ_BULK", bulk ? "1" : "0", 1);
+  if (v3) setenv("FLEXATTN_SM90_BWD_V3", "1", 1);
   runtime::KernelSet set;
   set.key = runtime::KernelSetKey{t, d, dv, "sm_90a", true, runtime::KernelFamily::sm90};
   const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, true);
   set.layout = gen.layout;
   jit::KernelRequest req;
-  req.prefix = std::string("attn_bwd_sm90a_dq") + (bulk ? "bulk" : "red") + "_test_d" + std::to_string(d) + "_dv" +
-               std::to_string(dv);
+  req.prefix = std::string("attn_bwd_sm90a_dq") + (bulk ? "bulk" : "red") + (v3 ? "v3" : "") + "_test_d" +
+               std::to_string(d) + "_dv" + std::to_string(dv);
   // The first kernel (v2, the default at D=128, has its own tests below).
   setenv("FLEXATTN_SM90_BWD_V2", "0", 1);
   req.source = runtime::kernel_source_sm90_bwd(gen, set.key);
   unsetenv("FLEXATTN_SM90_BWD_V2");
   unsetenv("FLEXATTN_SM90_BWD_DQ_BULK");
-  EXPECT_EQ(req.source.find(", true>(p)") != std::string::npos, bulk) << "the flag must reach the source";
+  unsetenv("FLEXATTN_SM90_BWD_V3");
+  const char* args = bulk && v3 ? ", true, false, true>(p)" : ", true>(p)";
+  EXPECT_EQ(req.source.find(args) != std::string::npos, bulk) << "the flag must reach the source";
+  EXPECT_EQ(runtime::sm90_bwd_source_choice(req.source).dq_tma, bulk && v3);
   req.arch = "sm_90a";
   req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq_convert"};
   set.compiled = jit::get_or_compile(req);
@@ -303,6 +308,64 @@ TEST_F(Sm90BwdCompile, V2CompilesCleanlyForEveryCorpusVariant) {
                   what.c_str(), testing_sass::count(sass, "HGMMA.64x"), testing_sass::count(sass, "REDG"),
                   testing_sass::count(sass, "UBLKRED"), testing_sass::count(sass, "UTMAREDG"), maxr, prod);
     }
+}
+
+// FLEXATTN_SM90_BWD_V3=1 on the first kernel's bulk dQ path at D = 64 (the first kernel's head dim by
+// default): every corpus variant at D = Dv = 64, plus f16 and D64 / Dv128. (At D = 128, only with v2 off,
+// the runtime keeps the padded path: with kDqTma softcap + causal spilled 68 bytes there, NVRTC 13.0.)
+// No spill, no stack, no ptxas warning (no C7510-C7515); in the SASS D / 32 UTMAREDG (one per 32-column
+// slab, the writer's unrolled loop) and no UBLKRED, no per-element dQ REDG, no local memory, consumers
+// below their setmaxnreg 232 and the producer warpgroup below 40.
+TEST_F(Sm90BwdCompile, V3FirstKernelCompilesCleanlyForEveryCorpusVariant) {
+  struct Case {
+    std::string what;
+    Variant v;
+    DType t;
+    int d, dv;
+  };
+  std::vector<Case> cases;
+  for (const corpus::CorpusEntry& c : corpus::mod_corpus()) {
+    mods::ProblemShape shape{1, 4, 4, 256, 256, 64, 64, 1};
+    cases.push_back({c.name, corpus::build_variant(c, shape).variant, DType::BF16, 64, 64});
+  }
+  Variant sc, dense;
+  sc.mask_mod = mods::causal();
+  sc.score_mod = mods::softcap(30);
+  cases.push_back({"softcap+causal f16", sc, DType::F16, 64, 64});
+  cases.push_back({"softcap+causal", sc, DType::BF16, 64, 128});
+  cases.push_back({"dense", dense, DType::BF16, 64, 128});
+  for (const Case& c : cases) {
+    const std::string what = c.what + " v3 first kernel D=" + std::to_string(c.d) + " Dv=" + std::to_string(c.dv);
+    const runtime::KernelSet set = compile_bwd_dq_path(c.v, c.t, c.d, c.dv, true, true);
+    expect_clean(set, what);
+    std::string why;
+    const std::optional<std::string> all = testing_sass::disassemble(*set.compiled.cubin, &why);
+    if (!all) {
+      std::printf("[v3 first] SASS not checked: %s\n", why.c_str());
+      continue;
+    }
+    const std::string sass = function_sass(*all, "flexattn_bwd");
+    ASSERT_FALSE(sass.empty()) << what;
+    EXPECT_GT(testing_sass::count(sass, ".tnspA"), 0) << what;
+    EXPECT_EQ(testing_sass::count(sass, "UTMAREDG"), c.d / 32) << what << ": cp.reduce.async.bulk.tensor for dQ";
+    EXPECT_EQ(testing_sass::count(sass, "UBLKRED"), 0) << what;
+    // ("REDG" also matches UTMAREDG; buffer gradients add into their buffers with REDG)
+    if (c.v.grad_buffers.empty()) {
+      EXPECT_EQ(testing_sass::count(sass, "REDG"), testing_sass::count(sass, "UTMAREDG")) << what;
+    }
+    EXPECT_EQ(testing_sass::count(sass, "LDL"), 0) << what << ": local loads";
+    EXPECT_EQ(testing_sass::count(sass, "STL"), 0) << what << ": local stores";
+    const int maxr = testing_sass::max_register(sass);
+    EXPECT_LT(maxr, kern::kSm90BwdConsumerRegs) << what;
+    const size_t dealloc = sass.find("USETMAXREG.DEALLOC"), last_exit = sass.rfind("EXIT");
+    ASSERT_NE(dealloc, std::string::npos) << what;
+    ASSERT_TRUE(last_exit != std::string::npos && last_exit > dealloc) << what;
+    const int prod = testing_sass::max_register(sass.substr(dealloc, last_exit - dealloc));
+    EXPECT_LT(prod, kern::kSm90BwdProducerRegs) << what;
+    std::printf("[v3 first] %s: %d registers, HGMMA %d, UTMAREDG %d, REDG %d, max register R%d, producer R%d\n",
+                what.c_str(), set.compiled.ptxas.at("flexattn_bwd").registers, testing_sass::count(sass, "HGMMA.64x"),
+                testing_sass::count(sass, "UTMAREDG"), testing_sass::count(sass, "REDG"), maxr, prod);
+  }
 }
 
 TEST_F(Sm90BwdCompile, EveryHeaderCompilesOnItsOwn) {

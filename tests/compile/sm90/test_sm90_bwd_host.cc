@@ -110,9 +110,11 @@ TEST(Sm90BwdHost, SourceHasTheHopperMainKernelAndTheSm80Helpers) {
             std::string::npos)
       << src;
   EXPECT_NE(src.find("__launch_bounds__(kSm90Threads, 1)"), std::string::npos) << src;
-  for (const char* e : {"flexattn_bwd_preprocess(", "flexattn_bwd_dq(", "flexattn_bwd_dq_convert("})
+  for (const char* e : {"flexattn_bwd_preprocess(", "flexattn_bwd_dq_convert("})
     EXPECT_NE(src.find(e), std::string::npos) << e;
-  EXPECT_NE(src.find("attn_bwd_dq_sm80<FlexVariant, fp16, 64, 128>(p)"), std::string::npos) << src;
+  // The deterministic dQ pass is a kernel set of its own (sm80 family, KernelSetKey::dq_pass), compiled at
+  // the first deterministic call: not in this source.
+  EXPECT_EQ(src.find("flexattn_bwd_dq("), std::string::npos) << src;
   EXPECT_EQ(runtime::kernel_source_sm90(gen, key), src);  // the family's generator dispatches here
   key.d = 256;
   EXPECT_EQ(error_of([&] { runtime::kernel_source_sm90_bwd(gen, key); }),
@@ -303,11 +305,12 @@ TEST(Sm90BwdHost, V2LayoutDoublesTheDsTilesAndKeepsWhatComesBefore) {
   EXPECT_FALSE(kern::sm90_bwd_v2_head_dims_ok(64, 128));
 }
 
-// FLEXATTN_SM90_BWD_V3 (default off): only the v2 + bulk main kernel gets kDqTma = true (a seventh
-// template argument); the per-element v2, the first kernel and D = 64 are unchanged, and the source
-// choice reads the argument back. Its dQ tile: unpadded 1024-aligned [D / 32][64][32] fp32 slabs, the
-// rest of the layout as v2 + bulk.
-TEST(Sm90BwdHost, V3OnlyAddsTheTmaDqArgumentToV2Bulk) {
+// FLEXATTN_SM90_BWD_V3 (default off): the bulk dQ main kernels get kDqTma = true (a seventh template
+// argument): v2 + bulk at D = 128, and the first kernel's bulk path at D = 64 (kV2 = false; not at
+// D = 128 with v2 off); the per-element paths are unchanged, and the source choice reads the argument
+// back. Its dQ tile: unpadded 1024-aligned [D / 32][64][32] fp32 slabs per buffer (one buffer in v2, two
+// in the first kernel), the rest of the layout as with the bulk path.
+TEST(Sm90BwdHost, V3AddsTheTmaDqArgumentToTheBulkPaths) {
   unsetenv("FLEXATTN_SM90_BWD_V2");
   unsetenv("FLEXATTN_SM90_BWD_DQ_BULK");
   unsetenv("FLEXATTN_SM90_BWD_V3");
@@ -318,19 +321,35 @@ TEST(Sm90BwdHost, V3OnlyAddsTheTmaDqArgumentToV2Bulk) {
   runtime::KernelSetKey key{DType::BF16, 128, 128, "sm_90a", true, runtime::KernelFamily::sm90};
   runtime::KernelSetKey k64{DType::BF16, 64, 64, "sm_90a", true, runtime::KernelFamily::sm90};
   const std::string v2_bulk = runtime::kernel_source_sm90_bwd(gen, key), v2_red = runtime::kernel_source_sm90_bwd(gen, key, 0);
-  const std::string d64 = runtime::kernel_source_sm90_bwd(gen, k64);
+  const std::string d64 = runtime::kernel_source_sm90_bwd(gen, k64), d64_red = runtime::kernel_source_sm90_bwd(gen, k64, 0);
   EXPECT_FALSE(runtime::sm90_bwd_source_choice(v2_bulk).dq_tma);
+  EXPECT_FALSE(runtime::sm90_bwd_source_choice(d64).dq_tma);
   setenv("FLEXATTN_SM90_BWD_V3", "1", 1);
   EXPECT_TRUE(runtime::sm90_bwd_v3_requested());
-  const std::string call = "attn_bwd_sm90<FlexVariant, bf16, 128, 128, true, true>(p)";
-  std::string expect = v2_bulk;
-  expect.replace(v2_bulk.find(call), call.size(), "attn_bwd_sm90<FlexVariant, bf16, 128, 128, true, true, true>(p)");
+  auto with = [](std::string src, const std::string& call, const std::string& by) {
+    const size_t at = src.find(call);
+    EXPECT_NE(at, std::string::npos) << call;
+    if (at != std::string::npos) src.replace(at, call.size(), by);
+    return src;
+  };
   const std::string v3 = runtime::kernel_source_sm90_bwd(gen, key);
-  EXPECT_EQ(v3, expect);
+  EXPECT_EQ(v3, with(v2_bulk, "attn_bwd_sm90<FlexVariant, bf16, 128, 128, true, true>(p)",
+                     "attn_bwd_sm90<FlexVariant, bf16, 128, 128, true, true, true>(p)"));
   const runtime::Sm90BwdChoice c = runtime::sm90_bwd_source_choice(v3);
   EXPECT_TRUE(c.dq_bulk && c.v2 && c.dq_tma);
   EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, key, 0), v2_red);
-  EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, k64), d64);
+  const std::string v3_64 = runtime::kernel_source_sm90_bwd(gen, k64);
+  EXPECT_EQ(v3_64, with(d64, "attn_bwd_sm90<FlexVariant, bf16, 64, 64, true>(p)",
+                        "attn_bwd_sm90<FlexVariant, bf16, 64, 64, true, false, true>(p)"));
+  const runtime::Sm90BwdChoice c64 = runtime::sm90_bwd_source_choice(v3_64);
+  EXPECT_TRUE(c64.dq_bulk && !c64.v2 && c64.dq_tma);
+  EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, k64, 0), d64_red);
+  // The first kernel at D = 128 (v2 off) keeps its padded dQ tiles.
+  setenv("FLEXATTN_SM90_BWD_V2", "0", 1);
+  const std::string v1_128 = runtime::kernel_source_sm90_bwd(gen, key);
+  EXPECT_NE(v1_128.find("attn_bwd_sm90<FlexVariant, bf16, 128, 128, true>(p)"), std::string::npos) << v1_128;
+  EXPECT_FALSE(runtime::sm90_bwd_source_choice(v1_128).dq_tma);
+  unsetenv("FLEXATTN_SM90_BWD_V2");
   unsetenv("FLEXATTN_SM90_BWD_V3");
   for (int dv : {64, 128}) {
     const kern::Sm90BwdSmem a = kern::sm90_bwd_smem_layout(128, dv, true, true),
@@ -344,5 +363,16 @@ TEST(Sm90BwdHost, V3OnlyAddsTheTmaDqArgumentToV2Bulk) {
     EXPECT_LE(kern::sm90_bwd_smem(128, dv, true, true, true), kern::kSm90SmemLimit);
     EXPECT_EQ(kern::sm90_bwd_launch(128, dv, 1, 8, 1000, true, true, true).smem,
               unsigned(kern::sm90_bwd_smem(128, dv, true, true, true)));
+    // The first kernel at D = 64: two [2][64][32] fp32 buffers (16 KiB each), 1024-aligned, smaller than
+    // the two padded ones (64 rows x 288 bytes).
+    const kern::Sm90BwdSmem f = kern::sm90_bwd_smem_layout(64, dv, true),
+                            g = kern::sm90_bwd_smem_layout(64, dv, true, false, true);
+    EXPECT_EQ(f.info, g.info);
+    EXPECT_EQ(g.dq % 1024, 0);
+    EXPECT_EQ(g.dq_buf, 64 * 64 * 4);
+    EXPECT_EQ(g.dq_bars, g.dq + kern::kSm90BwdDqBuffers * g.dq_buf);
+    EXPECT_LE(g.total, f.total);
+    EXPECT_EQ(kern::sm90_bwd_launch(64, dv, 1, 8, 1000, true, false, true).smem,
+              unsigned(kern::sm90_bwd_smem(64, dv, true, false, true)));
   }
 }
