@@ -73,6 +73,7 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
   const int qb = C::QB == 1 ? 0 : it & 1, use = C::QB == 1 ? it : it >> 1;
   const unsigned q_half = c.q_half(qb, wg);
   const Turns<kPingPong> turns{wg};
+  const float slope = rel_slope_of<V>(p, b, h);  // 0 and unused unless use_rel_affine<V>()
 
   float o[Dv / 2], s[BN / 2], m[2], l[2], alpha[2];
   unsigned pa[BN / 4];
@@ -106,7 +107,7 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
     wgmma_wait<0>();
     fence_operands(s);
     release(c.empty_k(pos.stage), lane);
-    scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha);
+    scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, slope);
     pack_p<T, BN>(pa, s);
     RingPos prev = pos;
     pos.template advance<C::ST>();
@@ -131,7 +132,7 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
       wgmma_wait<1>();  // S_j is ready; P_{j-1} V_{j-1} may still run
       fence_operands(s);
       release(c.empty_k(pos.stage), lane);
-      scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha);
+      scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, slope);
       // Keep the softmax above the wait: its results are used only after it, and NVVM would
       // otherwise be free to sink the exp2s below it, losing the overlap with the P V wgmma.
       fence_operands(s);

@@ -9,9 +9,25 @@
 
 namespace flexattn::kern::sm90 {
 
+// FLEXATTN_SM90_UDESC=1 (the source generator defines FLEXATTN_SM90_UNIFORM_DESC): the stage addresses
+// pass through redux.sync (all lanes hold the same value), whose result lives in a uniform register, so
+// ptxas builds the wgmma descriptors in the uniform datapath. Without it the ring position is a
+// per-thread value and every wgmma of the D=64 mainloop paid R2UR x2 + the descriptor's constant high
+// word through IMAD.MOV + the offset add (about 60 of the ~480 instructions per kv tile, session 5
+// profile of the dense D=64 forward).
+__device__ __forceinline__ unsigned stage_addr(unsigned a) {
+#if defined(FLEXATTN_SM90_UNIFORM_DESC)
+  unsigned u;
+  asm volatile("redux.sync.or.b32 %0, %1, %2;" : "=r"(u) : "r"(a), "r"(0xffffffffu));
+  return u;
+#else
+  return a;
+#endif
+}
+
 template <class T, int D, int BN>
 __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], unsigned q_half, unsigned k_tile) {
-  const SmemDesc da = smem_desc(q_half, 16, 1024), db = smem_desc(k_tile, 16, 1024);
+  const SmemDesc da = smem_desc(stage_addr(q_half), 16, 1024), db = smem_desc(stage_addr(k_tile), 16, 1024);
   fence_operands(s);
   wgmma_fence();
 #pragma unroll
@@ -25,7 +41,7 @@ __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], unsigned q_half, un
 
 template <class T, int Dv, int BN>
 __device__ __forceinline__ void issue_pv(float (&o)[Dv / 2], unsigned (&pa)[BN / 4], unsigned v_tile) {
-  const SmemDesc db = smem_desc(v_tile, BN * 128, 1024);  // LBO: next 64-wide Dv slab
+  const SmemDesc db = smem_desc(stage_addr(v_tile), BN * 128, 1024);  // LBO: next 64-wide Dv slab
   fence_operands(o);
   fence_operands(pa);
   wgmma_fence();

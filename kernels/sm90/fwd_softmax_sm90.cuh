@@ -57,6 +57,55 @@ __device__ __forceinline__ void scores_inside(float (&s)[BN / 2], const AttnPara
   }
 }
 
+// ALiBi-shaped score_mods (codegen's kRelAffine: score_mod = score + slope(b, h) * (kv - q)) with
+// FLEXATTN_SM90_AFFINE=1 (the source generator defines FLEXATTN_SM90_REL_AFFINE): the bias is affine in
+// the column, so per tile each row gets rb = slope * (kv0 + 2t - q) (an exact integer, one rounding) and
+// each entry u = fma(slope, k, fma(raw, scale, rb)) with k = 8i + e the compile-time column offset:
+// 2 FFMA per entry instead of FMUL (scale), IADD3 (kv - q), I2FP and FFMA (ALiBi's SASS, session 5
+// profile). The reference rounds raw * scale and the sum; this rounds raw * scale + rb and the sum, the
+// same size of error (ulps of |u|). Variants written by hand without kRelAffine take the general form.
+template <class V, class = void>
+struct RelAffineOf {
+  static constexpr bool value = false;
+};
+template <class V>
+struct RelAffineOf<V, decltype(void(V::kRelAffine))> {
+  static constexpr bool value = V::kRelAffine;
+};
+template <class V>
+__device__ __forceinline__ constexpr bool use_rel_affine() {
+#if defined(FLEXATTN_SM90_REL_AFFINE)
+  return RelAffineOf<V>::value;
+#else
+  return false;
+#endif
+}
+template <class V>
+__device__ __forceinline__ float rel_slope_of(const AttnParams& p, int b, int h) {
+  if constexpr (use_rel_affine<V>()) return V::rel_slope(p.mod, b, h);
+  else return 0.f;
+}
+
+template <class V, bool kFull, int BN>
+__device__ __forceinline__ void scores_inside_affine(float (&s)[BN / 2], const AttnParams& p, int b, int h,
+                                                     const int (&qw)[2], int kv0, int t, float slope) {
+  const int kvb = kv0 + p.kv_offset + 2 * t;
+  const float rb[2] = {slope * float(kvb - qw[0]), slope * float(kvb - qw[1])};
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int k = 8 * i + (e & 1);
+      float u = fmaf(s[4 * i + e], p.scale, rb[e >> 1]);
+      if (k != 0) u = fmaf(slope, float(k), u);
+      if constexpr (!kFull && V::kHasMaskMod) {
+        if (!V::mask_mod(p.mod, b, h, qw[e >> 1], kvb + k)) u = neg_inf();
+      }
+      s[4 * i + e] = u;
+    }
+  }
+}
+
 // One kv tile of the online softmax: s (u units, -inf = masked) becomes P in place; m is the running
 // row max (u units), l the thread's partial row sum (quad-reduced once, in the epilogue); alpha =
 // exp2((m_old - m_new) c) is returned for the O rescale, which waits until the in-flight P V retires. A
@@ -100,14 +149,16 @@ __device__ __forceinline__ void online_softmax(float (&s)[BN / 2], float (&m)[2]
 template <class V, int BN>
 __device__ __forceinline__ void scores_softmax(float (&s)[BN / 2], const AttnParams& p, int b, int h,
                                                const int (&qw)[2], int kv0, bool full, int t, float (&m)[2],
-                                               float (&l)[2], float (&alpha)[2]) {
+                                               float (&l)[2], float (&alpha)[2], float slope = 0.f) {
   const bool tail = kv0 + BN > p.S;
   const float c = softmax_log2_factor<V>(p);
   if (!tail && (full || !V::kHasMaskMod)) {
-    scores_inside<V, true, BN>(s, p, b, h, qw, kv0, t);
+    if constexpr (use_rel_affine<V>()) scores_inside_affine<V, true, BN>(s, p, b, h, qw, kv0, t, slope);
+    else scores_inside<V, true, BN>(s, p, b, h, qw, kv0, t);
     online_softmax<BN>(s, m, l, alpha, c);
   } else if (!tail) {
-    scores_inside<V, false, BN>(s, p, b, h, qw, kv0, t);
+    if constexpr (use_rel_affine<V>()) scores_inside_affine<V, false, BN>(s, p, b, h, qw, kv0, t, slope);
+    else scores_inside<V, false, BN>(s, p, b, h, qw, kv0, t);
     online_softmax<BN>(s, m, l, alpha, c);
   } else {
 #pragma unroll

@@ -294,6 +294,47 @@ std::string structural_text(const ir::Expr& e, const VariantLayout& layout) {
   return out;
 }
 
+// score_mod = score + c * (kv_idx - q_idx) (or score - c * (q_idx - kv_idx), the product either way
+// round, the difference cast to f32 or promoted) with c free of score, q_idx and kv_idx (ALiBi: c =
+// slope of h, a formula or a buffer read by h). Returns c and whether rel_slope is -c (q_idx - kv_idx, or
+// a subtracted term; negation is exact); null when the mod is not of that shape. The kernels that know the form
+// (fwd_softmax_sm90.cuh, FLEXATTN_SM90_AFFINE) evaluate the bias per tile as an affine function of the
+// column: c * (kv0 - q) once per row, + c * k per entry (k the column inside the tile).
+struct RelAffine {
+  const Node* coef = nullptr;
+  bool negate = false;
+};
+bool depends_on_position(const Node* n) {
+  if (n->op == Op::Score || n->op == Op::QIdx || n->op == Op::KvIdx) return true;
+  for (const ir::NodePtr& a : n->args)
+    if (depends_on_position(a.get())) return true;
+  return false;
+}
+RelAffine rel_affine(const ir::Expr& e) {
+  const Node* n = e.get();
+  if (n == nullptr || n->type != DType::F32 || (n->op != Op::Add && n->op != Op::Sub)) return {};
+  for (int si : {0, 1}) {
+    if (n->op == Op::Sub && si == 1) break;  // c * rel - score is not score + ...
+    const Node* sc = n->args[size_t(si)].get();
+    const Node* term = n->args[size_t(1 - si)].get();
+    if (sc->op != Op::Score || term->op != Op::Mul || term->type != DType::F32) continue;
+    for (int ri : {0, 1}) {
+      const Node* rel = term->args[size_t(ri)].get();
+      const Node* c = term->args[size_t(1 - ri)].get();
+      if (rel->op == Op::Cast && rel->type == DType::F32) rel = rel->args[0].get();
+      if (rel->op != Op::Sub || (rel->type != DType::I32 && rel->type != DType::I64)) continue;
+      const Op a = rel->args[0]->op, b = rel->args[1]->op;
+      bool neg;
+      if (a == Op::KvIdx && b == Op::QIdx) neg = false;
+      else if (a == Op::QIdx && b == Op::KvIdx) neg = true;
+      else continue;
+      if (depends_on_position(c) || c->type == DType::Bool) continue;
+      return {c, neg != (n->op == Op::Sub)};
+    }
+  }
+  return {};
+}
+
 const char* kSignature = "const ModParams& p, float score, int b, int h, int q_idx, int kv_idx";
 const char* kMaskSignature = "const ModParams& p, int b, int h, int q_idx, int kv_idx";
 
@@ -351,6 +392,18 @@ GeneratedVariant emit_cuda_variant(const Variant& variant, bool with_backward) {
   }
   out << "  }\n\n";
 
+  const RelAffine rel = rel_affine(score_mod);
+  out << "  // score_mod == score + rel_slope(p, b, h) * (kv_idx - q_idx): " << (rel.coef ? "yes" : "no") << "\n";
+  out << "  static constexpr bool kRelAffine = " << (rel.coef ? "true" : "false") << ";\n";
+  out << "  __device__ __forceinline__ static float rel_slope(const ModParams& p, int b, int h) {\n";
+  if (rel.coef) {
+    FunctionEmitter fe(layout, out);
+    const std::string r = fe.as(rel.coef, DType::F32);
+    out << "    return " << (rel.negate ? "-" : "") << r << ";\n";
+  } else {
+    out << "    return 0.0f;\n";
+  }
+  out << "  }\n\n";
   out << "  // g * d score_mod / d score\n";
   out << "  __device__ __forceinline__ static float score_grad(" << kSignature << ", float g) {\n";
   if (grad.d_score.empty()) {

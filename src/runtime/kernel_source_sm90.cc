@@ -24,6 +24,11 @@ std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const K
   const bool persistent = jit::env_flag("FLEXATTN_SM90_PERSISTENT", true);
   std::ostringstream s;
   s << "// flexattn forward kernel, sm90 family (sm_90a), " << t << ", D=" << key.d << ", Dv=" << key.dv << "\n";
+  // FLEXATTN_SM90_AFFINE=1: ALiBi-shaped score_mods (codegen's kRelAffine) evaluate their bias as an
+  // affine function of the column (fwd_softmax_sm90.cuh). Opt-in; the default source is unchanged.
+  if (jit::env_flag("FLEXATTN_SM90_AFFINE", false)) s << "#define FLEXATTN_SM90_REL_AFFINE 1\n";
+  // FLEXATTN_SM90_UDESC=1: wgmma descriptors built in uniform registers (fwd_gemm_sm90.cuh). Opt-in.
+  if (jit::env_flag("FLEXATTN_SM90_UDESC", false)) s << "#define FLEXATTN_SM90_UNIFORM_DESC 1\n";
   s << "#include \"common/mod_ops.cuh\"\n";
   s << "#include \"sm90/attn_fwd_sm90.cuh\"\n";
   s << "using namespace flexattn::kern;\n\n";

@@ -27,6 +27,12 @@ struct FlexVariant {
     return t0;
   }
 
+  // score_mod == score + rel_slope(p, b, h) * (kv_idx - q_idx): no
+  static constexpr bool kRelAffine = false;
+  __device__ __forceinline__ static float rel_slope(const ModParams& p, int b, int h) {
+    return 0.0f;
+  }
+
   // g * d score_mod / d score
   __device__ __forceinline__ static float score_grad(const ModParams& p, float score, int b, int h, int q_idx, int kv_idx, float g) {
     const float t0 = fabsf(score);

@@ -146,3 +146,36 @@ TEST(EmitCuda, FusedTanhFormsMatchTheInterpreter) {
       ASSERT_NEAR(fa_tanh_scaled(x, fa_rcp(c)), std::tanh(double(x) / c), 2e-6) << x;
     }
 }
+
+// ALiBi's shape, score + c * (kv_idx - q_idx) with c free of the position, is recognised (kRelAffine,
+// rel_slope = c) for the kernels that evaluate the bias per tile as an affine function of the column
+// (fwd_softmax_sm90.cuh, FLEXATTN_SM90_AFFINE); any other shape keeps kRelAffine false.
+TEST(EmitCuda, RelAffineScoreModsAreRecognised) {
+  auto source = [](const Expr& score_mod) {
+    Variant v;
+    v.score_mod = score_mod;
+    return codegen::emit_cuda_variant(v, false).source;
+  };
+  const Buffer slopes{"slopes", DType::F32};
+  const std::string alibi = source(mods::alibi("H"));
+  EXPECT_TRUE(has(alibi, "static constexpr bool kRelAffine = true;")) << alibi;
+  EXPECT_TRUE(has(alibi, "exp2f(")) << alibi;  // the slope formula lives in rel_slope
+  const std::string buf = source(mods::alibi(slopes));
+  EXPECT_TRUE(has(buf, "static constexpr bool kRelAffine = true;")) << buf;
+  EXPECT_TRUE(has(buf, "const float t0 = fa_read_f32(p.buf[0], 0LL, fa_clamp_index32(h, p.buf_shape[0][0]));\n    return t0;")) << buf;
+  // Mirrored difference or a subtracted term: the sign goes into rel_slope.
+  const std::string mirrored = source(score() + (q_idx() - kv_idx()) * slopes(head()));
+  EXPECT_TRUE(has(mirrored, "kRelAffine = true;")) << mirrored;
+  EXPECT_TRUE(has(mirrored, "return -t0;")) << mirrored;
+  const std::string sub = source(score() - slopes(head()) * (kv_idx() - q_idx()));
+  EXPECT_TRUE(has(sub, "kRelAffine = true;")) << sub;
+  EXPECT_TRUE(has(sub, "return -t0;")) << sub;
+  // Not of the shape: a coefficient that reads the position, a scaled score, a gather, a tanh.
+  for (const Expr& e : {score() + (kv_idx() - q_idx()) * cast(q_idx(), DType::F32),
+                        score() * 2.0 + (kv_idx() - q_idx()) * slopes(head()),
+                        score() + (kv_idx() - batch()) * slopes(head()), mods::softcap(30),
+                        mods::relative_bias(slopes, "S")}) {
+    const std::string s = source(e);
+    EXPECT_TRUE(has(s, "static constexpr bool kRelAffine = false;")) << s;
+  }
+}

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Helper "fwd5" (issue 5, sm90 forward): GPU check of two opt-in switches (docs/env_vars.md):
+#   FLEXATTN_SM90_AFFINE=1  ALiBi-shaped score_mods (codegen kRelAffine) evaluate the bias per tile as an
+#                           affine function of the column: 2 FFMA per entry instead of FMUL+IADD3+I2FP+FFMA
+#                           (fast path 607 -> 449 SASS instructions per kv tile, alibi D=128);
+#   FLEXATTN_SM90_UDESC=1   wgmma descriptors in uniform registers (redux.sync of the stage address):
+#                           no R2UR per wgmma (D=64 dense: 237 -> 173 R2UR, issue region 147 -> 129).
+# <= 100 s: every step under `timeout`, capped by what is left of a 96 s deadline (a step with no time
+# left is skipped and shows "-"). "new" = both switches on (AFFINE changes only ALiBi-shaped mods).
+#  1. prewarm (parallel tiny runs): the short suites' forward sets, default and new, and backward sets;
+#  2. gpu_attention_check --quick with both switches on;
+#  3. flexattn run --check (CPU reference) of alibi+causal at S=1024 with the switches (|bias| to ~500);
+#  4. S=8192 forward (flexattn run): alibi+causal D=128, dense D=64, dense D=128, default vs new;
+#     TFLOP/s = 4*D*attended / time;
+#  5. bench --suite short and short64, default vs new;
+#  6. the table LAST.
+# Run from the repo root on the device; $OUT writable; build-gpu/ configured and built.
+set -u
+cd "$(dirname "$0")/../../.."
+export FLEXATTN_CACHE_DIR=$PWD/build-gpu/kernel-cache
+O=${OUT:-/tmp}/fwd5
+mkdir -p "$O"
+CHECK=build-gpu/tests/gpu/attention/gpu_attention_check
+F=build-gpu/tools/flexattn
+T0=$(date +%s)
+both() { FLEXATTN_SM90_AFFINE=1 FLEXATTN_SM90_UDESC=1 "$@"; }
+aff() { FLEXATTN_SM90_AFFINE=1 "$@"; }
+ud() { FLEXATTN_SM90_UDESC=1 "$@"; }
+plain() { "$@"; }
+
+left() {  # min($1, seconds left before the deadline); 0 = skip
+  local r=$(( 96 - ($(date +%s) - T0) )); [ $r -lt $1 ] && echo $(( r > 0 ? r : 0 )) || echo $1
+}
+run_t() {  # how seconds log cmd... (skipped when no time is left)
+  local how=$1 t; t=$(left $2); local log=$3; shift 3
+  if [ "$t" -gt 0 ]; then $how timeout $t "$@" > "$log" 2>&1; else echo "skipped: no time left" > "$log"; return 124; fi
+}
+
+# 1. prewarm: kernel sets do not depend on B/H/S except the document divisor (S/8 = 256 at S=2048).
+warm() {  # $1 = plain|both, $2 = D, rest = mod flags; plain also builds the backward sets (bench runs them)
+  local how=$1 d=$2 bw=; shift 2
+  [ $how = plain ] && bw=--backward
+  $how timeout 30 $F run -B 1 -H 2 -Q 256 -D $d --dtype bf16 --backend cuda $bw "$@" > "$O/warm_${how}_$RANDOM.log" 2>&1
+}
+for d in 128 64; do
+  for how in plain both; do
+    warm $how $d &
+    warm $how $d --mask causal &
+    warm $how $d --mask sliding_window:1023 &
+    warm $how $d --mask-expr "q_idx // 256 == kv_idx // 256 && q_idx >= kv_idx" &
+    warm $how $d --mask prefix_lm:512 &
+    warm $how $d --mask causal --score alibi &
+    warm $how $d --mask causal --score softcap:30 &
+    warm $how $d --score relbias &
+  done
+done
+wait
+echo "prewarm done after $(( $(date +%s) - T0 )) s"
+
+# 2. correctness with both switches
+run_t both 36 "$O/check.log" $CHECK --quick
+CHECK_RC=$?
+PASS=$(grep -c "^PASS" "$O/check.log")
+FAIL=$(grep -c "^FAIL" "$O/check.log")
+echo "check done after $(( $(date +%s) - T0 )) s"
+
+# 3. ALiBi against the CPU reference where the bias reaches ~-500 (slope 1/2 x 1023)
+run_t both 8 "$O/check_alibi_1024.log" $F run -B 1 -H 2 -Q 1024 -D 128 --dtype bf16 --backend cuda --mask causal \
+  --score alibi --check
+ALIBI_RC=$?
+
+# 4. S=8192 forward
+big() {  # how tag D flags...
+  local how=$1 tag=$2 d=$3; shift 3
+  run_t $how 5 "$O/big_$tag.log" $F run -B 2 -H 16 -Q 8192 -D $d --dtype bf16 --backend cuda "$@"
+}
+for how in plain both; do
+  big $how alibi_$how 128 --mask causal --score alibi
+  big $how d64_$how 64
+  big $how d128_$how 128
+done
+echo "runs done after $(( $(date +%s) - T0 )) s"
+
+# 5. bench suites, default vs new
+run_t plain 9 "$O/short_default.log" $F bench --suite short --backend cuda
+run_t both 9 "$O/short_new.log" $F bench --suite short --backend cuda
+run_t plain 9 "$O/short64_default.log" $F bench --suite short64 --backend cuda
+run_t both 9 "$O/short64_new.log" $F bench --suite short64 --backend cuda
+echo "bench done after $(( $(date +%s) - T0 )) s"
+
+# 6. table (last)
+tf() {  # log D causal(0/1) -> TFLOP/s at B=2 H=16 S=8192
+  awk -v d=$2 -v c=$3 '/^forward \(cuda\)/ { ms = $3 }
+    END { s = 8192; e = 2 * 16 * (c ? s * (s + 1) / 2 : s * s); if (ms > 0) printf "%.0f", 4 * d * e / (ms * 1e9); else printf "-" }' "$1"
+}
+echo "==== fwd5 (new = FLEXATTN_SM90_AFFINE=1 FLEXATTN_SM90_UDESC=1): check --quick rc=$CHECK_RC PASS $PASS FAIL $FAIL;" \
+     "alibi S=1024 --check rc=$ALIBI_RC $(grep -o 'check: .*' "$O/check_alibi_1024.log")"
+grep "^FAIL" "$O/check.log" | head -2
+echo "S=8192 B=2 H=16 fwd TFLOP/s default -> new: alibi+causal D128 $(tf $O/big_alibi_plain.log 128 1) -> $(tf $O/big_alibi_both.log 128 1)," \
+     "dense D64 $(tf $O/big_d64_plain.log 64 0) -> $(tf $O/big_d64_both.log 64 0), dense D128 $(tf $O/big_d128_plain.log 128 0) -> $(tf $O/big_d128_both.log 128 0)"
+printf "%-16s %10s %10s %10s %10s\n" "fwd TFLOP/s" "D128 def" "D128 new" "D64 def" "D64 new"
+awk '{ for (k = 1; k < ARGC; k++) if (FILENAME == ARGV[k]) f = k } NF == 8 && $8 ~ /^[0-9]+$/ { if (!($1 in seen)) { seen[$1] = 1; o[++n] = $1 } v[$1, f] = $6 }
+     END { for (i = 1; i <= n; i++) { c = o[i]; printf "%-16s", c
+             for (k = 1; k <= 4; k++) printf " %10s", ((c, k) in v) ? v[c, k] : "-"; printf "\n" } }' \
+  "$O/short_default.log" "$O/short_new.log" "$O/short64_default.log" "$O/short64_new.log"
