@@ -29,6 +29,8 @@ std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const K
   if (jit::env_flag("FLEXATTN_SM90_AFFINE", false)) s << "#define FLEXATTN_SM90_REL_AFFINE 1\n";
   // FLEXATTN_SM90_UDESC=1: wgmma descriptors built in uniform registers (fwd_gemm_sm90.cuh). Opt-in.
   if (jit::env_flag("FLEXATTN_SM90_UDESC", false)) s << "#define FLEXATTN_SM90_UNIFORM_DESC 1\n";
+  // FLEXATTN_SM90_ILP=1: the softmax's row max and row sum as four independent chains. Opt-in.
+  if (jit::env_flag("FLEXATTN_SM90_ILP", false)) s << "#define FLEXATTN_SM90_SOFTMAX_ILP 1\n";
   s << "#include \"common/mod_ops.cuh\"\n";
   s << "#include \"sm90/attn_fwd_sm90.cuh\"\n";
   s << "using namespace flexattn::kern;\n\n";
