@@ -14,7 +14,7 @@
 #  2. gpu_attention_check --quick with all three on;
 #  3. flexattn run --check (CPU reference) of alibi+causal at S=1024 with the switches (|bias| to ~500);
 #  4. S=8192 forward (flexattn run): alibi+causal D=128 and dense D=128 default vs new, dense D=64
-#     default / UDESC / ILP / new;
+#     default / UDESC / ILP / new, relbias D=128 default vs new + FLEXATTN_SM90_NARROW=0 (the wide tile);
 #     TFLOP/s = 4*D*attended / time;
 #  5. bench --suite short and short64, default vs new;
 #  6. the table LAST.
@@ -30,6 +30,7 @@ T0=$(date +%s)
 both() { FLEXATTN_SM90_AFFINE=1 FLEXATTN_SM90_UDESC=1 FLEXATTN_SM90_ILP=1 "$@"; }
 ud() { FLEXATTN_SM90_UDESC=1 "$@"; }
 ilp() { FLEXATTN_SM90_ILP=1 "$@"; }
+wide() { FLEXATTN_SM90_NARROW=0 FLEXATTN_SM90_AFFINE=1 FLEXATTN_SM90_UDESC=1 FLEXATTN_SM90_ILP=1 "$@"; }
 plain() { "$@"; }
 
 left() {  # min($1, seconds left before the deadline); 0 = skip
@@ -60,6 +61,7 @@ for d in 128 64; do
 done
 warm ud 64 &
 warm ilp 64 &
+warm wide 128 --score relbias &
 wait
 echo "prewarm done after $(( $(date +%s) - T0 )) s"
 
@@ -88,6 +90,8 @@ big ud d64_ud 64
 big ilp d64_ilp 64
 big plain d128_plain 128
 big both d128_both 128
+big plain relbias_plain 128 --score relbias
+big wide relbias_wide 128 --score relbias
 echo "runs done after $(( $(date +%s) - T0 )) s"
 
 # 5. bench suites, default vs new
@@ -107,6 +111,7 @@ echo "==== fwd5 (new = FLEXATTN_SM90_AFFINE=1 UDESC=1 ILP=1): check --quick rc=$
 grep "^FAIL" "$O/check.log" | head -2
 echo "S=8192 B=2 H=16 fwd TFLOP/s default -> new: alibi+causal D128 $(tf $O/big_alibi_plain.log 128 1) -> $(tf $O/big_alibi_both.log 128 1)," \
      "dense D64 $(tf $O/big_d64_plain.log 64 0) -> $(tf $O/big_d64_both.log 64 0) (UDESC only $(tf $O/big_d64_ud.log 64 0), ILP only $(tf $O/big_d64_ilp.log 64 0)), dense D128 $(tf $O/big_d128_plain.log 128 0) -> $(tf $O/big_d128_both.log 128 0)"
+echo "S=8192 relbias D128 (wide = new + FLEXATTN_SM90_NARROW=0): $(tf $O/big_relbias_plain.log 128 0) -> $(tf $O/big_relbias_wide.log 128 0)"
 printf "%-16s %10s %10s %10s %10s\n" "fwd TFLOP/s" "D128 def" "D128 new" "D64 def" "D64 new"
 awk '{ for (k = 1; k < ARGC; k++) if (FILENAME == ARGV[k]) f = k } NF == 8 && $8 ~ /^[0-9]+$/ { if (!($1 in seen)) { seen[$1] = 1; o[++n] = $1 } v[$1, f] = $6 }
      END { for (i = 1; i <= n; i++) { c = o[i]; printf "%-16s", c
