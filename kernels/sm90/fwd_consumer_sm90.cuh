@@ -80,6 +80,7 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
 #pragma unroll
   for (int i = 0; i < Dv / 2; ++i) o[i] = 0.f;
   m[0] = m[1] = neg_inf();
+  float mr[2] = {neg_inf(), neg_inf()};  // the exponent's reference max (FLEXATTN_SM90_LAZY_RESCALE only)
   l[0] = l[1] = 0.f;
 
   int kv0 = -1;
@@ -107,7 +108,7 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
     wgmma_wait<0>();
     fence_operands(s);
     release(c.empty_k(pos.stage), lane);
-    scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, slope);
+    scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, mr, slope);
     pack_p<T, BN>(pa, s);
     RingPos prev = pos;
     pos.template advance<C::ST>();
@@ -132,7 +133,7 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
       wgmma_wait<1>();  // S_j is ready; P_{j-1} V_{j-1} may still run
       fence_operands(s);
       release(c.empty_k(pos.stage), lane);
-      scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, slope);
+      scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, mr, slope);
       // Keep the softmax above the wait: its results are used only after it, and NVVM would
       // otherwise be free to sink the exp2s below it, losing the overlap with the P V wgmma.
       fence_operands(s);
@@ -142,7 +143,11 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
       fence_operands(o);
       fence_operands(pa);
       release(c.empty_v(prev.stage), lane);
+#if defined(FLEXATTN_SM90_LAZY_RESCALE)
+      if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale_o<Dv>(o, alpha);
+#else
       rescale_o<Dv>(o, alpha);
+#endif
       pack_p<T, BN>(pa, s);
       prev = pos;
       pos.template advance<C::ST>();
@@ -171,7 +176,13 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
   const float c_log2 = softmax_log2_factor<V>(p);
   m[0] *= c_log2;
   m[1] *= c_log2;
-  fwd_epilogue<T, Dv>(p, o, m, l, q_half, c.q_free(qb), wg, tid, q0, b, h);
+#if defined(FLEXATTN_SM90_LAZY_RESCALE)
+  mr[0] *= c_log2;
+  mr[1] *= c_log2;
+  fwd_epilogue<T, Dv>(p, o, m, l, q_half, c.q_free(qb), wg, tid, q0, b, h, mr);
+#else
+  fwd_epilogue<T, Dv>(p, o, m, l, q_half, c.q_free(qb), wg, tid, q0, b, h, m);
+#endif
 }
 
 template <class V, class T, int D, int Dv, bool kNarrow, bool kPingPong, bool kPersistent>

@@ -17,7 +17,7 @@ namespace flexattn::kern::sm90 {
 template <class T, int Dv>
 __device__ __forceinline__ void fwd_epilogue(const AttnParams& p, float (&o)[Dv / 2], const float (&m)[2],
                                              const float (&l)[2], unsigned stage_smem, unsigned q_free, int wg, int tid,
-                                             int q0, int b, int h) {
+                                             int q0, int b, int h, const float (&m_lse)[2]) {
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   float inv[2];
 #pragma unroll
@@ -29,7 +29,7 @@ __device__ __forceinline__ void fwd_epilogue(const AttnParams& p, float (&o)[Dv 
     const int q = q0 + 64 * wg + 16 * warp + g + 8 * r;
     if (t == 0 && q < p.L) {
       const long long row = ((long long)b * p.Hq + h) * p.L + q;
-      if (p.lse != nullptr) p.lse[row] = sum > 0.f ? (m[r] + log2f(sum)) * kLn2 : neg_inf();
+      if (p.lse != nullptr) p.lse[row] = sum > 0.f ? (m_lse[r] + log2f(sum)) * kLn2 : neg_inf();
       if (p.max_score != nullptr) p.max_score[row] = sum > 0.f ? m[r] * kLn2 : neg_inf();
     }
   }

@@ -112,7 +112,7 @@ __device__ __forceinline__ void scores_inside_affine(float (&s)[BN / 2], const A
 // row whose max is still -inf subtracts 0 instead, so exp2(-inf) = 0 and nothing becomes NaN.
 template <int BN>
 __device__ __forceinline__ void online_softmax(float (&s)[BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2],
-                                               float c) {
+                                               float c, float (&mr)[2]) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     float mx = m[r];
@@ -133,10 +133,24 @@ __device__ __forceinline__ void online_softmax(float (&s)[BN / 2], float (&m)[2]
 #endif
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+#if defined(FLEXATTN_SM90_LAZY_RESCALE)
+    // FLEXATTN_SM90_LAZY_RESCALE: the exponent's reference max mr moves only when the running max passes
+    // it by more than 8 (log2 units), so P <= 2^8 (exact in bf16/f16 up to the usual rounding, l in f32);
+    // otherwise alpha = 1 and the consumer skips the O rescale when its whole warp kept mr. lse uses mr
+    // (consistent with l); m stays the true running max for max_score. Both -inf: NaN > 8 is false, keep.
+    const bool move = (mx - mr[r]) * c > 8.f;
+    const float mref = move ? mx : mr[r];
+    const float mu = mref == neg_inf() ? 0.f : mref;
+    const float mc = mu * c;
+    alpha[r] = move ? fast_exp2(fmaf(mr[r], c, -mc)) : 1.f;
+    mr[r] = mref;
+    m[r] = mx;
+#else
     const float mu = mx == neg_inf() ? 0.f : mx;
     const float mc = mu * c;
     alpha[r] = fast_exp2(fmaf(m[r], c, -mc));
     m[r] = mx;
+#endif
 #if defined(FLEXATTN_SM90_SOFTMAX_ILP)
     // Four partial row sums (8-deep FADD chains instead of 32); the order of the sum changes (its error
     // bound does not: it is a sum of BN / 2 positives either way, rounded in f32).
@@ -179,17 +193,17 @@ __device__ __forceinline__ void online_softmax(float (&s)[BN / 2], float (&m)[2]
 template <class V, int BN>
 __device__ __forceinline__ void scores_softmax(float (&s)[BN / 2], const AttnParams& p, int b, int h,
                                                const int (&qw)[2], int kv0, bool full, int t, float (&m)[2],
-                                               float (&l)[2], float (&alpha)[2], float slope = 0.f) {
+                                               float (&l)[2], float (&alpha)[2], float (&mr)[2], float slope) {
   const bool tail = kv0 + BN > p.S;
   const float c = softmax_log2_factor<V>(p);
   if (!tail && (full || !V::kHasMaskMod)) {
     if constexpr (use_rel_affine<V>()) scores_inside_affine<V, true, BN>(s, p, b, h, qw, kv0, t, slope);
     else scores_inside<V, true, BN>(s, p, b, h, qw, kv0, t);
-    online_softmax<BN>(s, m, l, alpha, c);
+    online_softmax<BN>(s, m, l, alpha, c, mr);
   } else if (!tail) {
     if constexpr (use_rel_affine<V>()) scores_inside_affine<V, false, BN>(s, p, b, h, qw, kv0, t, slope);
     else scores_inside<V, false, BN>(s, p, b, h, qw, kv0, t);
-    online_softmax<BN>(s, m, l, alpha, c);
+    online_softmax<BN>(s, m, l, alpha, c, mr);
   } else {
 #pragma unroll
     for (int i = 0; i < BN / 8; ++i) {
@@ -204,7 +218,7 @@ __device__ __forceinline__ void scores_softmax(float (&s)[BN / 2], const AttnPar
         s[4 * i + e] = keep ? u : neg_inf();
       }
     }
-    online_softmax<BN>(s, m, l, alpha, c);
+    online_softmax<BN>(s, m, l, alpha, c, mr);
   }
 }
 

@@ -31,6 +31,9 @@ std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const K
   if (jit::env_flag("FLEXATTN_SM90_UDESC", false)) s << "#define FLEXATTN_SM90_UNIFORM_DESC 1\n";
   // FLEXATTN_SM90_ILP=1: the softmax's row max and row sum as four independent chains. Opt-in.
   if (jit::env_flag("FLEXATTN_SM90_ILP", false)) s << "#define FLEXATTN_SM90_SOFTMAX_ILP 1\n";
+  // FLEXATTN_SM90_LAZY=1: the exponent's reference max moves only by more than 8 (log2), the O rescale is
+  // skipped when a whole warp kept it (fwd_softmax_sm90.cuh). Opt-in.
+  if (jit::env_flag("FLEXATTN_SM90_LAZY", false)) s << "#define FLEXATTN_SM90_LAZY_RESCALE 1\n";
   s << "#include \"common/mod_ops.cuh\"\n";
   s << "#include \"sm90/attn_fwd_sm90.cuh\"\n";
   s << "using namespace flexattn::kern;\n\n";

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Helper "fwd5" (issue 5, sm90 forward): GPU check of three opt-in switches (docs/env_vars.md):
+# Helper "fwd5" (issue 5, sm90 forward): GPU check of four opt-in switches (docs/env_vars.md):
 #   FLEXATTN_SM90_AFFINE=1  ALiBi-shaped score_mods (codegen kRelAffine) evaluate the bias per tile as an
 #                           affine function of the column: 2 FFMA per entry instead of FMUL+IADD3+I2FP+FFMA
 #                           (fast path 607 -> 449 SASS instructions per kv tile, alibi D=128);
@@ -7,14 +7,16 @@
 #                           no R2UR per wgmma (D=64 dense: 237 -> 173 R2UR, issue region 147 -> 129);
 #   FLEXATTN_SM90_ILP=1     softmax row max / row sum as 4 independent chains (D=64 fast path dependency
 #                           depth 166 -> 84 cycles in a 4-cycle ALU / 18-cycle MUFU model; the profile's
-#                           softmax is 41 % stall_wait with 2 consumer warps per scheduler).
+#                           softmax is 41 % stall_wait with 2 consumer warps per scheduler);
+#   FLEXATTN_SM90_LAZY=1    the exponent's reference max moves only when the row max passes it by > 8
+#                           (log2): P <= 256, the O rescale (Dv/2 FMUL per tile) skipped when a warp kept it.
 # <= 100 s: every step under `timeout`, capped by what is left of a 96 s deadline (a step with no time
-# left is skipped and shows "-"). "new" = all three on (AFFINE changes only ALiBi-shaped mods).
+# left is skipped and shows "-"). "new" = all four on (AFFINE changes only ALiBi-shaped mods).
 #  1. prewarm (parallel tiny runs): the short suites' forward sets, default and new, and backward sets;
-#  2. gpu_attention_check --quick with all three on;
+#  2. gpu_attention_check --quick with all four on (it compares out, lse and max_score);
 #  3. flexattn run --check (CPU reference) of alibi+causal at S=1024 with the switches (|bias| to ~500);
 #  4. S=8192 forward (flexattn run): alibi+causal D=128 and dense D=128 default vs new, dense D=64
-#     default / UDESC / ILP / new, relbias D=128 default vs new + FLEXATTN_SM90_NARROW=0 (the wide tile);
+#     default / UDESC+ILP / LAZY / new, relbias D=128 default vs new + FLEXATTN_SM90_NARROW=0 (the wide tile);
 #     TFLOP/s = 4*D*attended / time;
 #  5. bench --suite short and short64, default vs new;
 #  6. the table LAST.
@@ -27,10 +29,10 @@ mkdir -p "$O"
 CHECK=build-gpu/tests/gpu/attention/gpu_attention_check
 F=build-gpu/tools/flexattn
 T0=$(date +%s)
-both() { FLEXATTN_SM90_AFFINE=1 FLEXATTN_SM90_UDESC=1 FLEXATTN_SM90_ILP=1 "$@"; }
-ud() { FLEXATTN_SM90_UDESC=1 "$@"; }
-ilp() { FLEXATTN_SM90_ILP=1 "$@"; }
-wide() { FLEXATTN_SM90_NARROW=0 FLEXATTN_SM90_AFFINE=1 FLEXATTN_SM90_UDESC=1 FLEXATTN_SM90_ILP=1 "$@"; }
+both() { FLEXATTN_SM90_AFFINE=1 FLEXATTN_SM90_UDESC=1 FLEXATTN_SM90_ILP=1 FLEXATTN_SM90_LAZY=1 "$@"; }
+udilp() { FLEXATTN_SM90_UDESC=1 FLEXATTN_SM90_ILP=1 "$@"; }
+lazy() { FLEXATTN_SM90_LAZY=1 "$@"; }
+wide() { FLEXATTN_SM90_NARROW=0 both "$@"; }
 plain() { "$@"; }
 
 left() {  # min($1, seconds left before the deadline); 0 = skip
@@ -59,8 +61,8 @@ for d in 128 64; do
     warm $how $d --score relbias &
   done
 done
-warm ud 64 &
-warm ilp 64 &
+warm udilp 64 &
+warm lazy 64 &
 warm wide 128 --score relbias &
 wait
 echo "prewarm done after $(( $(date +%s) - T0 )) s"
@@ -86,8 +88,8 @@ for how in plain both; do
   big $how alibi_$how 128 --mask causal --score alibi
   big $how d64_$how 64
 done
-big ud d64_ud 64
-big ilp d64_ilp 64
+big udilp d64_udilp 64
+big lazy d64_lazy 64
 big plain d128_plain 128
 big both d128_both 128
 big plain relbias_plain 128 --score relbias
@@ -106,11 +108,11 @@ tf() {  # log D causal(0/1) -> TFLOP/s at B=2 H=16 S=8192
   awk -v d=$2 -v c=$3 '/^forward \(cuda\)/ { ms = $3 }
     END { s = 8192; e = 2 * 16 * (c ? s * (s + 1) / 2 : s * s); if (ms > 0) printf "%.0f", 4 * d * e / (ms * 1e9); else printf "-" }' "$1"
 }
-echo "==== fwd5 (new = FLEXATTN_SM90_AFFINE=1 UDESC=1 ILP=1): check --quick rc=$CHECK_RC PASS $PASS FAIL $FAIL;" \
+echo "==== fwd5 (new = FLEXATTN_SM90_AFFINE=1 UDESC=1 ILP=1 LAZY=1): check --quick rc=$CHECK_RC PASS $PASS FAIL $FAIL;" \
      "alibi S=1024 --check rc=$ALIBI_RC $(grep -o 'check: .*' "$O/check_alibi_1024.log")"
 grep "^FAIL" "$O/check.log" | head -2
 echo "S=8192 B=2 H=16 fwd TFLOP/s default -> new: alibi+causal D128 $(tf $O/big_alibi_plain.log 128 1) -> $(tf $O/big_alibi_both.log 128 1)," \
-     "dense D64 $(tf $O/big_d64_plain.log 64 0) -> $(tf $O/big_d64_both.log 64 0) (UDESC only $(tf $O/big_d64_ud.log 64 0), ILP only $(tf $O/big_d64_ilp.log 64 0)), dense D128 $(tf $O/big_d128_plain.log 128 0) -> $(tf $O/big_d128_both.log 128 0)"
+     "dense D64 $(tf $O/big_d64_plain.log 64 0) -> $(tf $O/big_d64_both.log 64 0) (UDESC+ILP $(tf $O/big_d64_udilp.log 64 0), LAZY $(tf $O/big_d64_lazy.log 64 0)), dense D128 $(tf $O/big_d128_plain.log 128 0) -> $(tf $O/big_d128_both.log 128 0)"
 echo "S=8192 relbias D128 (wide = new + FLEXATTN_SM90_NARROW=0): $(tf $O/big_relbias_plain.log 128 0) -> $(tf $O/big_relbias_wide.log 128 0)"
 printf "%-16s %10s %10s %10s %10s\n" "fwd TFLOP/s" "D128 def" "D128 new" "D64 def" "D64 new"
 awk '{ for (k = 1; k < ARGC; k++) if (FILENAME == ARGV[k]) f = k } NF == 8 && $8 ~ /^[0-9]+$/ { if (!($1 in seen)) { seen[$1] = 1; o[++n] = $1 } v[$1, f] = $6 }

@@ -267,7 +267,8 @@ TEST_F(Sm90Compile, RelAffineAlibiCompilesCleanly) {
 // FLEXATTN_SM90_UDESC=1: the stage addresses pass through redux.sync, so the wgmma descriptors are built
 // in uniform registers: clean compiles (dense, causal and ALiBi with the affine bias, D 64 and 128) and
 // fewer R2UR moves than the default kernel (64 fewer at D=64 dense with nvcc 13.0: 237 -> 173). With it
-// FLEXATTN_SM90_ILP=1 (four max / sum chains in the softmax), which must compile as cleanly.
+// FLEXATTN_SM90_ILP=1 (four max / sum chains in the softmax) and FLEXATTN_SM90_LAZY=1 (the O rescale
+// under a warp vote), which must compile as cleanly: no wgmma serialization from the branch.
 TEST_F(Sm90Compile, UniformDescriptorsCompileCleanly) {
   mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
   std::string why;
@@ -279,15 +280,17 @@ TEST_F(Sm90Compile, UniformDescriptorsCompileCleanly) {
       int r2ur[2] = {0, 0};
       for (int udesc : {0, 1}) {
         setenv("FLEXATTN_SM90_AFFINE", "1", 1);
-        if (udesc) setenv("FLEXATTN_SM90_UDESC", "1", 1), setenv("FLEXATTN_SM90_ILP", "1", 1);
+        if (udesc) setenv("FLEXATTN_SM90_UDESC", "1", 1), setenv("FLEXATTN_SM90_ILP", "1", 1), setenv("FLEXATTN_SM90_LAZY", "1", 1);
         jit::KernelRequest req;
         req.prefix = std::string("attn_fwd_sm90a_udesc") + (udesc ? "1" : "0") + "_d" + std::to_string(d);
         req.source = runtime::kernel_source_sm90(codegen::emit_cuda_variant(v, false), key);
         unsetenv("FLEXATTN_SM90_AFFINE");
         unsetenv("FLEXATTN_SM90_UDESC");
         unsetenv("FLEXATTN_SM90_ILP");
+        unsetenv("FLEXATTN_SM90_LAZY");
         EXPECT_EQ(req.source.find("#define FLEXATTN_SM90_UNIFORM_DESC 1") != std::string::npos, udesc == 1) << what;
         EXPECT_EQ(req.source.find("#define FLEXATTN_SM90_SOFTMAX_ILP 1") != std::string::npos, udesc == 1) << what;
+        EXPECT_EQ(req.source.find("#define FLEXATTN_SM90_LAZY_RESCALE 1") != std::string::npos, udesc == 1) << what;
         req.arch = "sm_90a";
         req.kernel_names = {"flexattn_fwd"};
         const jit::CompiledKernel compiled = jit::get_or_compile(req);
