@@ -91,7 +91,7 @@ FLEXATTN_HD constexpr long long decode_cdiv(long long a, long long b) { return (
 
 // Splits per row tile. With per_sm CTAs resident per SM there are sm_count * per_sm slots; the grid
 // runs ctas * splits CTAs in waves of that size, and a last partial wave idles the rest of the GPU.
-// Taken: the smallest split count whose wave efficiency (work / whole waves) is within 85% (tolerance;
+// Taken: the smallest split count whose wave efficiency (work / whole waves) is within 95% (tolerance;
 // FLEXATTN_DECODE_WAVE) of the best reachable, with at least four kv tiles per split and at most kDecodeMaxSplits. Depends on shapes
 // and the device only (never on device data), so the workspace size is known before the call and a
 // captured graph stays valid while lengths change.
@@ -99,7 +99,7 @@ FLEXATTN_HD constexpr double decode_wave_efficiency(long long work, long long sl
   return (double)work / (double)(((work + slots - 1) / slots) * slots);
 }
 FLEXATTN_HD constexpr int decode_num_splits(int sm_count, int per_sm, long long ctas, long long kv_capacity,
-                                            int block_n, double tolerance = 0.85) {
+                                            int block_n, double tolerance = 0.95) {
   const long long slots = (long long)(sm_count > 0 ? sm_count : 1) * (per_sm > 0 ? per_sm : 1);
   const long long c = ctas > 0 ? ctas : 1;
   long long most = decode_cdiv(decode_cdiv(kv_capacity > 0 ? kv_capacity : 1, block_n), 4);

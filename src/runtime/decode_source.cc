@@ -31,7 +31,7 @@ const DecodeTuning& decode_tuning() {
     DecodeTuning r;
     r.stages = int(env_number("FLEXATTN_DECODE_STAGES", 2, 2, 4));
     r.splits = int(env_number("FLEXATTN_DECODE_SPLITS", 0, 0, kern::kDecodeMaxSplits));
-    r.wave = env_number("FLEXATTN_DECODE_WAVE", 0.85, 0.01, 1.0);
+    r.wave = env_number("FLEXATTN_DECODE_WAVE", 0.95, 0.01, 1.0);
     r.pdl = jit::env_flag("FLEXATTN_DECODE_PDL", true);
     r.bulk = jit::env_flag("FLEXATTN_DECODE_BULK", true);
     r.prefetch = int(env_number("FLEXATTN_DECODE_PREFETCH", 0, 0, 4));

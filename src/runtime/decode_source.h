@@ -16,7 +16,7 @@ std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const
 struct DecodeTuning {
   int stages = 2;      // FLEXATTN_DECODE_STAGES: K/V ring depth compiled into the kernels (2..4)
   int splits = 0;      // FLEXATTN_DECODE_SPLITS: kv splits when the call asks for auto (0 = heuristic)
-  double wave = 0.85;  // FLEXATTN_DECODE_WAVE: the split heuristic's wave-efficiency tolerance (0, 1]
+  double wave = 0.95;  // FLEXATTN_DECODE_WAVE: the split heuristic's wave-efficiency tolerance (0, 1]
   bool pdl = false;    // FLEXATTN_DECODE_PDL: combine as a programmatic dependent launch (sm_90+)
   bool bulk = false;   // FLEXATTN_DECODE_BULK: cp.async.bulk K/V ring (sm_90a sources only)
   int prefetch = 0;    // FLEXATTN_DECODE_PREFETCH: L2 prefetch this many tiles ahead (0..4; sm_90a sources)

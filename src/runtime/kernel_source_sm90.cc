@@ -24,16 +24,19 @@ std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const K
   const bool persistent = jit::env_flag("FLEXATTN_SM90_PERSISTENT", true);
   std::ostringstream s;
   s << "// flexattn forward kernel, sm90 family (sm_90a), " << t << ", D=" << key.d << ", Dv=" << key.dv << "\n";
-  // FLEXATTN_SM90_AFFINE=1: ALiBi-shaped score_mods (codegen's kRelAffine) evaluate their bias as an
-  // affine function of the column (fwd_softmax_sm90.cuh). Opt-in; the default source is unchanged.
-  if (jit::env_flag("FLEXATTN_SM90_AFFINE", false)) s << "#define FLEXATTN_SM90_REL_AFFINE 1\n";
-  // FLEXATTN_SM90_UDESC=1: wgmma descriptors built in uniform registers (fwd_gemm_sm90.cuh). Opt-in.
-  if (jit::env_flag("FLEXATTN_SM90_UDESC", false)) s << "#define FLEXATTN_SM90_UNIFORM_DESC 1\n";
-  // FLEXATTN_SM90_ILP=1: the softmax's row max and row sum as four independent chains. Opt-in.
-  if (jit::env_flag("FLEXATTN_SM90_ILP", false)) s << "#define FLEXATTN_SM90_SOFTMAX_ILP 1\n";
-  // FLEXATTN_SM90_LAZY=1: the exponent's reference max moves only by more than 8 (log2), the O rescale is
-  // skipped when a whole warp kept it (fwd_softmax_sm90.cuh). Opt-in.
-  if (jit::env_flag("FLEXATTN_SM90_LAZY", false)) s << "#define FLEXATTN_SM90_LAZY_RESCALE 1\n";
+  // FLEXATTN_SM90_AFFINE (default on since session 5; H200 S=8192 ALiBi + causal 476 -> 525 TFLOP/s):
+  // ALiBi-shaped score_mods (codegen's kRelAffine) evaluate their bias as an affine function of the column
+  // (fwd_softmax_sm90.cuh).
+  if (jit::env_flag("FLEXATTN_SM90_AFFINE", true)) s << "#define FLEXATTN_SM90_REL_AFFINE 1\n";
+  // FLEXATTN_SM90_UDESC (wgmma descriptors in uniform registers, fwd_gemm_sm90.cuh), FLEXATTN_SM90_ILP (the
+  // softmax's row max and sum as four chains), FLEXATTN_SM90_LAZY (the exponent's reference max moves only
+  // by more than 8 in log2; the O rescale skipped when a whole warp kept it): unset = on at D = 128, where
+  // the three took the H200's S=8192 dense forward 664 -> 683 TFLOP/s, off at other head dims (D = 64 dense:
+  // 416 -> 405-413; 192 / 256 not measured). 0 / 1 force them.
+  const bool d128 = key.d == 128;
+  if (jit::env_flag("FLEXATTN_SM90_UDESC", d128)) s << "#define FLEXATTN_SM90_UNIFORM_DESC 1\n";
+  if (jit::env_flag("FLEXATTN_SM90_ILP", d128)) s << "#define FLEXATTN_SM90_SOFTMAX_ILP 1\n";
+  if (jit::env_flag("FLEXATTN_SM90_LAZY", d128)) s << "#define FLEXATTN_SM90_LAZY_RESCALE 1\n";
   s << "#include \"common/mod_ops.cuh\"\n";
   s << "#include \"sm90/attn_fwd_sm90.cuh\"\n";
   s << "using namespace flexattn::kern;\n\n";

@@ -73,7 +73,7 @@ bool sm90_narrow_tile(const codegen::VariantLayout& layout) {
   // FLEXATTN_SM90_NARROW=0: every variant takes the wide tile. Since the generated gathers clamp i32
   // indices in 32 bits (mod_ops.cuh), the buffer-reading corpus mods compile without spills at 128 x 128
   // too (ptxas 13.0, d 64 and 128), which the narrow rule was made for; on until a GPU run compares them.
-  return !layout.buffers.empty() && jit::env_flag("FLEXATTN_SM90_NARROW", true);
+  return !layout.buffers.empty() && jit::env_flag("FLEXATTN_SM90_NARROW", false);
 }
 
 void encode_sm90_forward_maps(kern::AttnParams* p, DType dtype, bool narrow) {

@@ -113,8 +113,10 @@ TEST(DecodeConfig, SplitsFollowWorkAndSmCount) {
   const int s1 = kern::decode_num_splits(132, 3, 8, 131072, 64);
   EXPECT_GT(s1, 32);
   EXPECT_GE(kern::decode_wave_efficiency(8 * s1, 396), 0.8);
-  // B=64 x 8 kv heads = 512 CTAs = 1.3 waves: a second split evens the waves out.
-  EXPECT_EQ(kern::decode_num_splits(132, 3, 512, 4096, 64), 2);
+  // B=64 x 8 kv heads = 512 CTAs = 1.3 waves: three splits even the waves out (0.97 of whole waves; two:
+  // 0.86, which the tolerance of 0.85 took before session 5: H200 64x4k 3827 GB/s at 2, 4015 at 3).
+  EXPECT_EQ(kern::decode_num_splits(132, 3, 512, 4096, 64), 3);
+  EXPECT_EQ(kern::decode_num_splits(132, 3, 512, 4096, 64, 0.85), 2);
   // A full wave already: no split.
   EXPECT_EQ(kern::decode_num_splits(132, 3, 396, 4096, 64), 1);
   EXPECT_EQ(kern::decode_num_splits(132, 3, 8, 100, 64), 1);  // two kv tiles: not worth a combine

@@ -106,7 +106,8 @@ TEST(Sm90BwdHost, SourceHasTheHopperMainKernelAndTheSm80Helpers) {
   runtime::KernelSetKey key{DType::F16, 64, 128, "sm_90a", true, runtime::KernelFamily::sm90};
   const std::string src = runtime::kernel_source_sm90_bwd(gen, key);
   EXPECT_NE(src.find("#include \"sm90/attn_bwd_sm90.cuh\""), std::string::npos) << src;
-  EXPECT_NE(src.find("flexattn_bwd(const __grid_constant__ AttnParams p) { attn_bwd_sm90<FlexVariant, fp16, 64, 128, true>(p); }"),
+  // The default at D = 64: the first kernel, bulk dQ, v3's TMA reductions (kDqBulk, kV2 = false, kDqTma).
+  EXPECT_NE(src.find("flexattn_bwd(const __grid_constant__ AttnParams p) { attn_bwd_sm90<FlexVariant, fp16, 64, 128, true, false, true>(p); }"),
             std::string::npos)
       << src;
   EXPECT_NE(src.find("__launch_bounds__(kSm90Threads, 1)"), std::string::npos) << src;
@@ -215,6 +216,7 @@ TEST(Sm90BwdHost, DqBulkLayoutAppendsTheDqTilesAndKeepsTheRest) {
 TEST(Sm90BwdHost, V2IsTheDefaultForD128AndOnlyChangesTheMainKernelsTemplate) {
   unsetenv("FLEXATTN_SM90_BWD_V2");
   unsetenv("FLEXATTN_SM90_BWD_DQ_BULK");
+  setenv("FLEXATTN_SM90_BWD_V3", "0", 1);  // v2's own sources; v3 on top of them: the next tests
   EXPECT_TRUE(runtime::sm90_bwd_v2_requested());
   setenv("FLEXATTN_SM90_BWD_V2", "0", 1);
   EXPECT_FALSE(runtime::sm90_bwd_v2_requested());
@@ -262,6 +264,7 @@ TEST(Sm90BwdHost, V2IsTheDefaultForD128AndOnlyChangesTheMainKernelsTemplate) {
   EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, key), bulk);
   unsetenv("FLEXATTN_SM90_BWD_V2");
   EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, key), v2_bulk);
+  unsetenv("FLEXATTN_SM90_BWD_V3");
 }
 
 TEST(Sm90BwdHost, V2LayoutDoublesTheDsTilesAndKeepsWhatComesBefore) {
@@ -305,7 +308,7 @@ TEST(Sm90BwdHost, V2LayoutDoublesTheDsTilesAndKeepsWhatComesBefore) {
   EXPECT_FALSE(kern::sm90_bwd_v2_head_dims_ok(64, 128));
 }
 
-// FLEXATTN_SM90_BWD_V3 (default off): the bulk dQ main kernels get kDqTma = true (a seventh template
+// FLEXATTN_SM90_BWD_V3 (default on since session 5): the bulk dQ main kernels get kDqTma = true (a seventh template
 // argument): v2 + bulk at D = 128, and the first kernel's bulk path at D = 64 (kV2 = false; not at
 // D = 128 with v2 off); the per-element paths are unchanged, and the source choice reads the argument
 // back. Its dQ tile: unpadded 1024-aligned [D / 32][64][32] fp32 slabs per buffer (one buffer in v2, two
@@ -314,6 +317,8 @@ TEST(Sm90BwdHost, V3AddsTheTmaDqArgumentToTheBulkPaths) {
   unsetenv("FLEXATTN_SM90_BWD_V2");
   unsetenv("FLEXATTN_SM90_BWD_DQ_BULK");
   unsetenv("FLEXATTN_SM90_BWD_V3");
+  EXPECT_TRUE(runtime::sm90_bwd_v3_requested());
+  setenv("FLEXATTN_SM90_BWD_V3", "0", 1);
   EXPECT_FALSE(runtime::sm90_bwd_v3_requested());
   Variant v;
   v.mask_mod = mods::causal();
@@ -351,6 +356,8 @@ TEST(Sm90BwdHost, V3AddsTheTmaDqArgumentToTheBulkPaths) {
   EXPECT_FALSE(runtime::sm90_bwd_source_choice(v1_128).dq_tma);
   unsetenv("FLEXATTN_SM90_BWD_V2");
   unsetenv("FLEXATTN_SM90_BWD_V3");
+  EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, key), v3) << "unset = on";
+  EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, k64), v3_64) << "unset = on";
   for (int dv : {64, 128}) {
     const kern::Sm90BwdSmem a = kern::sm90_bwd_smem_layout(128, dv, true, true),
                             b = kern::sm90_bwd_smem_layout(128, dv, true, true, true);

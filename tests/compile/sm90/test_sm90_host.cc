@@ -126,8 +126,8 @@ TEST(Sm90Host, SourceNamesTheHopperEntry) {
   setenv("FLEXATTN_SM90_PERSISTENT", "0", 1);
   EXPECT_EQ(runtime::kernel_source_sm90(gen, key), src);
   unsetenv("FLEXATTN_SM90_PERSISTENT");
-  key.backward = true;  // the backward set has its own generator (test_sm90_bwd_host.cc); v2 + bulk at D=128
-  EXPECT_NE(runtime::kernel_source_sm90(gen, key).find("attn_bwd_sm90<FlexVariant, bf16, 128, 64, true, true>(p)"),
+  key.backward = true;  // the backward set has its own generator (test_sm90_bwd_host.cc); v2 + bulk + v3 at D=128
+  EXPECT_NE(runtime::kernel_source_sm90(gen, key).find("attn_bwd_sm90<FlexVariant, bf16, 128, 64, true, true, true>(p)"),
             std::string::npos);
   key.backward = false;
   key.d = 96;
@@ -135,17 +135,25 @@ TEST(Sm90Host, SourceNamesTheHopperEntry) {
             "head dims: the sm90 forward takes 64, 128, 192 or 256, got D=96, Dv=64");
 }
 
-TEST(Sm90Host, BufferReadingModsGetTheNarrowTile) {
+// Since session 5 every variant takes the wide tile by default (H200 S=8192 relbias 321 -> 350 TFLOP/s);
+// FLEXATTN_SM90_NARROW=1 gives buffer-reading mods the narrow one again.
+TEST(Sm90Host, BufferReadingModsGetTheNarrowTileOnlyWhenAsked) {
   Variant plain, gather;
   plain.score_mod = mods::softcap(30);
   gather.score_mod = mods::lookup_score("relbias").expr;
   const codegen::GeneratedVariant a = codegen::emit_cuda_variant(plain, false);
   const codegen::GeneratedVariant b = codegen::emit_cuda_variant(gather, false);
+  runtime::KernelSetKey key{DType::F16, 128, 128, "sm_90a", false, runtime::KernelFamily::sm90};
+  EXPECT_FALSE(runtime::sm90_narrow_tile(a.layout));
+  EXPECT_FALSE(runtime::sm90_narrow_tile(b.layout));
+  EXPECT_NE(runtime::kernel_source_sm90(b, key).find("attn_fwd_sm90<FlexVariant, fp16, 128, 128, false, true>(p)"),
+            std::string::npos);
+  setenv("FLEXATTN_SM90_NARROW", "1", 1);
   EXPECT_FALSE(runtime::sm90_narrow_tile(a.layout));
   EXPECT_TRUE(runtime::sm90_narrow_tile(b.layout));
-  runtime::KernelSetKey key{DType::F16, 128, 128, "sm_90a", false, runtime::KernelFamily::sm90};
   EXPECT_NE(runtime::kernel_source_sm90(b, key).find("attn_fwd_sm90<FlexVariant, fp16, 128, 128, true, true>(p)"),
             std::string::npos);
+  unsetenv("FLEXATTN_SM90_NARROW");
   EXPECT_EQ(kern::sm90_fwd_tile(128, 128, true).block_n, 64);
   EXPECT_EQ(kern::sm90_fwd_tile(128, 128, false).block_n, 128);
 }
