@@ -228,7 +228,7 @@ TEST_F(Sm90Compile, OnlySm90aIsAccepted) {
   }
 }
 
-// FLEXATTN_SM90_AFFINE=1: ALiBi's bias as an affine function of the column (fwd_softmax_sm90.cuh). The
+// FLEXATTN_SM90_AFFINE (on by default since session 5): ALiBi's bias as an affine function of the column (fwd_softmax_sm90.cuh). The
 // ALiBi mods (formula and buffer slopes, narrow and wide tile) at D 64 and 128 compile cleanly, and the
 // per-entry kv - q conversion is gone: the default kernel converts kv - q per entry (I2FP.F32.S32, 64 per
 // tile fast path and as many in the partial and tail paths), the affine one only per row and tile.
@@ -244,7 +244,7 @@ TEST_F(Sm90Compile, RelAffineAlibiCompilesCleanly) {
         int i2f[2] = {0, 0};
         for (int affine : {0, 1}) {
           setenv("FLEXATTN_SM90_NARROW", narrow, 1);
-          if (affine) setenv("FLEXATTN_SM90_AFFINE", "1", 1);
+          setenv("FLEXATTN_SM90_AFFINE", affine ? "1" : "0", 1);  // on by default since session 5
           jit::KernelRequest req;
           req.prefix = std::string("attn_fwd_sm90a_affine") + (affine ? "1" : "0") + "_n" + narrow + "_d" + std::to_string(d);
           req.source = runtime::kernel_source_sm90(codegen::emit_cuda_variant(v, false), key);
@@ -280,7 +280,9 @@ TEST_F(Sm90Compile, UniformDescriptorsCompileCleanly) {
       int r2ur[2] = {0, 0};
       for (int udesc : {0, 1}) {
         setenv("FLEXATTN_SM90_AFFINE", "1", 1);
-        if (udesc) setenv("FLEXATTN_SM90_UDESC", "1", 1), setenv("FLEXATTN_SM90_ILP", "1", 1), setenv("FLEXATTN_SM90_LAZY", "1", 1);
+        // Unset = on at D = 128 since session 5: both sides set explicitly.
+        const char* on = udesc ? "1" : "0";
+        setenv("FLEXATTN_SM90_UDESC", on, 1), setenv("FLEXATTN_SM90_ILP", on, 1), setenv("FLEXATTN_SM90_LAZY", on, 1);
         jit::KernelRequest req;
         req.prefix = std::string("attn_fwd_sm90a_udesc") + (udesc ? "1" : "0") + "_d" + std::to_string(d);
         req.source = runtime::kernel_source_sm90(codegen::emit_cuda_variant(v, false), key);

@@ -71,7 +71,7 @@ void expect_clean(const runtime::KernelSet& set, const std::string& what) {
 // v3 (with bulk): FLEXATTN_SM90_BWD_V3=1 as well, the first kernel's dQ tiles by TMA tensor reductions.
 runtime::KernelSet compile_bwd_dq_path(const Variant& v, DType t, int d, int dv, bool bulk, bool v3 = false) {
   setenv("FLEXATTN_SM90_BWD_DQ_BULK", bulk ? "1" : "0", 1);
-  if (v3) setenv("FLEXATTN_SM90_BWD_V3", "1", 1);
+  setenv("FLEXATTN_SM90_BWD_V3", v3 ? "1" : "0", 1);  // on by default since session 5
   runtime::KernelSet set;
   set.key = runtime::KernelSetKey{t, d, dv, "sm_90a", true, runtime::KernelFamily::sm90};
   const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, true);
@@ -217,7 +217,7 @@ TEST_F(Sm90BwdCompile, DqBulkCompilesCleanlyWithBulkReductionsAndNoRed) {
 runtime::KernelSet compile_bwd_v2(const Variant& v, DType t, int d, int dv, bool bulk, bool v3 = false) {
   setenv("FLEXATTN_SM90_BWD_V2", "1", 1);
   setenv("FLEXATTN_SM90_BWD_DQ_BULK", bulk ? "1" : "0", 1);
-  if (v3) setenv("FLEXATTN_SM90_BWD_V3", "1", 1);
+  setenv("FLEXATTN_SM90_BWD_V3", v3 ? "1" : "0", 1);  // on by default since session 5
   runtime::KernelSet set;
   set.key = runtime::KernelSetKey{t, d, dv, "sm_90a", true, runtime::KernelFamily::sm90};
   const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, true);
