@@ -27,6 +27,8 @@ bool sm90_bwd_dq_bulk_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_DQ_B
 
 bool sm90_bwd_v2_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_V2", true); }
 
+bool sm90_bwd_bg_reduce_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_BG_REDUCE", false); }
+
 bool sm90_bwd_v2_selected(int d, int dv) { return sm90_bwd_v2_requested() && kern::sm90_bwd_v2_head_dims_ok(d, dv); }
 
 Sm90BwdChoice sm90_bwd_source_choice(const std::string& source) {
@@ -75,7 +77,8 @@ void encode_sm90_backward_maps(kern::AttnParams* p, DType dtype) {
       &p->o_map);
 }
 
-std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key, int dq_bulk) {
+std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key, int dq_bulk,
+                                   int bg_reduce) {
   if (key.dtype != DType::BF16 && key.dtype != DType::F16)
     throw Error("dtype: the sm90 backward takes bf16 or f16 tensors, got " + std::string(dtype_name(key.dtype)));
   if (!kern::sm90_bwd_head_dims_ok(key.d, key.dv))
@@ -97,6 +100,10 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   std::ostringstream s;
   s << "// flexattn backward kernels, sm90 family (sm_90a; preprocess, dq pass and convert from sm80), " << t
     << ", D=" << key.d << ", Dv=" << key.dv << "\n";
+  // Buffer gradients summed per warp before the atomics (kernels/sm90/bwd_buffer_grad_sm90.cuh), only in
+  // sources whose variant can use it: the others stay byte-identical with the switch on.
+  if (variant.buffer_grad_reduce != 0 && (bg_reduce < 0 ? sm90_bwd_bg_reduce_requested() : bg_reduce != 0))
+    s << "#define FLEXATTN_SM90_BWD_BG_REDUCE 1\n";
   s << "#include \"common/mod_ops.cuh\"\n";
   s << "#include \"sm80/attn_bwd_sm80.cuh\"\n";
   s << "#include \"sm90/attn_bwd_sm90.cuh\"\n";
