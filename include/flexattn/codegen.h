@@ -30,6 +30,9 @@ struct VariantLayout {
 struct GeneratedVariant {
   std::string source;   // `struct FlexVariant { ... };` plus a comment with the source mods
   VariantLayout layout;
+  // The functor's kBufferGradReduce (0 when it has none): 2 when the one learnable buffer's gradient
+  // index depends on the positions only through q_idx - kv_idx, 1 when not at all (ir::position_dependence).
+  int buffer_grad_reduce = 0;
 };
 
 // Simplifies and differentiates (when with_backward) the mods and emits the functor.

@@ -30,4 +30,17 @@ struct ScoreModGrad {
 // `grad_buffers`: buffers whose gradient is wanted (others are treated as constants).
 ScoreModGrad differentiate(const Expr& score_mod, const std::vector<std::string>& grad_buffers);
 
+// How a value depends on the positions, from the DAG's structure alone (literal values play no part,
+// so the answer never differs between variants that differ only in a literal):
+//   None      no q_idx, kv_idx or score: the same for every entry of a (b, h) (b, h, literals,
+//             scalars, loads at such indices);
+//   Diagonal  q_idx and kv_idx only through q_idx - kv_idx: f(q + k, kv + k) == f(q, kv) for valid
+//             positions (relative bias bias[h, q_idx - kv_idx + S - 1], T5's bucket(kv_idx - q_idx));
+//   General   anything else (reads score, or the positions otherwise).
+// Sound, not complete: a Diagonal answer is exact under the interpreter's arithmetic (src/ir/eval.cc),
+// a General one may be conservative (e.g. q_idx * 2 - kv_idx * 2). Codegen uses it to let the kernels
+// sum buffer-gradient contributions along diagonals before one atomic per index (src/codegen).
+enum class PositionDependence { None, Diagonal, General };
+PositionDependence position_dependence(const Expr& e);
+
 }  // namespace flexattn::ir

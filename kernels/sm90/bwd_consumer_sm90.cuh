@@ -18,6 +18,7 @@
 #include "common/params.h"
 #include "common/variant.cuh"
 #include "sm80/scores_sm80.cuh"
+#include "sm90/bwd_buffer_grad_sm90.cuh"
 #include "sm90/bwd_gemm_sm90.cuh"
 #include "sm90/bwd_layout_sm90.cuh"
 #include "sm90/ptx/fence.cuh"
@@ -244,12 +245,15 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
     const bool full = ld_shared_s32(info + 12) != 0;
     const unsigned q_tile = c.q_tile(pos.stage), do_tile = c.do_tile(pos.stage);
 
-    float st[32], dpt[32];
+    float st[32], dpt[32], bg[kDiagPartials];
     issue_sdp<T, D, Dv>(st, dpt, k_half, v_half, q_tile, do_tile);
     wgmma_wait<0>();
     fence_operands(st);
     fence_operands(dpt);
-    if (full)
+    if constexpr (bg_reduce<V>() != 0)  // buffer gradients summed per warp (bwd_buffer_grad_sm90.cuh)
+      bg_tile_dispatch<V, true>(st, dpt, bg, p, c.lse(pos.stage), c.delta(pos.stage), b, h, q0, kv_row, t,
+                                kv0 + C::BN <= p.S && q0 + C::BM <= p.L, full || !V::kHasMaskMod);
+    else if (full)
       bwd_tile_scores<V, true>(st, dpt, p, c.lse(pos.stage), c.delta(pos.stage), b, h, q0, kv_row, t);
     else
       bwd_tile_scores<V, false>(st, dpt, p, c.lse(pos.stage), c.delta(pos.stage), b, h, q0, kv_row, t);
@@ -263,6 +267,7 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
     named_bar_sync(kBarDsFull0 + wg, 128);
 
     issue_dkdv<T, D, Dv>(dk, dv, pa, ds_tile, q_tile, do_tile);
+    if constexpr (bg_reduce<V>() != 0) bg_flush<V>(bg, p, b, h, q0, kv0 + 64 * wg + 16 * warp, lane);
     wgmma_wait<0>();
     fence_operands(dk);
     fence_operands(dv);

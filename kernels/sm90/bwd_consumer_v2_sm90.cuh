@@ -26,6 +26,7 @@
 #include "common/params.h"
 #include "common/variant.cuh"
 #include "sm80/scores_sm80.cuh"
+#include "sm90/bwd_buffer_grad_sm90.cuh"
 #include "sm90/bwd_consumer_sm90.cuh"
 #include "sm90/bwd_gemm_sm90.cuh"
 #include "sm90/bwd_layout_sm90.cuh"
@@ -269,6 +270,9 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
   // Partial (masked) tiles inside [0, L) x [0, S) get their own path without bounds tests, also only with
   // 240 registers: at 232 the extra path spilled 16 bytes for dilated:3 (ptxas 13.0).
   constexpr bool kPartialInB = sm90_bwd_consumer_regs(kB, true) >= 240;
+  // Buffer gradients summed per warp (bwd_buffer_grad_sm90.cuh), with the 240 registers of the bulk dQ
+  // path only: at 232 the 18 partial sums spilled 32 bytes for t5 (ptxas 13.0).
+  constexpr int kBg = sm90_bwd_consumer_regs(kB, true) >= 240 ? bg_reduce<V>() : 0;
   const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int kv_row = kv0 + 64 * wg + 16 * warp + g;
   const unsigned k_half = c.k_half(wg), v_half = c.v_half(wg);
@@ -304,7 +308,7 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
     const unsigned q_tile = c.q_tile(pos.stage), do_tile = c.do_tile(pos.stage);
     const unsigned s_lse = c.lse(pos.stage), s_delta = c.delta(pos.stage);
 
-    float st[32], dpt[32];
+    float st[32], dpt[32], bg[kDiagPartials];
     issue_s_dp_v2<T, D, Dv>(st, dpt, k_half, v_half, q_tile, do_tile);
     if constexpr (kSplit && kT) {
       float lse2[16];
@@ -342,7 +346,9 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
       wgmma_wait<0>();
       fence_operands(st);
       fence_operands(dpt);
-      if (inb && full)
+      if constexpr (kBg != 0)
+        bg_tile_dispatch<V, kPartialInB>(st, dpt, bg, p, s_lse, s_delta, b, h, q0, kv_row, t, inb, full);
+      else if (inb && full)
         tile_both_v2<V, true, true>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
       else if (kPartialInB && inb)
         tile_both_v2<V, false, true>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
@@ -351,6 +357,7 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
       else
         tile_both_v2<V, false, false>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
     }
+    if constexpr (kBg != 0) bg_flush<V>(bg, p, b, h, q0, kv0 + 64 * wg + 16 * warp, lane);
     unsigned pa[16], dsa[16];
     pack_v2<T>(pa, dsa, st, dpt);
     issue_rs_k64<T, Dv>(dv, pa, do_tile);  // dV += P^T dO

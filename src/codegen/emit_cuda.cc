@@ -335,6 +335,19 @@ RelAffine rel_affine(const ir::Expr& e) {
   return {};
 }
 
+// 1: the one gradient load's index is free of q_idx / kv_idx (alibi_slopes' slopes[h]); 2: it depends on
+// them only through q_idx - kv_idx (relative bias, T5); 0: per-entry atomics only. Several gradient
+// loads keep the per-entry path (one reduction each would hold that many more accumulators).
+int buffer_grad_reduce(const std::vector<ir::LoadGrad>& grads) {
+  if (grads.size() != 1) return 0;
+  switch (ir::position_dependence(grads[0].load)) {
+    case ir::PositionDependence::None: return 1;
+    case ir::PositionDependence::Diagonal: return 2;
+    case ir::PositionDependence::General: return 0;
+  }
+  return 0;
+}
+
 const char* kSignature = "const ModParams& p, float score, int b, int h, int q_idx, int kv_idx";
 const char* kMaskSignature = "const ModParams& p, int b, int h, int q_idx, int kv_idx";
 
@@ -428,6 +441,31 @@ GeneratedVariant emit_cuda_variant(const Variant& variant, bool with_backward) {
     }
   }
   out << "  }\n";
+  gen.buffer_grad_reduce = buffer_grad_reduce(grads);
+  if (gen.buffer_grad_reduce != 0) {
+    // One gradient load whose index is the same along diagonals (or over the whole tile): the sm90
+    // backward may sum the contributions first and add each sum once (kernels/sm90/bwd_buffer_grad_sm90.cuh).
+    const ir::LoadGrad& lg = grads[0];
+    const int slot = layout.buffer_slot(lg.load->name);
+    out << "\n  // The gradient index depends on q_idx, kv_idx only through q_idx - kv_idx (2) or not at all (1):\n";
+    out << "  // contributions may be summed along diagonals (over the tile) before buffer_grad_add.\n";
+    out << "  static constexpr int kBufferGradReduce = " << gen.buffer_grad_reduce << ";\n";
+    out << "  __device__ __forceinline__ static float buffer_grad_value(" << kSignature << ", float g) {\n";
+    {
+      FunctionEmitter fe(layout, out);
+      const std::string d = fe.as(lg.derivative.get(), DType::F32);
+      out << "    return g * " << d << ";\n";
+    }
+    out << "  }\n";
+    out << "  __device__ __forceinline__ static void buffer_grad_add(" << kMaskSignature << ", float v) {\n";
+    {
+      FunctionEmitter fe(layout, out);
+      const auto at = fe.flat_index(*lg.load, slot);
+      out << "    atomicAdd(p.buf_grad[" << slot << "] + (" << at.row << ")" << (at.col.empty() ? "" : " + " + at.col)
+          << ", v);\n";
+    }
+    out << "  }\n";
+  }
   out << "};\n";
   gen.source = out.str();
   return gen;

@@ -181,13 +181,18 @@ const std::vector<Builder>& builders() {
          m.buffers.push_back(std::move(b));
          return m;
        }},
-      {{"relbias", "relbias", false,
-        "score + bias[h, q_idx - kv_idx + S - 1], buffer bias[H, Q + KV - 1] ~ N(0,1) (trainable), scalar S = KV"},
+      {{"relbias", "relbias[:const]", false,
+        "score + bias[h, q_idx - kv_idx + S - 1], buffer bias[H, Q + KV - 1] ~ N(0,1) (trainable; with :const "
+        "a constant, no gradient), scalar S = KV"},
        [](const Args& a) {
-         expect_count(a, 0, 0, "relbias");
+         expect_count(a, 0, 1, "relbias[:const]");
+         if (!a.values.empty() && a.values[0] != "const")
+           throw Error("mod '" + a.spec + "': the only option of relbias is 'const' (a bias without gradient), got '" +
+                       a.values[0] + "'");
          ModSpec m = make_spec(a, false, relative_bias(ir::Buffer{"bias", DType::F32}, "S"));
          m.buffers.push_back(random_buffer("bias", "[H, Q + KV - 1]",
                                            [](const ProblemShape& p) { return std::vector<int64_t>{p.H, p.Q + p.KV - 1}; }));
+         m.buffers.back().trainable = a.values.empty();
          m.scalars.push_back({"S", DType::I32, "KV length", [](const ProblemShape& p) { return double(p.KV); }});
          return m;
        }},

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <sstream>
 #include <tuple>
+#include <vector>
 
 #include "common/params.h"
 #include "flexattn/attention.h"
@@ -161,13 +162,28 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
     // The bulk dQ path (the default) holds the shared-tile addressing on top of the per-element path's
     // registers; for the heaviest mods at D=128 (document:3, relbias(learnable), text:mixed: 92-620
     // spilled bytes with ptxas 13.0) the per-element path compiles clean, so those take it.
-    const auto main = set->compiled.ptxas.find("flexattn_bwd");
-    if (choice.dq_bulk && main != set->compiled.ptxas.end() &&
-        (main->second.spill_stores + main->second.spill_loads > 0 || main->second.stack > 0)) {
-      req.source = kernel_source_sm90_bwd(gen, key, 0);
+    // FLEXATTN_SM90_BWD_BG_REDUCE's 18 partial sums per thread likewise: a kernel that spills with them
+    // is recompiled without them first (keeping bulk dQ), then on the per-element dQ path with, then without.
+    auto spills = [&] {
+      const auto main = set->compiled.ptxas.find("flexattn_bwd");
+      return main != set->compiled.ptxas.end() &&
+             (main->second.spill_stores + main->second.spill_loads > 0 || main->second.stack > 0);
+    };
+    const bool bg = req.source.find("#define FLEXATTN_SM90_BWD_BG_REDUCE 1") != std::string::npos;
+    struct Try {
+      int dq_bulk, bg_reduce;
+    };
+    std::vector<Try> fallbacks;
+    if (bg && choice.dq_bulk) fallbacks = {{1, 0}, {0, 1}, {0, 0}};
+    else if (bg) fallbacks = {{0, 0}};
+    else if (choice.dq_bulk) fallbacks = {{0, 0}};
+    for (const Try& t : fallbacks) {
+      if (!spills()) break;
+      req.source = kernel_source_sm90_bwd(gen, key, t.dq_bulk, t.bg_reduce);
       set->compiled = jit::get_or_compile(req);
-      set->sm90_dq_bulk = false;
-      set->sm90_bwd_dq_tma = false;
+      const Sm90BwdChoice now = sm90_bwd_source_choice(req.source);
+      set->sm90_dq_bulk = now.dq_bulk;
+      set->sm90_bwd_dq_tma = now.dq_tma;
     }
   }
   std::lock_guard<std::mutex> lock(mu);

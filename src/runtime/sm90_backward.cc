@@ -29,6 +29,8 @@ bool sm90_bwd_v2_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_V2", true
 
 bool sm90_bwd_v3_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_V3", true); }
 
+bool sm90_bwd_bg_reduce_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_BG_REDUCE", false); }
+
 bool sm90_bwd_v2_selected(int d, int dv) { return sm90_bwd_v2_requested() && kern::sm90_bwd_v2_head_dims_ok(d, dv); }
 
 Sm90BwdChoice sm90_bwd_source_choice(const std::string& source) {
@@ -92,7 +94,8 @@ void encode_sm90_dq_accum_map(kern::AttnParams* p) {
   encode_sm90_map(a, "dq_accum", &p->dq_map);
 }
 
-std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key, int dq_bulk) {
+std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key, int dq_bulk,
+                                   int bg_reduce) {
   if (key.dtype != DType::BF16 && key.dtype != DType::F16)
     throw Error("dtype: the sm90 backward takes bf16 or f16 tensors, got " + std::string(dtype_name(key.dtype)));
   if (!kern::sm90_bwd_head_dims_ok(key.d, key.dv))
@@ -120,6 +123,10 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   std::ostringstream s;
   s << "// flexattn backward kernels, sm90 family (sm_90a; preprocess and dQ convert from sm80), " << t
     << ", D=" << key.d << ", Dv=" << key.dv << "\n";
+  // Buffer gradients summed per warp before the atomics (kernels/sm90/bwd_buffer_grad_sm90.cuh), only in
+  // sources whose variant can use it: the others stay byte-identical with the switch on.
+  if (variant.buffer_grad_reduce != 0 && (bg_reduce < 0 ? sm90_bwd_bg_reduce_requested() : bg_reduce != 0))
+    s << "#define FLEXATTN_SM90_BWD_BG_REDUCE 1\n";
   s << "#include \"common/mod_ops.cuh\"\n";
   s << "#include \"sm80/attn_bwd_sm80.cuh\"\n";
   s << "#include \"sm90/attn_bwd_sm90.cuh\"\n";

@@ -29,6 +29,11 @@ bool sm90_bwd_dq_bulk_requested();
 // (docs/kernels_sm90.md, "Backward v2"), with its own bulk dQ when FLEXATTN_SM90_BWD_DQ_BULK is on too.
 // Applies to D = 128 (Dv 64 / 128) only. Read when a set is generated and at every launch.
 bool sm90_bwd_v2_requested();
+// FLEXATTN_SM90_BWD_BG_REDUCE is on (default off): variants whose one learnable buffer's gradient index
+// depends on the positions only through q_idx - kv_idx, or not at all (codegen's buffer_grad_reduce),
+// sum the gradient contributions inside each warp and add one atomic per diagonal (per warp and tile)
+// instead of one per entry (kernels/sm90/bwd_buffer_grad_sm90.cuh). Read when a set is generated.
+bool sm90_bwd_bg_reduce_requested();
 // The main kernel of a set with head dims (d, dv) is the v2 one: requested and supported.
 bool sm90_bwd_v2_selected(int d, int dv);
 
@@ -59,9 +64,11 @@ void encode_sm90_backward_maps(kern::AttnParams* p, DType dtype);
 void encode_sm90_dq_accum_map(kern::AttnParams* p);
 
 // The generated source of the sm90 backward kernel set: flexattn_bwd (sm90) plus the sm80 family's
-// flexattn_bwd_preprocess, flexattn_bwd_dq and flexattn_bwd_dq_convert.
-// dq_bulk: 1 / 0 choose the dQ path, -1 (default) follows FLEXATTN_SM90_BWD_DQ_BULK.
-std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key, int dq_bulk = -1);
+// flexattn_bwd_preprocess and flexattn_bwd_dq_convert (the deterministic dQ pass is a set of its own).
+// dq_bulk: 1 / 0 choose the dQ path, -1 (default) follows FLEXATTN_SM90_BWD_DQ_BULK; bg_reduce likewise
+// for FLEXATTN_SM90_BWD_BG_REDUCE (it reaches the source only for variants with buffer_grad_reduce).
+std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key, int dq_bulk = -1,
+                                   int bg_reduce = -1);
 
 // The dispatch hook of cuda_backward: runs the whole backward on the sm90 set and returns true, or
 // returns false (with the reason under FLEXATTN_JIT_DEBUG=1) and the caller runs the sm80 family.

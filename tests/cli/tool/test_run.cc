@@ -156,6 +156,21 @@ TEST(CliRun, SaveWritesReadableFilesAndLoadReproducesThem) {
   EXPECT_EQ(std::system(py.c_str()), 0);
 }
 
+TEST(CliRun, RelbiasConstHasNoBufferGradient) {
+  // --score relbias:const: the same run without d bias (the baseline for the learnable bias's cost).
+  const CliResult learn = run_args({"--score", "relbias", "--backward"});
+  const CliResult frozen = run_args({"--score", "relbias:const", "--backward"});
+  ASSERT_EQ(learn.rc, 0) << learn.err;
+  ASSERT_EQ(frozen.rc, 0) << frozen.err;
+  EXPECT_NE(learn.out.find("\ndbias "), std::string::npos) << learn.out;
+  EXPECT_EQ(frozen.out.find("\ndbias "), std::string::npos) << frozen.out;
+  auto line = [](const CliResult& r, const std::string& name) {
+    const size_t a = r.out.find("\n" + name + " ");
+    return a == std::string::npos ? std::string() : r.out.substr(a, r.out.find('\n', a + 1) - a);
+  };
+  for (const char* name : {"out", "dq", "dk", "dv"}) EXPECT_EQ(line(learn, name), line(frozen, name)) << name;
+}
+
 TEST(CliRun, HelpInfoCacheAndBench) {
   for (const char* cmd : {"run", "mask", "bench", "cache", "info"}) {
     const CliResult r = run_cli({cmd, "--help"});

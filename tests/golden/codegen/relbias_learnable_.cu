@@ -42,6 +42,19 @@ struct FlexVariant {
     const int t2 = fa_sub(t1, ((int)((long long)p.lit[0])));
     atomicAdd(p.buf_grad[0] + (((long long)fa_clamp_index32(h, p.buf_shape[0][0])) * p.buf_shape[0][1]) + fa_clamp_index32(t2, p.buf_shape[0][1]), g * ((float)p.lit[1]));
   }
+
+  // The gradient index depends on q_idx, kv_idx only through q_idx - kv_idx (2) or not at all (1):
+  // contributions may be summed along diagonals (over the tile) before buffer_grad_add.
+  static constexpr int kBufferGradReduce = 2;
+  __device__ __forceinline__ static float buffer_grad_value(const ModParams& p, float score, int b, int h, int q_idx, int kv_idx, float g) {
+    return g * ((float)p.lit[1]);
+  }
+  __device__ __forceinline__ static void buffer_grad_add(const ModParams& p, int b, int h, int q_idx, int kv_idx, float v) {
+    const int t0 = fa_sub(q_idx, kv_idx);
+    const int t1 = fa_add(t0, ((int)p.scalar[0]));
+    const int t2 = fa_sub(t1, ((int)((long long)p.lit[0])));
+    atomicAdd(p.buf_grad[0] + (((long long)fa_clamp_index32(h, p.buf_shape[0][0])) * p.buf_shape[0][1]) + fa_clamp_index32(t2, p.buf_shape[0][1]), v);
+  }
 };
 
 extern "C" __global__ void __launch_bounds__(sm80_aux_threads(), 1)

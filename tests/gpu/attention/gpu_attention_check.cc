@@ -164,7 +164,21 @@ int main(int argc, char** argv) {
     std::printf("SKIP: cuda backend unavailable: %s\n", why.c_str());
     return 77;
   }
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  std::vector<std::string> only;  // --only SUBSTR (repeatable): keep cases whose mod name contains one
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+      only.push_back(argv[++i]);
+    } else {
+      std::printf("usage: gpu_attention_check [--quick] [--only SUBSTR]...\n"
+                  "  --quick        lengths 17 and 129 only (90 cases)\n"
+                  "  --only SUBSTR  only the cases whose corpus mod name contains SUBSTR (repeatable; e.g.\n"
+                  "                 --only learnable: the variants with buffer gradients)\n");
+      return std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0 ? 0 : 2;
+    }
+  }
   const std::vector<Corpus>& corpus = corpus::mod_corpus();
   std::vector<Case> cases;
   const std::vector<int64_t> lengths = quick ? std::vector<int64_t>{17, 129} : std::vector<int64_t>{1, 17, 127, 128, 129, 1000};
@@ -197,6 +211,17 @@ int main(int argc, char** argv) {
       cases.push_back({&corpus::corpus_entry(name), 129, 1000, D, D, 4, 2, 1, DType::BF16, true, false, 871, 0});
       cases.push_back({&corpus::corpus_entry(name), 200, 300, D, D, 4, 4, 1, DType::BF16, true, false, 300, 100});
     }
+
+  if (!only.empty()) {
+    std::vector<Case> kept;
+    for (const Case& k : cases)
+      for (const std::string& o : only)
+        if (k.mod->name.find(o) != std::string::npos) {
+          kept.push_back(k);
+          break;
+        }
+    cases.swap(kept);
+  }
 
   // Compile every distinct kernel set first, in parallel: NVRTC is single-threaded and the cases need
   // dozens of kernel sets (a few seconds each), which would otherwise dominate the run.

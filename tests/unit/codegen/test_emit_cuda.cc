@@ -216,3 +216,40 @@ TEST(EmitCuda, AffineAlibiArithmeticIsAsAccurateAsThePerEntryForm) {
   EXPECT_LE(worst_affine, worst_default) << worst_affine << " vs " << worst_default;
   EXPECT_GT(worst_default, 0.0);
 }
+
+TEST(EmitCuda, BufferGradientsWithADiagonalOrUniformIndexGetTheReductionHooks) {
+  // kBufferGradReduce (kernels/sm90/bwd_buffer_grad_sm90.cuh): 2 when the one gradient load's index
+  // depends on the positions only through q_idx - kv_idx, 1 when not at all, absent otherwise; the
+  // per-entry buffer_grad stays for every other kernel.
+  auto gen = [](const Expr& score_mod, const std::string& buffer) {
+    Variant v;
+    v.score_mod = score_mod;
+    v.grad_buffers = {buffer};
+    return codegen::emit_cuda_variant(v, true);
+  };
+  const Buffer bias{"bias", DType::F32}, t5{"t5_bias", DType::F32}, slopes{"slopes", DType::F32};
+  const codegen::GeneratedVariant rel = gen(mods::relative_bias(bias, "S"), "bias");
+  EXPECT_EQ(rel.buffer_grad_reduce, 2);
+  EXPECT_TRUE(has(rel.source, "static constexpr int kBufferGradReduce = 2;")) << rel.source;
+  EXPECT_TRUE(has(rel.source, "static float buffer_grad_value(")) << rel.source;
+  EXPECT_TRUE(has(rel.source, "static void buffer_grad_add(const ModParams& p, int b, int h, int q_idx, int kv_idx, float v)"))
+      << rel.source;
+  EXPECT_TRUE(has(rel.source, "static void buffer_grad(const ModParams& p, float score,")) << rel.source;
+  EXPECT_EQ(gen(mods::t5_bias(t5, 32, 128, true), "t5_bias").buffer_grad_reduce, 2);
+  EXPECT_EQ(gen(mods::t5_bias(t5, 16, 64, false), "t5_bias").buffer_grad_reduce, 2);
+  EXPECT_EQ(gen(mods::alibi(slopes), "slopes").buffer_grad_reduce, 1);
+  // The derivative may read the score (a product): only the index matters.
+  EXPECT_EQ(gen(score() * bias(head(), q_idx() - kv_idx() + 5), "bias").buffer_grad_reduce, 2);
+  // Not diagonal: an absolute position, or a floor division of each position.
+  const codegen::GeneratedVariant abs_pos = gen(score() + bias(head(), q_idx()), "bias");
+  EXPECT_EQ(abs_pos.buffer_grad_reduce, 0);
+  EXPECT_FALSE(has(abs_pos.source, "kBufferGradReduce")) << abs_pos.source;
+  EXPECT_EQ(gen(score() + bias(head(), floordiv(q_idx(), 8) - floordiv(kv_idx(), 8)), "bias").buffer_grad_reduce, 0);
+  // Two gradient loads keep the per-entry path (one reduction each would cost that many accumulators).
+  EXPECT_EQ(gen(score() + bias(head(), q_idx() - kv_idx() + 5) + bias(head(), kv_idx() - q_idx() + 5), "bias")
+                .buffer_grad_reduce, 0);
+  // A buffer without a requested gradient has no hooks at all.
+  Variant frozen;
+  frozen.score_mod = mods::relative_bias(bias, "S");
+  EXPECT_EQ(codegen::emit_cuda_variant(frozen, true).buffer_grad_reduce, 0);
+}

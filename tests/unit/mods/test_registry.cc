@@ -104,6 +104,18 @@ TEST(Registry, AlibiAndRelbiasScalarsComeFromTheShape) {
   EXPECT_NE(bias.get(0), bias.get(1));
 }
 
+TEST(Registry, RelbiasConstIsTheSameModWithAFrozenBias) {
+  // relbias:const: the timing baseline of the learnable bias's backward (the same kernels minus the
+  // buffer gradient): same expression and buffer, not trainable.
+  const mods::ModSpec r = mods::lookup("relbias"), c = mods::lookup("relbias:const");
+  EXPECT_TRUE(c.expr.same(r.expr));
+  ASSERT_EQ(c.buffers.size(), 1u);
+  EXPECT_FALSE(c.buffers[0].trainable);
+  EXPECT_EQ(c.buffers[0].make(shape(2, 10, 30)).bytes, r.buffers[0].make(shape(2, 10, 30)).bytes);
+  EXPECT_NE(error_of([] { mods::lookup("relbias:learnable"); }).find("only option of relbias is 'const'"),
+            std::string::npos);
+}
+
 TEST(Registry, AlibiSlopesBufferHoldsTheStandardSlopes) {
   const mods::ModSpec m = mods::lookup("alibi_slopes");
   const HostTensor s = m.buffers.at(0).make(shape(8, 4, 4));

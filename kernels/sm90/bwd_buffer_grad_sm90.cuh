@@ -1,0 +1,145 @@
+#pragma once
+// Buffer gradients of the sm90 backward summed inside the warp before the atomics
+// (FLEXATTN_SM90_BWD_BG_REDUCE, a #define the host puts into the generated source; docs/env_vars.md).
+//
+// Per entry the backward adds g * d score_mod / d load into buf_grad at the load's index. For a
+// relative bias (bias[h, q_idx - kv_idx + S - 1]) that is one atomic per entry: 8192 per 128 x 64 tile,
+// and in the SASS every bias gather of the element loop then waits behind the previous entry's RED
+// (ptxas cannot move a load above an atomic that may alias it): on the H200 profile (B=2 H=16 S=2048
+// D=128) the FFMAs that consume the gathers took 32 % of the stall samples, long scoreboard.
+// Codegen marks the variants whose one gradient index depends on (q_idx, kv_idx) only through
+// q_idx - kv_idx (kBufferGradReduce == 2) or not at all (== 1) (ir::position_dependence). For those
+// the element loop only accumulates buffer_grad_value per entry into 18 per-thread partial sums (one
+// per diagonal class, kernels/common/diag_reduce.cuh), and after it each warp reduces them over its
+// 16 x 64 part (20 shuffles) and calls buffer_grad_add once per diagonal: at most 79 atomics per warp
+// and tile (== 1: a warp sum, one atomic). The sums skip zeros (masked or out-of-bounds diagonals).
+// Semantics are the per-entry path's: the same contributions, fp32, summed in a fixed order inside the
+// warp (atomics between warps and CTAs stay unordered, as before); a contribution is 0 where the
+// per-entry path made no call (masked, out of bounds), and adding 0 changes no value but -0.
+#include "common/diag_reduce.cuh"
+#include "common/numeric.cuh"
+#include "common/params.h"
+#include "common/variant.cuh"
+#include "sm80/scores_sm80.cuh"
+
+#ifndef FLEXATTN_SM90_BWD_BG_REDUCE
+#define FLEXATTN_SM90_BWD_BG_REDUCE 0
+#endif
+
+namespace flexattn::kern::sm90 {
+
+template <class V, class = void>
+struct BgReduceOf {
+  static constexpr int value = 0;
+};
+template <class V>
+struct BgReduceOf<V, decltype(void(V::kBufferGradReduce))> {
+  static constexpr int value = V::kBufferGradReduce;
+};
+
+// 0: the variant's per-entry buffer_grad; 1: one sum per warp and tile; 2: one per diagonal.
+template <class V>
+__host__ __device__ constexpr int bg_reduce() {
+  return (FLEXATTN_SM90_BWD_BG_REDUCE && V::kHasBufferGrad) ? BgReduceOf<V>::value : 0;
+}
+
+__device__ __forceinline__ void bg_ld_shared_v2_f32(unsigned addr, float& x, float& y) {
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(x), "=f"(y) : "r"(addr) : "memory");
+}
+
+// P and dS of one entry exactly as backward_entry (sm80/scores_sm80.cuh; kInB: the tile lies inside
+// [0, L) x [0, S), no bounds test, no wrapping, as the v2 consumer's interior path), returning the
+// entry's buffer-gradient contribution instead of adding it.
+template <class V, bool kFull, bool kInB>
+__device__ __forceinline__ float bg_entry(const AttnParams& p, float raw, float dp, float lse2, float delta, int b,
+                                          int h, int q, int kv, float& p_out, float& ds_out) {
+  const bool in_bounds = kInB || (q < p.L && kv < p.S);
+  const int qw = (kInB ? q : wrap_index(q, p.L)) + p.q_offset;
+  const int kvw = (kInB ? kv : wrap_index(kv, p.S)) + p.kv_offset;
+  const float s = raw * p.scale;
+  float sm = s;
+  if constexpr (V::kHasScoreMod) sm = V::score_mod(p.mod, s, b, h, qw, kvw);
+  bool keep = in_bounds;
+  if constexpr (!kFull && V::kHasMaskMod) keep = keep && V::mask_mod(p.mod, b, h, qw, kvw);
+  const float pv = keep ? fast_exp2(sm * kLog2e - lse2) : 0.f;
+  const float g = keep ? pv * (dp - delta) : 0.f;
+  float ds = g;
+  if constexpr (V::kHasScoreMod) ds = keep ? V::score_grad(p.mod, s, b, h, qw, kvw, g) : 0.f;
+  p_out = pv;
+  ds_out = ds;
+  return keep ? V::buffer_grad_value(p.mod, s, b, h, qw, kvw, g) : 0.f;
+}
+
+// The element-wise step on one warpgroup's 64 x 64 tile (st: raw S^T -> P^T, dpt: dP^T -> dS^T, the
+// consumers' layout: kv rows kv_row + 8 (e >> 1), query columns q0 + 8i + 2t + (e & 1)), with the
+// buffer-gradient contributions summed into bg (diag_accumulate, or bg[0] for kBufferGradReduce 1).
+template <class V, bool kFull, bool kInB>
+__device__ __forceinline__ void bg_tile(float (&st)[32], float (&dpt)[32], float (&bg)[kDiagPartials],
+                                        const AttnParams& p, unsigned s_lse, unsigned s_delta, int b, int h, int q0,
+                                        int kv_row, int t) {
+#pragma unroll
+  for (int j = 0; j < kDiagPartials; ++j) bg[j] = 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    float lse2[2], del[2];
+    bg_ld_shared_v2_f32(s_lse + 4 * (8 * i + 2 * t), lse2[0], lse2[1]);
+    bg_ld_shared_v2_f32(s_delta + 4 * (8 * i + 2 * t), del[0], del[1]);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int kv = kv_row + 8 * (e >> 1), q = q0 + 8 * i + 2 * t + (e & 1);
+      if constexpr (!kInB) {
+        backward_entry<V, kFull>(p, st[4 * i + e], dpt[4 * i + e], lse2[e & 1], del[e & 1], b, h, q, kv, true,
+                                 st[4 * i + e], dpt[4 * i + e]);
+      } else {
+        const float c = bg_entry<V, kFull, kInB>(p, st[4 * i + e], dpt[4 * i + e], lse2[e & 1], del[e & 1], b, h, q,
+                                                 kv, st[4 * i + e], dpt[4 * i + e]);
+        if constexpr (bg_reduce<V>() == 2)
+          diag_accumulate(bg, i, e, c);
+        else
+          bg[0] += c;
+      }
+    }
+  }
+}
+
+// The consumers' four tile kinds (interior / edge, full / partial); kPartialInB as in the v2 consumer
+// (false: partial interior tiles take the edge path).
+template <class V, bool kPartialInB>
+__device__ __forceinline__ void bg_tile_dispatch(float (&st)[32], float (&dpt)[32], float (&bg)[kDiagPartials],
+                                                 const AttnParams& p, unsigned s_lse, unsigned s_delta, int b, int h,
+                                                 int q0, int kv_row, int t, bool inb, bool full) {
+  if (inb && full)
+    bg_tile<V, true, true>(st, dpt, bg, p, s_lse, s_delta, b, h, q0, kv_row, t);
+  else if (kPartialInB && inb)
+    bg_tile<V, false, true>(st, dpt, bg, p, s_lse, s_delta, b, h, q0, kv_row, t);
+  else if (full)
+    bg_tile<V, true, false>(st, dpt, bg, p, s_lse, s_delta, b, h, q0, kv_row, t);
+  else
+    bg_tile<V, false, false>(st, dpt, bg, p, s_lse, s_delta, b, h, q0, kv_row, t);
+}
+
+// The warp's sums into buf_grad: kv_warp0 is the warp's first kv row (local), q0 the tile's first query
+// (local). Diagonal q - kv = (q0 - kv_warp0) + (column - row): the index is taken at the representative
+// (q0 + column - row, kv_warp0) in the mods' coordinates (plus q_offset / kv_offset), which lies on it.
+template <class V>
+__device__ __forceinline__ void bg_flush(const float (&bg)[kDiagPartials], const AttnParams& p, int b, int h, int q0,
+                                         int kv_warp0, int lane) {
+  constexpr int kKind = bg_reduce<V>();
+  const int qr = q0 + p.q_offset, kvr = kv_warp0 + p.kv_offset;
+  if constexpr (kKind == 1) {
+    const float s = warp_sum(bg[0], lane, WarpShfl{});
+    if (lane == 0 && s != 0.f) V::buffer_grad_add(p.mod, b, h, qr, kvr, s);
+  } else if constexpr (kKind == 2) {
+    const DiagSums d = diag_reduce_warp(bg, lane, WarpShfl{});
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+#pragma unroll
+      for (int cb = 0; cb < 2; ++cb) {
+        const float v = d.out[u][cb];
+        if (u < d.n && v != 0.f) V::buffer_grad_add(p.mod, b, h, qr + diag_of(d, u, cb, lane), kvr, v);
+      }
+    }
+  }
+}
+
+}  // namespace flexattn::kern::sm90
