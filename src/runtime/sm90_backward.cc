@@ -29,7 +29,7 @@ bool sm90_bwd_v2_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_V2", true
 
 bool sm90_bwd_v3_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_V3", true); }
 
-bool sm90_bwd_bg_reduce_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_BG_REDUCE", false); }
+bool sm90_bwd_bg_reduce_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_BG_REDUCE", true); }
 
 bool sm90_bwd_v2_selected(int d, int dv) { return sm90_bwd_v2_requested() && kern::sm90_bwd_v2_head_dims_ok(d, dv); }
 

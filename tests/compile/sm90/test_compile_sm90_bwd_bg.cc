@@ -72,7 +72,7 @@ Built compile(const Variant& v, int d, bool bulk, bool v2, bool bg) {
   unsetenv("FLEXATTN_SM90_BWD_DQ_BULK");
   unsetenv("FLEXATTN_SM90_BWD_BG_REDUCE");
   req.arch = "sm_90a";
-  req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq", "flexattn_bwd_dq_convert"};
+  req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq_convert"};
   return {req.source, jit::get_or_compile(req)};
 }
 
@@ -91,7 +91,7 @@ TEST(Sm90BwdBgSource, TheSwitchReachesOnlyVariantsThatCanUseIt) {
     EXPECT_EQ(b.find("FLEXATTN_SM90_BWD_BG_REDUCE"), std::string::npos) << b;
   }
   unsetenv("FLEXATTN_SM90_BWD_BG_REDUCE");
-  EXPECT_FALSE(runtime::sm90_bwd_bg_reduce_requested()) << "off by default";
+  EXPECT_TRUE(runtime::sm90_bwd_bg_reduce_requested()) << "on by default since session 5";
 }
 
 TEST_F(Sm90BwdBgCompile, ReducedBufferGradientsCompileCleanly) {
