@@ -81,4 +81,12 @@ int max_register(const std::string& sass) {
   return best;
 }
 
+std::string function_sass(const std::string& sass, const std::string& name) {
+  const std::string head = "Function : " + name + "\n";
+  const size_t start = sass.find(head);
+  if (start == std::string::npos) return "";
+  const size_t end = sass.find("Function : ", start + head.size());
+  return sass.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
 }  // namespace flexattn::testing_sass

@@ -12,6 +12,10 @@ std::optional<std::string> disassemble(const std::string& cubin, std::string* wh
 // Occurrences of `needle` in `text`.
 int count(const std::string& text, const std::string& needle);
 
+// The SASS of one entry of a multi-entry cubin (cuobjdump prints "Function : <name>" before each); "" if
+// absent.
+std::string function_sass(const std::string& sass, const std::string& name);
+
 // Highest general register index (R<n>) named in the SASS, -1 if none.
 int max_register(const std::string& sass);
 

@@ -42,15 +42,6 @@ const runtime::KernelSet& compile_bwd(const Variant& v, DType t, int d, int dv) 
   return runtime::get_kernel_set(v, key);
 }
 
-// The SASS of one entry of a multi-entry cubin (cuobjdump prints "Function : <name>" before each).
-std::string function_sass(const std::string& sass, const std::string& name) {
-  const std::string head = "Function : " + name + "\n";
-  const size_t start = sass.find(head);
-  if (start == std::string::npos) return "";
-  const size_t end = sass.find("Function : ", start + head.size());
-  return sass.substr(start, end == std::string::npos ? std::string::npos : end - start);
-}
-
 void expect_clean(const runtime::KernelSet& set, const std::string& what) {
   for (const char* name : {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq_convert"}) {
     ASSERT_EQ(set.compiled.ptxas.count(name), 1u) << what << " " << name << "\n" << set.compiled.log;
@@ -143,7 +134,7 @@ TEST_F(Sm90BwdCompile, SassHasHopperInstructionsAndNoLocalMemory) {
     const std::optional<std::string> all = testing_sass::disassemble(*set.compiled.cubin, &why);
     if (!all) GTEST_SKIP() << why;
     // Only the Hopper entry: the sm80 entries of the set have no setmaxnreg cap (the dQ pass uses 253).
-    const std::optional<std::string> sass = function_sass(*all, "flexattn_bwd");
+    const std::optional<std::string> sass = testing_sass::function_sass(*all, "flexattn_bwd");
     const std::string what = "D=" + std::to_string(d);
     ASSERT_FALSE(sass->empty()) << what << ": no flexattn_bwd in the SASS";
     EXPECT_GT(testing_sass::count(*sass, "HGMMA.64x"), 0) << what << ": no wgmma in the SASS";
@@ -194,7 +185,7 @@ TEST_F(Sm90BwdCompile, DqBulkCompilesCleanlyWithBulkReductionsAndNoRed) {
       std::printf("[dq bulk] SASS not checked: %s\n", why.c_str());
       continue;
     }
-    const std::string sass = function_sass(*all, "flexattn_bwd");
+    const std::string sass = testing_sass::function_sass(*all, "flexattn_bwd");
     ASSERT_FALSE(sass.empty()) << what;
     EXPECT_GT(testing_sass::count(sass, "UBLKRED"), 0) << what << ": cp.reduce.async.bulk for dQ";
     // (buffer gradients, e.g. relbias(learnable), still add into their buffers with REDG)
@@ -277,7 +268,7 @@ TEST_F(Sm90BwdCompile, V2CompilesCleanlyForEveryCorpusVariant) {
         std::printf("[v2] SASS not checked: %s\n", why.c_str());
         continue;
       }
-      const std::string sass = function_sass(*all, "flexattn_bwd");
+      const std::string sass = testing_sass::function_sass(*all, "flexattn_bwd");
       ASSERT_FALSE(sass.empty()) << what;
       EXPECT_GT(testing_sass::count(sass, ".tnspA"), 0) << what << ": dQ = dS K reads dS^T MN-major";
       if (v3) {
@@ -344,7 +335,7 @@ TEST_F(Sm90BwdCompile, V3FirstKernelCompilesCleanlyForEveryCorpusVariant) {
       std::printf("[v3 first] SASS not checked: %s\n", why.c_str());
       continue;
     }
-    const std::string sass = function_sass(*all, "flexattn_bwd");
+    const std::string sass = testing_sass::function_sass(*all, "flexattn_bwd");
     ASSERT_FALSE(sass.empty()) << what;
     EXPECT_GT(testing_sass::count(sass, ".tnspA"), 0) << what;
     EXPECT_EQ(testing_sass::count(sass, "UTMAREDG"), c.d / 32) << what << ": cp.reduce.async.bulk.tensor for dQ";

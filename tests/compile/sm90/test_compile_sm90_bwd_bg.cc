@@ -37,14 +37,6 @@ class Sm90BwdBgCompile : public ::testing::Test {
   }
 };
 
-std::string function_sass(const std::string& sass, const std::string& name) {
-  const std::string head = "Function : " + name + "\n";
-  const size_t start = sass.find(head);
-  if (start == std::string::npos) return "";
-  const size_t end = sass.find("Function : ", start + head.size());
-  return sass.substr(start, end == std::string::npos ? std::string::npos : end - start);
-}
-
 Variant learnable(const char* mask, const char* score, const char* buffer) {
   Variant v;
   if (mask) v.mask_mod = mods::lookup_mask(mask).expr;
@@ -134,11 +126,11 @@ TEST_F(Sm90BwdBgCompile, ReducedBufferGradientsCompileCleanly) {
         std::printf("[bg] %s: SASS not checked: %s\n", what.c_str(), why.c_str());
         continue;
       }
-      const std::string sass = function_sass(*all, "flexattn_bwd");
+      const std::string sass = testing_sass::function_sass(*all, "flexattn_bwd");
       const Built off = compile(c.v, path.d, path.bulk, path.v2, false);
       const std::optional<std::string> all_off = testing_sass::disassemble(*off.compiled.cubin, &why);
       ASSERT_TRUE(all_off.has_value()) << why;
-      const std::string sass_off = function_sass(*all_off, "flexattn_bwd");
+      const std::string sass_off = testing_sass::function_sass(*all_off, "flexattn_bwd");
       const int red_on = testing_sass::count(sass, "REDG.E.ADD.F32.FTZ.RN"), red_off = testing_sass::count(sass_off, "REDG.E.ADD.F32.FTZ.RN");
       const int shfl = testing_sass::count(sass, "SHFL");
       // Per entry the off kernel has one scalar RED per accumulator entry and tile kind (32 each); the
