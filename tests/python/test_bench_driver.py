@@ -57,6 +57,13 @@ def test_full_suite_has_both_shapes_and_head_dims():
     assert len(bc.jobs("full", bc.CASES, bc.IMPLS)) == 4 * 20
 
 
+def test_long_suite_is_the_long_shape_at_both_head_dims():
+    shapes = {(s.B, s.H, s.S, s.D) for s in bc.SUITE_SHAPES["long"]}
+    assert shapes == {(2, 16, 8192, 64), (2, 16, 8192, 128)}
+    assert len(bc.jobs("long", bc.CASES, bc.IMPLS)) == 2 * 20
+    assert bc.DEFAULT_REPS["long"] >= bc.MIN_REPS
+
+
 def test_decode_suite_has_no_attention_jobs():
     with pytest.raises(ValueError, match="--suite"):
         bc.jobs("decode", bc.CASES, bc.IMPLS)
