@@ -2,7 +2,7 @@
 """flexattn vs torch flex (torch.compile, Triton) vs SDPA (cuDNN, flash), side by side on the same inputs.
 
 On the GPU machine:   python3 bench/run.py --suite quick --out $OUT          (scripts/bench_gpu.sh)
-Here, afterwards:     python3 bench/run.py --record <folder with results.json>
+Here, afterwards:     python3 bench/run.py --record <folder with results.json> [more folders of the same session]
                       (bench/results/<device>-latest.json and a section of bench/RESULTS.md)
 
 Writes results.json (meta + one row per impl × case × shape), table.md, chart.png and
@@ -50,8 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "that finds the on-disk caches filled)")
     p.add_argument("--cache-dir", help="folder for the flexattn, inductor and Triton caches (default: a new empty "
                    "folder, so compile_s is a cold compile)")
-    p.add_argument("--record", metavar="DIR", help="no GPU: copy DIR/results.json of a device run to "
-                   "bench/results/<device>-latest.json and append its table to bench/RESULTS.md")
+    p.add_argument("--record", metavar="DIR", nargs="+", help="no GPU: copy DIR/results.json of a device run to "
+                   "bench/results/<device>-latest.json and append its table to bench/RESULTS.md; several DIRs "
+                   "(runs of one session and commit, e.g. --suite long and --suite decode) are merged into one")
     p.add_argument("--probe-warm", metavar="FILE", help=argparse.SUPPRESS)  # the warm-compile child process
     return p
 
@@ -114,7 +115,7 @@ RESULTS_HEADER = ("# Benchmark history\n\nOne section per recorded device run, n
                   "device is also kept whole in `bench/results/<device>-latest.json`. Method: bench/README.md.\n")
 
 
-def record(src: str, repo: str = REPO) -> int:
+def _load_run(src: str) -> dict:
     path = src if os.path.isfile(src) else os.path.join(src, "results.json")
     with open(path) as f:
         doc = json.load(f)
@@ -122,6 +123,32 @@ def record(src: str, repo: str = REPO) -> int:
         raise ValueError(f"--record: {path} is not a bench/run.py results file (needs 'meta' and 'rows')")
     for r in doc["rows"]:
         br.validate_row(r)
+    return doc
+
+
+def merge_runs(docs: list) -> dict:
+    """One results document from runs of one device session (e.g. `--suite long` and `--suite decode`, which
+    cannot share a call): rows and decode rows concatenated in order, the first run's meta with every run's
+    suite, commit, start and notes kept. Runs of different devices or commits are refused: the latest file
+    must describe one tree on one machine."""
+    if len(docs) == 1:
+        return docs[0]
+    first = dict(docs[0]["meta"])
+    for d in docs[1:]:
+        m = d["meta"]
+        for k in ("device", "commit"):
+            if m.get(k) != first.get(k):
+                raise ValueError(f"--record: the runs differ in {k} ({first.get(k)!r} vs {m.get(k)!r}); record them "
+                                 "separately")
+    first["suite"] = "+".join(d["meta"].get("suite", "?") for d in docs)
+    first["runs"] = [{k: d["meta"].get(k) for k in ("suite", "started", "wall_s", "reps")} for d in docs]
+    first["notes"] = [n for d in docs for n in d["meta"].get("notes", [])]
+    return {"meta": first, "rows": [r for d in docs for r in d["rows"]],
+            "decode_rows": [r for d in docs for r in d.get("decode_rows") or []]}
+
+
+def record(src, repo: str = REPO) -> int:
+    doc = merge_runs([_load_run(x) for x in ([src] if isinstance(src, str) else src)])
     meta = doc["meta"]
     if meta.get("commit", "unknown") == "unknown":
         meta["commit"] = git_commit(repo) + " (at record time)"

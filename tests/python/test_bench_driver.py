@@ -353,6 +353,30 @@ def test_record_keeps_the_latest_run_and_appends_the_history_once(tmp_path, caps
     assert (repo / "bench" / "RESULTS.md").read_text().count("## 2026-12-02") == 1
 
 
+def test_record_merges_an_attention_run_and_a_decode_run_of_one_session(tmp_path):
+    long_dir, dec_dir = tmp_path / "long", tmp_path / "dec"
+    long_dir.mkdir()
+    dec_dir.mkdir()
+    a = a_run(tmp_path, [row("flexattn", "full", 1.0)])
+    a["meta"].update(suite="long", commit="abc1234")
+    d = a_run(tmp_path, [])
+    d["meta"].update(suite="decode", commit="abc1234", started="2026-12-02T12:05:00Z", notes=["decode note"])
+    d["decode_rows"] = [{"impl": "flexattn", "case": "decode", "B": 8, "Hq": 32, "Hkv": 8, "S": 8192, "D": 128, "page": 0,
+                         "window": 0, "ms": 0.077, "GBps": 3500.0, "error": None}]
+    (long_dir / "results.json").write_text(json.dumps(a))
+    (dec_dir / "results.json").write_text(json.dumps(d))
+    repo = tmp_path / "repo"
+    assert run.record([str(long_dir), str(dec_dir)], str(repo)) == 0
+    latest = json.load(open(repo / "bench" / "results" / "h200-latest.json"))
+    assert latest["rows"] == a["rows"] and latest["decode_rows"] == d["decode_rows"]
+    assert latest["meta"]["suite"] == "long+decode" and latest["meta"]["notes"] == ["a note", "decode note"]
+    assert [r["suite"] for r in latest["meta"]["runs"]] == ["long", "decode"]
+    d["meta"]["commit"] = "fff0000"
+    (dec_dir / "results.json").write_text(json.dumps(d))
+    with pytest.raises(ValueError, match="--record: the runs differ in commit"):
+        run.record([str(long_dir), str(dec_dir)], str(repo))
+
+
 def test_record_rejects_a_file_that_is_not_a_run(tmp_path):
     (tmp_path / "results.json").write_text(json.dumps({"rows": []}))
     with pytest.raises(ValueError, match="--record: .* is not a bench/run.py results file"):
