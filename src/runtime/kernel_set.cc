@@ -159,6 +159,7 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
     set->sm90_dq_bulk = choice.dq_bulk;
     set->sm90_bwd_v2 = choice.v2;
     set->sm90_bwd_dq_tma = choice.dq_tma;
+    set->sm90_bwd_persistent = choice.persistent;
     // The bulk dQ path (the default) holds the shared-tile addressing on top of the per-element path's
     // registers; for the heaviest mods at D=128 (document:3, relbias(learnable), text:mixed: 92-620
     // spilled bytes with ptxas 13.0) the per-element path compiles clean, so those take it.
@@ -184,6 +185,7 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
       const Sm90BwdChoice now = sm90_bwd_source_choice(req.source);
       set->sm90_dq_bulk = now.dq_bulk;
       set->sm90_bwd_dq_tma = now.dq_tma;
+      set->sm90_bwd_persistent = now.persistent;
     }
   }
   std::lock_guard<std::mutex> lock(mu);

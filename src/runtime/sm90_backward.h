@@ -43,10 +43,19 @@ bool sm90_bwd_v2_selected(int d, int dv);
 // the bulk dQ path is selected. Read when a set is generated.
 bool sm90_bwd_v3_requested();
 
-// The template arguments kDqBulk, kV2 and kDqTma of the main kernel that a generated sm90 backward source
-// instantiates (false where absent).
+// FLEXATTN_SM90_BWD_PERSISTENT is on (default off): the main kernel is the persistent one (template
+// argument kPersistent; docs/kernels_sm90.md, "Persistent backward"): one CTA per SM looping over the
+// (kv tile, kv head, kv batch) work tiles from the tile queue, the next tile's K / V and first query
+// tiles loading while the consumers write the previous tile's dK / dV. Read when a set is generated.
+bool sm90_bwd_persistent_requested();
+// The template-argument tail of the persistent kernel for the dQ-path tail `args` of the default one
+// ("", ", true", ..., ", true, true, true"): kDqBulk, kV2, kDqTma spelled out, then ", true".
+std::string sm90_bwd_persistent_args(const std::string& args);
+
+// The template arguments kDqBulk, kV2, kDqTma and kPersistent of the main kernel that a generated sm90
+// backward source instantiates (false where absent).
 struct Sm90BwdChoice {
-  bool dq_bulk = false, v2 = false, dq_tma = false;
+  bool dq_bulk = false, v2 = false, dq_tma = false, persistent = false;
 };
 Sm90BwdChoice sm90_bwd_source_choice(const std::string& source);
 
