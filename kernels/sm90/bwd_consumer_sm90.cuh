@@ -226,11 +226,13 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
   const bool do_dq = p.deterministic == 0 && p.dq_accum != nullptr;
   RingPos pos{0, 0u};
   RingPos dqp{0, 0u};      // kP: position of the next dQ buffer use
-  unsigned kv_phase = 0u;  // kP: phase of bar_kv (flips every work tile)
+  // kP: parity of bar_kv's next phase (from kv_info at each tile's end, so that neither it nor kv0 stays
+  // live through the query-tile loop: with them the score_mod variants spilled 200-250 bytes at 240
+  // registers, NVRTC 13.0).
+  unsigned kv_phase = 0u;
   while (true) {  // kP: one pass per work tile; otherwise one pass
   if constexpr (kP) {
     mbar_wait(c.bar_kv(), kv_phase);
-    kv_phase ^= 1u;
     kv0 = ld_shared_s32(bwd_kv_info(c));
     if (kv0 < 0) {
       if constexpr (kDqBulk) {
@@ -239,7 +241,7 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
       break;
     }
   }
-  const int kv_row = kv0 + 64 * wg + 16 * warp + g;
+  int kv_row = kv0 + 64 * wg + 16 * warp + g;
 
   float dk[D / 2], dv[Dv / 2];
 #pragma unroll
@@ -256,10 +258,12 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
       if constexpr (kP) {
         // This warp's GEMMs of the tile retired (the dQ GEMM's wait of its last query tile) and kv_info
         // read: release K / V, and the end slot like any other.
-        // hk and bz are read only now, for the epilogue (at the top of the tile they would stay live
-        // through the loop: 12 bytes spilled at 240 registers, nvcc 13.0).
+        // hk, bz, kv_row and the next bar_kv parity are read only now, for the epilogue and the next
+        // tile (held from the top of the tile they stay live through the loop and spill, see kv_phase).
         hk = ld_shared_s32(bwd_kv_info(c) + 4);
         bz = ld_shared_s32(bwd_kv_info(c) + 8);
+        kv_row = ld_shared_s32(bwd_kv_info(c)) + 64 * wg + 16 * warp + g;
+        kv_phase = unsigned(ld_shared_s32(bwd_kv_info(c) + 12));
         __syncwarp();  // every lane's reads before lane 0's release
         if (lane == 0) {
           mbar_arrive(bwd_kv_empty(c));
@@ -270,6 +274,10 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
         if (do_dq && wg == 1) dq_end_marker(c, pos.stage, pos.phase, tid);
       }
       break;
+    }
+    if constexpr (kP) {  // kv0 again from kv_info (see kv_phase)
+      kv0 = ld_shared_s32(bwd_kv_info(c));
+      kv_row = kv0 + 64 * wg + 16 * warp + g;
     }
     const int h = ld_shared_s32(info + 4), b = ld_shared_s32(info + 8);
     const bool full = ld_shared_s32(info + 12) != 0;

@@ -53,7 +53,8 @@ struct BwdCfg {
 // (tile_config_sm90_bwd.h, kSm90BwdPersistentSmem), outside BwdCfg so every default address is unchanged.
 //   kv_empty (mbarrier, kEmptyArrivals = one per consumer warp): the warp has retired every GEMM that
 //     reads the tile's K / V (and read the tile's info slot) -> the producer may load the next tile's.
-//   kv_info: the tile the K / V behind bar_kv belong to (kv0, kv head, kv batch; kv0 = -1: no more
+//   kv_info: the tile the K / V behind bar_kv belong to (kv0, kv head, kv batch, the parity of bar_kv's
+//     next phase; kv0 = -1: no more
 //     tiles), written by the producer before its arrival on bar_kv.
 template <class C>
 __device__ __forceinline__ unsigned bwd_kv_empty(const C& c) {

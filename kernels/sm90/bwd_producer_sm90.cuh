@@ -123,6 +123,7 @@ __device__ __forceinline__ void bwd_producer_persistent(const AttnParams& p, con
       st_shared_s32(bwd_kv_info(c), w.kv0);
       st_shared_s32(bwd_kv_info(c) + 4, w.hk);
       st_shared_s32(bwd_kv_info(c) + 8, w.bz);
+      st_shared_s32(bwd_kv_info(c) + 12, int(kv_phase));  // the parity of bar_kv's next phase
       mbar_arrive_expect_tx(c.bar_kv(), C::kKvBytes);
 #pragma unroll
       for (int h = 0; h < kSm90ConsumerWarpgroups; ++h) {

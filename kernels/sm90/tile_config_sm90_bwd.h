@@ -146,7 +146,8 @@ FLEXATTN_HD constexpr Sm90Launch sm90_bwd_launch(int d, int dv, int Bkv, int Hkv
 // docs/kernels_sm90.md, "Persistent backward"): grid = min(CTAs, work tiles), each CTA loops over work
 // tiles (128-row kv tile, kv head, kv batch). Its two extra shared words sit after the layout's end
 // (kSmem.total, a multiple of 8), so every other offset is the default layout's: the kv_empty barrier
-// (8 bytes) and the tile's info slot (kv0 or -1 = no more tiles, kv head, kv batch; 12 bytes).
+// (8 bytes) and the tile's info slot (kv0 or -1 = no more tiles, kv head, kv batch, next bar_kv parity;
+// 16 bytes).
 constexpr int kSm90BwdPersistentSmem = 32;
 
 // Work tiles of the backward: one per (kv tile, kv head, kv batch).

@@ -170,6 +170,15 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
       return main != set->compiled.ptxas.end() &&
              (main->second.spill_stores + main->second.spill_loads > 0 || main->second.stack > 0);
     };
+    // FLEXATTN_SM90_BWD_PERSISTENT: a persistent main kernel that spills is rebuilt as the default one
+    // first (same dQ path and buffer gradients; the tile loop's state costs the consumers a few registers:
+    // softcap + causal, document:3 spilled 40-250 bytes with ptxas 13.0), then the chain below applies.
+    const int persistent = choice.persistent && spills() ? 0 : -1;
+    if (persistent == 0) {
+      req.source = kernel_source_sm90_bwd(gen, key, -1, -1, 0);
+      set->compiled = jit::get_or_compile(req);
+      set->sm90_bwd_persistent = false;
+    }
     const bool bg = req.source.find("#define FLEXATTN_SM90_BWD_BG_REDUCE 1") != std::string::npos;
     struct Try {
       int dq_bulk, bg_reduce;
@@ -180,7 +189,7 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
     else if (choice.dq_bulk) fallbacks = {{0, 0}};
     for (const Try& t : fallbacks) {
       if (!spills()) break;
-      req.source = kernel_source_sm90_bwd(gen, key, t.dq_bulk, t.bg_reduce);
+      req.source = kernel_source_sm90_bwd(gen, key, t.dq_bulk, t.bg_reduce, persistent);
       set->compiled = jit::get_or_compile(req);
       const Sm90BwdChoice now = sm90_bwd_source_choice(req.source);
       set->sm90_dq_bulk = now.dq_bulk;

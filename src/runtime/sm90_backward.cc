@@ -109,7 +109,7 @@ void encode_sm90_dq_accum_map(kern::AttnParams* p) {
 }
 
 std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key, int dq_bulk,
-                                   int bg_reduce) {
+                                   int bg_reduce, int persistent) {
   if (key.dtype != DType::BF16 && key.dtype != DType::F16)
     throw Error("dtype: the sm90 backward takes bf16 or f16 tensors, got " + std::string(dtype_name(key.dtype)));
   if (!kern::sm90_bwd_head_dims_ok(key.d, key.dv))
@@ -131,7 +131,8 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
                               : use_bulk                           ? v1_bulk
                                                                    : "";
   // FLEXATTN_SM90_BWD_PERSISTENT: the eighth, kPersistent = true, after all three dQ arguments.
-  const std::string bulk = sm90_bwd_persistent_requested() ? sm90_bwd_persistent_args(dq_args) : dq_args;
+  const bool use_persistent = persistent < 0 ? sm90_bwd_persistent_requested() : persistent != 0;
+  const std::string bulk = use_persistent ? sm90_bwd_persistent_args(dq_args) : dq_args;
   auto entry = [](const char* name, const std::string& bounds, const std::string& body) {
     return "extern \"C\" __global__ void __launch_bounds__(" + bounds + ", 1)\n" + name +
            "(const __grid_constant__ AttnParams p) { " + body + "; }\n";

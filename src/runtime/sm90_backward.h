@@ -76,8 +76,9 @@ void encode_sm90_dq_accum_map(kern::AttnParams* p);
 // flexattn_bwd_preprocess and flexattn_bwd_dq_convert (the deterministic dQ pass is a set of its own).
 // dq_bulk: 1 / 0 choose the dQ path, -1 (default) follows FLEXATTN_SM90_BWD_DQ_BULK; bg_reduce likewise
 // for FLEXATTN_SM90_BWD_BG_REDUCE (it reaches the source only for variants with buffer_grad_reduce).
+// persistent likewise for FLEXATTN_SM90_BWD_PERSISTENT.
 std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key, int dq_bulk = -1,
-                                   int bg_reduce = -1);
+                                   int bg_reduce = -1, int persistent = -1);
 
 // The dispatch hook of cuda_backward: runs the whole backward on the sm90 set and returns true, or
 // returns false (with the reason under FLEXATTN_JIT_DEBUG=1) and the caller runs the sm80 family.

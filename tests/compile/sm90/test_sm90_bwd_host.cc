@@ -433,8 +433,12 @@ TEST(Sm90BwdHost, PersistentIsOptInAndOnlyAddsTheEighthTemplateArgument) {
   EXPECT_EQ(p128_red, with(d128_red, "128, 128, false, true>(p)", "128, 128, false, true, false, true>(p)"));
   const runtime::Sm90BwdChoice cr = runtime::sm90_bwd_source_choice(p128_red);
   EXPECT_TRUE(!cr.dq_bulk && cr.v2 && !cr.dq_tma && cr.persistent);
+  // The spill fallback of kernel_set.cc asks for the default kernel explicitly, whatever the switch says.
+  EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, key, -1, -1, 0), d128);
+  EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, key, 0, -1, 0), d128_red);
   unsetenv("FLEXATTN_SM90_BWD_PERSISTENT");
   EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, key), d128) << "unset = the default source, byte for byte";
+  EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, key, -1, -1, 1), p128);
 }
 
 // Grid of the persistent backward: min(CTAs, work tiles), never 0, 1-D; its shared memory is the layout
