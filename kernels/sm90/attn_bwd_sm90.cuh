@@ -41,7 +41,14 @@ namespace flexattn::kern {
 // at D = 64; the runtime never selects it for the first kernel at D = 128): the dQ tile is swizzled for the 128B-swizzled p.dq_map and the writer adds it
 // with D / 32 TMA tensor reductions instead of one bulk reduction per row; false generates exactly the
 // code that existed before that option.
-template <class V, class T, int D, int Dv, bool kDqBulk = false, bool kV2 = false, bool kDqTma = false>
+// kPersistent (FLEXATTN_SM90_BWD_PERSISTENT, opt-in; docs/kernels_sm90.md, "Persistent backward"): a
+// grid of min(CTAs, work tiles) CTAs (sm90_bwd_persistent_launch, one per SM) that loop over the work
+// tiles; the producer publishes each tile (bwd_kv_info) and the consumers release its K / V on the
+// kv_empty barrier as soon as its last query tile is done, so the next tile's K / V and first query
+// tiles load while they write dK / dV. Correct for any grid; false generates exactly the code that
+// existed before the option.
+template <class V, class T, int D, int Dv, bool kDqBulk = false, bool kV2 = false, bool kDqTma = false,
+          bool kPersistent = false>
 __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
   using namespace sm90;
   using C = BwdCfg<D, Dv, kDqBulk, kV2, kDqTma>;
@@ -49,10 +56,13 @@ __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
   const C c{(smem_u32(flexattn_smem_sm90) + 1023u) & ~1023u};
   const int kv0 = blockIdx.x * C::BN, hk = blockIdx.y, bz = blockIdx.z;
   const int wg = threadIdx.x >> 7;
-  if (kv0 >= p.S) return;  // whole CTA, before any barrier
+  if constexpr (!kPersistent) {
+    if (kv0 >= p.S) return;  // whole CTA, before any barrier
+  }
 
   if (threadIdx.x == 0) {
     mbar_init(c.bar_kv(), 1);
+    if constexpr (kPersistent) mbar_init(bwd_kv_empty(c), kEmptyArrivals);
 #pragma unroll
     for (int s = 0; s < C::ST; ++s) {
       mbar_init(c.full(s), kBwdFullArrivals);
@@ -77,19 +87,26 @@ __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
       // roles never share a warp and keeps the producer's walk on the uniform datapath (with a plain
       // threadIdx test it moved it to vector registers and spilled).
       const int warp = __shfl_sync(0xffffffffu, (int)threadIdx.x >> 5, 0);
-      if (warp == 0)
-        bwd_producer<D, Dv>(p, c, kv0, hk, bz, threadIdx.x & 31);
-      else if (warp == 1)
+      if (warp == 0) {
+        if constexpr (kPersistent)
+          bwd_producer_persistent<D, Dv>(p, c, threadIdx.x & 31);
+        else
+          bwd_producer<D, Dv>(p, c, kv0, hk, bz, threadIdx.x & 31);
+      } else if (warp == 1) {
         bwd_dq_writer<D, Dv>(p, c, threadIdx.x & 31);
+      }
     } else if (threadIdx.x < 32) {
-      bwd_producer<D, Dv>(p, c, kv0, hk, bz, threadIdx.x);
+      if constexpr (kPersistent)
+        bwd_producer_persistent<D, Dv>(p, c, threadIdx.x);
+      else
+        bwd_producer<D, Dv>(p, c, kv0, hk, bz, threadIdx.x);
     }
   } else {
     setmaxnreg_inc<sm90_bwd_consumer_regs(kDqBulk, kV2)>();
     if constexpr (kV2)
-      bwd_consumer_v2<V, T, D, Dv, kDqBulk, kDqTma>(p, c, wg - 1, kv0, hk, bz);
+      bwd_consumer_v2<V, T, D, Dv, kDqBulk, kDqTma, kPersistent>(p, c, wg - 1, kv0, hk, bz);
     else
-      bwd_consumer<V, T, D, Dv, kDqBulk, kDqTma>(p, c, wg - 1, kv0, hk, bz);
+      bwd_consumer<V, T, D, Dv, kDqBulk, kDqTma, kPersistent>(p, c, wg - 1, kv0, hk, bz);
   }
 }
 

@@ -214,14 +214,34 @@ __device__ __forceinline__ void store_dk_dv(const AttnParams& p, const float (&d
 
 // kDqTma (FLEXATTN_SM90_BWD_V3, with kDqBulk): the dQ buffers are swizzled for the writer's TMA tensor
 // reductions (dq_to_smem); false is the code that existed before the option.
-template <class V, class T, int D, int Dv, bool kDqBulk = false, bool kDqTma = false>
+// kP (kPersistent, FLEXATTN_SM90_BWD_PERSISTENT): the body runs once per work tile (tile loop below; kv0,
+// hk, bz from the producer's kv_info), and the dQ buffers follow a ring position of their own (dqp: the
+// tiles' end slots take stage positions but no dQ buffer).
+template <class V, class T, int D, int Dv, bool kDqBulk = false, bool kDqTma = false, bool kP = false>
 __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D, Dv, kDqBulk, false, kDqTma>& c,
                                              int wg, int kv0, int hk, int bz) {
   using C = BwdCfg<D, Dv, kDqBulk, false, kDqTma>;
   const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int kv_row = kv0 + 64 * wg + 16 * warp + g;
   const unsigned k_half = c.k_half(wg), v_half = c.v_half(wg), ds_tile = c.ds_tile(wg);
   const bool do_dq = p.deterministic == 0 && p.dq_accum != nullptr;
+  RingPos pos{0, 0u};
+  RingPos dqp{0, 0u};      // kP: position of the next dQ buffer use
+  // kP: parity of bar_kv's next phase (from kv_info at each tile's end, so that neither it nor kv0 stays
+  // live through the query-tile loop: with them the score_mod variants spilled 200-250 bytes at 240
+  // registers, NVRTC 13.0).
+  unsigned kv_phase = 0u;
+  while (true) {  // kP: one pass per work tile; otherwise one pass
+  if constexpr (kP) {
+    mbar_wait(c.bar_kv(), kv_phase);
+    kv0 = ld_shared_s32(bwd_kv_info(c));
+    if (kv0 < 0) {
+      if constexpr (kDqBulk) {
+        if (do_dq && wg == 1) dq_end_marker(c, dqp.stage, dqp.phase, tid);
+      }
+      break;
+    }
+  }
+  int kv_row = kv0 + 64 * wg + 16 * warp + g;
 
   float dk[D / 2], dv[Dv / 2];
 #pragma unroll
@@ -229,17 +249,35 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
 #pragma unroll
   for (int i = 0; i < Dv / 2; ++i) dv[i] = 0.f;
 
-  mbar_wait(c.bar_kv(), 0u);
-  RingPos pos{0, 0u};
+  if constexpr (!kP) mbar_wait(c.bar_kv(), 0u);
   while (true) {
     mbar_wait(c.full(pos.stage), pos.phase);
     const unsigned info = c.info(pos.stage);
     const int q0 = ld_shared_s32(info);
     if (q0 < 0) {
-      if constexpr (kDqBulk) {
+      if constexpr (kP) {
+        // This warp's GEMMs of the tile retired (the dQ GEMM's wait of its last query tile) and kv_info
+        // read: release K / V, and the end slot like any other.
+        // hk, bz, kv_row and the next bar_kv parity are read only now, for the epilogue and the next
+        // tile (held from the top of the tile they stay live through the loop and spill, see kv_phase).
+        hk = ld_shared_s32(bwd_kv_info(c) + 4);
+        bz = ld_shared_s32(bwd_kv_info(c) + 8);
+        kv_row = ld_shared_s32(bwd_kv_info(c)) + 64 * wg + 16 * warp + g;
+        kv_phase = unsigned(ld_shared_s32(bwd_kv_info(c) + 12));
+        __syncwarp();  // every lane's reads before lane 0's release
+        if (lane == 0) {
+          mbar_arrive(bwd_kv_empty(c));
+          mbar_arrive(c.empty(pos.stage));
+        }
+        pos.template advance<C::ST>();
+      } else if constexpr (kDqBulk) {
         if (do_dq && wg == 1) dq_end_marker(c, pos.stage, pos.phase, tid);
       }
       break;
+    }
+    if constexpr (kP) {  // kv0 again from kv_info (see kv_phase)
+      kv0 = ld_shared_s32(bwd_kv_info(c));
+      kv_row = kv0 + 64 * wg + 16 * warp + g;
     }
     const int h = ld_shared_s32(info + 4), b = ld_shared_s32(info + 8);
     const bool full = ld_shared_s32(info + 12) != 0;
@@ -282,7 +320,12 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
         fence_operands(dq);
         // The n-th query tile uses dQ buffer n % 2 with phase (n / 2) % 2: the stage ring's position
         // (DQB == ST, and do_dq is the same for every tile).
-        dq_to_smem(c, pos.stage, pos.phase, wg, dq, q0, b * p.Hq + h, tid, warp, g, t);
+        if constexpr (kP) {
+          dq_to_smem(c, dqp.stage, dqp.phase, wg, dq, q0, b * p.Hq + h, tid, warp, g, t);
+          dqp.template advance<C::DQB>();
+        } else {
+          dq_to_smem(c, pos.stage, pos.phase, wg, dq, q0, b * p.Hq + h, tid, warp, g, t);
+        }
       }
     } else {
       float dq[D / 2];
@@ -296,6 +339,8 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
 
   // dK = scale * dS^T Q; dV as accumulated. With Bkv == 1 this CTA has summed every query batch.
   store_dk_dv<T, D, Dv>(p, dk, dv, bz, hk, kv_row, t);
+  if constexpr (!kP) break;
+  }  // tile loop
 }
 
 }  // namespace flexattn::kern::sm90

@@ -258,7 +258,9 @@ __device__ __forceinline__ void dq_end_marker_v2(const BwdCfg<D, Dv, true, true,
   mbar_arrive(c.dq_full(0));
 }
 
-template <class V, class T, int D, int Dv, bool kB, bool kT = false>
+// kP (kPersistent, FLEXATTN_SM90_BWD_PERSISTENT): the whole body runs once per work tile (tile loop
+// below); kv0, hk, bz come from the producer's kv_info instead of the arguments.
+template <class V, class T, int D, int Dv, bool kB, bool kT = false, bool kP = false>
 __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCfg<D, Dv, kB, true, kT>& c, int wg,
                                                 int kv0, int hk, int bz) {
   using C = BwdCfg<D, Dv, kB, true, kT>;
@@ -274,12 +276,29 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
   // path only: at 232 the 18 partial sums spilled 32 bytes for t5 (ptxas 13.0).
   constexpr int kBg = sm90_bwd_consumer_regs(kB, true) >= 240 ? bg_reduce<V>() : 0;
   const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int kv_row = kv0 + 64 * wg + 16 * warp + g;
   const unsigned k_half = c.k_half(wg), v_half = c.v_half(wg);
   const unsigned k0_slab = c.k_half(0) + wg * C::kSlabBytes, k1_slab = c.k_half(1) + wg * C::kSlabBytes;
   const bool do_dq = p.deterministic == 0 && p.dq_accum != nullptr;
-  const bool kv_in = kv0 + C::BN <= p.S;
   const float scale_log2 = p.scale * kLog2e;
+  RingPos pos{0, 0u};
+  unsigned dq_phase = 0u;  // bulk dQ: phase of the one dQ buffer (flips every tile)
+  // kP: parity of bar_kv's next phase (from kv_info at each tile's end, so that neither it nor kv0 stays
+  // live through the query-tile loop: with them the score_mod variants spilled 200-250 bytes at 240
+  // registers, NVRTC 13.0).
+  unsigned kv_phase = 0u;
+  while (true) {  // kP: one pass per work tile; otherwise one pass
+  if constexpr (kP) {
+    mbar_wait(c.bar_kv(), kv_phase);
+    kv0 = ld_shared_s32(bwd_kv_info(c));
+    if (kv0 < 0) {
+      if constexpr (kB) {
+        if (do_dq) dq_end_marker_v2(c, dq_phase, wg, tid);
+      }
+      break;
+    }
+  }
+  int kv_row = kv0 + 64 * wg + 16 * warp + g;
+  bool kv_in = kv0 + C::BN <= p.S;
 
   float dk[D / 2], dv[Dv / 2];
 #pragma unroll
@@ -287,18 +306,36 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
 #pragma unroll
   for (int i = 0; i < Dv / 2; ++i) dv[i] = 0.f;
 
-  mbar_wait(c.bar_kv(), 0u);
-  RingPos pos{0, 0u};
-  unsigned dq_phase = 0u;  // bulk dQ: phase of the one dQ buffer (flips every tile)
+  if constexpr (!kP) mbar_wait(c.bar_kv(), 0u);
   while (true) {
     mbar_wait(c.full(pos.stage), pos.phase);
     const unsigned info = c.info(pos.stage);
     const int q0 = ld_shared_s32(info);
     if (q0 < 0) {
-      if constexpr (kB) {
+      if constexpr (kP) {
+        // This warp's GEMMs of the tile retired (wgmma_wait<0> of its last query tile) and kv_info read:
+        // release K / V, and the end slot like any other.
+        // hk, bz, kv_row and the next bar_kv parity are read only now, for the epilogue and the next
+        // tile (held from the top of the tile they stay live through the loop and spill, see kv_phase).
+        hk = ld_shared_s32(bwd_kv_info(c) + 4);
+        bz = ld_shared_s32(bwd_kv_info(c) + 8);
+        kv_row = ld_shared_s32(bwd_kv_info(c)) + 64 * wg + 16 * warp + g;
+        kv_phase = unsigned(ld_shared_s32(bwd_kv_info(c) + 12));
+        __syncwarp();  // every lane's reads before lane 0's release
+        if (lane == 0) {
+          mbar_arrive(bwd_kv_empty(c));
+          mbar_arrive(c.empty(pos.stage));
+        }
+        pos.template advance<C::ST>();
+      } else if constexpr (kB) {
         if (do_dq) dq_end_marker_v2(c, dq_phase, wg, tid);
       }
       break;
+    }
+    if constexpr (kP) {  // kv0 again from kv_info (see kv_phase)
+      kv0 = ld_shared_s32(bwd_kv_info(c));
+      kv_row = kv0 + 64 * wg + 16 * warp + g;
+      kv_in = kv0 + C::BN <= p.S;
     }
     const int h = ld_shared_s32(info + 4), b = ld_shared_s32(info + 8);
     // Without a mask_mod every tile is a full one: with no block mask at all (dense, relbias) the walker
@@ -392,6 +429,8 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
   }
 
   store_dk_dv<T, D, Dv>(p, dk, dv, bz, hk, kv_row, t);
+  if constexpr (!kP) break;
+  }  // tile loop
 }
 
 }  // namespace flexattn::kern::sm90

@@ -49,6 +49,22 @@ struct BwdCfg {
   __device__ __forceinline__ unsigned dq_info(int j) const { return base + kSmem.dq_info + 8 * j; }
 };
 
+// Persistent backward (kPersistent, FLEXATTN_SM90_BWD_PERSISTENT): two words after the layout's end
+// (tile_config_sm90_bwd.h, kSm90BwdPersistentSmem), outside BwdCfg so every default address is unchanged.
+//   kv_empty (mbarrier, kEmptyArrivals = one per consumer warp): the warp has retired every GEMM that
+//     reads the tile's K / V (and read the tile's info slot) -> the producer may load the next tile's.
+//   kv_info: the tile the K / V behind bar_kv belong to (kv0, kv head, kv batch, the parity of bar_kv's
+//     next phase; kv0 = -1: no more
+//     tiles), written by the producer before its arrival on bar_kv.
+template <class C>
+__device__ __forceinline__ unsigned bwd_kv_empty(const C& c) {
+  return c.base + C::kSmem.total;
+}
+template <class C>
+__device__ __forceinline__ unsigned bwd_kv_info(const C& c) {
+  return c.base + C::kSmem.total + 8;
+}
+
 // Arrivals on a stage's full barrier: every lane of the producer warp (each releases its own lse /
 // delta stores; lane 0's arrival also carries the TMA byte count). On an empty barrier: one per
 // consumer warp, after the wgmma_wait that retired its last read of the stage (kEmptyArrivals).

@@ -11,6 +11,7 @@
 #include "sm80/attn_bwd_sm80.cuh"
 #include "sm80/scores_sm80.cuh"
 #include "sm90/bwd_layout_sm90.cuh"
+#include "sm90/fwd_scheduler_sm90.cuh"
 #include "sm90/ptx/bulk_reduce.cuh"
 #include "sm90/ptx/mbarrier.cuh"
 #include "sm90/ptx/smem.cuh"
@@ -78,6 +79,115 @@ __device__ __forceinline__ void bwd_producer(const AttnParams& p, const BwdCfg<D
   mbar_wait(c.empty(pos.stage), pos.phase ^ 1u);
   if (lane == 0) st_shared_s32(c.info(pos.stage), -1);
   mbar_arrive(c.full(pos.stage));
+}
+
+// Producer of the persistent backward (kPersistent, FLEXATTN_SM90_BWD_PERSISTENT; docs/kernels_sm90.md,
+// "Persistent backward"): the same warp and lanes, looping over work tiles t (sm90_bwd_work_tile order;
+// the first is blockIdx.x, every further one from the tile queue p.tile_queue, or t + gridDim.x without
+// one: fwd_queue_next, the forward's queue word protocol). Per work tile:
+//   1. wait kv_empty (every consumer warp is done with the previous tile's K / V and info slot), write
+//      the tile into kv_info, load K and V on bar_kv (its phase flips once per tile);
+//   2. the query tiles exactly as bwd_producer, through the same ring, whose (stage, phase) runs on across
+//      work tiles;
+//   3. claim the next tile (after the walk, so the claims stay in greedy order) and prefetch its K / V
+//      into L2, so step 1 of the next tile reads them from L2 while the consumers run this tile's epilogue;
+//   4. a ring slot with start -1 ends this tile's query tiles (the consumers release it like any other).
+// After the last tile, kv_info gets -1 and bar_kv a plain arrival: the consumers leave their tile loop.
+template <int D, int Dv, bool kB = false, bool kV2 = false, bool kT = false>
+__device__ __forceinline__ void bwd_producer_persistent(const AttnParams& p, const BwdCfg<D, Dv, kB, kV2, kT>& c,
+                                                        int lane) {
+  using C = BwdCfg<D, Dv, kB, kV2, kT>;
+  if (lane == 0) {
+    tma_prefetch_map(&p.q_map);
+    tma_prefetch_map(&p.k_map);
+    tma_prefetch_map(&p.v_map);
+    tma_prefetch_map(&p.o_map);
+  }
+  const int count = sm90_bwd_work_tiles(p.Bkv, p.Hkv, p.S);
+  int t = blockIdx.x;
+  RingPos pos{0, 0u};
+  unsigned kv_phase = 0u;
+  while (true) {
+    mbar_wait(bwd_kv_empty(c), kv_phase ^ 1u);
+    kv_phase ^= 1u;
+    if (t >= count) {
+      if (lane == 0) {
+        st_shared_s32(bwd_kv_info(c), -1);
+        mbar_arrive(c.bar_kv());
+      }
+      break;
+    }
+    const Sm90BwdWorkTile w = sm90_bwd_work_tile(t, p.Hkv, p.Bkv);
+    if (lane == 0) {
+      const int bk = p.Bkv == 1 ? 0 : w.bz;
+      st_shared_s32(bwd_kv_info(c), w.kv0);
+      st_shared_s32(bwd_kv_info(c) + 4, w.hk);
+      st_shared_s32(bwd_kv_info(c) + 8, w.bz);
+      st_shared_s32(bwd_kv_info(c) + 12, int(kv_phase));  // the parity of bar_kv's next phase
+      mbar_arrive_expect_tx(c.bar_kv(), C::kKvBytes);
+#pragma unroll
+      for (int h = 0; h < kSm90ConsumerWarpgroups; ++h) {
+#pragma unroll
+        for (int s = 0; s < D / 64; ++s)
+          tma_load_4d(c.k_half(h) + s * C::kSlabBytes, &p.k_map, c.bar_kv(), 64 * s, w.kv0 + 64 * h, w.hk, bk);
+#pragma unroll
+        for (int s = 0; s < Dv / 64; ++s)
+          tma_load_4d(c.v_half(h) + s * C::kSlabBytes, &p.v_map, c.bar_kv(), 64 * s, w.kv0 + 64 * h, w.hk, bk);
+      }
+    }
+
+    BwdTileIter it;
+    it.init(p, w.bz, w.hk, w.kv0, C::BM);
+    while (it.next(p)) {
+      const QTileRef q = it.cur;
+      mbar_wait(c.empty(pos.stage), pos.phase ^ 1u);
+      const long long row0 = ((long long)q.b * p.Hq + q.h) * p.L + q.q0;
+#pragma unroll
+      for (int r = lane; r < C::BM; r += 32) {
+        const bool in = q.q0 + r < p.L;
+        st_shared_f32(c.lse(pos.stage) + 4 * r, in ? lse_to_log2(p.lse[row0 + r]) : pos_inf());
+        st_shared_f32(c.delta(pos.stage) + 4 * r, in ? p.delta[row0 + r] : 0.f);
+      }
+      if (lane == 0) {
+        st_shared_s32(c.info(pos.stage), q.q0);
+        st_shared_s32(c.info(pos.stage) + 4, q.h);
+        st_shared_s32(c.info(pos.stage) + 8, q.b);
+        st_shared_s32(c.info(pos.stage) + 12, q.full ? 1 : 0);
+        mbar_arrive_expect_tx(c.full(pos.stage), C::kQdoBytes);
+#pragma unroll
+        for (int s = 0; s < D / 64; ++s)
+          tma_load_4d(c.q_tile(pos.stage) + s * C::kSlabBytes, &p.q_map, c.full(pos.stage), 64 * s, q.q0, q.h, q.b);
+#pragma unroll
+        for (int s = 0; s < Dv / 64; ++s)
+          tma_load_4d(c.do_tile(pos.stage) + s * C::kSlabBytes, &p.o_map, c.full(pos.stage), 64 * s, q.q0, q.h, q.b);
+      } else {
+        mbar_arrive(c.full(pos.stage));
+      }
+      pos.template advance<C::ST>();
+    }
+
+    // Lane 0 alone takes from the queue (one atomic per take: the word's count protocol); redux.sync
+    // hands the result to the warp as a uniform value (fwd_uniform's reason: the walk stays on the
+    // uniform datapath).
+    int next = 0;
+    if (lane == 0) next = fwd_queue_next(p.tile_queue, t, count);
+    asm volatile("redux.sync.or.b32 %0, %1, %2;" : "=r"(t) : "r"(next), "r"(0xffffffffu));
+    if (lane == 0 && t < count) {
+      const Sm90BwdWorkTile n = sm90_bwd_work_tile(t, p.Hkv, p.Bkv);
+      const int bk = p.Bkv == 1 ? 0 : n.bz;
+#pragma unroll
+      for (int h = 0; h < kSm90ConsumerWarpgroups; ++h) {
+#pragma unroll
+        for (int s = 0; s < D / 64; ++s) tma_prefetch_l2_4d(&p.k_map, 64 * s, n.kv0 + 64 * h, n.hk, bk);
+#pragma unroll
+        for (int s = 0; s < Dv / 64; ++s) tma_prefetch_l2_4d(&p.v_map, 64 * s, n.kv0 + 64 * h, n.hk, bk);
+      }
+    }
+    mbar_wait(c.empty(pos.stage), pos.phase ^ 1u);
+    if (lane == 0) st_shared_s32(c.info(pos.stage), -1);
+    mbar_arrive(c.full(pos.stage));
+    pos.template advance<C::ST>();
+  }
 }
 
 // dQ writer of the bulk dQ path (kDqBulk, FLEXATTN_SM90_BWD_DQ_BULK): warp 1 of warpgroup 0, all 32

@@ -142,6 +142,45 @@ FLEXATTN_HD constexpr Sm90Launch sm90_bwd_launch(int d, int dv, int Bkv, int Hkv
                     (unsigned)kSm90Threads, (unsigned)sm90_bwd_smem(d, dv, dq_bulk, v2, dq_tma)};
 }
 
+// Persistent backward (FLEXATTN_SM90_BWD_PERSISTENT, template argument kPersistent of attn_bwd_sm90;
+// docs/kernels_sm90.md, "Persistent backward"): grid = min(CTAs, work tiles), each CTA loops over work
+// tiles (128-row kv tile, kv head, kv batch). Its two extra shared words sit after the layout's end
+// (kSmem.total, a multiple of 8), so every other offset is the default layout's: the kv_empty barrier
+// (8 bytes) and the tile's info slot (kv0 or -1 = no more tiles, kv head, kv batch, next bar_kv parity;
+// 16 bytes).
+constexpr int kSm90BwdPersistentSmem = 32;
+
+// Work tiles of the backward: one per (kv tile, kv head, kv batch).
+FLEXATTN_HD constexpr int sm90_bwd_work_tiles(int Bkv, int Hkv, int S) {
+  return (S + kSm90BwdBlockN - 1) / kSm90BwdBlockN * Hkv * Bkv;
+}
+
+struct Sm90BwdWorkTile {
+  int kv0, hk, bz;  // first kv row, kv head, kv batch
+};
+
+// Work tile t in the persistent order: kv tiles in ascending order, the (head, batch) pairs of one kv
+// tile next to each other. Ascending kv is longest first for causal-like masks (kv tile j is attended by
+// the query tiles at or after it: the first kv tiles have the longest loops) and equal length for
+// dense, sliding-window and document masks; with the tile queue a CTA that finishes early takes the
+// next one (greedy), so the short tiles of the tail fill the gaps.
+FLEXATTN_HD constexpr Sm90BwdWorkTile sm90_bwd_work_tile(int t, int Hkv, int Bkv) {
+  const int hb = Hkv * Bkv;
+  const int kvt = t / hb, r = t - kvt * hb;
+  return Sm90BwdWorkTile{kvt * kSm90BwdBlockN, r % Hkv, r / Hkv};
+}
+
+// Grid of the persistent backward: x = min(ctas, work tiles) (at least 1; the tile queue needs every
+// CTA's first tile, blockIdx.x, to exist), and the layout plus the two persistent words.
+FLEXATTN_HD constexpr Sm90Launch sm90_bwd_persistent_launch(int d, int dv, int Bkv, int Hkv, int S, int ctas,
+                                                            bool dq_bulk = false, bool v2 = false,
+                                                            bool dq_tma = false) {
+  const int tiles = sm90_bwd_work_tiles(Bkv, Hkv, S);
+  const int x = ctas < tiles ? ctas : tiles;
+  return Sm90Launch{(unsigned)(x > 1 ? x : 1), 1u, 1u, (unsigned)kSm90Threads,
+                    (unsigned)(sm90_bwd_smem(d, dv, dq_bulk, v2, dq_tma) + kSm90BwdPersistentSmem)};
+}
+
 // Mask tiles the backward accepts: a kv tile of 128 rows must sit inside one mask column, and the query
 // tiles of 64 rows inside one mask row (the no-mask sentinel 1 << 30 qualifies).
 FLEXATTN_HD constexpr bool sm90_bwd_mask_blocks_ok(int q_block, int kv_block) {
@@ -178,6 +217,15 @@ static_assert(sm90_bwd_smem_layout(64, 64, true, false, true).dq % 1024 == 0 &&
                   sm90_bwd_smem_layout(64, 128, true, false, true).dq % 1024 == 0 &&
                   sm90_bwd_smem_layout(64, 64, true, false, true).dq_buf % 1024 == 0,
               "first kernel, v3: both dQ buffers' slabs are 1024-aligned");
+static_assert(sm90_bwd_smem(128, 128, true, true) + kSm90BwdPersistentSmem <= kSm90SmemLimit &&
+                  sm90_bwd_smem(64, 128, true) + kSm90BwdPersistentSmem <= kSm90SmemLimit &&
+                  sm90_bwd_smem(128, 128, true) + kSm90BwdPersistentSmem <= kSm90SmemLimit &&
+                  sm90_bwd_smem(128, 128, false, true) + kSm90BwdPersistentSmem <= kSm90SmemLimit,
+              "the persistent kernel's two words fit next to every layout");
+static_assert(sm90_bwd_smem_layout(128, 128, true, true, true).total % 8 == 0 &&
+                  sm90_bwd_smem_layout(64, 64, true, false, true).total % 8 == 0 &&
+                  sm90_bwd_smem_layout(64, 64).total % 8 == 0 && sm90_bwd_smem_layout(128, 64, false, true).total % 8 == 0,
+              "the persistent kv_empty barrier after the layout is 8-byte aligned");
 static_assert(sm90_bwd_smem_layout(128, 128).q % 1024 == 0 && sm90_bwd_smem_layout(64, 64).ds % 1024 == 0,
               "tiles stay 1024-aligned");
 

@@ -159,6 +159,7 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
     set->sm90_dq_bulk = choice.dq_bulk;
     set->sm90_bwd_v2 = choice.v2;
     set->sm90_bwd_dq_tma = choice.dq_tma;
+    set->sm90_bwd_persistent = choice.persistent;
     // The bulk dQ path (the default) holds the shared-tile addressing on top of the per-element path's
     // registers; for the heaviest mods at D=128 (document:3, relbias(learnable), text:mixed: 92-620
     // spilled bytes with ptxas 13.0) the per-element path compiles clean, so those take it.
@@ -169,6 +170,15 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
       return main != set->compiled.ptxas.end() &&
              (main->second.spill_stores + main->second.spill_loads > 0 || main->second.stack > 0);
     };
+    // FLEXATTN_SM90_BWD_PERSISTENT: a persistent main kernel that spills is rebuilt as the default one
+    // first (same dQ path and buffer gradients; the tile loop's state costs the consumers a few registers:
+    // softcap + causal, document:3 spilled 40-250 bytes with ptxas 13.0), then the chain below applies.
+    const int persistent = choice.persistent && spills() ? 0 : -1;
+    if (persistent == 0) {
+      req.source = kernel_source_sm90_bwd(gen, key, -1, -1, 0);
+      set->compiled = jit::get_or_compile(req);
+      set->sm90_bwd_persistent = false;
+    }
     const bool bg = req.source.find("#define FLEXATTN_SM90_BWD_BG_REDUCE 1") != std::string::npos;
     struct Try {
       int dq_bulk, bg_reduce;
@@ -179,11 +189,12 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
     else if (choice.dq_bulk) fallbacks = {{0, 0}};
     for (const Try& t : fallbacks) {
       if (!spills()) break;
-      req.source = kernel_source_sm90_bwd(gen, key, t.dq_bulk, t.bg_reduce);
+      req.source = kernel_source_sm90_bwd(gen, key, t.dq_bulk, t.bg_reduce, persistent);
       set->compiled = jit::get_or_compile(req);
       const Sm90BwdChoice now = sm90_bwd_source_choice(req.source);
       set->sm90_dq_bulk = now.dq_bulk;
       set->sm90_bwd_dq_tma = now.dq_tma;
+      set->sm90_bwd_persistent = now.persistent;
     }
   }
   std::lock_guard<std::mutex> lock(mu);

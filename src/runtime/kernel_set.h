@@ -45,6 +45,9 @@ struct KernelSet {
   // sm90 backward only: the v2 main kernel adds dQ with TMA tensor reductions (FLEXATTN_SM90_BWD_V3; needs
   // p.dq_map).
   bool sm90_bwd_dq_tma = false;
+  // sm90 backward only: the main kernel is the persistent one (FLEXATTN_SM90_BWD_PERSISTENT; its grid is
+  // one CTA per SM and its shared memory 32 bytes larger).
+  bool sm90_bwd_persistent = false;
 };
 
 // The generated source of an sm80-family kernel set (exposed for golden-file tests); the sm90 one is

@@ -1,6 +1,7 @@
 // The sm90 backward: opt-in, support rules, generated source, tensor maps, launches.
 #include "runtime/sm90_backward.h"
 
+#include <algorithm>
 #include <sstream>
 #include <vector>
 
@@ -8,7 +9,9 @@
 #include "flexattn/error.h"
 #include "jit/module.h"
 #include "jit/sys.h"
+#include "jit/device.h"
 #include "runtime/kernel_set.h"
+#include "runtime/sm90_tile_queue.h"
 #include "runtime/tma_sm90.h"
 #include "sm80/tile_config.h"
 #include "sm90/tile_config_sm90_bwd.h"
@@ -31,6 +34,16 @@ bool sm90_bwd_v3_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_V3", true
 
 bool sm90_bwd_bg_reduce_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_BG_REDUCE", true); }
 
+bool sm90_bwd_persistent_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_PERSISTENT", false); }
+
+std::string sm90_bwd_persistent_args(const std::string& args) {
+  // args: "", ", true", ", false, true", ", true, true", ", true, false, true" or ", true, true, true"
+  // (kDqBulk, kV2, kDqTma as far as given); kPersistent is the eighth template argument.
+  std::string full = args;
+  for (size_t n = size_t(std::count(args.begin(), args.end(), ',')); n < 3; ++n) full += ", false";
+  return full + ", true";
+}
+
 bool sm90_bwd_v2_selected(int d, int dv) { return sm90_bwd_v2_requested() && kern::sm90_bwd_v2_head_dims_ok(d, dv); }
 
 Sm90BwdChoice sm90_bwd_source_choice(const std::string& source) {
@@ -50,6 +63,7 @@ Sm90BwdChoice sm90_bwd_source_choice(const std::string& source) {
   c.dq_bulk = args.size() > 4 && args[4] == "true";
   c.v2 = args.size() > 5 && args[5] == "true";
   c.dq_tma = args.size() > 6 && args[6] == "true";
+  c.persistent = args.size() > 7 && args[7] == "true";
   return c;
 }
 
@@ -95,7 +109,7 @@ void encode_sm90_dq_accum_map(kern::AttnParams* p) {
 }
 
 std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key, int dq_bulk,
-                                   int bg_reduce) {
+                                   int bg_reduce, int persistent) {
   if (key.dtype != DType::BF16 && key.dtype != DType::F16)
     throw Error("dtype: the sm90 backward takes bf16 or f16 tensors, got " + std::string(dtype_name(key.dtype)));
   if (!kern::sm90_bwd_head_dims_ok(key.d, key.dv))
@@ -113,9 +127,12 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   const bool v3 = sm90_bwd_v3_requested();
   const std::string v2_bulk = v3 ? ", true, true, true" : ", true, true";
   const std::string v1_bulk = v3 && key.d == 64 ? ", true, false, true" : ", true";
-  const std::string bulk = sm90_bwd_v2_selected(key.d, key.dv) ? (use_bulk ? v2_bulk : ", false, true")
-                           : use_bulk                           ? v1_bulk
-                                                                : "";
+  const std::string dq_args = sm90_bwd_v2_selected(key.d, key.dv) ? (use_bulk ? v2_bulk : ", false, true")
+                              : use_bulk                           ? v1_bulk
+                                                                   : "";
+  // FLEXATTN_SM90_BWD_PERSISTENT: the eighth, kPersistent = true, after all three dQ arguments.
+  const bool use_persistent = persistent < 0 ? sm90_bwd_persistent_requested() : persistent != 0;
+  const std::string bulk = use_persistent ? sm90_bwd_persistent_args(dq_args) : dq_args;
   auto entry = [](const char* name, const std::string& bounds, const std::string& body) {
     return "extern \"C\" __global__ void __launch_bounds__(" + bounds + ", 1)\n" + name +
            "(const __grid_constant__ AttnParams p) { " + body + "; }\n";
@@ -161,8 +178,17 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
       return sm90_decline(std::string("backward: ") + e.what());
     }
   }
-  const kern::Sm90Launch l = kern::sm90_bwd_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S, set.sm90_dq_bulk, set.sm90_bwd_v2,
-                                                   set.sm90_bwd_dq_tma);
+  kern::Sm90Launch l = kern::sm90_bwd_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S, set.sm90_dq_bulk, set.sm90_bwd_v2,
+                                             set.sm90_bwd_dq_tma);
+  if (set.sm90_bwd_persistent) {
+    // One CTA per SM (FLEXATTN_SM90_PERSISTENT_CTAS caps it, as for the forward), at most one per work
+    // tile; the forward's tile queue word of this stream (left at 0 by every launch, so the forward and
+    // the backward on one stream share it in turn).
+    l = kern::sm90_bwd_persistent_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S,
+                                         sm90_persistent_ctas(jit::device_props(a.fwd.device).sm_count),
+                                         set.sm90_dq_bulk, set.sm90_bwd_v2, set.sm90_bwd_dq_tma);
+    p.tile_queue = sm90_tile_queue(a.fwd.device, a.fwd.stream);
+  }
   launch_backward(*a.fwd.variant, set, p, launch_config(l, a.fwd.stream),
                   a.deterministic, a.fwd.stream);
   return true;

@@ -43,10 +43,19 @@ bool sm90_bwd_v2_selected(int d, int dv);
 // the bulk dQ path is selected. Read when a set is generated.
 bool sm90_bwd_v3_requested();
 
-// The template arguments kDqBulk, kV2 and kDqTma of the main kernel that a generated sm90 backward source
-// instantiates (false where absent).
+// FLEXATTN_SM90_BWD_PERSISTENT is on (default off): the main kernel is the persistent one (template
+// argument kPersistent; docs/kernels_sm90.md, "Persistent backward"): one CTA per SM looping over the
+// (kv tile, kv head, kv batch) work tiles from the tile queue, the next tile's K / V and first query
+// tiles loading while the consumers write the previous tile's dK / dV. Read when a set is generated.
+bool sm90_bwd_persistent_requested();
+// The template-argument tail of the persistent kernel for the dQ-path tail `args` of the default one
+// ("", ", true", ..., ", true, true, true"): kDqBulk, kV2, kDqTma spelled out, then ", true".
+std::string sm90_bwd_persistent_args(const std::string& args);
+
+// The template arguments kDqBulk, kV2, kDqTma and kPersistent of the main kernel that a generated sm90
+// backward source instantiates (false where absent).
 struct Sm90BwdChoice {
-  bool dq_bulk = false, v2 = false, dq_tma = false;
+  bool dq_bulk = false, v2 = false, dq_tma = false, persistent = false;
 };
 Sm90BwdChoice sm90_bwd_source_choice(const std::string& source);
 
@@ -67,8 +76,9 @@ void encode_sm90_dq_accum_map(kern::AttnParams* p);
 // flexattn_bwd_preprocess and flexattn_bwd_dq_convert (the deterministic dQ pass is a set of its own).
 // dq_bulk: 1 / 0 choose the dQ path, -1 (default) follows FLEXATTN_SM90_BWD_DQ_BULK; bg_reduce likewise
 // for FLEXATTN_SM90_BWD_BG_REDUCE (it reaches the source only for variants with buffer_grad_reduce).
+// persistent likewise for FLEXATTN_SM90_BWD_PERSISTENT.
 std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key, int dq_bulk = -1,
-                                   int bg_reduce = -1);
+                                   int bg_reduce = -1, int persistent = -1);
 
 // The dispatch hook of cuda_backward: runs the whole backward on the sm90 set and returns true, or
 // returns false (with the reason under FLEXATTN_JIT_DEBUG=1) and the caller runs the sm80 family.

@@ -26,6 +26,14 @@ __device__ __forceinline__ void tma_load_4d(unsigned dst, const void* map, unsig
       : "memory");
 }
 
+// Global -> L2 only (no shared memory, no barrier): the persistent backward warms its next work tile's
+// K and V while the current tile still runs.
+__device__ __forceinline__ void tma_prefetch_l2_4d(const void* map, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];" ::"l"(map_addr(map)),
+               "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
+
 // Shared -> global; elements outside the tensor bounds are not written (how rows >= L are skipped).
 __device__ __forceinline__ void tma_store_4d(const void* map, unsigned src, int c0, int c1, int c2, int c3) {
   asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(

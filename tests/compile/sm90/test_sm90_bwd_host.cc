@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 #include <set>
+#include <tuple>
+#include <vector>
 
 #include "common/params.h"
 #include "flexattn/codegen.h"
@@ -14,6 +16,7 @@
 #include "runtime/kernel_set.h"
 #include "runtime/sm90_backward.h"
 #include "runtime/tma_sm90.h"
+#include "sm90/fwd_scheduler_sm90.cuh"
 #include "sm90/tile_config_sm90_bwd.h"
 #include "compile/sm90/sm90_host_util.h"
 
@@ -381,5 +384,128 @@ TEST(Sm90BwdHost, V3AddsTheTmaDqArgumentToTheBulkPaths) {
     EXPECT_LE(g.total, f.total);
     EXPECT_EQ(kern::sm90_bwd_launch(64, dv, 1, 8, 1000, true, false, true).smem,
               unsigned(kern::sm90_bwd_smem(64, dv, true, false, true)));
+  }
+}
+
+// FLEXATTN_SM90_BWD_PERSISTENT (opt-in): off unless set, parsed like the other switches, and it only
+// appends kPersistent = true (with the dQ arguments spelled out) to the main kernel's template.
+TEST(Sm90BwdHost, PersistentIsOptInAndOnlyAddsTheEighthTemplateArgument) {
+  unsetenv("FLEXATTN_SM90_BWD_PERSISTENT");
+  EXPECT_FALSE(runtime::sm90_bwd_persistent_requested());
+  setenv("FLEXATTN_SM90_BWD_PERSISTENT", "0", 1);
+  EXPECT_FALSE(runtime::sm90_bwd_persistent_requested());
+  setenv("FLEXATTN_SM90_BWD_PERSISTENT", "1", 1);
+  EXPECT_TRUE(runtime::sm90_bwd_persistent_requested());
+  unsetenv("FLEXATTN_SM90_BWD_PERSISTENT");
+  EXPECT_EQ(runtime::sm90_bwd_persistent_args(""), ", false, false, false, true");
+  EXPECT_EQ(runtime::sm90_bwd_persistent_args(", true"), ", true, false, false, true");
+  EXPECT_EQ(runtime::sm90_bwd_persistent_args(", false, true"), ", false, true, false, true");
+  EXPECT_EQ(runtime::sm90_bwd_persistent_args(", true, true"), ", true, true, false, true");
+  EXPECT_EQ(runtime::sm90_bwd_persistent_args(", true, false, true"), ", true, false, true, true");
+  EXPECT_EQ(runtime::sm90_bwd_persistent_args(", true, true, true"), ", true, true, true, true");
+
+  Variant v;
+  v.mask_mod = mods::causal();
+  const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, true);
+  runtime::KernelSetKey key{DType::BF16, 128, 128, "sm_90a", true, runtime::KernelFamily::sm90};
+  runtime::KernelSetKey k64{DType::BF16, 64, 64, "sm_90a", true, runtime::KernelFamily::sm90};
+  const std::string d128 = runtime::kernel_source_sm90_bwd(gen, key), d64 = runtime::kernel_source_sm90_bwd(gen, k64);
+  const std::string d128_red = runtime::kernel_source_sm90_bwd(gen, key, 0);
+  EXPECT_FALSE(runtime::sm90_bwd_source_choice(d128).persistent);
+  setenv("FLEXATTN_SM90_BWD_PERSISTENT", "1", 1);
+  auto with = [](std::string src, const std::string& call, const std::string& by) {
+    const size_t at = src.find(call);
+    EXPECT_NE(at, std::string::npos) << call;
+    if (at != std::string::npos) src.replace(at, call.size(), by);
+    return src;
+  };
+  // The defaults: v2 + v3 at D = 128, the first kernel + v3 at D = 64.
+  const std::string p128 = runtime::kernel_source_sm90_bwd(gen, key);
+  EXPECT_EQ(p128, with(d128, "128, 128, true, true, true>(p)", "128, 128, true, true, true, true>(p)"));
+  const runtime::Sm90BwdChoice c = runtime::sm90_bwd_source_choice(p128);
+  EXPECT_TRUE(c.dq_bulk && c.v2 && c.dq_tma && c.persistent);
+  const std::string p64 = runtime::kernel_source_sm90_bwd(gen, k64);
+  EXPECT_EQ(p64, with(d64, "64, 64, true, false, true>(p)", "64, 64, true, false, true, true>(p)"));
+  const runtime::Sm90BwdChoice c64 = runtime::sm90_bwd_source_choice(p64);
+  EXPECT_TRUE(c64.dq_bulk && !c64.v2 && c64.dq_tma && c64.persistent);
+  // The spill fallback's per-element dQ path (v2 without bulk) keeps the switch.
+  const std::string p128_red = runtime::kernel_source_sm90_bwd(gen, key, 0);
+  EXPECT_EQ(p128_red, with(d128_red, "128, 128, false, true>(p)", "128, 128, false, true, false, true>(p)"));
+  const runtime::Sm90BwdChoice cr = runtime::sm90_bwd_source_choice(p128_red);
+  EXPECT_TRUE(!cr.dq_bulk && cr.v2 && !cr.dq_tma && cr.persistent);
+  // The spill fallback of kernel_set.cc asks for the default kernel explicitly, whatever the switch says.
+  EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, key, -1, -1, 0), d128);
+  EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, key, 0, -1, 0), d128_red);
+  unsetenv("FLEXATTN_SM90_BWD_PERSISTENT");
+  EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, key), d128) << "unset = the default source, byte for byte";
+  EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, key, -1, -1, 1), p128);
+}
+
+// Grid of the persistent backward: min(CTAs, work tiles), never 0, 1-D; its shared memory is the layout
+// of the same dQ path plus the two persistent words.
+TEST(Sm90BwdHost, PersistentGridIsMinOfCtasAndWorkTiles) {
+  EXPECT_EQ(kern::sm90_bwd_work_tiles(2, 16, 8192), 64 * 16 * 2);
+  EXPECT_EQ(kern::sm90_bwd_work_tiles(1, 8, 1000), 8 * 8);  // ceil(1000 / 128) kv tiles
+  const kern::Sm90Launch big = kern::sm90_bwd_persistent_launch(128, 128, 2, 16, 8192, 132, true, true, true);
+  EXPECT_EQ(big.grid_x, 132u);
+  EXPECT_EQ(big.grid_y, 1u);
+  EXPECT_EQ(big.grid_z, 1u);
+  EXPECT_EQ(big.block, 384u);
+  EXPECT_EQ(big.smem, unsigned(kern::sm90_bwd_smem(128, 128, true, true, true) + kern::kSm90BwdPersistentSmem));
+  EXPECT_LE(big.smem, unsigned(kern::kSm90SmemLimit));
+  EXPECT_EQ(kern::sm90_bwd_persistent_launch(64, 64, 1, 2, 300, 132, true, false, true).grid_x, 6u);  // 3 x 2 tiles
+  EXPECT_EQ(kern::sm90_bwd_persistent_launch(64, 64, 1, 1, 0, 132).grid_x, 1u);
+  for (int d : {64, 128})
+    for (int dv : {64, 128})
+      for (int bulk = 0; bulk < 2; ++bulk)
+        for (int v2 = 0; v2 < 2; ++v2)
+          for (int tma = 0; tma <= bulk; ++tma) {
+            if (v2 && !kern::sm90_bwd_v2_head_dims_ok(d, dv)) continue;
+            const kern::Sm90BwdSmem s = kern::sm90_bwd_smem_layout(d, dv, bulk, v2, tma);
+            EXPECT_EQ(s.total % 8, 0) << "the kv_empty barrier after the layout is 8-byte aligned";
+            EXPECT_LE(kern::sm90_bwd_persistent_launch(d, dv, 1, 1, 128, 1, bulk, v2, tma).smem,
+                      unsigned(kern::kSm90SmemLimit));
+          }
+}
+
+// The work-tile order covers every (kv tile, kv head, kv batch) once, kv tiles ascending (longest first
+// for causal-like masks), and the claim loop of the persistent producer (first tile blockIdx.x, then
+// fwd_queue_next) hands each tile to exactly one CTA and leaves the queue word at 0, with and without a
+// queue, for grids below and at the tile count.
+TEST(Sm90BwdHost, PersistentWorkTilesAreCoveredOnceAndTheQueueWordResets) {
+  for (auto [Bkv, Hkv, S] : {std::tuple{2, 16, 8192}, {1, 3, 1000}, {3, 1, 129}}) {
+    const int count = kern::sm90_bwd_work_tiles(Bkv, Hkv, S);
+    std::set<std::tuple<int, int, int>> seen;
+    int last_kv0 = 0;
+    for (int t = 0; t < count; ++t) {
+      const kern::Sm90BwdWorkTile w = kern::sm90_bwd_work_tile(t, Hkv, Bkv);
+      EXPECT_GE(w.kv0, last_kv0);
+      last_kv0 = w.kv0;
+      EXPECT_TRUE(w.kv0 % 128 == 0 && w.kv0 < S && w.hk >= 0 && w.hk < Hkv && w.bz >= 0 && w.bz < Bkv);
+      seen.insert({w.kv0, w.hk, w.bz});
+    }
+    EXPECT_EQ(int(seen.size()), count);
+    for (int grid : {1, 5, count}) {
+      for (bool queue : {false, true}) {
+        unsigned word = 0;
+        std::vector<int> taken(count, 0);
+        // Round-robin CTAs, one claim each per round: any interleaving must give the same coverage.
+        std::vector<int> cur(grid);
+        for (int b = 0; b < grid; ++b) cur[b] = b;
+        for (bool busy = true; busy;) {
+          busy = false;
+          for (int b = 0; b < grid; ++b) {
+            if (cur[b] >= count) continue;
+            ++taken[cur[b]];
+            cur[b] = kern::sm90::fwd_queue_next_with(
+                queue ? &word : nullptr, cur[b], count, grid, [](unsigned* q) { return (*q)++; },
+                [](unsigned* q) { *q = 0; });
+            busy = true;
+          }
+        }
+        for (int t = 0; t < count; ++t) EXPECT_EQ(taken[t], 1) << "tile " << t << " grid " << grid;
+        EXPECT_EQ(word, 0u) << "grid " << grid;
+      }
+    }
   }
 }
