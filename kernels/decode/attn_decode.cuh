@@ -15,6 +15,7 @@
 #include "sm80/attn_fwd_sm80.cuh"
 #include "sm80/scores_sm80.cuh"
 #include "sm80/warp_gemm.cuh"
+#include "sm90/ptx/cluster.cuh"
 
 namespace flexattn::kern {
 
@@ -100,55 +101,69 @@ constexpr bool kDecodeBulk = true;
 #else
 constexpr bool kDecodeBulk = false;  // the 16-byte cp.async ring (sm_80, and the default)
 #endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && FLEXATTN_DECODE_CLUSTER
+constexpr bool kDecodeCluster = true;  // the splits may merge in a cluster (decode_cluster_combine)
+#else
+constexpr bool kDecodeCluster = false;
+#endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 constexpr int kDecodePrefetch = FLEXATTN_DECODE_PREFETCH;  // L2 prefetch, tiles ahead (0: none), either ring
 #else
 constexpr int kDecodePrefetch = 0;
 #endif
 
-// The global address of this thread's K row (tid < ROWS) or V row (tid - ROWS) of the tile from kv0, or
-// null for a row at or past kvl or on a page id outside the pool. phys: the row's page (paged caches).
-template <int ROWS>
-__device__ __forceinline__ const unsigned char* decode_row_src(const unsigned char* gk, const unsigned char* gv,
-                                                               const AttnParams& p, bool paged, int phys, int kv0,
-                                                               int kvl, int tid) {
-  const bool is_v = tid >= ROWS;
-  const int pos = kv0 + (is_v ? tid - ROWS : tid);
-  if (paged) {
-    if (phys < 0 || phys >= p.num_pages) return nullptr;  // -1 at or past kvl
-    const int in = p.page_shift >= 0 ? pos & ((1 << p.page_shift) - 1) : pos % p.page_size;
-    return (is_v ? gv : gk) +
-           2 * ((long long)phys * (is_v ? p.v_sb : p.k_sb) + (long long)in * (is_v ? p.v_sl : p.k_sl));
+// This thread's row of a tile on the bulk ring and the L2 prefetch: K row tid (tid < ROWS) or V row
+// tid - ROWS. The K and V rows differ only in which base, strides and length they take, chosen here once
+// for the copy and the prefetch (before, each helper chose them itself). The fields are computed where
+// they are used, so the generated code is what it was before this helper (SASS-identical, sm_90a).
+template <int ROWS, int D, int Dv>
+struct DecodeKvRow {
+  bool is_v;
+  int r;  // the row within the tile
+  __device__ __forceinline__ explicit DecodeKvRow(int tid) : is_v(tid >= ROWS), r(tid >= ROWS ? tid - ROWS : tid) {}
+  __device__ __forceinline__ unsigned bytes() const { return 2u * (is_v ? Dv : D); }
+  // The global address of the row of the tile from kv0, or null for a row at or past kvl or on a page id
+  // outside the pool. phys: the row's page (paged caches).
+  __device__ __forceinline__ const unsigned char* src(const unsigned char* gk, const unsigned char* gv,
+                                                      const AttnParams& p, bool paged, int phys, int kv0,
+                                                      int kvl) const {
+    const int pos = kv0 + r;
+    if (paged) {
+      if (phys < 0 || phys >= p.num_pages) return nullptr;  // -1 at or past kvl
+      const int in = p.page_shift >= 0 ? pos & ((1 << p.page_shift) - 1) : pos % p.page_size;
+      return (is_v ? gv : gk) +
+             2 * ((long long)phys * (is_v ? p.v_sb : p.k_sb) + (long long)in * (is_v ? p.v_sl : p.k_sl));
+    }
+    return pos < kvl ? (is_v ? gv : gk) + 2 * (long long)pos * (is_v ? p.v_sl : p.k_sl) : nullptr;
   }
-  return pos < kvl ? (is_v ? gv : gk) + 2 * (long long)pos * (is_v ? p.v_sl : p.k_sl) : nullptr;
-}
+};
 
-// FLEXATTN_DECODE_PREFETCH: thread tid asks L2 for its K row (tid < ROWS) or V row (tid - ROWS) of the
-// tile from kv0 (nothing for a row at or past kvl or on a page id outside the pool). phys: the row's page.
-// One helper for both prefetch distances (k = 1 and k >= 2 prefetch the same rows of different tiles).
+// FLEXATTN_DECODE_PREFETCH: thread tid asks L2 for its row (DecodeKvRow) of the tile from kv0 (nothing for
+// a row at or past kvl or on a page id outside the pool). phys: the row's page. One helper for both
+// prefetch distances (k = 1 and k >= 2 prefetch the same rows of different tiles).
 template <int ROWS, int D, int Dv>
 __device__ __forceinline__ void decode_prefetch_row(const unsigned char* gk, const unsigned char* gv,
                                                     const AttnParams& p, bool paged, int phys, int kv0, int kvl,
                                                     int tid) {
-  const unsigned char* src = decode_row_src<ROWS>(gk, gv, p, paged, phys, kv0, kvl, tid);
-  if (src != nullptr) decode_bulk_prefetch_l2(src, 2u * (tid >= ROWS ? Dv : D));
+  const DecodeKvRow<ROWS, D, Dv> row(tid);
+  const unsigned char* src = row.src(gk, gv, p, paged, phys, kv0, kvl);
+  if (src != nullptr) decode_bulk_prefetch_l2(src, row.bytes());
 }
 
-// The bulk ring (kDecodeBulk): thread tid copies K row tid (tid < ROWS) or V row tid - ROWS of the tile
-// from kv0 with one cp.async.bulk completing on bar, after arriving on bar with the bytes it expects (so
-// the stage's phase completes when all NT threads arrived and every byte landed). phys: the row's physical
-// page (decode_page_read; paged caches). A row at or past kvl or on a page id outside the pool is zeroed
-// in shared memory instead (as the cp.async ring's zero-fill: V rows must not be garbage under P = 0).
+// The bulk ring (kDecodeBulk): thread tid copies its row (DecodeKvRow) of the tile from kv0 with one
+// cp.async.bulk completing on bar, after arriving on bar with the bytes it expects (so the stage's phase
+// completes when all NT threads arrived and every byte landed). phys: the row's physical page
+// (decode_page_read; paged caches). A row at or past kvl or on a page id outside the pool is zeroed in
+// shared memory instead (as the cp.async ring's zero-fill: V rows must not be garbage under P = 0).
 template <int ROWS, int D, int Dv, int SK, int SV, int NT>
 __device__ __forceinline__ void decode_bulk_kv(unsigned sK, unsigned sV, unsigned bar, const unsigned char* gk,
                                                const unsigned char* gv, const AttnParams& p, bool paged, int phys,
                                                int kv0, int kvl, int tid) {
   static_assert(NT == 2 * ROWS, "a K or V row per thread");
-  const bool is_v = tid >= ROWS;
-  const int r = is_v ? tid - ROWS : tid;
-  const unsigned char* src = decode_row_src<ROWS>(gk, gv, p, paged, phys, kv0, kvl, tid);
-  const unsigned bytes = 2u * (is_v ? Dv : D);
-  const unsigned dst = is_v ? sV + r * SV * 2 : sK + r * SK * 2;
+  const DecodeKvRow<ROWS, D, Dv> row(tid);
+  const unsigned char* src = row.src(gk, gv, p, paged, phys, kv0, kvl);
+  const unsigned bytes = row.bytes();
+  const unsigned dst = row.is_v ? sV + row.r * SV * 2 : sK + row.r * SK * 2;
   decode_mbar_arrive_tx(bar, src != nullptr ? bytes : 0u);
   if (src != nullptr) {
     decode_bulk_copy(dst, src, bytes, bar);
@@ -247,6 +262,67 @@ __device__ __forceinline__ void decode_scores(float (&s)[1][NI][4], const AttnPa
       s[0][ni][e] = masked_score_log2<V, kFull>(p, s[0][ni][e], b, hq[r], qp[r], wrap_index(kv, kvl), in_bounds);
     }
   }
+}
+
+// The cluster path (kDecodeCluster, launched with a cluster of the num_splits CTAs of one row tile; rank =
+// split): every CTA has left its partial output of the tile's rows (fp32, unnormalised, relative to its row
+// max) at slab (stride SO floats) and its rows' (max in log2 units, sum) at fin, in its own shared memory.
+// After the cluster barrier each CTA merges a contiguous slice of the tile's nrows x Dv / 4 float4 items
+// (items / n per CTA) by reading every peer's partials through distributed shared memory: the lse-weighted
+// merge of attn_decode_combine (decode_combine.cuh) with its guards (an empty split has max -inf, sum 0 and
+// weight 0; a row no split attended gets out = 0, lse = max_score = -inf); only the fp32 summation order
+// differs (sequential over the splits here). The second barrier keeps every CTA's shared memory alive until
+// all peers have read it.
+template <class T, int Dv, int BM, int NT, int SO>
+__device__ __forceinline__ void decode_cluster_combine(const AttnParams& p, unsigned slab, unsigned fin, int nrows,
+                                                       int b, int h0, int r0, int tid) {
+  sm90::cluster_arrive_release();
+  sm90::cluster_wait_acquire();
+  const int n = (int)sm90::cluster_nctarank(), rank = (int)sm90::cluster_ctarank();
+  const int items = nrows * (Dv / 4), per = (items + n - 1) / n;
+  const int i1 = (rank + 1) * per < items ? (rank + 1) * per : items;
+  for (int idx = rank * per + tid; idx < i1; idx += NT) {
+    const int row = idx / (Dv / 4), col = (idx % (Dv / 4)) * 4;
+    // Every load first (none depends on another), then the math: one round trip per item.
+    float2 ml[kDecodeClusterMax];
+    float4 x[kDecodeClusterMax];
+#pragma unroll
+    for (int j = 0; j < kDecodeClusterMax; ++j) {
+      ml[j] = make_float2(neg_inf(), 0.f);
+      x[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (j < n) {
+        ml[j] = sm90::ld_shared_cluster_f32x2(sm90::mapa_shared(fin + row * 8, j));
+        x[j] = sm90::ld_shared_cluster_f32x4(sm90::mapa_shared(slab + (row * SO + col) * 4, j));
+      }
+    }
+    float g = neg_inf();
+#pragma unroll
+    for (int j = 0; j < kDecodeClusterMax; ++j) g = fmaxf(g, ml[j].x);
+    const float gu = g == neg_inf() ? 0.f : g;
+    float total = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int j = 0; j < kDecodeClusterMax; ++j) {
+      const float w = fast_exp2(ml[j].x - gu);  // exp2(-inf) = 0: a split that saw nothing (and j >= n)
+      total += ml[j].y * w;
+      if (w != 0.f) acc.x += w * x[j].x, acc.y += w * x[j].y, acc.z += w * x[j].z, acc.w += w * x[j].w;
+    }
+    const float inv = total > 0.f ? 1.f / total : 0.f;
+    const int pr = r0 + row, h = h0 + pr / p.L, i = pr % p.L;
+    uint2 packed;
+    packed.x = Num<T>::pack(acc.x * inv, acc.y * inv);
+    packed.y = Num<T>::pack(acc.z * inv, acc.w * inv);
+    unsigned char* go = (unsigned char*)p.out + 2 * ((long long)b * p.out_sb + (long long)h * p.out_sh +
+                                                     (long long)i * p.out_sl + col);
+    *reinterpret_cast<uint2*>(go) = packed;
+    if (col == 0) {
+      const long long rid = ((long long)b * p.Hq + h) * p.L + i;
+      if (p.lse != nullptr) p.lse[rid] = total > 0.f ? (g + log2f(total)) * kLn2 : neg_inf();
+      if (p.max_score != nullptr) p.max_score[rid] = total > 0.f ? g * kLn2 : neg_inf();
+    }
+  }
+  sm90::cluster_arrive_relaxed();  // this CTA's reads of its peers are done
+  sm90::cluster_wait_acquire();    // and every peer's reads of this CTA's slab: its shared memory may go
 }
 
 template <class V, class T, int D, int Dv, int BM>
@@ -516,6 +592,13 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
 
   const int nrows = rows - r0 < BM ? rows - r0 : BM;
   const long long R = (long long)p.B * p.Hq * p.L;
+  // The cluster path (decode_cluster_combine): this launch put the splits of the tile in one cluster.
+  // Each thread then writes its merged float4 back over slab 0 (it alone read that element, above) and
+  // the row's (max, sum) after the slabs (fin), instead of the workspace.
+  static_assert(4 * WC * BM * SO + 8 * BM <= decode_smem_kv(BM, D, Dv), "fin after the slabs, inside the ring");
+  bool in_cluster = false;
+  if constexpr (kDecodeCluster) in_cluster = p.num_splits > 1 && sm90::cluster_nctarank() > 1;
+  float2* fin = reinterpret_cast<float2*>(slab + WC * BM * SO);
   for (int idx = tid; idx < nrows * (Dv / 4); idx += NT) {
     const int row = idx / (Dv / 4), col = (idx % (Dv / 4)) * 4;
     float mx = neg_inf();
@@ -544,11 +627,18 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
         if (p.lse != nullptr) p.lse[rid] = sum > 0.f ? (mx + log2f(sum)) * kLn2 : neg_inf();
         if (p.max_score != nullptr) p.max_score[rid] = sum > 0.f ? mx * kLn2 : neg_inf();
       }
+    } else if (kDecodeCluster && in_cluster) {
+      *reinterpret_cast<float4*>(slab + row * SO + col) = acc;
+      if (col == 0) fin[row] = make_float2(mx, sum);
     } else {
       const long long prow = split * R + rid;
       *reinterpret_cast<float4*>(p.part_o + prow * Dv + col) = acc;
       if (col == 0) *reinterpret_cast<float2*>(p.part_ml + prow * 2) = make_float2(mx, sum);
     }
+  }
+  if constexpr (kDecodeCluster) {
+    // Uniform over the cluster: its CTAs share the row tile and num_splits.
+    if (in_cluster) decode_cluster_combine<T, Dv, BM, NT, SO>(p, smem_addr(slab), smem_addr(fin), nrows, b, h0, r0, tid);
   }
 }
 

@@ -32,6 +32,15 @@ static_assert(kDecodeStages >= 2 && kDecodeStages <= 4, "decode ring: 2..4 stage
 #ifndef FLEXATTN_DECODE_PREFETCH
 #define FLEXATTN_DECODE_PREFETCH 0
 #endif
+// FLEXATTN_DECODE_CLUSTER=1 in the generated source (sm_90a; env FLEXATTN_DECODE_CLUSTER): the kernel merges
+// the splits itself when the host launches the splits of a row tile as one thread-block cluster
+// (decode_launch_plan): partials stay in each CTA's shared memory and are combined through distributed
+// shared memory, with no workspace and no combine kernel. The kernel tells the two launches apart by its
+// cluster size, so without a cluster (1 split, or more than kDecodeClusterMax) it runs the usual path.
+#ifndef FLEXATTN_DECODE_CLUSTER
+#define FLEXATTN_DECODE_CLUSTER 0
+#endif
+constexpr int kDecodeClusterMax = 8;  // the portable cluster size: splits 2..8 take the cluster path
 // Paged caches: the physical page of each kv row of a tile is read from the page table once, into one
 // of kDecodePageSlots slots (one per K/V ring stage): block_n int32 page ids and 64 unmapped-row bits.
 constexpr int kDecodePageSlots = kDecodeStages;
@@ -98,20 +107,90 @@ FLEXATTN_HD constexpr long long decode_cdiv(long long a, long long b) { return (
 FLEXATTN_HD constexpr double decode_wave_efficiency(long long work, long long slots) {
   return (double)work / (double)(((work + slots - 1) / slots) * slots);
 }
-FLEXATTN_HD constexpr int decode_num_splits(int sm_count, int per_sm, long long ctas, long long kv_capacity,
-                                            int block_n, double tolerance = 0.95) {
-  const long long slots = (long long)(sm_count > 0 ? sm_count : 1) * (per_sm > 0 ? per_sm : 1);
-  const long long c = ctas > 0 ? ctas : 1;
+// The split counts searched: at least four kv tiles per split, at most max_splits (<= kDecodeMaxSplits).
+FLEXATTN_HD constexpr long long decode_split_most(long long kv_capacity, int block_n, int max_splits) {
   long long most = decode_cdiv(decode_cdiv(kv_capacity > 0 ? kv_capacity : 1, block_n), 4);
   if (most > kDecodeMaxSplits) most = kDecodeMaxSplits;
+  if (most > max_splits) most = max_splits > 0 ? max_splits : 1;
+  return most;
+}
+FLEXATTN_HD constexpr double decode_best_efficiency(long long ctas, long long slots, long long most) {
   double best = 0;
   for (long long s = 1; s <= most; ++s) {
-    const double e = decode_wave_efficiency(c * s, slots);
+    const double e = decode_wave_efficiency(ctas * s, slots);
     best = e > best ? e : best;
   }
+  return best;
+}
+FLEXATTN_HD constexpr long long decode_slots(int sm_count, int per_sm) {
+  return (long long)(sm_count > 0 ? sm_count : 1) * (per_sm > 0 ? per_sm : 1);
+}
+// max_splits bounds the search (decode_plan_splits: the cluster limit).
+FLEXATTN_HD constexpr int decode_num_splits(int sm_count, int per_sm, long long ctas, long long kv_capacity,
+                                            int block_n, double tolerance = 0.95, int max_splits = kDecodeMaxSplits) {
+  const long long slots = decode_slots(sm_count, per_sm);
+  const long long c = ctas > 0 ? ctas : 1;
+  const long long most = decode_split_most(kv_capacity, block_n, max_splits);
+  const double best = decode_best_efficiency(c, slots, most);
   for (long long s = 1; s <= most; ++s)
     if (decode_wave_efficiency(c * s, slots) >= tolerance * best) return (int)s;
   return 1;
+}
+
+// Whether a call with `splits` kv splits can merge them inside a cluster: the path is on (FLEXATTN_DECODE_CLUSTER,
+// sm_90+), 2..kDecodeClusterMax splits, and a cluster of that size fits the GPU. cluster_slots: null when the
+// path is off; else [kDecodeClusterMax + 1] CTA slots of a grid of clusters of s CTAs (the driver's
+// cuOccupancyMaxActiveClusters x s, which counts the GPCs' leftovers; 0 where such a cluster does not fit).
+FLEXATTN_HD constexpr bool decode_cluster_fits(const long long* cluster_slots, int splits) {
+  return cluster_slots != nullptr && splits >= 2 && splits <= kDecodeClusterMax && cluster_slots[splits] > 0;
+}
+
+struct DecodeSplitPlan {
+  int splits;
+  bool cluster;  // the splits merge inside a cluster (no workspace, no combine kernel)
+};
+// The split count of a call that asks for auto. Path off (cluster_slots null): decode_num_splits. On: the
+// same rule over the counts the cluster path can run (1, and 2..8 where a cluster fits, each with its own
+// slots: a wave of clusters can leave a GPC's last slots idle), taken when its wave efficiency is at least
+// kDecodeClusterKeep of the best the workspace path reaches with any count; otherwise the workspace path's
+// count. So a shape that needs many splits to fill the GPU (B = 1 x 128k: 8 kv heads x ~48) keeps them:
+// capped at 8 it would run 64 CTAs on 396 slots. With every cluster fitting the plain slots, the capped
+// count is the uncapped one whenever that is <= 8 (8x8k: 6, 64x4k: 3); the cap binds only where a cluster
+// count loses less than 1 - kDecodeClusterKeep of wave efficiency (the combine it saves cost ~5 us of 79
+// per call on the H200 at 8x8k).
+constexpr double kDecodeClusterKeep = 0.85;
+FLEXATTN_HD constexpr DecodeSplitPlan decode_plan_splits(const long long* cluster_slots, int sm_count, int per_sm,
+                                                         long long ctas, long long kv_capacity, int block_n,
+                                                         double tolerance = 0.95) {
+  const int s = decode_num_splits(sm_count, per_sm, ctas, kv_capacity, block_n, tolerance);
+  if (cluster_slots == nullptr) return DecodeSplitPlan{s, false};
+  const long long slots = decode_slots(sm_count, per_sm), c = ctas > 0 ? ctas : 1;
+  const long long most = decode_split_most(kv_capacity, block_n, kDecodeClusterMax);
+  double eff[kDecodeClusterMax + 1] = {};
+  double best_c = 0;
+  for (long long t = 1; t <= most; ++t) {
+    eff[t] = t == 1 ? decode_wave_efficiency(c, slots)
+                    : decode_cluster_fits(cluster_slots, (int)t) ? decode_wave_efficiency(c * t, cluster_slots[t]) : 0.0;
+    best_c = eff[t] > best_c ? eff[t] : best_c;
+  }
+  int sc = 1;
+  for (long long t = most; t >= 1; --t)
+    if (eff[t] > 0 && eff[t] >= tolerance * best_c) sc = (int)t;  // the smallest such count
+  const double best = decode_best_efficiency(c, slots, decode_split_most(kv_capacity, block_n, kDecodeMaxSplits));
+  if (eff[sc] >= kDecodeClusterKeep * best) return DecodeSplitPlan{sc, sc >= 2};
+  return DecodeSplitPlan{s, false};
+}
+
+// What a call launches: the split kernel, with a cluster of (1, 1, cluster_z) over the grid's z (the
+// splits) when cluster_z > 0; then the combine kernel (when combine), as a programmatic dependent launch
+// when combine_pdl. cluster: the call merges its splits in a cluster (DecodeSplitPlan, decode_cluster_fits).
+struct DecodeLaunchPlan {
+  unsigned cluster_z;
+  bool combine, combine_pdl;
+};
+FLEXATTN_HD constexpr DecodeLaunchPlan decode_launch_plan(bool cluster, bool pdl, int splits) {
+  if (cluster && splits >= 2 && splits <= kDecodeClusterMax) return DecodeLaunchPlan{(unsigned)splits, false, false};
+  return DecodeLaunchPlan{0u, splits > 1, splits > 1 && pdl};
 }
 
 struct DecodeLaunch {
@@ -133,9 +212,11 @@ FLEXATTN_HD constexpr DecodeLaunch decode_combine_launch(int B, int Hq, int L) {
 }
 
 // fp32 workspace: partial outputs [splits, rows, Dv], then (max, sum) pairs [splits, rows, 2]; 0 when
-// one split writes the output directly.
-FLEXATTN_HD constexpr long long decode_workspace_floats(long long rows, int dv, int splits) {
-  return splits <= 1 ? 0 : (long long)splits * rows * (dv + 2);
+// one split writes the output directly, or when the splits merge inside a cluster (cluster: as
+// decode_launch_plan's).
+FLEXATTN_HD constexpr long long decode_workspace_floats(long long rows, int dv, int splits, bool cluster = false) {
+  return splits <= 1 || decode_launch_plan(cluster, false, splits).cluster_z > 0 ? 0
+                                                                                 : (long long)splits * rows * (dv + 2);
 }
 
 }  // namespace flexattn::kern

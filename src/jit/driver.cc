@@ -53,6 +53,7 @@ std::unique_ptr<LoadResult> load(const std::string& path) {
   bind_symbol(lib, "cuLaunchKernel", a.cuLaunchKernel, true, missing);
   bind_symbol(lib, "cuLaunchKernelEx", a.cuLaunchKernelEx, false, missing);
   bind_symbol(lib, "cuFuncGetParamInfo", a.cuFuncGetParamInfo, false, missing);
+  bind_symbol(lib, "cuOccupancyMaxActiveClusters", a.cuOccupancyMaxActiveClusters, false, missing);
   bind_symbol(lib, "cuOccupancyMaxActiveBlocksPerMultiprocessor", a.cuOccupancyMaxActiveBlocksPerMultiprocessor, true,
        missing);
   bind_symbol(lib, "cuMemAlloc_v2", a.cuMemAlloc, true, missing);

@@ -109,6 +109,7 @@ struct DriverApi {
   CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**);  // optional (CUDA 12+)
   CUresult (*cuFuncGetParamInfo)(CUfunction, size_t, size_t*, size_t*);  // optional (CUDA 12.4+)
   CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int*, CUfunction, int, size_t);
+  CUresult (*cuOccupancyMaxActiveClusters)(int*, CUfunction, const CUlaunchConfig*);  // optional (CUDA 12+)
   CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
   CUresult (*cuMemFree)(CUdeviceptr);
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);

@@ -18,6 +18,7 @@
 #include "jit/module.h"
 #include "jit/sys.h"
 #include "runtime/decode_hook.h"
+#include "runtime/decode_launch.h"
 #include "runtime/decode_source.h"
 #include "runtime/kernel_set.h"
 
@@ -65,7 +66,8 @@ int sm_count_of(int device) { return jit::device_props(device).sm_count; }
 
 struct Plan {
   int pack = 1, block_m = 16, splits = 1;
-  long long rows = 0;  // B * Hq * L
+  long long rows = 0;    // B * Hq * L
+  bool cluster = false;  // the splits merge inside a cluster (kern::decode_cluster_fits): no workspace
 };
 
 // The launch state of one kernel set in one context, resolved once: the entries' functions (their
@@ -78,6 +80,10 @@ struct DecodeFns {
   jit::CUfunction combine = nullptr;
   int per_sm[2] = {1, 1};
   bool pdl = false;
+  bool cluster = false;  // FLEXATTN_DECODE_CLUSTER: the set's sm_90 source compiled the cluster merge
+  // cluster: clusters of s CTAs resident at once per row tile (cuOccupancyMaxActiveClusters; 0: such a cluster
+  // does not fit, -1: the driver cannot tell, then the plain slots are assumed)
+  int max_clusters[2][kern::kDecodeClusterMax + 1] = {};
 };
 
 int tile_index(int block_m) { return block_m == 16 ? 0 : 1; }
@@ -114,10 +120,31 @@ const DecodeFns& decode_fns(const runtime::KernelSet& set, int d, int dv) {
     f.main[tile_index(bm)] = fn;
     f.per_sm[tile_index(bm)] = n > 0 ? n : 1;
   }
-  f.combine = resolve("flexattn_decode_combine", 0);
-  // PDL needs the griddepcontrol instructions, compiled only for sm_90+ (decode_combine.cuh).
   const std::string& arch = set.key.arch;
   const int cc = arch.size() >= 5 ? std::atoi(arch.c_str() + 3) : 0;
+  // The source compiled the merge for these archs (decode_cluster_arch); the launch needs cuLaunchKernelEx.
+  f.cluster = runtime::decode_cluster_arch(arch, runtime::decode_tuning().cluster) && cc >= 90 &&
+              drv.cuLaunchKernelEx != nullptr;
+  for (int bm : {16, 64}) {
+    if (!f.cluster || f.main[tile_index(bm)] == nullptr) continue;
+    for (int cs = 2; cs <= kern::kDecodeClusterMax; ++cs) {
+      // Clusters are placed whole inside a GPC, so a wave of them can hold fewer CTAs than the SMs' slots.
+      int n = -1;
+      if (drv.cuOccupancyMaxActiveClusters != nullptr) {
+        jit::CUlaunchAttribute attr{};
+        attr.id = jit::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr.value.clusterDim = {1u, 1u, unsigned(cs)};
+        const int smem = kern::decode_smem(bm, d, dv, stages);
+        jit::CUlaunchConfig cfg{1u, 1u, unsigned(cs), unsigned(kern::decode_threads(bm, d, dv)), 1, 1, unsigned(smem),
+                                nullptr, &attr, 1};
+        int m = 0;
+        if (drv.cuOccupancyMaxActiveClusters(&m, f.main[tile_index(bm)], &cfg) == jit::CUDA_SUCCESS) n = m;
+      }
+      f.max_clusters[tile_index(bm)][cs] = n;
+    }
+  }
+  f.combine = resolve("flexattn_decode_combine", 0);
+  // PDL needs the griddepcontrol instructions, compiled only for sm_90+ (decode_combine.cuh).
   f.pdl = runtime::decode_tuning().pdl && cc >= 90 && drv.cuLaunchKernelEx != nullptr;
   return cache->emplace(std::make_pair(&set, ctx), f).first->second;
 }
@@ -156,15 +183,25 @@ Plan make_plan(const AttnParams& p, const DecodeFns& fns, int sm_count, int forc
   pl.pack = p.mask_H > 1 ? 1 : G;
   pl.block_m = kern::decode_block_m(pl.pack * p.L, p.D, p.Dv);
   pl.rows = (long long)p.B * p.Hq * p.L;
+  const int per_sm = fns.per_sm[tile_index(pl.block_m)];
+  long long slots[kern::kDecodeClusterMax + 1] = {};
+  for (int cs = 2; fns.cluster && cs <= kern::kDecodeClusterMax; ++cs) {
+    const int n = fns.max_clusters[tile_index(pl.block_m)][cs];
+    slots[cs] = n >= 0 ? (long long)n * cs : (long long)sm_count * per_sm;
+  }
+  const long long* cluster_slots = fns.cluster ? slots : nullptr;
   if (forced_splits <= 0) forced_splits = runtime::decode_tuning().splits;  // FLEXATTN_DECODE_SPLITS
   if (forced_splits > 0) {
     pl.splits = forced_splits;
+    pl.cluster = kern::decode_cluster_fits(cluster_slots, pl.splits);
     return pl;
   }
   const long long ctas = kern::decode_cdiv((long long)pl.pack * p.L, pl.block_m) * p.B * (p.Hq / pl.pack);
   const int bn = kern::decode_tile(pl.block_m, p.D, p.Dv).block_n;
-  pl.splits = kern::decode_num_splits(sm_count, fns.per_sm[tile_index(pl.block_m)], ctas, p.S, bn,
-                                      runtime::decode_tuning().wave);
+  const kern::DecodeSplitPlan sp =
+      kern::decode_plan_splits(cluster_slots, sm_count, per_sm, ctas, p.S, bn, runtime::decode_tuning().wave);
+  pl.splits = sp.splits;
+  pl.cluster = sp.cluster;
   return pl;
 }
 
@@ -265,33 +302,37 @@ void launch_decode(const runtime::KernelSet& set, const DecodeFns& f, const Devi
   void* args[] = {&p};
   const kern::DecodeLaunch l =
       kern::decode_launch(p.D, p.Dv, p.B, p.Hq, p.L, pl.pack, pl.splits, runtime::decode_tuning().stages);
-  jit::cu_check(drv.cuLaunchKernel(f.main[tile_index(pl.block_m)], l.grid_x, l.grid_y, l.grid_z, l.block, 1, 1, l.smem,
-                                   s, args, nullptr),
-                "cuLaunchKernel(decode)");
-  if (pl.splits <= 1) return;
+  const kern::DecodeLaunchPlan lp = kern::decode_launch_plan(pl.cluster, f.pdl, pl.splits);
+  jit::CUlaunchAttribute attr{};
+  if (runtime::decode_launch_attrs(lp, false, &attr) == 0) {
+    jit::cu_check(drv.cuLaunchKernel(f.main[tile_index(pl.block_m)], l.grid_x, l.grid_y, l.grid_z, l.block, 1, 1,
+                                     l.smem, s, args, nullptr),
+                  "cuLaunchKernel(decode)");
+  } else {
+    // The splits of a row tile as one cluster (FLEXATTN_DECODE_CLUSTER): the kernel merges them itself.
+    jit::CUlaunchConfig cfg{l.grid_x, l.grid_y, l.grid_z, l.block, 1, 1, l.smem, s, &attr, 1};
+    jit::cu_check(drv.cuLaunchKernelEx(&cfg, f.main[tile_index(pl.block_m)], args, nullptr),
+                  "cuLaunchKernelEx(decode, cluster)");
+  }
+  if (!lp.combine) return;
   const kern::DecodeLaunch c = kern::decode_combine_launch(p.B, p.Hq, p.L);
-  if (!f.pdl) {
+  if (runtime::decode_launch_attrs(lp, true, &attr) == 0) {
     jit::cu_check(drv.cuLaunchKernel(f.combine, c.grid_x, c.grid_y, c.grid_z, c.block, 1, 1, c.smem, s, args, nullptr),
                   "cuLaunchKernel(decode combine)");
     return;
   }
   // Programmatic dependent launch (FLEXATTN_DECODE_PDL): the combine's launch overlaps the split
   // kernel's tail; griddepcontrol.wait in the combine orders its reads after the split kernel's writes.
-  constexpr int kProgrammaticStreamSerialization = 6;  // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-  jit::CUlaunchAttribute attr{};
-  attr.id = static_cast<jit::CUlaunchAttributeID>(kProgrammaticStreamSerialization);
-  const int allowed = 1;
-  std::memcpy(attr.value.pad, &allowed, sizeof allowed);
   jit::CUlaunchConfig cfg{c.grid_x, c.grid_y, c.grid_z, c.block, 1, 1, c.smem, s, &attr, 1};
   jit::cu_check(drv.cuLaunchKernelEx(&cfg, f.combine, args, nullptr), "cuLaunchKernelEx(decode combine, PDL)");
 }
 
 size_t workspace_bytes_for(const Plan& pl, int dv) {
-  return size_t(kern::decode_workspace_floats(pl.rows, dv, pl.splits)) * 4;
+  return size_t(kern::decode_workspace_floats(pl.rows, dv, pl.splits, pl.cluster)) * 4;
 }
 
 void set_workspace(AttnParams* p, const Plan& pl, void* ws) {
-  if (pl.splits <= 1) return;
+  if (workspace_bytes_for(pl, p->Dv) == 0) return;
   p->part_o = static_cast<float*>(ws);
   p->part_ml = p->part_o + size_t(pl.splits) * size_t(pl.rows) * size_t(p->Dv);
 }
@@ -382,6 +423,23 @@ void* hook_workspace(int device, void* stream, size_t bytes) {
 
 }  // namespace
 
+int decode_launch_attrs(const kern::DecodeLaunchPlan& plan, bool combine, jit::CUlaunchAttribute* attr) {
+  *attr = jit::CUlaunchAttribute{};
+  if (!combine && plan.cluster_z > 0) {
+    attr->id = jit::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr->value.clusterDim = {1u, 1u, plan.cluster_z};
+    return 1;
+  }
+  if (combine && plan.combine && plan.combine_pdl) {
+    constexpr int kProgrammaticStreamSerialization = 6;  // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    attr->id = static_cast<jit::CUlaunchAttributeID>(kProgrammaticStreamSerialization);
+    const int allowed = 1;
+    std::memcpy(attr->value.pad, &allowed, sizeof allowed);
+    return 1;
+  }
+  return 0;
+}
+
 bool decode_forward_requested() { return jit::env_flag("FLEXATTN_DECODE", true); }
 
 bool try_decode_forward(const ForwardArgs& a, kern::AttnParams& p, const std::string& arch) {
@@ -394,7 +452,7 @@ bool try_decode_forward(const ForwardArgs& a, kern::AttnParams& p, const std::st
   Plan pl = make_plan(p, fns, sm_count_of(a.device), 0);
   if (!grid_fits(p, pl)) return false;  // the forward families put B and Hq on separate grid axes
   void* ws = nullptr;
-  if (pl.splits > 1) {
+  if (workspace_bytes_for(pl, p.Dv) > 0) {
     ws = hook_workspace(a.device, a.stream, workspace_bytes_for(pl, p.Dv));
     if (ws == nullptr) pl.splits = 1;
   }

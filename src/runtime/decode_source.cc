@@ -36,6 +36,7 @@ const DecodeTuning& decode_tuning() {
     r.bulk = jit::env_flag("FLEXATTN_DECODE_BULK", true);
     r.prefetch = int(env_number("FLEXATTN_DECODE_PREFETCH", 0, 0, 4));
     r.combine_batch = jit::env_flag("FLEXATTN_DECODE_COMBINE_BATCH", false);
+    r.cluster = jit::env_flag("FLEXATTN_DECODE_CLUSTER", false);
     return r;
   }();
   return t;
@@ -50,19 +51,28 @@ std::vector<std::string> decode_kernel_names(int d, int dv) {
   return names;
 }
 
+bool decode_cluster_arch(const std::string& arch, bool tuning_cluster) {
+  return tuning_cluster && arch.rfind("sm_9", 0) == 0;
+}
+
 std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const KernelSetKey& key) {
+  return kernel_source_decode(variant, key, decode_tuning());
+}
+
+std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const KernelSetKey& key,
+                                 const DecodeTuning& tuning) {
   const std::string t = kernel_dtype(key.dtype);
   const std::string dd = std::to_string(key.d) + ", " + std::to_string(key.dv);
   std::ostringstream s;
   // A ring depth other than the default, and the bulk ring, are #defines ahead of the headers
   // (decode_config.h), so the default source, and its cache entries, stay as they were.
-  if (decode_tuning().stages != kern::kDecodeStages)
-    s << "#define FLEXATTN_DECODE_STAGES " << decode_tuning().stages << "\n";
-  if (decode_tuning().combine_batch) s << "#define FLEXATTN_DECODE_COMBINE_BATCH 1\n";
+  if (tuning.stages != kern::kDecodeStages) s << "#define FLEXATTN_DECODE_STAGES " << tuning.stages << "\n";
+  if (tuning.combine_batch) s << "#define FLEXATTN_DECODE_COMBINE_BATCH 1\n";
   if (key.arch.rfind("sm_9", 0) == 0) {  // sm_90a-only paths
-    if (decode_tuning().bulk) s << "#define FLEXATTN_DECODE_BULK 1\n";
-    if (decode_tuning().prefetch > 0) s << "#define FLEXATTN_DECODE_PREFETCH " << decode_tuning().prefetch << "\n";
+    if (tuning.bulk) s << "#define FLEXATTN_DECODE_BULK 1\n";
+    if (tuning.prefetch > 0) s << "#define FLEXATTN_DECODE_PREFETCH " << tuning.prefetch << "\n";
   }
+  if (decode_cluster_arch(key.arch, tuning.cluster)) s << "#define FLEXATTN_DECODE_CLUSTER 1\n";
   s << "// flexattn decode kernels (split-KV, packed GQA, paged K/V), " << t << ", D=" << key.d << ", Dv=" << key.dv
     << "\n";
   s << "#include \"common/mod_ops.cuh\"\n#include \"decode/attn_decode.cuh\"\n#include \"decode/decode_combine.cuh\"\n";

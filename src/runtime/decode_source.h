@@ -9,7 +9,6 @@
 
 namespace flexattn::runtime {
 
-std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const KernelSetKey& key);
 
 // Tuning overrides, read once per process from the environment (docs/env_vars.md), so that one device
 // run can sweep them across processes. A bad value is an Error naming the variable.
@@ -21,8 +20,20 @@ struct DecodeTuning {
   bool bulk = false;   // FLEXATTN_DECODE_BULK: cp.async.bulk K/V ring (sm_90a sources only)
   int prefetch = 0;    // FLEXATTN_DECODE_PREFETCH: L2 prefetch this many tiles ahead (0..4; sm_90a sources)
   bool combine_batch = false;  // FLEXATTN_DECODE_COMBINE_BATCH: the combine's partial loads in chunks of 8
+  bool cluster = false;  // FLEXATTN_DECODE_CLUSTER: 2..8 splits merge in a thread-block cluster (sm_90a sources)
 };
 const DecodeTuning& decode_tuning();
+
+// The source for decode_tuning(); the second form for explicit tuning (the compile tests: the tuning is
+// read once per process).
+std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const KernelSetKey& key);
+std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const KernelSetKey& key,
+                                 const DecodeTuning& tuning);
+
+// Whether calls on a kernel set of this arch ("sm_90a", ...) launch 2..8 splits as a cluster that merges
+// them (FLEXATTN_DECODE_CLUSTER on, sm_90+, and the driver has cuLaunchKernelEx): must match the source,
+// which compiles the cluster merge for the same archs.
+bool decode_cluster_arch(const std::string& arch, bool tuning_cluster);
 
 // Entry names of the set for head dims (d, dv), in the order the source defines them.
 std::vector<std::string> decode_kernel_names(int d, int dv);

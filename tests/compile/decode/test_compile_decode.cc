@@ -3,14 +3,22 @@
 // entries the runtime launches. No GPU needed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
 
+#include "compile/sm90/sass_tools.h"
 #include "corpus.h"
 #include "decode/decode_config.h"
+#include "flexattn/codegen.h"
 #include "flexattn/decode.h"
 #include "flexattn/error.h"
 #include "flexattn/jit.h"
 #include "flexattn/mods.h"
+#include "runtime/decode_launch.h"
+#include "runtime/decode_source.h"
+#include "runtime/kernel_set.h"
 
 using namespace flexattn;
 
@@ -36,6 +44,38 @@ void expect_no_spills(const CompileReport& r, const std::string& what, size_t en
     EXPECT_LE(regs, 255) << what << ": " << fn;
     std::printf("  %-40s %-32s %3d regs\n", what.c_str(), fn.c_str(), regs);
   }
+}
+
+// The decode set of a variant with explicit tuning (FLEXATTN_DECODE_CLUSTER on or off, the other knobs at
+// their defaults), generated and compiled the way get_kernel_set does; decode_tuning() is read once per
+// process, so the env var cannot switch it inside this test binary.
+jit::CompiledKernel compile_decode_tuned(const Variant& v, DType t, int d, int dv, const std::string& arch,
+                                         bool cluster) {
+  const runtime::KernelSetKey key{t, d, dv, arch, false, runtime::KernelFamily::decode};
+  runtime::DecodeTuning tuning;
+  tuning.pdl = tuning.bulk = true;  // the defaults since session 4
+  tuning.cluster = cluster;
+  jit::KernelRequest req;
+  req.prefix = std::string("attn_decode_tuned_") + (cluster ? "cluster_" : "") + "d" + std::to_string(d) + "_dv" +
+               std::to_string(dv);
+  req.source = runtime::kernel_source_decode(codegen::emit_cuda_variant(v, false), key, tuning);
+  EXPECT_EQ(req.source.find("#define FLEXATTN_DECODE_CLUSTER 1") != std::string::npos,
+            cluster && arch == "sm_90a")
+      << "the switch reaches sm_90a sources only";
+  req.arch = arch;
+  req.kernel_names = runtime::decode_kernel_names(d, dv);
+  return jit::get_or_compile(req);
+}
+
+int expect_clean(const jit::CompiledKernel& k, const std::string& what) {
+  int most = 0;
+  for (const auto& [fn, info] : k.ptxas) {
+    EXPECT_EQ(info.spill_stores + info.spill_loads, 0) << what << ": " << fn << " spills";
+    EXPECT_EQ(info.stack, 0) << what << ": " << fn << " has a stack frame";
+    std::printf("  %-40s %-32s %3d regs\n", what.c_str(), fn.c_str(), info.registers);
+    most = std::max(most, info.registers);
+  }
+  return most;
 }
 
 }  // namespace
@@ -201,4 +241,145 @@ TEST(DecodeArgsCheck, BadArgumentsAreNamed) {
   a.q_offset = 0;
   a.num_splits = 500;
   EXPECT_EQ(decode_error(a), "num_splits: expected 0 (auto) or 1..128");
+}
+
+// FLEXATTN_DECODE_CLUSTER (sm_90a): the split kernel's in-cluster merge compiles without spills or stack
+// at every head dim and row tile (paged and contiguous caches share the entry), for plain, windowed and the
+// heaviest mods; the entries keep the default path's register bound (<= 255 is ptxas's; the epilogue's
+// merge runs after the main loop's registers are dead). With cuobjdump: the row tiles hold the cluster
+// barrier (two phases: partials visible, then reads done) and distributed shared-memory loads; the default
+// source has neither.
+TEST_F(DecodeCompile, ClusterMergeCompilesWithoutSpills) {
+  Variant plain, windowed;
+  windowed.mask_mod = mods::sliding_window(4096);
+  windowed.score_mod = mods::softcap(30);
+  for (int d : {64, 128, 256}) {
+    for (const Variant* v : {&plain, &windowed}) {
+      const std::string what = std::string(v == &plain ? "plain" : "window+softcap") + " D=" + std::to_string(d);
+      const jit::CompiledKernel on = compile_decode_tuned(*v, DType::BF16, d, d, "sm_90a", true);
+      const jit::CompiledKernel off = compile_decode_tuned(*v, DType::BF16, d, d, "sm_90a", false);
+      EXPECT_EQ(on.ptxas.size(), d > 128 ? 2u : 3u) << what;
+      expect_clean(on, what + " cluster");
+      expect_clean(off, what + " default");
+      std::string why;
+      const std::optional<std::string> sass_on = testing_sass::disassemble(*on.cubin, &why);
+      const std::optional<std::string> sass_off = testing_sass::disassemble(*off.cubin, &why);
+      if (!sass_on || !sass_off) continue;
+      for (const std::string& entry : runtime::decode_kernel_names(d, d)) {
+        if (entry == "flexattn_decode_combine") continue;
+        const std::string a = testing_sass::function_sass(*sass_on, entry);
+        const std::string b = testing_sass::function_sass(*sass_off, entry);
+        ASSERT_FALSE(a.empty() || b.empty()) << what << " " << entry;
+        EXPECT_EQ(testing_sass::count(a, "UCGABAR_ARV"), 2) << what << " " << entry;
+        EXPECT_EQ(testing_sass::count(a, "UCGABAR_WAIT"), 2) << what << " " << entry;
+        EXPECT_GT(testing_sass::count(a, "LD.E.64"), 0) << what << " " << entry << ": no (max, sum) loads of the peers";
+        EXPECT_EQ(testing_sass::count(b, "UCGABAR"), 0) << what << " " << entry;
+        EXPECT_EQ(testing_sass::count(a, "LDL") + testing_sass::count(a, "STL"), 0) << what << " " << entry;
+      }
+    }
+  }
+  for (const char* name : {"relbias(learnable)", "text:mixed"}) {
+    for (int d : {128, 256}) {
+      corpus::BuiltVariant b =
+          corpus::build_variant(corpus::corpus_entry(name), mods::ProblemShape{1, 8, 2, 1, 4096, d, d, 1});
+      expect_clean(compile_decode_tuned(b.variant, DType::BF16, d, d, "sm_90a", true),
+                   std::string(name) + " D=" + std::to_string(d) + " cluster");
+    }
+  }
+  // sm_80 sources never carry it (checked in compile_decode_tuned) and compile as before.
+  expect_clean(compile_decode_tuned(plain, DType::BF16, 128, 128, "sm_80", true), "plain D=128 sm_80");
+}
+
+// No GPU needed: the cluster path's split count, workspace size and launch attributes.
+TEST(DecodeConfig, ClusterPathCapsSplitsAndDropsTheWorkspace) {
+  // 132 SMs x 3 CTAs, every cluster size fitting the plain slots (396 CTAs at once).
+  long long plain[kern::kDecodeClusterMax + 1] = {};
+  for (int s = 2; s <= kern::kDecodeClusterMax; ++s) plain[s] = 396;
+  auto plan = [](const long long* slots, long long ctas, long long kv) {
+    return kern::decode_plan_splits(slots, 132, 3, ctas, kv, 64);
+  };
+  // 8x8k (64 CTAs): 6 splits either way, merged in a cluster when the path is on.
+  EXPECT_EQ(plan(nullptr, 64, 8192).splits, 6);
+  EXPECT_FALSE(plan(nullptr, 64, 8192).cluster);
+  EXPECT_EQ(plan(plain, 64, 8192).splits, 6);
+  EXPECT_TRUE(plan(plain, 64, 8192).cluster);
+  // 64x4k (512 CTAs): 3.
+  EXPECT_EQ(plan(plain, 512, 4096).splits, 3);
+  EXPECT_TRUE(plan(plain, 512, 4096).cluster);
+  // A full wave already: one split, nothing to merge.
+  EXPECT_EQ(plan(plain, 396, 4096).splits, 1);
+  EXPECT_FALSE(plan(plain, 396, 4096).cluster);
+  // 1x128k (8 CTAs): 8 splits would fill 64 of 396 slots, so it keeps the uncapped count and the
+  // workspace path.
+  const kern::DecodeSplitPlan p128 = plan(plain, 8, 131072);
+  EXPECT_EQ(p128.splits, kern::decode_num_splits(132, 3, 8, 131072, 64));
+  EXPECT_GT(p128.splits, kern::kDecodeClusterMax);
+  EXPECT_FALSE(p128.cluster);
+  // 44 CTAs: 9 splits fill 396 slots exactly (the uncapped choice); 8 fill 352 (0.89 >= 0.85 of 1): capped.
+  EXPECT_EQ(kern::decode_num_splits(132, 3, 44, 8192, 64), 9);
+  EXPECT_EQ(plan(nullptr, 44, 8192).splits, 9);
+  EXPECT_EQ(plan(plain, 44, 8192).splits, 8);
+  EXPECT_TRUE(plan(plain, 44, 8192).cluster);
+  EXPECT_EQ(kern::decode_num_splits(132, 3, 44, 8192, 64, 0.95, 8), 8);
+  // Clusters placed whole in GPCs. If only 62 clusters of 6 fit at once (372 slots), 8x8k's 64 would run in
+  // two waves; the best cluster count left, 5 (0.81 of the slots), is below 0.85 of the plain best (6: 0.97),
+  // so the call keeps 6 splits on the workspace path. With 64 clusters of 6 fitting, the cluster path.
+  long long gpc[kern::kDecodeClusterMax + 1] = {};
+  for (int s = 2; s <= kern::kDecodeClusterMax; ++s) gpc[s] = 396 / s * s;
+  gpc[6] = 62 * 6;
+  EXPECT_EQ(plan(gpc, 64, 8192).splits, 6);
+  EXPECT_FALSE(plan(gpc, 64, 8192).cluster);
+  gpc[6] = 64 * 6;
+  EXPECT_EQ(plan(gpc, 64, 8192).splits, 6);
+  EXPECT_TRUE(plan(gpc, 64, 8192).cluster);
+  // No cluster size fits: the workspace path's count.
+  long long none[kern::kDecodeClusterMax + 1] = {};
+  EXPECT_EQ(plan(none, 64, 8192).splits, 6);
+  EXPECT_FALSE(plan(none, 64, 8192).cluster);
+  // Forced counts (DecodeArgs.num_splits, FLEXATTN_DECODE_SPLITS) merge in a cluster when one fits.
+  EXPECT_TRUE(kern::decode_cluster_fits(plain, 2));
+  EXPECT_TRUE(kern::decode_cluster_fits(plain, 8));
+  EXPECT_FALSE(kern::decode_cluster_fits(plain, 1));
+  EXPECT_FALSE(kern::decode_cluster_fits(plain, 9));
+  EXPECT_FALSE(kern::decode_cluster_fits(none, 6));
+  EXPECT_FALSE(kern::decode_cluster_fits(nullptr, 6));
+  // One split or the cluster path: no workspace; more than 8 splits or the path off: the workspace as before.
+  EXPECT_EQ(kern::decode_workspace_floats(256, 128, 6, true), 0);
+  EXPECT_EQ(kern::decode_workspace_floats(256, 128, 8, true), 0);
+  EXPECT_EQ(kern::decode_workspace_floats(256, 128, 1, true), 0);
+  EXPECT_EQ(kern::decode_workspace_floats(256, 128, 9, true), 9 * 256 * 130);
+  EXPECT_EQ(kern::decode_workspace_floats(256, 128, 6, false), 6 * 256 * 130);
+}
+
+TEST(DecodeConfig, LaunchAttributesFollowThePlan) {
+  auto plan_eq = [](kern::DecodeLaunchPlan p, unsigned z, bool combine, bool pdl) {
+    return p.cluster_z == z && p.combine == combine && p.combine_pdl == pdl;
+  };
+  EXPECT_TRUE(plan_eq(kern::decode_launch_plan(true, true, 6), 6, false, false));  // cluster: no combine
+  EXPECT_TRUE(plan_eq(kern::decode_launch_plan(true, true, 9), 0, true, true));    // past the cluster limit
+  EXPECT_TRUE(plan_eq(kern::decode_launch_plan(true, true, 1), 0, false, false));
+  EXPECT_TRUE(plan_eq(kern::decode_launch_plan(false, true, 6), 0, true, true));
+  EXPECT_TRUE(plan_eq(kern::decode_launch_plan(false, false, 6), 0, true, false));
+
+  jit::CUlaunchAttribute a{};
+  // Cluster path: the split kernel gets (1, 1, splits); nothing for a combine (none is launched).
+  const kern::DecodeLaunchPlan cl = kern::decode_launch_plan(true, true, 6);
+  ASSERT_EQ(runtime::decode_launch_attrs(cl, false, &a), 1);
+  EXPECT_EQ(a.id, jit::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+  EXPECT_EQ(a.value.clusterDim.x, 1u);
+  EXPECT_EQ(a.value.clusterDim.y, 1u);
+  EXPECT_EQ(a.value.clusterDim.z, 6u);
+  EXPECT_EQ(runtime::decode_launch_attrs(cl, true, &a), 0);
+  // Workspace path with PDL: a plain split kernel, the combine with programmatic stream serialization
+  // (id 6, value 1).
+  const kern::DecodeLaunchPlan pdl = kern::decode_launch_plan(true, true, 12);
+  EXPECT_EQ(runtime::decode_launch_attrs(pdl, false, &a), 0);
+  ASSERT_EQ(runtime::decode_launch_attrs(pdl, true, &a), 1);
+  EXPECT_EQ(int(a.id), 6);
+  int allowed = 0;
+  std::memcpy(&allowed, a.value.pad, sizeof allowed);
+  EXPECT_EQ(allowed, 1);
+  // Without PDL, or with one split: plain launches.
+  EXPECT_EQ(runtime::decode_launch_attrs(kern::decode_launch_plan(false, false, 6), true, &a), 0);
+  EXPECT_EQ(runtime::decode_launch_attrs(kern::decode_launch_plan(true, true, 1), false, &a), 0);
 }

@@ -67,6 +67,7 @@ using gpu_check::rel_err;
 // --dry: the host side only (inputs, pages, masks, references), with fake device addresses; for
 // checking the program itself on a machine without a GPU.
 bool g_dry = false;
+int g_cluster_merged = 0;  // cases run with several splits and no workspace (the cluster merge)
 
 // Device copies that live until the end of a case.
 struct Dev {
@@ -240,6 +241,8 @@ Row run_case(const Case& c, uint64_t seed) {
     build_problem(pb, c, seed);
     const cpu::ForwardResult ref = cpu::decode_forward(pb.q, pb.k, pb.v, pb.ref, pb.fns->fns());
     if (g_dry) return row;
+    // Several splits and no workspace: merged inside a cluster (FLEXATTN_DECODE_CLUSTER=1).
+    if (pb.args.workspace_bytes == 0 && decode_num_splits(pb.args) > 1) ++g_cluster_merged;
     cuda_decode(pb.args);
     jit::device_synchronize();
     compare(row, pb, c.dtype, ref);
@@ -370,8 +373,10 @@ int main(int argc, char** argv) {
   cases.push_back({&e("sliding_window:100"), 3, 8, 1, 7, 4097, 64, DType::BF16, 128, true});
   cases.push_back({&e("causal"), 3, 8, 2, 1, 1000, 256, DType::BF16, 16, true});
   cases.push_back({&e("softcap:30+causal"), 3, 8, 2, 1, 1000, 64, DType::F16, 0, true});
-  for (int splits : {1, 7, 128})
+  // 2..8: the cluster sizes of FLEXATTN_DECODE_CLUSTER=1 (8 over 3 kv tiles: five empty splits per row).
+  for (int splits : {1, 2, 5, 7, 8, 128})
     cases.push_back({&e("causal"), 3, 8, 2, 1, 4097, 128, DType::BF16, 16, true, splits});
+  cases.push_back({&e("causal"), 3, 8, 2, 1, 129, 128, DType::BF16, 0, true, 8});
   cases.push_back({&e("document:3"), 3, 8, 2, 3, 1000, 128, DType::BF16, 16, true, 0, true});
 
   // Compile every decode kernel set first, in parallel (NVRTC is single-threaded, a set takes seconds).
@@ -422,6 +427,7 @@ int main(int argc, char** argv) {
     std::printf("%-86s %9.2e %9.2e  %s%s\n", r.label.c_str(), r.err_out, r.err_lse, r.ok ? "PASS" : "FAIL",
                 r.why.c_str());
   }
-  std::printf("\n%zu cases, %d failed\n", rows.size(), failed);
+  std::printf("\ncases with several splits merged in a cluster (no workspace): %d\n", g_cluster_merged);
+  std::printf("%zu cases, %d failed\n", rows.size(), failed);
   return failed ? 1 : 0;
 }
