@@ -34,7 +34,8 @@ from ._arrays import is_torch_tensor
 
 _PLANS = {}  # (id(score_mod), id(mask_mod)) -> _Plan or _Seen
 _MAX_PLANS = 256
-_MAX_FAILURES = 4  # a pair whose plan failed this often (its structure keeps changing) gets none again
+_MAX_FAILURES = 4  # a pair whose plan failed this often (its structure keeps changing) gets none again...
+_SETTLED = 64  # ...unless the plan had served this many calls first (a rare change, e.g. a regrown buffer)
 
 
 class _NoPlan(Exception):
@@ -314,7 +315,7 @@ class _Plan:
         self.entries = tuple(None if t is None else t.entry for t in traced)
         self.programs = programs
         self.generation = _tracer.generation
-        self.failures = 0
+        self.failures = self.hits = 0
         self.variant, self.snames, self.bnames = variant, snames, bnames
 
         def first_leaf(idx, name, kind):
@@ -346,6 +347,7 @@ class _Plan:
                 if not entry.guards_hold(scalars):
                     return None
             leaves[i] = got
+        self.hits += 1
         # float(): the value the traced path's float64 scalar tensor holds (_torch_api._scalar_tensor)
         values = [float(_python_value(leaves[i][j])) for i, j in self.scalars]
         return self.variant, self.snames, self.bnames, values, [leaves[i][j] for i, j in self.buffers]
@@ -377,7 +379,8 @@ def bound(score_mod, mask_mod):
         got = held.read(mods)
         if got is not None:
             return got
-        held.failures += 1
+        if held.hits < _SETTLED:
+            held.failures += 1
     result, parts = _full(score_mod, mask_mod)
     try:
         if held is None:
@@ -385,6 +388,8 @@ def bound(score_mod, mask_mod):
                 _store(key, _Seen(mods))
         elif held.failures < _MAX_FAILURES and parts is not None:
             _store(key, _build(mods, *parts, result, held.failures))
+        elif type(held) is _Plan:  # its structure keeps changing: the traced path from now on
+            _store(key, _Seen(mods, _MAX_FAILURES))
     except TypeError:
         pass  # a mod that takes no weak reference: no plan
     return result
@@ -426,20 +431,17 @@ def _build(mods, traced, merged, result, failures):
     does not match the traced entries (e.g. a capture changed between the trace and this walk)."""
     try:
         programs = tuple(None if m is None else _Program(m) for m in mods)
-    except _NoPlan:
+        for m, t, p in zip(mods, traced, programs):
+            if m is None:
+                continue
+            key, leaves, _, _ = _capture.walk(m)
+            got = p.run(m)
+            if (p.key != key or got is None or len(got) != len(leaves)
+                    or any(a is not b.value for a, b in zip(got, leaves))
+                    or not _tracer.entry_cached((_tracer.mod_kind(m),) + key, t.entry)):
+                return _Seen(mods, failures + 1)
+        plan = _Plan(mods, traced, programs, merged, *result[:3])
+    except Exception:  # noqa: BLE001 - _NoPlan, or anything unforeseen: this pair keeps the traced path
         return _Seen(mods, _MAX_FAILURES)
-    for m, t, p in zip(mods, traced, programs):
-        if m is None:
-            continue
-        key, leaves, _, _ = _capture.walk(m)
-        got = p.run(m)
-        if (p.key != key or got is None or len(got) != len(leaves) or any(a is not b.value for a, b in zip(got, leaves))
-                or not _tracer.entry_cached((_tracer.mod_kind(m),) + key, t.entry)):
-            return _Seen(mods, failures + 1)
-    plan = _Plan(mods, traced, programs, merged, *result[:3])
     plan.failures = failures
     return plan
-
-
-def clear():
-    _PLANS.clear()

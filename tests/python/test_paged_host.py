@@ -384,3 +384,42 @@ def test_the_switch_off_traces_and_prepares_every_call(native, count_traces, mon
         _decode(bm)
     assert count_traces[0] == before + 3 and id(bm) not in paged._MASKS
     assert list(native[-1]["scalars"].values()) == [9.0]
+
+
+def test_a_pair_whose_structure_keeps_changing_stops_getting_plans(count_traces):
+    """Each change of a capture's type fails the plan once; after a few failures the pair takes the traced
+    path only (a plan that keeps failing would cost its checks on top of the trace)."""
+    W = 1
+
+    def mask(b, h, q_idx, kv_idx):
+        return q_idx - kv_idx <= W
+
+    for i in range(12):
+        W = i if i % 2 else float(i)
+        bound_matches(None, mask)
+        bound_matches(None, mask)
+    held = _bound_plan._PLANS[(id(None), id(mask))]
+    assert type(held) is _bound_plan._Seen and held.failures >= _bound_plan._MAX_FAILURES
+
+
+def test_methods_and_objects_are_keyed_by_identity():
+    """Objects the walk keys by id (a bound method's self, an opaque object) are checked by identity; their
+    attributes are read at trace time by the tracer, and the plan binds exactly what it binds."""
+    class Alibi:
+        def __init__(self, slope):
+            self.slope = slope
+
+        def score(self, s, b, h, q_idx, kv_idx):
+            return s + self.slope * (kv_idx - q_idx)
+
+    noop = paged._torch_mods()[0].noop_mask
+    m = Alibi(0.5).score
+
+    def score(s, b, h, q_idx, kv_idx):
+        return m(s, b, h, q_idx, kv_idx)
+
+    warm(score, noop)
+    m.__self__.slope = 0.25
+    bound_matches(score, noop)
+    m = Alibi(0.75).score  # another object: another key, another IR
+    bound_matches(score, noop)
