@@ -237,9 +237,12 @@ class _Recorder:
                 return False
             if library:
                 return True
-            g = x.__globals__
-            return (len(x.__defaults__ or ()) == n_defaults and tuple(x.__kwdefaults__ or ()) == kw_names
-                    and not any(n in g for n in absent))
+            if len(x.__defaults__ or ()) != n_defaults or tuple(x.__kwdefaults__ or ()) != kw_names:
+                return False
+            if absent:
+                g = x.__globals__
+                return not any(n in g for n in absent)
+            return True
 
         slot = self._op(parent, get, check)
         for i, (_, cell) in enumerate(zip(code.co_freevars, fn.__closure__ or ())):
@@ -363,7 +366,9 @@ class _Seen:
 
 
 def _alive(holder, mods):
-    return all((m is None and r is None) or (r is not None and r() is m) for m, r in zip(mods, holder.refs))
+    """Whether holder was made for these very mod objects (its weak references still point at them)."""
+    (r0, r1), (score_mod, mask_mod) = holder.refs, mods
+    return (score_mod is None if r0 is None else r0() is score_mod) and r1 is not None and r1() is mask_mod
 
 
 def bound(score_mod, mask_mod):

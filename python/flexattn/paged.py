@@ -127,14 +127,15 @@ class _Call:
         if not 1 <= L <= _MAX_ROWS:
             raise ValueError(f"paged_attention: query: takes 1..{_MAX_ROWS} query rows per sequence (dim 2), "
                              f"got L={L}")
-        for name, shape in (("key_cache", ks), ("value_cache", vs)):
-            if min(shape) < 1:
-                raise ValueError(f"paged_attention: {name}: every dimension must be at least 1, got shape "
-                                 f"{tuple(shape)}")
+        if min(ks) < 1 or min(vs) < 1:
+            for name, shape in (("key_cache", ks), ("value_cache", vs)):
+                if min(shape) < 1:
+                    raise ValueError(f"paged_attention: {name}: every dimension must be at least 1, got shape "
+                                     f"{tuple(shape)}")
         if ks[3] != D:
             raise ValueError(f"paged_attention: key_cache: head dim (dim 3) must equal query's D={D}, got "
                              f"{ks[3]}")
-        if vs[:3] != ks[:3]:
+        if vs[0] != ks[0] or vs[1] != ks[1] or vs[2] != ks[2]:
             raise ValueError(f"paged_attention: value_cache: dims 0..2 must equal key_cache's "
                              f"{tuple(ks[:3])}, got {tuple(vs[:3])}")
         Hkv = ks[1]

@@ -26,11 +26,11 @@ echo "probe rc=$? $(( $(date +%s) - t0 )) s"
 mv "$OUT/s6a/decode_cprofile.txt" "$O/" 2>/dev/null; rmdir "$OUT/s6a" 2>/dev/null
 echo "==== py6 summary ($(( $(date +%s) - t0 )) s)"
 echo "tests (host + gpu paged): $(grep -E '(passed|failed|error)' "$O/tests.log" | tail -1)"
-grep -E "^FAILED" "$O/tests.log" | head -2
+grep -E "^FAILED" "$O/tests.log" | head -1
 echo "host us / decode step   s6a-before  cache=0  cache=1   (no sync, median of 5; s6a = parent tree, same probe)"
 sed -nE 's/^step (.*[^ ]) +cache=1 +([0-9.]+) +cache=0 +([0-9.]+).*/\1|\2|\3/p' "$O/py6_gpu.log" | awk -F'|' '
   BEGIN { b["B8 S8192"]="49.6"; b["B1 S128k w4096"]="105.9"; b["B8 S8192 p16"]="53.0" }
   { printf "  %-20s %10s %8s %8s\n", $1, b[$1], $3, $2 }'
 echo "pieces of the window step (host us each, alone):"
-grep -E "^piece" "$O/py6_gpu.log" | grep -vE "empty lse|empty ws|raw stream" | sed 's/^piece /  /' | head -7
+grep -E "^piece" "$O/py6_gpu.log" | grep -vE "empty ws|raw stream" | sed 's/^piece /  /' | head -8
 grep -E "^B[0-9]" "$O/probe.log" | grep flexattn | sed 's/^/probe /'

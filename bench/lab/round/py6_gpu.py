@@ -84,21 +84,26 @@ with torch.no_grad():
     nbytes = seen["kw"]["workspace_bytes"]
     ws = torch.empty(max(nbytes, 1), dtype=torch.uint8, device="cuda")
     seen["kw"]["workspace"] = ws.data_ptr() if nbytes else 0
-    call = paged._Call(torch, q, k, v, None, lens, offs, bm, True)
     dev = q.device
+
+    def one_alloc():
+        buf = torch.empty(32 * 128 * 2 + 32 * 4, dtype=torch.uint8, device=dev)
+        return buf[:8192].view(torch.bfloat16).view(1, 32, 1, 128), buf[8192:].view(torch.float32).view(1, 32, 1)
+
     pieces = [
         ("full step", step),
         ("_C.cuda_decode alone", lambda: C.cuda_decode(*seen["views"], **seen["kw"])),
         ("_Call (checks)", lambda: paged._Call(torch, q, k, v, None, lens, offs, bm, True)),
         ("_bound (plan)", lambda: paged._bound(None, window)),
         ("_mask_args (cached)", lambda: paged._mask_args(bm)),
-        ("torch.empty out", lambda: torch.empty((1, 32, 1, 128), dtype=torch.bfloat16, device=dev)),
-        ("torch.empty lse", lambda: torch.empty((1, 32, 1), dtype=torch.float32, device=dev)),
+        ("out+lse: 2 empty", lambda: (torch.empty((1, 32, 1, 128), dtype=torch.bfloat16, device=dev),
+                                      torch.empty((1, 32, 1), dtype=torch.float32, device=dev))),
+        ("out+lse: 1 empty+views", one_alloc),  # the alternative (not used): is one allocation cheaper?
         ("torch.empty ws", lambda: torch.empty(max(nbytes, 1), dtype=torch.uint8, device=dev)),
         ("raw stream+device", lambda: paged._cuda_now(torch, 0)),
         ("current_stream()", lambda: torch.cuda.current_stream(dev).cuda_stream),
     ]
     for name, fn in pieces:
         fn()
-        print(f"piece {name:<22} {statistics.median(host_us(fn, 500) for _ in range(3)):7.2f}", flush=True)
+        print(f"piece {name:<22} {statistics.median(host_us(fn) for _ in range(3)):7.2f}", flush=True)
     print(f"workspace bytes {nbytes}", flush=True)
