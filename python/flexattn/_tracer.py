@@ -28,6 +28,9 @@ _CACHE_SIZE = 256
 _cache: "collections.OrderedDict" = collections.OrderedDict()
 _lock = threading.Lock()
 stats = {"hits": 0, "misses": 0, "traces": 0}
+# Bumped by clear_cache(): what was derived from cached entries outside this module (_bound_plan's plans)
+# is retired with them, so a cleared cache re-traces as if nothing had been seen.
+generation = 0
 
 
 def mod_name(fn) -> str:
@@ -246,8 +249,16 @@ def trace(fn, kind=None) -> TracedMod:
     return TracedMod(entry, traced_leaves, extra, cached=False)
 
 
+def entry_cached(key, entry) -> bool:
+    """Whether `entry` is one of the cached traces of the (kind,) + walk key `key`."""
+    with _lock:
+        return any(e is entry for e in _cache.get(key, ()))
+
+
 def clear_cache():
+    global generation
     with _lock:
         _cache.clear()
+        generation += 1
     for k in stats:
         stats[k] = 0

@@ -377,8 +377,7 @@ def test_the_valid_arguments_of_the_error_tests_run():
     assert out.shape == (2, 4, 3, 16)
 
 
-@needs_torch
-@pytest.mark.parametrize("over, exc, match", [
+_ARG_ERRORS = [
     (dict(query=np.zeros((2, 4, 3, 16))), TypeError, "query must be a torch tensor"),
     (dict(value_cache=[0.0]), TypeError, "value_cache must be a torch tensor"),
     (dict(query="zeros(2, 4, 16)"), ValueError, r"query: expected a 4-D tensor \[B, Hq, L, D\]"),
@@ -430,11 +429,29 @@ def test_the_valid_arguments_of_the_error_tests_run():
     (dict(page_table="tensor([[0, -1], [2, 3]], dtype=torch.int32)"), ValueError, r"page_table\[0, 1\] = -1"),
     (dict(kv_lens=None, page_table="tensor([[0, 1], [2, -1]], dtype=torch.int32)"), ValueError,
      r"page_table\[1, 1\] = -1 .* kv_lens\[1\] = 16"),
-])
-def test_errors_name_the_argument(over, exc, match):
-    over = {n: eval(v, {"torch": torch, "zeros": torch.zeros, "tensor": torch.tensor}) if isinstance(v, str) and
+]
+
+
+def _evaluated(over):
+    return {n: eval(v, {"torch": torch, "zeros": torch.zeros, "tensor": torch.tensor}) if isinstance(v, str) and
             n != "scale" else v for n, v in over.items()}
-    _raises(exc, match, **over)
+
+
+@needs_torch
+@pytest.mark.parametrize("over, exc, match", _ARG_ERRORS)
+def test_errors_name_the_argument(over, exc, match):
+    _raises(exc, match, **_evaluated(over))
+
+
+# The checks that read the int32 arrays' values (kv_lens / q_offsets ranges, page ids) are what validate=False
+# skips; every other argument error is raised the same way without validation.
+_VALUE_ERRORS = ("is outside", "is not a page", r"page_table\[", r"q_offsets\[", r"kv_lens\[")
+
+
+@needs_torch
+@pytest.mark.parametrize("over, exc, match", [e for e in _ARG_ERRORS if not any(v in e[2] for v in _VALUE_ERRORS)])
+def test_argument_errors_do_not_depend_on_validate(over, exc, match):
+    _raises(exc, match, validate=False, **_evaluated(over))
 
 
 @needs_torch
@@ -505,6 +522,7 @@ def test_cuda_path_arguments_reach_the_native_checks(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device", lambda d: contextlib.nullcontext())
     monkeypatch.setattr(torch.cuda, "current_stream", lambda d=None: Stream())
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(paged, "_cuda_now", lambda torch, index: (0, 0))  # (current device, raw stream)
     q = torch.zeros(2, 8, 1, 80, dtype=torch.bfloat16)  # D=80: zero-padded to the kernels' 96
     pool = torch.zeros(6, 2, 16, 80, dtype=torch.bfloat16)
     table, lens = i32([[0, 1], [2, 3]]), i32([20, 5])
@@ -531,7 +549,7 @@ def test_cuda_path_asks_the_workspace_size_once_per_shape(monkeypatch):
     calls are stubbed (no GPU here): what is checked is what reaches them."""
     import contextlib
 
-    from flexattn import _torch_api, paged
+    from flexattn import _torch_api, _torch_ops, paged
 
     class Stream:
         cuda_stream = 0
@@ -539,6 +557,7 @@ def test_cuda_path_asks_the_workspace_size_once_per_shape(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device", lambda d: contextlib.nullcontext())
     monkeypatch.setattr(torch.cuda, "current_stream", lambda d=None: Stream())
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(paged, "_cuda_now", lambda torch, index: (0, 0))  # (current device, raw stream)
     real = _native.require("test")
     calls = {"size": 0, "run": []}
 
@@ -551,9 +570,9 @@ def test_cuda_path_asks_the_workspace_size_once_per_shape(monkeypatch):
             return 4096 * views[1][2][0]  # grows with B: a new shape must ask again
 
         def cuda_decode(self, *views, workspace, workspace_bytes, **kw):
-            calls["run"].append((views[1][2], workspace_bytes, workspace != 0, kw["page_table"] != 0))
+            calls["run"].append((list(views[1][2]), workspace_bytes, workspace != 0, kw["page_table"] != 0))
 
-    monkeypatch.setattr(paged._native, "require", lambda what: Native())
+    monkeypatch.setattr(paged._native, "require", lambda what="": Native())
     monkeypatch.setattr(paged, "_WS_BYTES", {})
     pool = torch.zeros(8, 2, 16, 64, dtype=torch.bfloat16)
     for B in (2, 2, 2, 3):
@@ -565,4 +584,6 @@ def test_cuda_path_asks_the_workspace_size_once_per_shape(monkeypatch):
         assert tuple(out.shape) == (B, 4, 1, 64) and tuple(lse.shape) == (B, 4, 1)
     assert calls["size"] == 2
     assert calls["run"] == [([2, 4, 1, 64], 8192, True, True)] * 3 + [([3, 4, 1, 64], 12288, True, True)]
-    assert paged._bound(None, _torch_api.noop_mask) == _torch_api._bound_values(None, _torch_api.noop_mask)
+    variant, snames, bnames, values, buffers = paged._bound(None, _torch_api.noop_mask)
+    spec = _torch_api._bound_values(None, _torch_api.noop_mask)[0]
+    assert variant is _torch_ops._decode(spec, "")[0] and (snames, bnames, values, buffers) == ((), (), [], [])

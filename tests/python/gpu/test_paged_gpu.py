@@ -198,3 +198,41 @@ def test_cuda_errors_from_the_native_checks():
     with pytest.raises(ValueError, match="block_mask: the decode kernels need a kv BLOCK_SIZE"):
         paged_attention(q, k, k, block_mask=mask)
     assert flexattn.paged_attention is paged_attention
+
+
+def test_captured_values_and_mask_edits_are_seen_every_step():
+    """The per-token host path binds the mods through a plan (python/flexattn/_bound_plan.py) and keeps each
+    BlockMask's arguments (paged._MaskArgs): a captured int rebound between steps, a captured float, a
+    captured tensor edited in place and a block mask edited in place must each reach the next step. Every
+    step is compared with the CPU path of the same call, and consecutive steps must differ."""
+    gen = torch.Generator().manual_seed(4)
+    B, Hq, Hkv, D, ps, S = 2, 8, 2, 128, 16, 1024
+    lens = torch.tensor([1024, 700], dtype=torch.int32)
+    k, v, table = make_pages(B, Hkv, S, D, D, ps, lens.tolist(), torch.bfloat16, gen)
+    q = torch.randn(B, Hq, 1, D, generator=gen).to(DEV, torch.bfloat16)
+    cap = table.shape[1] * ps
+    W, gain = 1000, 1.0
+    bias = torch.zeros(cap, device=DEV)
+
+    def window(b, h, q_idx, kv_idx):
+        return (q_idx - kv_idx <= W) & (kv_idx <= q_idx)
+
+    def scored(score, b, h, q_idx, kv_idx):
+        return score * gain + bias[kv_idx]
+
+    mask = create_block_mask(window, 1, 1, cap, cap, device=DEV)
+    kw = dict(q_offsets=(lens - 1).to(DEV), score_mod=scored, block_mask=mask, return_lse=True)
+    prev = None
+    for step, (W, gain) in enumerate([(1000, 1.0), (1000, 1.0), (200, 1.0), (200, 0.5), (37, 0.5), (37, 0.5),
+                                      (37, 0.5)]):
+        if step == 5:
+            bias[600:] += 3.0  # in place: the same tensor, new values
+        if step == 6:  # in place: query block 7 (rows 896..1023, sequence 0's last row) attends nothing
+            mask.kv_num_blocks[0, 0, 7] = 0
+            mask.full_kv_num_blocks[0, 0, 7] = 0
+        got = paged_attention(q, k, v, table, lens.to(DEV), **kw)
+        compare(got, cpu_path(q, k, v, table, lens, **kw), torch.bfloat16)
+        if prev is not None and step not in (1,):
+            assert not torch.equal(got[1], prev[1]), f"step {step} did not see its change"
+        prev = got
+    assert torch.isneginf(prev[1][0]).all() and bool(torch.isfinite(prev[1][1]).all())
