@@ -35,6 +35,8 @@ echo "total $(el) s"
 
 python3 - "$O" <<'PYEOF'
 import os, re, sys
+sys.path.insert(0, "bench/lab/round")
+import decode_table
 o = sys.argv[1]
 def counts(n):
     try:
@@ -46,20 +48,9 @@ def counts(n):
         return f"{int(m.group(1)) - int(m.group(2))}/{m.group(1)} pass"
     return f"incomplete ({len(re.findall(r'PASS', t))} PASS, {len(re.findall(r'FAIL', t))} FAIL)"
 def rows(n):
-    r = []
-    try:
-        for ln in open(f"{o}/bench_{n}.log"):
-            f = ln.split()
-            if len(f) == 8 and f[0].isdigit():
-                r.append(((int(f[0]), int(f[1]), int(f[2]), int(f[3])), int(f[4]), float(f[5]), float(f[6]), float(f[7])))
-    except OSError:
-        pass
-    return r
-def first(n):  # the first row per shape (auto splits unless the sweep's first entry says otherwise)
-    d = {}
-    for k, sp, ms, gb, b2b in rows(n):
-        d.setdefault(k, (gb, sp, ms, b2b))
-    return d
+    return decode_table.rows(f"{o}/bench_{n}.log")
+def first(n):
+    return decode_table.first(f"{o}/bench_{n}.log")
 print(f"check: default {counts('default')} | COMBINE_BATCH=1 {counts('cb')} | STAGES=3 --quick {counts('s3')}")
 for n in ("default", "cb", "s3"):
     try:
@@ -68,8 +59,7 @@ for n in ("default", "cb", "s3"):
         if fl: print(f"  first FAIL ({n}): {fl[0]}")
     except OSError:
         pass
-shapes = [(8, 8192, 0, 0), (8, 8192, 16, 0), (8, 8192, 128, 0), (1, 131072, 0, 0), (1, 131072, 16, 0),
-          (1, 131072, 128, 0), (64, 4096, 0, 0), (64, 4096, 16, 0), (64, 4096, 128, 0)]
+shapes = decode_table.SHAPES
 print(f"{'GB/s (auto)':<12}" + "".join(f"{n:>6}" for n in ["8x8k", "p16", "p128", "128k", "p16", "p128", "64x4k", "p16", "p128"]) + "  win ms")
 print(f"{'before(s4)':<12}  3407  3304  3287  3641  3500  3516  3767  3732  3743  0.025")
 for n, label in (("default", "after"), ("cb", "COMB_BATCH"), ("shuffle", "shuffled pg")):

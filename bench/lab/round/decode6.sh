@@ -30,6 +30,8 @@ echo "total $(el) s"
 
 python3 - "$O" <<'PYEOF'
 import re, sys
+sys.path.insert(0, "bench/lab/round")
+import decode_table
 o = sys.argv[1]
 def text(n):
     try:
@@ -46,27 +48,15 @@ def merged(n):
     m = re.search(r"merged in a cluster \(no workspace\): (\d+)", text(n))
     return m.group(1) if m else "?"
 def rows(n):
-    r = []
-    try:
-        for ln in open(f"{o}/bench_{n}.log"):
-            f = ln.split()
-            if len(f) == 8 and f[0].isdigit():
-                r.append(((int(f[0]), int(f[1]), int(f[2]), int(f[3])), int(f[4]), float(f[5]), float(f[6]), float(f[7])))
-    except OSError:
-        pass
-    return r
-def first(n):  # the first row per shape (auto splits)
-    d = {}
-    for k, sp, ms, gb, b2b in rows(n):
-        d.setdefault(k, (gb, sp, ms, b2b))
-    return d
+    return decode_table.rows(f"{o}/bench_{n}.log")
+def first(n):
+    return decode_table.first(f"{o}/bench_{n}.log")
 print(f"check: default {counts('default')} (cluster-merged {merged('default')}) | "
       f"CLUSTER=1 {counts('cluster')} (cluster-merged {merged('cluster')})")
 for n in ("default", "cluster"):
     fl = [l.strip()[:110] for l in text(n).splitlines() if l.startswith("FAIL")][:2]
     for f in fl: print(f"  FAIL ({n}): {f}")
-shapes = [(8, 8192, 0, 0), (8, 8192, 16, 0), (8, 8192, 128, 0), (1, 131072, 0, 0), (1, 131072, 16, 0),
-          (1, 131072, 128, 0), (64, 4096, 0, 0), (64, 4096, 16, 0), (64, 4096, 128, 0)]
+shapes = decode_table.SHAPES
 print(f"{'GB/s (auto)':<13}" + "".join(f"{n:>6}" for n in ["8x8k", "p16", "p128", "128k", "p16", "p128", "64x4k", "p16", "p128"]) + "  win ms")
 for n, label in (("default", "default"), ("cluster", "CLUSTER=1"), ("cluster2", "CLUSTER=1 #2")):
     d = first(n)
