@@ -25,13 +25,19 @@ def _short(e: BaseException) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-def run_suite(args, notes):
+def _impls(args, notes):
+    """The requested implementations, without flexattn (and a note why) when its native module is unusable."""
     impls = list(args.impls)
     if "flexattn" in impls:
         why = bi.native_status()
         if why:
             notes.append(f"flexattn skipped: {why}")
             impls.remove("flexattn")
+    return impls
+
+
+def run_suite(args, notes):
+    impls = _impls(args, notes)
     jobs = bc.jobs(args.suite, args.cases, impls)
     progress = br.Progress(len(jobs))
     _prime(impls, args.backward, progress, notes)
@@ -171,12 +177,7 @@ def probe_warm(args):
 
 # ---- decode ----------------------------------------------------------------------------------------
 def run_decode(args, notes):
-    impls = list(args.impls)
-    if "flexattn" in impls:
-        why = bi.native_status()
-        if why:
-            notes.append(f"flexattn skipped: {why}")
-            impls.remove("flexattn")
+    impls = _impls(args, notes)
     notes.append("decode: flexattn runs flexattn.paged_attention (the decode kernels); torch-flex and SDPA "
                  "have no paged rows (no paged KV cache here); SDPA's window row reads only the window")
     jobs = [(s, impl) for s in bc.DECODE_SHAPES for impl in impls if s.page is None or impl == "flexattn"]

@@ -8,54 +8,37 @@
 #  3. `flexattn bench --suite short --backend cuda` without and with the switch (same call);
 #  4. a table LAST: check pass/fail, then case | default bwd | v2 bwd (TFLOP/s).
 # Run from the repo root on the device; $OUT writable; build-gpu/ configured and built.
-set -u
-cd "$(dirname "$0")/../../.."
-export FLEXATTN_CACHE_DIR=$PWD/build-gpu/kernel-cache
-O=${OUT:-/tmp}/bwd
-mkdir -p "$O"
-CHECK=build-gpu/tests/gpu/attention/gpu_attention_check
-B=build-gpu/tools/flexattn
-T0=$(date +%s)
+. "$(dirname "$0")/lib.sh"
+out_dir bwd
 
 # 1. prewarm (background processes, one per case and setting; ~16 cores)
 warm() {  # $1 = 0 (the defaults) | 1 (v2 + bulk dQ), rest = flags
   local v=$1; shift
   if [ $v = 1 ]; then
-    FLEXATTN_SM90_BWD_DQ_BULK=1 FLEXATTN_SM90_BWD_V2=1 timeout 20 $B run -B 1 -H 2 -Q 256 -D 128 --dtype bf16 \
+    FLEXATTN_SM90_BWD_DQ_BULK=1 FLEXATTN_SM90_BWD_V2=1 timeout 20 $F run -B 1 -H 2 -Q 256 -D 128 --dtype bf16 \
       --backend cuda --backward "$@" > "$O/warm_${v}_$RANDOM.log" 2>&1
   else
-    timeout 20 $B run -B 1 -H 2 -Q 256 -D 128 --dtype bf16 --backend cuda --backward "$@" \
+    timeout 20 $F run -B 1 -H 2 -Q 256 -D 128 --dtype bf16 --backend cuda --backward "$@" \
       > "$O/warm_${v}_$RANDOM.log" 2>&1
   fi
 }
-for v in 0 1; do
-  warm $v &
-  warm $v --mask causal &
-  warm $v --mask sliding_window:1023 &
-  warm $v --mask-expr "q_idx // 256 == kv_idx // 256 && q_idx >= kv_idx" &
-  warm $v --mask prefix_lm:512 &
-  warm $v --mask causal --score alibi &
-  warm $v --mask causal --score softcap:30 &
-  warm $v --score relbias &
-done
+for v in 0 1; do short_cases warm $v; done
 wait
-echo "prewarm done after $(( $(date +%s) - T0 )) s"
+echo "prewarm done after $(el) s"
 
 # 2. correctness of the v2 path
 FLEXATTN_SM90_BWD_DQ_BULK=1 FLEXATTN_SM90_BWD_V2=1 FLEXATTN_JIT_DEBUG=1 timeout 45 $CHECK --quick > "$O/check_v2.log" 2>&1
 CHECK_RC=$?
-PASS=$(grep -c "^PASS" "$O/check_v2.log")
-FAIL=$(grep -c "^FAIL" "$O/check_v2.log")
 DECL=$(grep -c "backward:" "$O/check_v2.log")
-echo "check done after $(( $(date +%s) - T0 )) s"
+echo "check done after $(el) s"
 
 # 3. speed, same call with and without the switch
-timeout 18 $B bench --suite short --backend cuda > "$O/bench_default.log" 2>&1; RC0=$?
-FLEXATTN_SM90_BWD_DQ_BULK=1 FLEXATTN_SM90_BWD_V2=1 timeout 18 $B bench --suite short --backend cuda > "$O/bench_v2.log" 2>&1; RC1=$?
-echo "bench done after $(( $(date +%s) - T0 )) s"
+timeout 18 $F bench --suite short --backend cuda > "$O/bench_default.log" 2>&1; RC0=$?
+FLEXATTN_SM90_BWD_DQ_BULK=1 FLEXATTN_SM90_BWD_V2=1 timeout 18 $F bench --suite short --backend cuda > "$O/bench_v2.log" 2>&1; RC1=$?
+echo "bench done after $(el) s"
 
 # 4. table (last)
-echo "==== bwd v2: gpu_attention_check --quick rc=$CHECK_RC PASS $PASS FAIL $FAIL (sm80 fallbacks: $DECL lines)"
+echo "==== bwd v2: gpu_attention_check --quick rc=$CHECK_RC $(pass_fail "$O/check_v2.log") (sm80 fallbacks: $DECL lines)"
 grep "^FAIL" "$O/check_v2.log" | head -3
 echo "==== bench --suite short B=4 H=16 S=2048 D=128 (bwd TFLOP/s) rc=$RC0/$RC1"
 printf "%-16s %12s %12s %6s\n" case "default bwd" "v2 bwd" "x"

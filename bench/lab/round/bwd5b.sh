@@ -13,67 +13,50 @@
 #     after the first; the host input generation alone is several seconds);
 #  5. a table LAST (<= 15 lines): check pass/fail, then per case default / v3 bwd TFLOP/s and ratio, D=128 | D=64.
 # Run from the repo root on the device; $OUT writable; build-gpu/ configured and built.
-set -u
-cd "$(dirname "$0")/../../.."
-export FLEXATTN_CACHE_DIR=$PWD/build-gpu/kernel-cache
-O=${OUT:-/tmp}/bwd5b
-mkdir -p "$O"
-CHECK=build-gpu/tests/gpu/attention/gpu_attention_check
-B=build-gpu/tools/flexattn
-T0=$(date +%s)
-el() { echo $(( $(date +%s) - T0 )); }
+. "$(dirname "$0")/lib.sh"
+out_dir bwd5b
+deadline 117
 
 # 1. prewarm (one background process per case, head dim and setting) next to the v3 correctness check.
 #    The v3 processes start 6 s later: by then most forward sets (shared by both settings) are on disk.
 warm() {  # $1 = 0 (defaults) | 1 (v3), $2 = D, rest = flags
   local v=$1 d=$2; shift 2
   [ $v = 1 ] && sleep 6
-  FLEXATTN_SM90_BWD_V3=$v timeout $(( 52 - 6 * v )) $B run -B 1 -H 2 -Q 256 -D $d --dtype bf16 --backend cuda \
+  FLEXATTN_SM90_BWD_V3=$v timeout $(( 52 - 6 * v )) $F run -B 1 -H 2 -Q 256 -D $d --dtype bf16 --backend cuda \
     --backward "$@" > "$O/warm_${v}_d${d}_$RANDOM.log" 2>&1
 }
 FLEXATTN_SM90_BWD_V3=1 FLEXATTN_JIT_DEBUG=1 timeout 55 $CHECK --quick > "$O/check_v3.log" 2>&1 &
 CHECK_PID=$!
 for d in 128 64; do
-  for v in 0 1; do
-    warm $v $d &
-    warm $v $d --mask causal &
-    warm $v $d --mask sliding_window:1023 &
-    warm $v $d --mask-expr "q_idx // 256 == kv_idx // 256 && q_idx >= kv_idx" &
-    warm $v $d --mask prefix_lm:512 &
-    warm $v $d --mask causal --score alibi &
-    warm $v $d --mask causal --score softcap:30 &
-    warm $v $d --score relbias &
-  done
+  for v in 0 1; do short_cases warm $v $d; done
 done
 wait $CHECK_PID
 CHECK_RC=$?
 echo "check done after $(el) s"
 wait
 echo "prewarm done after $(el) s"
-PASS=$(grep -c "^PASS" "$O/check_v3.log")
-FAIL=$(grep -c "^FAIL" "$O/check_v3.log")
 DECL=$(grep -c "backward:" "$O/check_v3.log")
 D64=$(grep -cE "^PASS.* D=64 " "$O/check_v3.log")
 WARMFAIL=$(grep -lE "rror|Killed" "$O"/warm_*.log 2>/dev/null | wc -l)
 
 # 2.-3. short suites, the same call without and with the switch (about 8-10 s each when cached)
 for s in short short64; do
-  FLEXATTN_SM90_BWD_V3=0 timeout 15 $B bench --suite $s --backend cuda > "$O/bench_${s}_default.log" 2>&1
+  FLEXATTN_SM90_BWD_V3=0 timeout 15 $F bench --suite $s --backend cuda > "$O/bench_${s}_default.log" 2>&1
   echo "rc=$?" >> "$O/bench_${s}_default.log"
-  FLEXATTN_SM90_BWD_V3=1 timeout 15 $B bench --suite $s --backend cuda > "$O/bench_${s}_v3.log" 2>&1
+  FLEXATTN_SM90_BWD_V3=1 timeout 15 $F bench --suite $s --backend cuda > "$O/bench_${s}_v3.log" 2>&1
   echo "rc=$?" >> "$O/bench_${s}_v3.log"
   echo "bench $s done after $(el) s"
 done
 
 # 4. S=8192 D=64 dense, only in the time left (bwd flops = 2.5 * 4 D * B H S^2)
-LEFT=$(( 117 - $(el) ))
+LEFT=$(left)
 S8_0=-; S8_1=-
 if [ $LEFT -ge 24 ]; then
   for v in 0 1; do
-    FLEXATTN_SM90_BWD_V3=$v timeout $(( LEFT / 2 )) $B run -B 2 -H 16 -Q 8192 -D 64 --dtype bf16 --backend cuda \
+    FLEXATTN_SM90_BWD_V3=$v timeout $(( LEFT / 2 )) $F run -B 2 -H 16 -Q 8192 -D 64 --dtype bf16 --backend cuda \
       --backward > "$O/s8k_d64_${v}.log" 2>&1
-    r=$(awk '/^backward \(cuda\)/ { printf "%.0f", 2.5 * 4 * 64 * 2 * 16 * 8192.0 * 8192.0 / ($3 * 1e9) }' "$O/s8k_d64_${v}.log")
-    [ $v = 0 ] && S8_0=${r:--} || S8_1=${r:--}
+    r=$(tflops $(( 10 * 64 * 2 * 16 * 8192 * 8192 )) "$(ms_of "$O/s8k_d64_${v}.log" backward)")
+    [ $v = 0 ] && S8_0=$r || S8_1=$r
   done
   echo "s8k done after $(el) s"
 else
@@ -83,7 +66,7 @@ fi
 # 5. table (last, <= 15 lines)
 rcs() { tail -1 "$O/bench_$1_default.log" | tr -d 'rc=\n'; printf /; tail -1 "$O/bench_$1_v3.log" | tr -d 'rc=\n'; }
 echo "==== bwd5b v3 (TMA dQ reduce: D=128 v2 kernel, D=64 first kernel), $(el) s total"
-echo "gpu_attention_check --quick (v3) rc=$CHECK_RC PASS $PASS FAIL $FAIL (D=64 PASS $D64; sm80 fallbacks $DECL; prewarm logs with errors $WARMFAIL)"
+echo "gpu_attention_check --quick (v3) rc=$CHECK_RC $(pass_fail "$O/check_v3.log") (D=64 PASS $D64; sm80 fallbacks $DECL; prewarm logs with errors $WARMFAIL)"
 grep "^FAIL" "$O/check_v3.log" | head -1
 echo "==== bwd TFLOP/s, B=4 H=16 S=2048 bf16 (rc short $(rcs short), short64 $(rcs short64)); x = v3 / default"
 awk 'function val(f, c) { return ((f, c) in T) ? T[f, c] : "-" }

@@ -13,15 +13,8 @@
 #  2. timing, sequential: B=2 H=16 S=8192 bf16 backward, default then persistent, per case;
 #  3. a table LAST: correctness counts, then bwd ms / TFLOP/s default vs persistent.
 # Run from the repo root on the device; $OUT writable; build-gpu/ configured and built.
-set -u
-cd "$(dirname "$0")/../../.."
-export FLEXATTN_CACHE_DIR=$PWD/build-gpu/kernel-cache
-O=${OUT:-/tmp}/bwd6
-mkdir -p "$O"
-B=build-gpu/tools/flexattn
-CHECK=build-gpu/tests/gpu/attention/gpu_attention_check
-T0=$(date +%s)
-el() { echo $(( $(date +%s) - T0 )); }
+. "$(dirname "$0")/lib.sh"
+out_dir bwd6
 P="env FLEXATTN_SM90_BWD_PERSISTENT=1"
 DOC="q_idx // 1024 == kv_idx // 1024 && q_idx >= kv_idx"   # bench's document: 8 causal documents at S=8192
 DOCS="q_idx // 256 == kv_idx // 256 && q_idx >= kv_idx"    # the same shape at Q=1000
@@ -35,10 +28,10 @@ for d in 64 128; do
   for m in "--mask causal" "--mask sliding_window:200" "--mask-expr DOCS" "--mask causal --score alibi" "--score relbias"; do
     i=$((i + 1))
     if [ "$m" = "--mask-expr DOCS" ]; then
-      $P FLEXATTN_SM90_PERSISTENT_CTAS=7 FLEXATTN_JIT_DEBUG=1 timeout 58 $B run -B 2 -H 4 --hkv 2 -Q 1000 -D $d \
+      $P FLEXATTN_SM90_PERSISTENT_CTAS=7 FLEXATTN_JIT_DEBUG=1 timeout 58 $F run -B 2 -H 4 --hkv 2 -Q 1000 -D $d \
         --dtype bf16 --mask-expr "$DOCS" --backend cuda --check --backward > "$O/runcheck_$i.log" 2>&1 &
     else
-      $P FLEXATTN_SM90_PERSISTENT_CTAS=7 FLEXATTN_JIT_DEBUG=1 timeout 58 $B run -B 2 -H 4 --hkv 2 -Q 1000 -D $d \
+      $P FLEXATTN_SM90_PERSISTENT_CTAS=7 FLEXATTN_JIT_DEBUG=1 timeout 58 $F run -B 2 -H 4 --hkv 2 -Q 1000 -D $d \
         --dtype bf16 $m --backend cuda --check --backward > "$O/runcheck_$i.log" 2>&1 &
     fi
   done
@@ -46,7 +39,7 @@ done
 # 1c. prewarm (a set's source does not depend on B, H, S)
 warm() {  # $1 = 0 | 1 (persistent), $2 = D, rest = mod flags
   local v=$1 d=$2; shift 2
-  FLEXATTN_SM90_BWD_PERSISTENT=$v timeout 55 $B run -B 1 -H 2 -Q 256 -D $d --dtype bf16 --backend cuda --backward \
+  FLEXATTN_SM90_BWD_PERSISTENT=$v timeout 55 $F run -B 1 -H 2 -Q 256 -D $d --dtype bf16 --backend cuda --backward \
     "$@" > "$O/warm_${v}_d${d}_$RANDOM.log" 2>&1
 }
 for v in 0 1; do
@@ -71,10 +64,10 @@ for c in "${cases[@]}"; do
   for v in 0 1; do
     [ $(el) -ge 139 ] && { echo "time budget: skipped $name/$v"; continue; }
     if [ "$flags" = DOC ]; then
-      FLEXATTN_SM90_BWD_PERSISTENT=$v timeout 11 $B run -B 2 -H 16 -Q 8192 -D $d --dtype bf16 --backend cuda \
+      FLEXATTN_SM90_BWD_PERSISTENT=$v timeout 11 $F run -B 2 -H 16 -Q 8192 -D $d --dtype bf16 --backend cuda \
         --backward --mask-expr "$DOC" > "$O/time_${name}_$v.log" 2>&1
     else
-      FLEXATTN_SM90_BWD_PERSISTENT=$v timeout 11 $B run -B 2 -H 16 -Q 8192 -D $d --dtype bf16 --backend cuda \
+      FLEXATTN_SM90_BWD_PERSISTENT=$v timeout 11 $F run -B 2 -H 16 -Q 8192 -D $d --dtype bf16 --backend cuda \
         --backward $flags > "$O/time_${name}_$v.log" 2>&1
     fi
   done
@@ -88,23 +81,22 @@ for f in "$O"/runcheck_*.log; do
 done
 PERS=$(grep -lE "attn_bwd_sm90<FlexVariant, [a-z0-9]+, [0-9]+, [0-9]+, [a-z]+, [a-z]+, [a-z]+, true>" \
   "$FLEXATTN_CACHE_DIR"/*/source.cu 2>/dev/null | wc -l)
-echo "==== bwd6: gpu_attention_check --quick, PERSISTENT=1, 3 CTAs (rc=$CHECK_RC): PASS $(grep -c '^PASS' "$O/check_quick.log") FAIL $(grep -c '^FAIL' "$O/check_quick.log")"
+echo "==== bwd6: gpu_attention_check --quick, PERSISTENT=1, 3 CTAs (rc=$CHECK_RC): $(pass_fail "$O/check_quick.log")"
 grep "^FAIL" "$O/check_quick.log" | head -3
 echo "==== run --check --backward, PERSISTENT=1, 7 CTAs, 32 work tiles (D 64/128 x causal/sliding/doc/alibi/relbias): ok $ok, failed $bad; persistent bwd sources in cache: $PERS"
 echo "==== B=2 H=16 S=8192 bf16 backward: default -> PERSISTENT=1 (TFLOP/s = 10 D x attended entries / time)"
 printf "%-14s %9s %9s %7s %7s %6s\n" case "ms def" "ms pers" "TF def" "TF pers" ratio
 for c in "${cases[@]}"; do
   IFS='|' read -r name d flags <<< "$c"
-  a=$(awk '/^backward \(cuda\)/ { print $3 }' "$O/time_${name}_0.log" 2>/dev/null)
-  b=$(awk '/^backward \(cuda\)/ { print $3 }' "$O/time_${name}_1.log" 2>/dev/null)
+  a=$(ms_of "$O/time_${name}_0.log" backward)
+  b=$(ms_of "$O/time_${name}_1.log" backward)
   # attended entries per (b, h) at S=8192: full S^2; causal S(S+1)/2; sliding 1024 keys (q+1 below);
   # document 8 x 1024 x 1025 / 2
-  ent=$(awk -v n="$name" 'BEGIN { S = 8192; e = S * S;
-    if (n ~ /causal/) e = S * (S + 1) / 2;
-    if (n == "sliding1024") e = 1024 * S - 1024 * 1023 / 2;
-    if (n == "document") e = 8 * 1024 * 1025 / 2;
-    print e * 32 }')
-  tf() { [ -n "$1" ] && awk -v m="$1" -v e="$ent" -v d="$d" 'BEGIN { printf "%.0f", 10 * d * e / (m * 1e9) }' || echo "-"; }
+  S=8192; ent=$(( S * S ))
+  case $name in *causal*) ent=$(( S * (S + 1) / 2 ));; sliding1024) ent=$(( 1024 * S - 1024 * 1023 / 2 ));;
+    document) ent=$(( 8 * 1024 * 1025 / 2 ));; esac
+  ent=$(( ent * 32 ))  # B H
+  tf() { tflops $(( 10 * d * ent )) "$1"; }
   r=$([ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" 'BEGIN { printf "%.3f", a / b }' || echo "-")
   printf "%-14s %9s %9s %7s %7s %6s\n" "$name" "${a:--}" "${b:--}" "$(tf "$a")" "$(tf "$b")" "$r"
 done

@@ -9,33 +9,27 @@
 #  3. flexattn bench --suite decode per config, each shape at the heuristic's split count and at 1..128
 #     splits (--splits; one process per config; the order is the priority if time runs short).
 # Prints a table last: pass counts, GB/s of K+V per shape (auto splits) per config, the best split found.
-set -u
-cd "$(dirname "$0")/../../.."
-O=${OUT:-/tmp}/decode
-mkdir -p "$O"
-export FLEXATTN_CACHE_DIR=$PWD/build-gpu/kernel-cache
-CHECK=build-gpu/tests/gpu/decode/gpu_decode_check
-B=build-gpu/tools/flexattn
-T0=$(date +%s)
-left() { echo $((100 - ($(date +%s) - T0))); }
+. "$(dirname "$0")/lib.sh"
+out_dir decode
+deadline 100
 
 # Correctness runs in parallel (GPU time is not what they measure; their NVRTC compiles share the
 # 16 cores and the kernel cache): all cases at the defaults, --quick for each opt-in configuration.
 quick() {  # name, env...
   local name=$1; shift
-  env "$@" timeout 50 $CHECK --quick > "$O/check_$name.log" 2> "$O/check_$name.err"
+  env "$@" timeout 50 $DCHECK --quick > "$O/check_$name.log" 2> "$O/check_$name.err"
   local rc=$?
   echo $rc > "$O/rc_$name"
   echo "check $name rc=$rc"
 }
-timeout 60 $CHECK > "$O/check_default.log" 2> "$O/check_default.err" && echo "check default rc=0" || echo "check default rc=$?" &
+timeout 60 $DCHECK > "$O/check_default.log" 2> "$O/check_default.err" && echo "check default rc=0" || echo "check default rc=$?" &
 quick bulk_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PDL=1 &
 quick bulk_pf2_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PREFETCH=2 FLEXATTN_DECODE_PDL=1 &
 quick bulk_pf1_s3_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PREFETCH=1 FLEXATTN_DECODE_STAGES=3 FLEXATTN_DECODE_PDL=1 &
 quick s3_pdl FLEXATTN_DECODE_STAGES=3 FLEXATTN_DECODE_PDL=1 &
 quick pf2_pdl FLEXATTN_DECODE_PREFETCH=2 FLEXATTN_DECODE_PDL=1 &
 wait
-echo "checks done at $(( $(date +%s) - T0 )) s"
+echo "checks done at $(el) s"
 
 SPLITS=0,1,2,4,8,16,32,48,64,96,128
 run_bench() {  # name, the quick check it needs (- none), env...
@@ -43,11 +37,7 @@ run_bench() {  # name, the quick check it needs (- none), env...
   if [ "$needs" != - ] && [ "$(cat "$O/rc_$needs" 2>/dev/null)" != 0 ]; then
     echo "bench $name skipped (check $needs did not pass)"; return
   fi
-  local t=$(left)
-  if [ "$t" -lt 5 ]; then echo "bench $name skipped (time)"; return; fi
-  [ "$t" -gt 12 ] && t=12
-  env "$@" timeout $t $B bench --suite decode --backend cuda --splits $SPLITS > "$O/bench_$name.log" 2>&1
-  echo "bench $name rc=$?"
+  decode_bench $name 5 12 "$@" --splits $SPLITS
 }
 run_bench default - FLEXATTN_DECODE_PDL=0
 run_bench pdl - FLEXATTN_DECODE_PDL=1
@@ -57,7 +47,7 @@ run_bench s3_pdl s3_pdl FLEXATTN_DECODE_STAGES=3 FLEXATTN_DECODE_PDL=1
 run_bench pf2_pdl pf2_pdl FLEXATTN_DECODE_PREFETCH=2 FLEXATTN_DECODE_PDL=1
 run_bench bulk_pf1_s3_pdl bulk_pf1_s3_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PREFETCH=1 FLEXATTN_DECODE_STAGES=3 FLEXATTN_DECODE_PDL=1
 run_bench bulk_pf1_pdl bulk_pf2_pdl FLEXATTN_DECODE_BULK=1 FLEXATTN_DECODE_PREFETCH=1 FLEXATTN_DECODE_PDL=1
-echo "total $(( $(date +%s) - T0 )) s"
+echo "total $(el) s"
 
 python3 - "$O" <<'EOF'
 import os, re, sys

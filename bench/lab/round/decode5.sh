@@ -10,45 +10,33 @@
 #     8x8k; 1x128k and 64x4k sweeps around the candidate heuristic FLEXATTN_DECODE_WAVE=0.95 (1x128k 43 ->
 #     48 splits, 64x4k 2 -> 3, 8x8k stays 6: its effect is read off the sweeps).
 # "before" = session 4's defaults on the H200 (same binary path, bench/RESULTS.md); the table prints last.
-set -u
-cd "$(dirname "$0")/../../.."
-O=${OUT:-/tmp}/decode5
-mkdir -p "$O"
-export FLEXATTN_CACHE_DIR=$PWD/build-gpu/kernel-cache
-CHECK=build-gpu/tests/gpu/decode/gpu_decode_check
-B=build-gpu/tools/flexattn
-T0=$(date +%s)
-left() { echo $((95 - ($(date +%s) - T0))); }
+. "$(dirname "$0")/lib.sh"
+out_dir decode5
+deadline 95
 
-(timeout 54 $CHECK > "$O/check_default.log" 2> "$O/check_default.err"; echo $? > "$O/rc_default") &
-(FLEXATTN_DECODE_COMBINE_BATCH=1 timeout 54 $CHECK > "$O/check_cb.log" 2> "$O/check_cb.err"; echo $? > "$O/rc_cb") &
-(FLEXATTN_DECODE_STAGES=3 timeout 50 $CHECK --quick > "$O/check_s3.log" 2> "$O/check_s3.err"; echo $? > "$O/rc_s3") &
+(timeout 54 $DCHECK > "$O/check_default.log" 2> "$O/check_default.err"; echo $? > "$O/rc_default") &
+(FLEXATTN_DECODE_COMBINE_BATCH=1 timeout 54 $DCHECK > "$O/check_cb.log" 2> "$O/check_cb.err"; echo $? > "$O/rc_cb") &
+(FLEXATTN_DECODE_STAGES=3 timeout 50 $DCHECK --quick > "$O/check_s3.log" 2> "$O/check_s3.err"; echo $? > "$O/rc_s3") &
 wait
-echo "checks done at $(( $(date +%s) - T0 )) s"
+echo "checks done at $(el) s"
 
-bench() {  # name, max seconds, env assignment or -, flexattn bench arguments...
-  local name=$1 cap=$2 envs=$3; shift 3
-  local t=$(left)
-  if [ "$t" -lt 4 ]; then echo "bench $name skipped (time)"; return; fi
-  [ "$t" -gt "$cap" ] && t=$cap
-  [ "$envs" = - ] && envs=FLEXATTN_DECODE_UNUSED=0
-  env "$envs" timeout "$t" $B bench --suite decode --backend cuda "$@" > "$O/bench_$name.log" 2>&1
-  echo "bench $name rc=$?"
-}
+bench() { decode_bench "$1" 4 "${@:2}"; }  # name, max seconds, [VAR=value], flexattn bench arguments...
 cbok() { [ "$(cat "$O/rc_cb" 2>/dev/null)" = 0 ]; }
 # In priority order (each capped; the rest is skipped when the 95 s run out).
-bench default 7 -
+bench default 7
 cbok && bench cb 7 FLEXATTN_DECODE_COMBINE_BATCH=1
-bench sweep8 5 - --batch 8 --splits 0,3,4,5,6,7,8,10,12,16,24
+bench sweep8 5 --batch 8 --splits 0,3,4,5,6,7,8,10,12,16,24
 cbok && bench cb_sweep8 4 FLEXATTN_DECODE_COMBINE_BATCH=1 --batch 8 --splits 0,4,5,6,8,12,16
-bench shuffle 4 - --shuffle --batch 8
-bench sweep1 5 - --batch 1 --splits 0,40,44,48,52,56,64
-bench sweep64 5 - --batch 64 --splits 0,2,3
+bench shuffle 4 --shuffle --batch 8
+bench sweep1 5 --batch 1 --splits 0,40,44,48,52,56,64
+bench sweep64 5 --batch 64 --splits 0,2,3
 bench s3_8 6 FLEXATTN_DECODE_STAGES=3 --batch 8 --splits 0,3,4,6,8,12
-echo "total $(( $(date +%s) - T0 )) s"
+echo "total $(el) s"
 
 python3 - "$O" <<'PYEOF'
 import os, re, sys
+sys.path.insert(0, "bench/lab/round")
+import decode_table
 o = sys.argv[1]
 def counts(n):
     try:
@@ -60,20 +48,9 @@ def counts(n):
         return f"{int(m.group(1)) - int(m.group(2))}/{m.group(1)} pass"
     return f"incomplete ({len(re.findall(r'PASS', t))} PASS, {len(re.findall(r'FAIL', t))} FAIL)"
 def rows(n):
-    r = []
-    try:
-        for ln in open(f"{o}/bench_{n}.log"):
-            f = ln.split()
-            if len(f) == 8 and f[0].isdigit():
-                r.append(((int(f[0]), int(f[1]), int(f[2]), int(f[3])), int(f[4]), float(f[5]), float(f[6]), float(f[7])))
-    except OSError:
-        pass
-    return r
-def first(n):  # the first row per shape (auto splits unless the sweep's first entry says otherwise)
-    d = {}
-    for k, sp, ms, gb, b2b in rows(n):
-        d.setdefault(k, (gb, sp, ms, b2b))
-    return d
+    return decode_table.rows(f"{o}/bench_{n}.log")
+def first(n):
+    return decode_table.first(f"{o}/bench_{n}.log")
 print(f"check: default {counts('default')} | COMBINE_BATCH=1 {counts('cb')} | STAGES=3 --quick {counts('s3')}")
 for n in ("default", "cb", "s3"):
     try:
@@ -82,8 +59,7 @@ for n in ("default", "cb", "s3"):
         if fl: print(f"  first FAIL ({n}): {fl[0]}")
     except OSError:
         pass
-shapes = [(8, 8192, 0, 0), (8, 8192, 16, 0), (8, 8192, 128, 0), (1, 131072, 0, 0), (1, 131072, 16, 0),
-          (1, 131072, 128, 0), (64, 4096, 0, 0), (64, 4096, 16, 0), (64, 4096, 128, 0)]
+shapes = decode_table.SHAPES
 print(f"{'GB/s (auto)':<12}" + "".join(f"{n:>6}" for n in ["8x8k", "p16", "p128", "128k", "p16", "p128", "64x4k", "p16", "p128"]) + "  win ms")
 print(f"{'before(s4)':<12}  3407  3304  3287  3641  3500  3516  3767  3732  3743  0.025")
 for n, label in (("default", "after"), ("cb", "COMB_BATCH"), ("shuffle", "shuffled pg")):

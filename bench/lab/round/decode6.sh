@@ -8,42 +8,30 @@
 #  2. flexattn bench --suite decode: defaults, CLUSTER=1; 8x8k split sweeps 4..8 for both (the cluster
 #     path takes 2..8 splits; 1x128k keeps its ~48 on the workspace path).
 # The table prints last.
-set -u
-cd "$(dirname "$0")/../../.."
-O=${OUT:-/tmp}/decode6
-mkdir -p "$O"
-export FLEXATTN_CACHE_DIR=$PWD/build-gpu/kernel-cache
-CHECK=build-gpu/tests/gpu/decode/gpu_decode_check
-B=build-gpu/tools/flexattn
-T0=$(date +%s)
-left() { echo $((95 - ($(date +%s) - T0))); }
+. "$(dirname "$0")/lib.sh"
+out_dir decode6
+deadline 95
 
-(timeout 55 $CHECK > "$O/check_default.log" 2> "$O/check_default.err"; echo $? > "$O/rc_default") &
-(FLEXATTN_DECODE_CLUSTER=1 timeout 55 $CHECK > "$O/check_cluster.log" 2> "$O/check_cluster.err"; echo $? > "$O/rc_cluster") &
+(timeout 55 $DCHECK > "$O/check_default.log" 2> "$O/check_default.err"; echo $? > "$O/rc_default") &
+(FLEXATTN_DECODE_CLUSTER=1 timeout 55 $DCHECK > "$O/check_cluster.log" 2> "$O/check_cluster.err"; echo $? > "$O/rc_cluster") &
 wait
-echo "checks done at $(( $(date +%s) - T0 )) s"
+echo "checks done at $(el) s"
 
-bench() {  # name, max seconds, env assignment or -, flexattn bench arguments...
-  local name=$1 cap=$2 envs=$3; shift 3
-  local t=$(left)
-  if [ "$t" -lt 4 ]; then echo "bench $name skipped (time)"; return; fi
-  [ "$t" -gt "$cap" ] && t=$cap
-  [ "$envs" = - ] && envs=FLEXATTN_DECODE_UNUSED=0
-  env "$envs" timeout "$t" $B bench --suite decode --backend cuda "$@" > "$O/bench_$name.log" 2>&1
-  echo "bench $name rc=$?"
-}
+bench() { decode_bench "$1" 4 "${@:2}"; }  # name, max seconds, [VAR=value], flexattn bench arguments...
 clok() { [ "$(cat "$O/rc_cluster" 2>/dev/null)" = 0 ]; }
 # In priority order (each capped; the rest is skipped when the 95 s run out). The cluster benches run even
 # when its check failed (a hang or a launch error shows up in their logs), after the default one.
-bench default 8 -
+bench default 8
 bench cluster 8 FLEXATTN_DECODE_CLUSTER=1
 bench cl_sweep8 6 FLEXATTN_DECODE_CLUSTER=1 --batch 8 --splits 0,4,5,6,7,8
-bench sweep8 5 - --batch 8 --splits 0,4,5,6,7,8
+bench sweep8 5 --batch 8 --splits 0,4,5,6,7,8
 bench cluster2 8 FLEXATTN_DECODE_CLUSTER=1
-echo "total $(( $(date +%s) - T0 )) s"
+echo "total $(el) s"
 
 python3 - "$O" <<'PYEOF'
 import re, sys
+sys.path.insert(0, "bench/lab/round")
+import decode_table
 o = sys.argv[1]
 def text(n):
     try:
@@ -60,27 +48,15 @@ def merged(n):
     m = re.search(r"merged in a cluster \(no workspace\): (\d+)", text(n))
     return m.group(1) if m else "?"
 def rows(n):
-    r = []
-    try:
-        for ln in open(f"{o}/bench_{n}.log"):
-            f = ln.split()
-            if len(f) == 8 and f[0].isdigit():
-                r.append(((int(f[0]), int(f[1]), int(f[2]), int(f[3])), int(f[4]), float(f[5]), float(f[6]), float(f[7])))
-    except OSError:
-        pass
-    return r
-def first(n):  # the first row per shape (auto splits)
-    d = {}
-    for k, sp, ms, gb, b2b in rows(n):
-        d.setdefault(k, (gb, sp, ms, b2b))
-    return d
+    return decode_table.rows(f"{o}/bench_{n}.log")
+def first(n):
+    return decode_table.first(f"{o}/bench_{n}.log")
 print(f"check: default {counts('default')} (cluster-merged {merged('default')}) | "
       f"CLUSTER=1 {counts('cluster')} (cluster-merged {merged('cluster')})")
 for n in ("default", "cluster"):
     fl = [l.strip()[:110] for l in text(n).splitlines() if l.startswith("FAIL")][:2]
     for f in fl: print(f"  FAIL ({n}): {f}")
-shapes = [(8, 8192, 0, 0), (8, 8192, 16, 0), (8, 8192, 128, 0), (1, 131072, 0, 0), (1, 131072, 16, 0),
-          (1, 131072, 128, 0), (64, 4096, 0, 0), (64, 4096, 16, 0), (64, 4096, 128, 0)]
+shapes = decode_table.SHAPES
 print(f"{'GB/s (auto)':<13}" + "".join(f"{n:>6}" for n in ["8x8k", "p16", "p128", "128k", "p16", "p128", "64x4k", "p16", "p128"]) + "  win ms")
 for n, label in (("default", "default"), ("cluster", "CLUSTER=1"), ("cluster2", "CLUSTER=1 #2")):
     d = first(n)

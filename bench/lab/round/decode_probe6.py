@@ -4,24 +4,7 @@ import cProfile, io, os, pstats, statistics, sys, time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../.."))
 import torch
 import bench_cases as bc, bench_torch as bt, bench_impls as bi
-
-
-def batch_ms(fn, n=50):
-    fn(); torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(n): fn()
-    b.record(); torch.cuda.synchronize()
-    return a.elapsed_time(b) / n
-
-
-def host_us(fn, n=200):
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(n): fn()
-    h = (time.perf_counter() - t) / n * 1e6
-    torch.cuda.synchronize()
-    return h
+from probe_timing import batch_ms, host_us
 
 
 shapes = [bc.DecodeShape(8, 32, 8, 8192, 128), bc.DecodeShape(1, 32, 8, 131072, 128),
@@ -38,7 +21,7 @@ for s in shapes:
         with torch.no_grad():
             step()
             f = bt.time_ms(step, 50, 5)
-            b = batch_ms(step)
+            b = batch_ms(step, 50)
             h = host_us(step)
             name = f"B{s.B} S{s.S} p{s.page or 0} w{s.window}"
             print(f"{name:<22} {impl:<11} {f:>10.4f} {b:>9.4f} {h:>8.1f} {bc.gbps(bc.decode_bytes(s), f):>12.0f}", flush=True)

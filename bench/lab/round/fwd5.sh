@@ -21,25 +21,17 @@
 #  5. bench --suite short and short64, default vs new;
 #  6. the table LAST.
 # Run from the repo root on the device; $OUT writable; build-gpu/ configured and built.
-set -u
-cd "$(dirname "$0")/../../.."
-export FLEXATTN_CACHE_DIR=$PWD/build-gpu/kernel-cache
-O=${OUT:-/tmp}/fwd5
-mkdir -p "$O"
-CHECK=build-gpu/tests/gpu/attention/gpu_attention_check
-F=build-gpu/tools/flexattn
-T0=$(date +%s)
+. "$(dirname "$0")/lib.sh"
+out_dir fwd5
+deadline 97
 both() { FLEXATTN_SM90_AFFINE=1 FLEXATTN_SM90_UDESC=1 FLEXATTN_SM90_ILP=1 FLEXATTN_SM90_LAZY=1 "$@"; }
 udilp() { FLEXATTN_SM90_UDESC=1 FLEXATTN_SM90_ILP=1 "$@"; }
 lazy() { FLEXATTN_SM90_LAZY=1 "$@"; }
 wide() { FLEXATTN_SM90_NARROW=0 both "$@"; }
 plain() { "$@"; }
 
-left() {  # min($1, seconds left before the deadline); 0 = skip
-  local r=$(( 97 - ($(date +%s) - T0) )); [ $r -lt $1 ] && echo $(( r > 0 ? r : 0 )) || echo $1
-}
-run_t() {  # how seconds log cmd... (skipped when no time is left)
-  local how=$1 t; t=$(left $2); local log=$3; shift 3
+run_t() {  # how seconds log cmd... (at most `seconds`, and what is left; skipped when no time is left)
+  local how=$1 t; t=$(cap $2); local log=$3; shift 3
   if [ "$t" -gt 0 ]; then $how timeout $t "$@" > "$log" 2>&1; else echo "skipped: no time left" > "$log"; return 124; fi
 }
 
@@ -50,29 +42,18 @@ warm() {  # $1 = plain|both, $2 = D, rest = mod flags; plain also builds the bac
   $how timeout 30 $F run -B 1 -H 2 -Q 256 -D $d --dtype bf16 --backend cuda $bw "$@" > "$O/warm_${how}_$RANDOM.log" 2>&1
 }
 for d in 128 64; do
-  for how in plain both; do
-    warm $how $d &
-    warm $how $d --mask causal &
-    warm $how $d --mask sliding_window:1023 &
-    warm $how $d --mask-expr "q_idx // 256 == kv_idx // 256 && q_idx >= kv_idx" &
-    warm $how $d --mask prefix_lm:512 &
-    warm $how $d --mask causal --score alibi &
-    warm $how $d --mask causal --score softcap:30 &
-    warm $how $d --score relbias &
-  done
+  for how in plain both; do short_cases warm $how $d; done
 done
 warm udilp 64 &
 warm lazy 64 &
 warm wide 128 --score relbias &
 wait
-echo "prewarm done after $(( $(date +%s) - T0 )) s"
+echo "prewarm done after $(el) s"
 
 # 2. correctness with both switches
 run_t both 34 "$O/check.log" $CHECK --quick
 CHECK_RC=$?
-PASS=$(grep -c "^PASS" "$O/check.log")
-FAIL=$(grep -c "^FAIL" "$O/check.log")
-echo "check done after $(( $(date +%s) - T0 )) s"
+echo "check done after $(el) s"
 
 # 3. ALiBi against the CPU reference where the bias reaches ~-500 (slope 1/2 x 1023)
 run_t both 8 "$O/check_alibi_1024.log" $F run -B 1 -H 2 -Q 1024 -D 128 --dtype bf16 --backend cuda --mask causal \
@@ -94,21 +75,20 @@ big plain d128_plain 128
 big both d128_both 128
 big plain relbias_plain 128 --score relbias
 big wide relbias_wide 128 --score relbias
-echo "runs done after $(( $(date +%s) - T0 )) s"
+echo "runs done after $(el) s"
 
 # 5. bench suites, default vs new
 run_t plain 8 "$O/short_default.log" $F bench --suite short --backend cuda
 run_t both 8 "$O/short_new.log" $F bench --suite short --backend cuda
 run_t plain 8 "$O/short64_default.log" $F bench --suite short64 --backend cuda
 run_t both 8 "$O/short64_new.log" $F bench --suite short64 --backend cuda
-echo "bench done after $(( $(date +%s) - T0 )) s"
+echo "bench done after $(el) s"
 
 # 6. table (last)
-tf() {  # log D causal(0/1) -> TFLOP/s at B=2 H=16 S=8192
-  awk -v d=$2 -v c=$3 '/^forward \(cuda\)/ { ms = $3 }
-    END { s = 8192; e = 2 * 16 * (c ? s * (s + 1) / 2 : s * s); if (ms > 0) printf "%.0f", 4 * d * e / (ms * 1e9); else printf "-" }' "$1"
+tf() {  # log D causal(0/1) -> TFLOP/s at B=2 H=16 S=8192 (4 D flops per attended entry)
+  tflops $(( 4 * $2 * 2 * 16 * ($3 ? 8192 * 8193 / 2 : 8192 * 8192) )) "$(ms_of "$1" forward)"
 }
-echo "==== fwd5 (new = FLEXATTN_SM90_AFFINE=1 UDESC=1 ILP=1 LAZY=1): check --quick rc=$CHECK_RC PASS $PASS FAIL $FAIL;" \
+echo "==== fwd5 (new = FLEXATTN_SM90_AFFINE=1 UDESC=1 ILP=1 LAZY=1): check --quick rc=$CHECK_RC $(pass_fail "$O/check.log");" \
      "alibi S=1024 --check rc=$ALIBI_RC $(grep -o 'check: .*' "$O/check_alibi_1024.log")"
 grep "^FAIL" "$O/check.log" | head -2
 echo "S=8192 B=2 H=16 fwd TFLOP/s default -> new: alibi+causal D128 $(tf $O/big_alibi_plain.log 128 1) -> $(tf $O/big_alibi_both.log 128 1)," \

@@ -4,22 +4,7 @@ import sys, time, statistics, os
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../.."))
 import torch
 import bench_cases as bc, bench_torch as bt, bench_impls as bi
-
-def batch_ms(fn, n=30):
-    fn(); torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(n): fn()
-    b.record(); torch.cuda.synchronize()
-    return a.elapsed_time(b) / n
-
-def host_us(fn, n=200):
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(n): fn()
-    h = (time.perf_counter() - t) / n * 1e6
-    torch.cuda.synchronize()
-    return h
+from probe_timing import batch_ms, host_us
 
 shape = bc.Shape(4, 16, 2048, 128) if hasattr(bc, "Shape") else None
 print(f"{'case':<14} {'impl':<11} {'flushed ms':>10} {'batch ms':>9} {'host us':>8}")
@@ -33,4 +18,4 @@ for case in sys.argv[1:] or ["full", "causal", "document", "softcap_causal"]:
         with torch.no_grad():
             f = lambda: fwd(q, k, v)
             f(); torch.cuda.synchronize()
-            print(f"{case:<14} {impl:<11} {bt.time_ms(f, 20, 3):10.3f} {batch_ms(f):9.3f} {host_us(f):8.1f}", flush=True)
+            print(f"{case:<14} {impl:<11} {bt.time_ms(f, 20, 3):10.3f} {batch_ms(f, 30):9.3f} {host_us(f):8.1f}", flush=True)

@@ -9,27 +9,23 @@
 #    no filter, so all of it: ~40 s); 2. flexattn bench --suite short (B=4 H=16 S=2048 D=128), fwd + bwd;
 # 3. with the time left, relbias on the wide sm90 tile (FLEXATTN_SM90_NARROW=0, opt-in, docs/env_vars.md).
 # Before numbers: the lead's earlier run of main. Logs in $OUT/mods/.
-set -u
-cd "$(dirname "$0")/../../.."
-export FLEXATTN_CACHE_DIR=$PWD/build-gpu/kernel-cache
-L=${OUT:-/tmp}/mods
-mkdir -p "$L"
-CHECK=build-gpu/tests/gpu/attention/gpu_attention_check
-B=build-gpu/tools/flexattn
+. "$(dirname "$0")/lib.sh"
+out_dir mods
+L=$O
 SECONDS=0
 timeout 52 $CHECK --quick > "$L/check_quick.log" 2>&1
 crc=$?
-timeout 34 $B bench --suite short --backend cuda > "$L/bench_short.log" 2>&1
+timeout 34 $F bench --suite short --backend cuda > "$L/bench_short.log" 2>&1
 brc=$?
 # 3. If time is left: relbias forward on the wide tile (FLEXATTN_SM90_NARROW=0, opt-in) at the short shape.
 left=$((97 - SECONDS))
 wide="skipped (no time left)"
 if [ $left -gt 6 ]; then
-  FLEXATTN_SM90_NARROW=0 timeout $left $B run -B 4 -H 16 -Q 2048 -D 128 --dtype bf16 --backend cuda --score relbias \
+  FLEXATTN_SM90_NARROW=0 timeout $left $F run -B 4 -H 16 -Q 2048 -D 128 --dtype bf16 --backend cuda --score relbias \
     > "$L/relbias_wide.log" 2>&1
-  ms=$(grep -oE '^forward \(cuda\): [0-9.]+' "$L/relbias_wide.log" | grep -oE '[0-9.]+$')
+  ms=$(ms_of "$L/relbias_wide.log" forward)
   # 4 D flops per entry, B H S^2 entries (as bench --suite short counts them)
-  [ -n "$ms" ] && wide="$ms ms = $(awk -v ms=$ms 'BEGIN { printf "%.0f", 4 * 128 * 4 * 16 * 2048 * 2048 / (ms * 1e9) }') TFLOP/s"
+  [ -n "$ms" ] && wide="$ms ms = $(tflops $(( 4 * 128 * 4 * 16 * 2048 * 2048 )) $ms) TFLOP/s"
 fi
 echo "==== mods: correctness (gpu_attention_check --quick rc=$crc)"
 echo "PASS $(grep -c '^PASS' "$L/check_quick.log")  FAIL $(grep -c '^FAIL' "$L/check_quick.log")  ($(grep -E '^[0-9]+ cases' "$L/check_quick.log"))"

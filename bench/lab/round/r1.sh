@@ -1,11 +1,7 @@
 #!/usr/bin/env bash
 # Session-2 device round 1: _C segfault diagnostics, sm90 quick check, full make gpu-test, cli bench.
-set -u
-cd "$(dirname "$0")/../../.."
+. "$(dirname "$0")/lib.sh"
 L=$OUT/logs; mkdir -p $L
-export FLEXATTN_CACHE_DIR=$PWD/build-gpu/kernel-cache
-T0=$(date +%s)
-stamp(){ echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $L/steps.log; }
 stamp start
 { python3 --version; ldd --version | head -1; pip show nanobind 2>/dev/null | head -2; python3 -c "import sys; print(sys.executable)"; which python3; nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv; } > $L/env.log 2>&1
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFLEXATTN_REQUIRE_GTEST=OFF -DFLEXATTN_BUILD_PYTHON=ON > $L/configure.log 2>&1 || stamp configure-failed
@@ -29,13 +25,13 @@ if ! grep -q "cuda_available (True" $L/diag_plain.log; then
   timeout 100 cuda-gdb -batch -ex run -ex bt -ex "info sharedlibrary" --args python3 /tmp/diag.py > $L/diag_gdb.log 2>&1
   stamp "gdb done"
 fi
-FLEXATTN_SM90=1 FLEXATTN_JIT_DEBUG=1 timeout 90 build-gpu/tests/gpu/attention/gpu_attention_check --quick > $L/sm90_quick.log 2>&1
+FLEXATTN_SM90=1 FLEXATTN_JIT_DEBUG=1 timeout 90 $CHECK --quick > $L/sm90_quick.log 2>&1
 stamp "sm90 quick rc=$?"
 OUT=$L GPU_TEST_PYTHON=1 timeout 240 scripts/gpu_test.sh > $L/gpu_test_summary.log 2>&1
 stamp "gpu_test rc=$?"
-[ $(( $(date +%s) - T0 )) -lt 470 ] && timeout 50 build-gpu/tools/flexattn bench --suite short --backend cuda > $L/bench_sm80.log 2>&1
+[ $(el) -lt 470 ] && timeout 50 $F bench --suite short --backend cuda > $L/bench_sm80.log 2>&1
 stamp "bench sm80 rc=$?"
-[ $(( $(date +%s) - T0 )) -lt 530 ] && FLEXATTN_SM90=1 timeout 50 build-gpu/tools/flexattn bench --suite short --backend cuda > $L/bench_sm90.log 2>&1
+[ $(el) -lt 530 ] && FLEXATTN_SM90=1 timeout 50 $F bench --suite short --backend cuda > $L/bench_sm90.log 2>&1
 stamp "bench sm90 rc=$?"
 tar czf $OUT/logs.tgz -C $OUT logs
 echo ==== diag; tail -5 $L/diag_plain.log; grep -A12 "^#0\|received signal" $L/diag_gdb.log 2>/dev/null | head -30

@@ -1,14 +1,9 @@
 #!/usr/bin/env bash
 # Session 4, round 2: one tree = main + the helpers' branches (bwd, mods, decode, sched). Build once, then each
 # helper's check script under its own time budget, then the short table of each.
-set -u
-cd "$(dirname "$0")/../../.."
+. "$(dirname "$0")/lib.sh"
 mkdir -p $OUT/logs
-export FLEXATTN_CACHE_DIR=$PWD/build-gpu/kernel-cache
-t0=$(date +%s)
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFLEXATTN_REQUIRE_GTEST=OFF -DFLEXATTN_BUILD_PYTHON=OFF -DFLEXATTN_BUILD_TESTS=ON > $OUT/logs/configure.log 2>&1
-cmake --build build-gpu -j16 --target flexattn gpu_attention_check gpu_decode_check > $OUT/logs/build.log 2>&1 || { grep -E "error" $OUT/logs/build.log | head -20; exit 1; }
-echo "build $(( $(date +%s) - t0 )) s"
+build_gpu $OUT/logs flexattn gpu_attention_check gpu_decode_check
 for s in ${SCRIPTS:-mods bwd decode sched}; do
   [ -f bench/lab/round/$s.sh ] || { echo "== $s: no script"; continue; }
   b=$(( ${BUDGET_EACH:-110} ))

@@ -2,14 +2,12 @@
 # Session 4, final round. PART=a: CLI suite full (S=8192 and 2048, D=128 and 64) + every library mod through
 # `flexattn run --check --backward`. PART=b: the Python side-by-side (quick + backward, then decode) for
 # bench/results/h200-latest.json.
-set -u
-cd "$(dirname "$0")/../../.."
-export FLEXATTN_CACHE_DIR=$PWD/build-gpu/kernel-cache
+. "$(dirname "$0")/lib.sh"
 if [ "${PART:-a}" = a ]; then
   mkdir -p $OUT/final
   cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFLEXATTN_REQUIRE_GTEST=OFF -DFLEXATTN_BUILD_PYTHON=OFF -DFLEXATTN_BUILD_TESTS=ON > $OUT/final/configure.log 2>&1
   cmake --build build-gpu -j16 --target flexattn > $OUT/final/build.log 2>&1 || { grep error $OUT/final/build.log | head; exit 1; }
-  timeout 330 build-gpu/tools/flexattn bench --suite full --backend cuda > $OUT/final/full.log 2>&1; echo "full rc=$?"
+  timeout 330 $F bench --suite full --backend cuda > $OUT/final/full.log 2>&1; echo "full rc=$?"
   timeout 150 bash scripts/gpu_library_check.sh $OUT/final 2>&1 | tail -8
   grep -v "^{" $OUT/final/full.log | tail -33
 else

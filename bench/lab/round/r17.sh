@@ -2,15 +2,9 @@
 # Session 5, round 1: profiles for the helpers (ncu --set full + SASS stall samples) of the kernels with the
 # largest gaps to their targets (issue 6 dense backward, issue 5 ALiBi and D=64 forward, relbias backward,
 # issue 7 decode 8x8k), and the alibi_slopes check of issue 3 in detail.
-set -u
-cd "$(dirname "$0")/../../.."
-export FLEXATTN_CACHE_DIR=$PWD/build-gpu/kernel-cache
+. "$(dirname "$0")/lib.sh"
 mkdir -p $OUT/prof $OUT/logs
-t0=$(date +%s)
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFLEXATTN_REQUIRE_GTEST=OFF -DFLEXATTN_BUILD_PYTHON=OFF -DFLEXATTN_BUILD_TESTS=ON > $OUT/logs/configure.log 2>&1
-cmake --build build-gpu -j16 --target flexattn gpu_attention_check gpu_decode_check > $OUT/logs/build.log 2>&1 || { grep -E "error" $OUT/logs/build.log | head -20; exit 1; }
-echo "build $(( $(date +%s) - t0 )) s"
-F=build-gpu/tools/flexattn
+build_gpu $OUT/logs flexattn gpu_attention_check gpu_decode_check
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
 prof() {  # name kernel-filter args...
   local name=$1 filt=$2; shift 2

@@ -4,9 +4,7 @@
 # PART=1: the default families (full gpu_attention_check, the replaced paths, memcheck) + bench/run.py --suite decode.
 # PART=2: the portable family, block masks, decode, cp, every library mod, the Python suite vs torch.
 # PART=3: bench/run.py --suite long --backward (B=2 H=16 S=8192, D=128 and 64, every case, all peers).
-set -u
-cd "$(dirname "$0")/../../.."
-export FLEXATTN_CACHE_DIR=$PWD/build-gpu/kernel-cache
+. "$(dirname "$0")/lib.sh"
 mkdir -p $OUT/bench
 py_env() { export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1; }
 case "${PART:-1}" in
@@ -22,7 +20,7 @@ case "${PART:-1}" in
     timeout 570 bash scripts/gpu_test.sh > $OUT/gpu_test2.txt 2>&1; echo "gpu-test part 2 rc=$?"
   tail -16 $OUT/gpu_test2.txt ;;
 3)
-  [ -x build-gpu/tools/flexattn ] && ls build-gpu/bindings/_C*.so > /dev/null 2>&1 || {
+  [ -x $F ] && ls build-gpu/bindings/_C*.so > /dev/null 2>&1 || {
     cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFLEXATTN_REQUIRE_GTEST=OFF -DFLEXATTN_BUILD_PYTHON=ON > $OUT/configure.log 2>&1
     cmake --build build-gpu -j16 --target flexattn _C > $OUT/build.log 2>&1 || { grep error $OUT/build.log | head; exit 1; }; }
   py_env

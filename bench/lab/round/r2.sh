@@ -1,15 +1,11 @@
 #!/usr/bin/env bash
 # Round 2: backtrace of the _C segfault after torch initialised CUDA; full sm90 correctness check.
-set -u
-cd "$(dirname "$0")/../../.."
+. "$(dirname "$0")/lib.sh"
 L=$OUT/logs; mkdir -p $L
-export FLEXATTN_CACHE_DIR=$PWD/build-gpu/kernel-cache
-T0=$(date +%s)
-stamp(){ echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $L/steps.log; }
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFLEXATTN_REQUIRE_GTEST=OFF -DFLEXATTN_BUILD_PYTHON=ON > $L/configure.log 2>&1
 cmake --build build-gpu -j16 --target gpu_attention_check > $L/build.log 2>&1 || stamp build-failed
 stamp built-release
-( FLEXATTN_SM90=1 timeout 420 build-gpu/tests/gpu/attention/gpu_attention_check > $L/sm90_full.log 2>&1; echo "rc=$?" >> $L/sm90_full.log ) &
+( FLEXATTN_SM90=1 timeout 420 $CHECK > $L/sm90_full.log 2>&1; echo "rc=$?" >> $L/sm90_full.log ) &
 cmake -S . -B build-dbg -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLEXATTN_REQUIRE_GTEST=OFF -DFLEXATTN_BUILD_TESTS=OFF -DFLEXATTN_BUILD_PYTHON=ON > $L/configure_dbg.log 2>&1
 cmake --build build-dbg -j12 --target _C > $L/build_dbg.log 2>&1 || stamp build-dbg-failed
 stamp built-dbg

@@ -1,13 +1,10 @@
 #!/usr/bin/env bash
 # Round 3: make gpu-test (sm90 default + sm80, memcheck both, python GPU suite) then the side-by-side bench.
-set -u
-cd "$(dirname "$0")/../../.."
+. "$(dirname "$0")/lib.sh"
 L=$OUT/logs; mkdir -p $L
-T0=$(date +%s)
-stamp(){ echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a $L/steps.log; }
 OUT=$L GPU_TEST_PYTHON=1 timeout 330 scripts/gpu_test.sh > $L/gpu_test_summary.log 2>&1
 stamp "gpu_test rc=$?"
-left=$(( 575 - ($(date +%s) - T0) ))
+left=$(( 575 - $(el) ))
 FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python FLEXATTN_CACHE_DIR=$PWD/build-gpu/kernel-cache \
   timeout $left python3 bench/run.py --suite quick --backward --out $OUT/bench > $L/bench.log 2>&1
 stamp "bench rc=$?"

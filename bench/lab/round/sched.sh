@@ -13,31 +13,25 @@
 #  4. if time is left: --suite short with the static stride (FLEXATTN_SM90_TILE_QUEUE=0).
 # Defaults at S=8192 D=128 (bench/RESULTS.md): full 608 causal 556 sliding 384 document 295 prefixlm 557.
 # Logs in $OUT/sched/.
-set -u
-cd "$(dirname "$0")/../../.."
-export FLEXATTN_CACHE_DIR=$PWD/build-gpu/kernel-cache
-L=${OUT:-/tmp}/sched
-mkdir -p "$L"
-CHECK=build-gpu/tests/gpu/attention/gpu_attention_check
-B=build-gpu/tools/flexattn
-t0=$(date +%s)
-left() { echo $(( 95 - ($(date +%s) - t0) )); }
-cap() { local l; l=$(left); [ "$l" -lt 1 ] && l=1; [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
+. "$(dirname "$0")/lib.sh"
+out_dir sched
+L=$O
+deadline 95
 P="env FLEXATTN_SM90_PERSISTENT=1"
 
 $P FLEXATTN_SM90_PERSISTENT_CTAS=3 timeout 50 $CHECK --quick > "$L/check_cap3.log" 2>&1
 c3=$?
-$P timeout $(cap 12) $CHECK --quick > "$L/check.log" 2>&1
+$P timeout $(cap 12 1) $CHECK --quick > "$L/check.log" 2>&1
 c1=$?
-$P timeout $(cap 22) $B bench --suite short --backend cuda > "$L/short_queue.log" 2>&1
-timeout $(cap 12) $B bench --suite short --backend cuda > "$L/short_default.log" 2>&1
+$P timeout $(cap 22 1) $F bench --suite short --backend cuda > "$L/short_queue.log" 2>&1
+timeout $(cap 12 1) $F bench --suite short --backend cuda > "$L/short_default.log" 2>&1
 R="-B 2 -H 16 -Q 8192 -D 128 --dtype bf16 --backend cuda"
 run8k() {  # name, mode (default|queue), mask flags...
   local name=$1 mode=$2; shift 2
-  local t; t=$(cap 14)
+  local t; t=$(cap 14 1)
   [ "$t" -lt 4 ] && return
-  if [ "$mode" = queue ]; then $P timeout $t $B run $R "$@" > "$L/run8k_${name}_$mode.log" 2>&1
-  else timeout $t $B run $R "$@" > "$L/run8k_${name}_$mode.log" 2>&1; fi
+  if [ "$mode" = queue ]; then $P timeout $t $F run $R "$@" > "$L/run8k_${name}_$mode.log" 2>&1
+  else timeout $t $F run $R "$@" > "$L/run8k_${name}_$mode.log" 2>&1; fi
 }
 run8k causal default --mask causal
 run8k causal queue --mask causal
@@ -45,7 +39,7 @@ run8k sliding1024 queue --mask sliding_window:1023
 run8k prefixlm queue --mask prefix_lm:2048
 run8k document queue --mask-expr "q_idx // 1024 == kv_idx // 1024 && q_idx >= kv_idx"
 t=$(left)
-[ "$t" -gt 5 ] && $P FLEXATTN_SM90_TILE_QUEUE=0 timeout $t $B bench --suite short --backend cuda > "$L/short_static.log" 2>&1
+[ "$t" -gt 5 ] && $P FLEXATTN_SM90_TILE_QUEUE=0 timeout $t $F bench --suite short --backend cuda > "$L/short_static.log" 2>&1
 touch "$L/short_static.log"
 
 fwd() { awk -v c="$1" '$1 == c && $2 == "4x16x2048" && $3 == 128 { print $6; exit }' "$2" 2>/dev/null; }
@@ -53,18 +47,18 @@ fwd() { awk -v c="$1" '$1 == c && $2 == "4x16x2048" && $3 == 128 { print $6; exi
 tf8k() {
   local f="$L/run8k_$1_$2.log"
   [ -f "$f" ] || return
-  awk -v c="$1" '/^forward \(cuda\)/ { ms = $3 } END {
-    S = 8192; n = 0
-    if (c == "causal") n = S * (S + 1) / 2
-    if (c == "sliding1024") n = 1024 * 1025 / 2 + (S - 1024) * 1024
-    if (c == "prefixlm") n = 2048 * 2048 + (S * (S + 1) / 2 - 2048 * 2049 / 2)
-    if (c == "document") n = 8 * 1024 * 1025 / 2
-    if (ms > 0) printf "%.0f", 4 * 128 * n * 32 / (ms * 1e9) }' "$f"
+  local S=8192 n=0 ms; ms=$(ms_of "$f" forward)
+  case $1 in
+    causal) n=$(( S * (S + 1) / 2 ));;
+    sliding1024) n=$(( 1024 * 1025 / 2 + (S - 1024) * 1024 ));;
+    prefixlm) n=$(( 2048 * 2048 + (S * (S + 1) / 2 - 2048 * 2049 / 2) ));;
+    document) n=$(( 8 * 1024 * 1025 / 2 ));;
+  esac
+  [ -n "$ms" ] && tflops $(( 4 * 128 * n * 32 )) "$ms"
 }
 sums() { sed -n 's/^\(out\|lse\) .* sum \([^ ]*\) .*/\1 \2/p' "$1" 2>/dev/null | xargs; }
 echo "==== sched: FLEXATTN_SM90_PERSISTENT=1 gpu_attention_check --quick (rc cap3=$c3 grid=$c1)"
-echo "cap3: PASS $(grep -c '^PASS' "$L/check_cap3.log") FAIL $(grep -c '^FAIL' "$L/check_cap3.log");" \
-     "grid: PASS $(grep -c '^PASS' "$L/check.log") FAIL $(grep -c '^FAIL' "$L/check.log")"
+echo "cap3: $(pass_fail "$L/check_cap3.log");" "grid: $(pass_fail "$L/check.log")"
 grep -h '^FAIL' "$L/check_cap3.log" "$L/check.log" | head -3
 echo "S=8192 causal sums default: $(sums "$L/run8k_causal_default.log") | queue: $(sums "$L/run8k_causal_queue.log")"
 echo "==== fwd TFLOP/s D=128 (static = persistent before this branch; dflt8192 from RESULTS.md, (run) = this run)"

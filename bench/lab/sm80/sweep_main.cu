@@ -7,6 +7,7 @@
 #include "common/numeric.cuh"
 #include "dev_mem.h"
 #include "sweep.h"
+#include "timing.cuh"
 
 namespace lab {
 uint16_t f32_to_fp16(float) { return 0; }
@@ -14,35 +15,6 @@ float fp16_to_f32(uint16_t) { return 0; }
 }  // namespace lab
 
 namespace {
-
-__global__ void fill(unsigned* p, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    unsigned x = unsigned(i) * 2654435761u ^ seed;
-    x ^= x >> 15, x *= 2246822519u, x ^= x >> 13, x *= 3266489917u, x ^= x >> 16;
-    p[i] = flexattn::kern::Num<flexattn::kern::bf16>::pack(float(x & 0xffff) / 16384.f - 2.f,
-                                                           float(x >> 16) / 16384.f - 2.f);
-  }
-}
-
-template <class F>
-double median_ms(F f, int warm, int reps) {
-  for (int i = 0; i < warm; ++i) f();
-  cudaEvent_t a, b;
-  LAB_CHECK(cudaEventCreate(&a));
-  LAB_CHECK(cudaEventCreate(&b));
-  std::vector<float> t;
-  for (int i = 0; i < reps; ++i) {
-    LAB_CHECK(cudaEventRecord(a));
-    f();
-    LAB_CHECK(cudaEventRecord(b));
-    LAB_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    LAB_CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 double max_diff(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
   double m = 0;
@@ -64,7 +36,7 @@ int main() {
   DevMem q(n * 2), k(n * 2), v(n * 2), out(n * 2), dout(n * 2), dq(n * 2), dk(n * 2), dv(n * 2), acc(n * 4),
       lse(nrow * 4), delta(nrow * 4);
   unsigned seed = 7;
-  for (DevMem* m : {&q, &k, &v, &dout}) fill<<<1024, 256>>>(m->as<unsigned>(), n / 2, seed++);
+  for (DevMem* m : {&q, &k, &v, &dout}) fill_random16<<<1024, 256>>>(m->as<unsigned>(), n / 2, seed++);
   LAB_CHECK(cudaDeviceSynchronize());
   std::printf("tile sweep: bf16 identity B=%d H=%d L=S=%d; median ms; TFLOP/s (bwd: 2.5x fwd flops)\n", B, H, L);
   std::printf("%-4s %4s %-16s %9s %8s %12s\n", "kind", "D", "tile m,n,w,st", "ms", "TFLOP/s", "maxdiff");

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "common/block_mask_params.h"
+#include "compile/compile_fixture.h"
 #include "corpus.h"
 #include "flexattn/block_mask_gpu.h"
 #include "flexattn/codegen.h"
@@ -33,6 +34,8 @@ jit::CompiledKernel compile(const ir::Expr& mask, const std::string& arch) {
   return jit::get_or_compile(req);
 }
 
+using BlockMaskGpuCompile = compile_test::CompileTest;
+
 }  // namespace
 
 TEST(BlockMaskGpuSource, HoldsTheVariantAndBothEntries) {
@@ -46,12 +49,7 @@ TEST(BlockMaskGpuSource, HoldsTheVariantAndBothEntries) {
   EXPECT_NE(s.find("block_mask_classify<FlexVariant>"), std::string::npos);
 }
 
-TEST(BlockMaskGpuCompile, EveryCorpusMaskCompilesWithoutSpills) {
-  if (!jit::jit_info().nvrtc_found) GTEST_SKIP() << "NVRTC not found: " << jit::jit_info().nvrtc_error;
-  char tmpl[] = "/tmp/flexattn-bm-compile-XXXXXX";
-  const char* dir = mkdtemp(tmpl);
-  ASSERT_NE(dir, nullptr);
-  setenv("FLEXATTN_CACHE_DIR", dir, 1);
+TEST_F(BlockMaskGpuCompile, EveryCorpusMaskCompilesWithoutSpills) {
   std::vector<ir::Expr> masks = {ir::Expr()};  // empty = attend everywhere
   mods::ProblemShape shape{1, 2, 2, 256, 256, 64, 64, 1};
   for (const flexattn::corpus::CorpusEntry& c : flexattn::corpus::mod_corpus())

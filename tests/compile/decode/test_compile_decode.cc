@@ -8,6 +8,7 @@
 #include <cstring>
 #include <optional>
 
+#include "compile/compile_fixture.h"
 #include "compile/sm90/sass_tools.h"
 #include "corpus.h"
 #include "decode/decode_config.h"
@@ -24,18 +25,7 @@ using namespace flexattn;
 
 namespace {
 
-class DecodeCompile : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!jit::jit_info().nvrtc_found) GTEST_SKIP() << "NVRTC not found: " << jit::jit_info().nvrtc_error;
-    static const std::string dir = [] {
-      char tmpl[] = "/tmp/flexattn-decode-compile-XXXXXX";
-      const char* d = mkdtemp(tmpl);
-      return std::string(d ? d : "/tmp");
-    }();
-    setenv("FLEXATTN_CACHE_DIR", dir.c_str(), 1);
-  }
-};
+using DecodeCompile = compile_test::CompileTest;
 
 void expect_no_spills(const CompileReport& r, const std::string& what, size_t entries = 3) {
   ASSERT_EQ(r.registers.size(), entries) << what;  // row tiles + combine

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 
+#include "compile/compile_fixture.h"
 #include "corpus.h"
 #include "flexattn/attention.h"
 #include "flexattn/codegen.h"
@@ -20,19 +21,7 @@ using namespace flexattn;
 
 namespace {
 
-class Sm90Compile : public ::testing::Test {
- protected:
-  void SetUp() override {
-    static const bool nvrtc = jit::jit_info().nvrtc_found;
-    if (!nvrtc) GTEST_SKIP() << "NVRTC not found: " << jit::jit_info().nvrtc_error;
-    static const std::string dir = [] {
-      char tmpl[] = "/tmp/flexattn-sm90-test-XXXXXX";
-      const char* d = mkdtemp(tmpl);
-      return std::string(d ? d : "/tmp");
-    }();
-    setenv("FLEXATTN_CACHE_DIR", dir.c_str(), 1);
-  }
-};
+using Sm90Compile = compile_test::CompileTest;
 
 const runtime::KernelSet& compile_sm90(const Variant& v, DType t, int d, int dv) {
   runtime::KernelSetKey key{t, d, dv, "sm_90a", false, runtime::KernelFamily::sm90};

@@ -11,31 +11,21 @@
 #include <cstdlib>
 #include <vector>
 
+#include "compile/compile_fixture.h"
 #include "corpus.h"
 #include "flexattn/codegen.h"
 #include "flexattn/jit.h"
 #include "runtime/kernel_set.h"
 #include "runtime/sm90_backward.h"
 #include "sass_tools.h"
+#include "sm90_bwd_build.h"
 #include "sm90/tile_config_sm90_bwd.h"
 
 using namespace flexattn;
 
 namespace {
 
-class Sm90BwdCompile : public ::testing::Test {
- protected:
-  void SetUp() override {
-    static const bool nvrtc = jit::jit_info().nvrtc_found;
-    if (!nvrtc) GTEST_SKIP() << "NVRTC not found: " << jit::jit_info().nvrtc_error;
-    static const std::string dir = [] {
-      char tmpl[] = "/tmp/flexattn-sm90-bwd-test-XXXXXX";
-      const char* d = mkdtemp(tmpl);
-      return std::string(d ? d : "/tmp");
-    }();
-    setenv("FLEXATTN_CACHE_DIR", dir.c_str(), 1);
-  }
-};
+using Sm90BwdCompile = compile_test::CompileTest;
 
 const runtime::KernelSet& compile_bwd(const Variant& v, DType t, int d, int dv) {
   runtime::KernelSetKey key{t, d, dv, "sm_90a", true, runtime::KernelFamily::sm90};
@@ -61,28 +51,17 @@ void expect_clean(const runtime::KernelSet& set, const std::string& what) {
 // get_kernel_set does it, bypassing that cache; the disk cache is keyed by the source, which carries the flag.
 // v3 (with bulk): FLEXATTN_SM90_BWD_V3=1 as well, the first kernel's dQ tiles by TMA tensor reductions.
 runtime::KernelSet compile_bwd_dq_path(const Variant& v, DType t, int d, int dv, bool bulk, bool v3 = false) {
-  setenv("FLEXATTN_SM90_BWD_DQ_BULK", bulk ? "1" : "0", 1);
-  setenv("FLEXATTN_SM90_BWD_V3", v3 ? "1" : "0", 1);  // on by default since session 5
-  runtime::KernelSet set;
-  set.key = runtime::KernelSetKey{t, d, dv, "sm_90a", true, runtime::KernelFamily::sm90};
-  const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, true);
-  set.layout = gen.layout;
-  jit::KernelRequest req;
-  req.prefix = std::string("attn_bwd_sm90a_dq") + (bulk ? "bulk" : "red") + (v3 ? "v3" : "") + "_test_d" +
-               std::to_string(d) + "_dv" + std::to_string(dv);
-  // The first kernel (v2, the default at D=128, has its own tests below).
-  setenv("FLEXATTN_SM90_BWD_V2", "0", 1);
-  req.source = runtime::kernel_source_sm90_bwd(gen, set.key);
-  unsetenv("FLEXATTN_SM90_BWD_V2");
-  unsetenv("FLEXATTN_SM90_BWD_DQ_BULK");
-  unsetenv("FLEXATTN_SM90_BWD_V3");
+  // V3 is on by default since session 5; V2 = 0: the first kernel (v2, the default at D=128, has its own
+  // tests below).
+  const sm90_test::BwdBuild b = sm90_test::compile_bwd_with(
+      v, t, d, dv,
+      std::string("attn_bwd_sm90a_dq") + (bulk ? "bulk" : "red") + (v3 ? "v3" : "") + "_test_d" + std::to_string(d) +
+          "_dv" + std::to_string(dv),
+      {{"FLEXATTN_SM90_BWD_DQ_BULK", bulk}, {"FLEXATTN_SM90_BWD_V3", v3}, {"FLEXATTN_SM90_BWD_V2", false}});
   const char* args = bulk && v3 ? ", true, false, true>(p)" : ", true>(p)";
-  EXPECT_EQ(req.source.find(args) != std::string::npos, bulk) << "the flag must reach the source";
-  EXPECT_EQ(runtime::sm90_bwd_source_choice(req.source).dq_tma, bulk && v3);
-  req.arch = "sm_90a";
-  req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq_convert"};
-  set.compiled = jit::get_or_compile(req);
-  return set;
+  EXPECT_EQ(b.source.find(args) != std::string::npos, bulk) << "the flag must reach the source";
+  EXPECT_EQ(runtime::sm90_bwd_source_choice(b.source).dq_tma, bulk && v3);
+  return b.set;
 }
 
 }  // namespace
@@ -206,27 +185,15 @@ TEST_F(Sm90BwdCompile, DqBulkCompilesCleanlyWithBulkReductionsAndNoRed) {
 // in-process set cache, as compile_bwd_dq_path does.
 // v3: FLEXATTN_SM90_BWD_V3=1 as well (with bulk: kDqTma, the TMA tensor dQ reduce).
 runtime::KernelSet compile_bwd_v2(const Variant& v, DType t, int d, int dv, bool bulk, bool v3 = false) {
-  setenv("FLEXATTN_SM90_BWD_V2", "1", 1);
-  setenv("FLEXATTN_SM90_BWD_DQ_BULK", bulk ? "1" : "0", 1);
-  setenv("FLEXATTN_SM90_BWD_V3", v3 ? "1" : "0", 1);  // on by default since session 5
-  runtime::KernelSet set;
-  set.key = runtime::KernelSetKey{t, d, dv, "sm_90a", true, runtime::KernelFamily::sm90};
-  const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, true);
-  set.layout = gen.layout;
-  jit::KernelRequest req;
-  req.prefix = std::string("attn_bwd_sm90a_v2") + (bulk ? "bulk" : "") + (v3 ? "v3" : "") + "_test_d" +
-               std::to_string(d) + "_dv" + std::to_string(dv);
-  req.source = runtime::kernel_source_sm90_bwd(gen, set.key);
-  unsetenv("FLEXATTN_SM90_BWD_V2");
-  unsetenv("FLEXATTN_SM90_BWD_DQ_BULK");
-  unsetenv("FLEXATTN_SM90_BWD_V3");
+  const sm90_test::BwdBuild b = sm90_test::compile_bwd_with(
+      v, t, d, dv,
+      std::string("attn_bwd_sm90a_v2") + (bulk ? "bulk" : "") + (v3 ? "v3" : "") + "_test_d" + std::to_string(d) +
+          "_dv" + std::to_string(dv),
+      {{"FLEXATTN_SM90_BWD_V2", true}, {"FLEXATTN_SM90_BWD_DQ_BULK", bulk}, {"FLEXATTN_SM90_BWD_V3", v3}});
   const char* args = bulk && v3 ? ", true, true, true>(p)" : bulk ? ", true, true>(p)" : ", false, true>(p)";
-  EXPECT_NE(req.source.find(args), std::string::npos) << "the flags must reach the source";
-  EXPECT_EQ(runtime::sm90_bwd_source_choice(req.source).dq_tma, bulk && v3);
-  req.arch = "sm_90a";
-  req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq_convert"};
-  set.compiled = jit::get_or_compile(req);
-  return set;
+  EXPECT_NE(b.source.find(args), std::string::npos) << "the flags must reach the source";
+  EXPECT_EQ(runtime::sm90_bwd_source_choice(b.source).dq_tma, bulk && v3);
+  return b.set;
 }
 
 // Every corpus variant (and f16, Dv = 64), with per-element and with bulk dQ: no spill, no stack, no

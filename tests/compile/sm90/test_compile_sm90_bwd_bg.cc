@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "compile/compile_fixture.h"
 #include "corpus.h"
 #include "flexattn/codegen.h"
 #include "flexattn/jit.h"
@@ -17,25 +18,14 @@
 #include "runtime/kernel_set.h"
 #include "runtime/sm90_backward.h"
 #include "sass_tools.h"
+#include "sm90_bwd_build.h"
 #include "sm90/tile_config_sm90_bwd.h"
 
 using namespace flexattn;
 
 namespace {
 
-class Sm90BwdBgCompile : public ::testing::Test {
- protected:
-  void SetUp() override {
-    static const bool nvrtc = jit::jit_info().nvrtc_found;
-    if (!nvrtc) GTEST_SKIP() << "NVRTC not found: " << jit::jit_info().nvrtc_error;
-    static const std::string dir = [] {
-      char tmpl[] = "/tmp/flexattn-sm90-bwd-bg-test-XXXXXX";
-      const char* d = mkdtemp(tmpl);
-      return std::string(d ? d : "/tmp");
-    }();
-    setenv("FLEXATTN_CACHE_DIR", dir.c_str(), 1);
-  }
-};
+using Sm90BwdBgCompile = compile_test::CompileTest;
 
 Variant learnable(const char* mask, const char* score, const char* buffer) {
   Variant v;
@@ -50,22 +40,12 @@ struct Built {
   jit::CompiledKernel compiled;
 };
 
-// The set's source with the given switches, compiled bypassing the in-process set cache (keyed by the
-// variant, not by the flags); the disk cache is keyed by the source.
+// The bf16 set with the given switches (sm90_test::compile_bwd_with).
 Built compile(const Variant& v, int d, bool bulk, bool v2, bool bg) {
-  setenv("FLEXATTN_SM90_BWD_V2", v2 ? "1" : "0", 1);
-  setenv("FLEXATTN_SM90_BWD_DQ_BULK", bulk ? "1" : "0", 1);
-  setenv("FLEXATTN_SM90_BWD_BG_REDUCE", bg ? "1" : "0", 1);
-  const runtime::KernelSetKey key{DType::BF16, d, d, "sm_90a", true, runtime::KernelFamily::sm90};
-  jit::KernelRequest req;
-  req.prefix = std::string("attn_bwd_sm90a_bg_test_d") + std::to_string(d);
-  req.source = runtime::kernel_source_sm90_bwd(codegen::emit_cuda_variant(v, true), key);
-  unsetenv("FLEXATTN_SM90_BWD_V2");
-  unsetenv("FLEXATTN_SM90_BWD_DQ_BULK");
-  unsetenv("FLEXATTN_SM90_BWD_BG_REDUCE");
-  req.arch = "sm_90a";
-  req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq_convert"};
-  return {req.source, jit::get_or_compile(req)};
+  sm90_test::BwdBuild b = sm90_test::compile_bwd_with(
+      v, DType::BF16, d, d, std::string("attn_bwd_sm90a_bg_test_d") + std::to_string(d),
+      {{"FLEXATTN_SM90_BWD_V2", v2}, {"FLEXATTN_SM90_BWD_DQ_BULK", bulk}, {"FLEXATTN_SM90_BWD_BG_REDUCE", bg}});
+  return {std::move(b.source), std::move(b.set.compiled)};
 }
 
 }  // namespace

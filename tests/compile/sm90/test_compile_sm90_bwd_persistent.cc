@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "compile/compile_fixture.h"
 #include "corpus.h"
 #include "flexattn/codegen.h"
 #include "flexattn/jit.h"
@@ -25,17 +26,11 @@ using namespace flexattn;
 
 namespace {
 
-class Sm90BwdPersistentCompile : public ::testing::Test {
+class Sm90BwdPersistentCompile : public compile_test::CompileTest {
  protected:
   void SetUp() override {
-    static const bool nvrtc = jit::jit_info().nvrtc_found;
-    if (!nvrtc) GTEST_SKIP() << "NVRTC not found: " << jit::jit_info().nvrtc_error;
-    static const std::string dir = [] {
-      char tmpl[] = "/tmp/flexattn-sm90-bwd-persistent-test-XXXXXX";
-      const char* d = mkdtemp(tmpl);
-      return std::string(d ? d : "/tmp");
-    }();
-    setenv("FLEXATTN_CACHE_DIR", dir.c_str(), 1);
+    compile_test::CompileTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     // This process builds only persistent sets: the in-process set cache (keyed by the variant, not by
     // the switch) never holds a default one here.
     setenv("FLEXATTN_SM90_BWD_PERSISTENT", "1", 1);

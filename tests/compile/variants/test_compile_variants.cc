@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "compile/compile_fixture.h"
 #include "corpus.h"
 #include "flexattn/attention.h"
 #include "flexattn/error.h"
@@ -17,24 +18,7 @@ using namespace flexattn;
 
 namespace {
 
-bool nvrtc_available() {
-  static const bool ok = jit::jit_info().nvrtc_found;
-  return ok;
-}
-
-class CompileTier : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!nvrtc_available()) GTEST_SKIP() << "NVRTC not found: " << jit::jit_info().nvrtc_error;
-    // A private cache per run: the test measures compiles, and must not trust an older entry.
-    static const std::string dir = [] {
-      char tmpl[] = "/tmp/flexattn-compile-test-XXXXXX";
-      const char* d = mkdtemp(tmpl);
-      return std::string(d ? d : "/tmp");
-    }();
-    setenv("FLEXATTN_CACHE_DIR", dir.c_str(), 1);
-  }
-};
+using CompileTier = compile_test::CompileTest;
 
 void expect_no_spills(const CompileReport& r, const std::string& what) {
   ASSERT_FALSE(r.registers.empty()) << what;

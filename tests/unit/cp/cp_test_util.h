@@ -90,6 +90,21 @@ inline void expect_close(const HostTensor& got, const HostTensor& want, double t
   }
 }
 
+// A split run's forward (out, lse) against the unsplit oracle's, each within tol relative.
+inline void expect_forward_close(const HostTensor& out, const HostTensor& lse, const cpu::ForwardResult& want,
+                                 double tol, const std::string& what) {
+  expect_close(out, want.out, tol, what + " out");
+  expect_close(lse, want.lse, tol, what + " lse");
+}
+
+// A split run's gradients (dq, dk, dv) against the unsplit oracle's, each within tol relative.
+inline void expect_grads_close(const HostTensor& dq, const HostTensor& dk, const HostTensor& dv,
+                               const cpu::BackwardResult& want, double tol, const std::string& what) {
+  expect_close(dq, want.dq, tol, what + " dq");
+  expect_close(dk, want.dk, tol, what + " dk");
+  expect_close(dv, want.dv, tol, what + " dv");
+}
+
 inline bool any_nan(const HostTensor& t) {
   for (int64_t i = 0; i < t.numel(); ++i)
     if (std::isnan(t.get(i))) return true;

@@ -28,19 +28,14 @@ void check_run(const flexattn::BlockMask& bm, const ModFns& mods, int world, Lay
                const std::string& what) {
   const WholeProblem w = whole_problem(bm, mods, seed);
   const HostTensor &q = w.q, &k = w.k, &v = w.v, &dout = w.dout, &dlse = w.dlse;
-  const cpu::ForwardResult& want = w.want;
-  const cpu::BackwardResult& want_g = w.want_g;
 
   const ShardPlan plan = plan_shards(bm, world, layout);
   cpu::Options o;
   o.threads = 2;
   const flexattn::cp::Merged got = cpu_plan_forward(plan, bm, q, k, v, mods, o);
-  expect_close(got.out, want.out, kTol, what + " out");
-  expect_close(got.lse, want.lse, kTol, what + " lse");
+  expect_forward_close(got.out, got.lse, w.want, kTol, what);
   const cpu::BackwardResult g = cpu_plan_backward(plan, bm, q, k, v, dout, &dlse, mods, o);
-  expect_close(g.dq, want_g.dq, kTol, what + " dq");
-  expect_close(g.dk, want_g.dk, kTol, what + " dk");
-  expect_close(g.dv, want_g.dv, kTol, what + " dv");
+  expect_grads_close(g.dq, g.dk, g.dv, w.want_g, kTol, what);
 }
 
 TEST(PlanRun, SelfAttentionMatchesUnsplit) {

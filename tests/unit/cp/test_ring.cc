@@ -88,16 +88,11 @@ void check_ring(const flexattn::BlockMask& bm, const ModFns& mods, int world, La
                 const std::string& what) {
   const WholeProblem w = whole_problem(bm, mods, seed);
   const HostTensor &q = w.q, &k = w.k, &v = w.v, &dout = w.dout, &dlse = w.dlse;
-  const cpu::ForwardResult& want = w.want;
-  const cpu::BackwardResult& want_g = w.want_g;
 
   const ShardPlan plan = plan_shards(bm, world, layout);
   const RingRun got = ring_run(plan, bm, q, k, v, dout, dlse, mods);
-  expect_close(got.fwd.out, want.out, kTol, what + " out");
-  expect_close(got.fwd.lse, want.lse, kTol, what + " lse");
-  expect_close(got.grads.dq, want_g.dq, kTol, what + " dq");
-  expect_close(got.grads.dk, want_g.dk, kTol, what + " dk");
-  expect_close(got.grads.dv, want_g.dv, kTol, what + " dv");
+  expect_forward_close(got.fwd.out, got.fwd.lse, w.want, kTol, what);
+  expect_grads_close(got.grads.dq, got.grads.dk, got.grads.dv, w.want_g, kTol, what);
   // Forward: T-1 kv hops; backward: T-1 kv hops, T-1 accumulator hops and the return hop (T >= 2).
   const int64_t T = plan.ring_steps;
   const int64_t want_msgs = T >= 2 ? (T - 1) * 3 + 1 : 0;

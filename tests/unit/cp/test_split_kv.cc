@@ -64,8 +64,7 @@ void check_split(const Inputs& in, const Bounds& bounds, const ModFns& mods, con
     lses.push_back(std::move(f.lse));
   }
   const flexattn::cp::Merged m = merge_attention(outs, lses);
-  expect_close(m.out, want.out, kTol, what + " out");
-  expect_close(m.lse, want.lse, kTol, what + " lse");
+  expect_forward_close(m.out, m.lse, want, kTol, what);
   EXPECT_FALSE(any_nan(m.out)) << what;
 
   const flexattn::cp::MergeGrads g = merge_attention_backward(outs, lses, in.dout, &in.dlse);
@@ -83,9 +82,7 @@ void check_split(const Inputs& in, const Bounds& bounds, const ModFns& mods, con
           dv.set((bh * S + bounds[c] + j) * in.v.dim(3) + d, b.dv.get((bh * n + j) * in.v.dim(3) + d));
       }
   }
-  expect_close(dq, want_g.dq, kTol, what + " dq");
-  expect_close(dk, want_g.dk, kTol, what + " dk");
-  expect_close(dv, want_g.dv, kTol, what + " dv");
+  expect_grads_close(dq, dk, dv, want_g, kTol, what);
 }
 
 TEST(SplitKv, DenseChunksMatchUnsplit) {

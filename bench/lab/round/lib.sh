@@ -1,0 +1,73 @@
+# What the device-round scripts share; each sources it first: . "$(dirname "$0")/lib.sh"
+# On sourcing: `set -u`, the working folder is the repo root, the kernel cache is build-gpu's (build-gpu/ is
+# configured and built from the same tree on the device) and the clock starts (T0).
+set -u
+cd "$(dirname "${BASH_SOURCE[0]}")/../../.."
+export FLEXATTN_CACHE_DIR=$PWD/build-gpu/kernel-cache
+F=build-gpu/tools/flexattn
+CHECK=build-gpu/tests/gpu/attention/gpu_attention_check
+DCHECK=build-gpu/tests/gpu/decode/gpu_decode_check
+T0=$(date +%s)
+
+el() { echo $(( $(date +%s) - T0 )); }  # seconds since the start
+
+# out_dir NAME: the script's log folder, $O = ${OUT:-/tmp}/NAME (made).
+out_dir() { O=${OUT:-/tmp}/$1; mkdir -p "$O"; }
+
+# stamp TEXT...: "[<seconds>s] TEXT" to stdout and to $L/steps.log.
+stamp() { echo "[$(el)s] $*" | tee -a $L/steps.log; }
+
+# The time budget: `deadline N` (seconds after T0); `left` = seconds before it (negative past it);
+# `cap N [FLOOR]` = min(N, max(FLOOR, left)), FLOOR = 0: a step's timeout.
+deadline() { DEADLINE=$1; }
+left() { echo $(( DEADLINE - $(el) )); }
+cap() {
+  local l; l=$(left)
+  [ "$l" -lt "${2:-0}" ] && l=${2:-0}
+  [ "$l" -lt "$1" ] && echo "$l" || echo "$1"
+}
+
+# build_gpu LOGDIR TARGET...: configure build-gpu (tests on, no Python) and build the targets, logs in
+# LOGDIR; on a build error its first 20 error lines and exit 1; then "build <seconds> s".
+build_gpu() {
+  local logs=$1; shift
+  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFLEXATTN_REQUIRE_GTEST=OFF -DFLEXATTN_BUILD_PYTHON=OFF -DFLEXATTN_BUILD_TESTS=ON > $logs/configure.log 2>&1
+  cmake --build build-gpu -j16 --target "$@" > $logs/build.log 2>&1 || { grep -E "error" $logs/build.log | head -20; exit 1; }
+  echo "build $(el) s"
+}
+
+# short_cases CMD...: CMD once per case of `flexattn bench --suite short` (its mod flags appended), all in
+# the background (prewarm: a kernel set's key does not depend on B, H or S; the document divisor 256 is
+# S=2048's). The caller waits.
+short_cases() {
+  "$@" &
+  "$@" --mask causal &
+  "$@" --mask sliding_window:1023 &
+  "$@" --mask-expr "q_idx // 256 == kv_idx // 256 && q_idx >= kv_idx" &
+  "$@" --mask prefix_lm:512 &
+  "$@" --mask causal --score alibi &
+  "$@" --mask causal --score softcap:30 &
+  "$@" --score relbias &
+}
+
+# decode_bench NAME MIN CAP [VAR=VALUE...] [ARG...]: `flexattn bench --suite decode --backend cuda ARG...`
+# with the VARs set, under a timeout of min(CAP, left) s, into $O/bench_NAME.log, then "bench NAME rc=..";
+# skipped (and said) when fewer than MIN s are left.
+decode_bench() {
+  local name=$1 min=$2 cap=$3 t envs=(); shift 3
+  while [ $# -gt 0 ] && [[ $1 =~ ^[A-Z_][A-Z0-9_]*= ]]; do envs+=("$1"); shift; done
+  t=$(left)
+  if [ "$t" -lt "$min" ]; then echo "bench $name skipped (time)"; return; fi
+  [ "$t" -gt "$cap" ] && t=$cap
+  env ${envs[@]+"${envs[@]}"} timeout "$t" $F bench --suite decode --backend cuda "$@" > "$O/bench_$name.log" 2>&1
+  echo "bench $name rc=$?"
+}
+
+# pass_fail LOG: "PASS <n> FAIL <m>", the PASS / FAIL lines of a gpu_attention_check log.
+pass_fail() { echo "PASS $(grep -c '^PASS' "$1") FAIL $(grep -c '^FAIL' "$1")"; }
+
+# ms_of LOG forward|backward: the milliseconds of `flexattn run`'s "<kind> (cuda): <ms> ms" line; empty if none.
+ms_of() { awk -v k="$2" '$1 == k && $2 == "(cuda):" { ms = $3 } END { if (ms != "") print ms }' "$1" 2>/dev/null; }
+
+# tflops FLOP MS: FLOP / MS in TFLOP/s, rounded ("%.0f"); "-" when MS is empty or not positive.
+tflops() { awk -v f="$1" -v ms="$2" 'BEGIN { if (ms > 0) printf "%.0f", f / (ms * 1e9); else printf "-" }'; }

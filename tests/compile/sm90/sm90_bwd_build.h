@@ -1,0 +1,43 @@
+#pragma once
+// How the sm90 backward compile tests build a kernel set with chosen switches.
+#include <stdlib.h>
+
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "flexattn/codegen.h"
+#include "flexattn/jit.h"
+#include "runtime/kernel_set.h"
+#include "runtime/sm90_backward.h"
+
+namespace flexattn::sm90_test {
+
+struct BwdBuild {
+  std::string source;
+  runtime::KernelSet set;  // compiled, layout and key
+};
+
+// The sm90 backward set of `v` (dtype t, head dims d / dv) for sm_90a, its source generated with each
+// named FLEXATTN_SM90_BWD_* switch set to 1 or 0 (unset afterwards) and compiled under `prefix`. This
+// bypasses the in-process set cache (get_kernel_set keys a set by the variant's interned nodes, not by
+// the switches); the disk cache is keyed by the source, which carries them.
+inline BwdBuild compile_bwd_with(const Variant& v, DType t, int d, int dv, const std::string& prefix,
+                                 std::initializer_list<std::pair<const char*, bool>> switches) {
+  for (const auto& [name, on] : switches) setenv(name, on ? "1" : "0", 1);
+  BwdBuild b;
+  b.set.key = runtime::KernelSetKey{t, d, dv, "sm_90a", true, runtime::KernelFamily::sm90};
+  const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, true);
+  b.set.layout = gen.layout;
+  b.source = runtime::kernel_source_sm90_bwd(gen, b.set.key);
+  for (const auto& sw : switches) unsetenv(sw.first);
+  jit::KernelRequest req;
+  req.prefix = prefix;
+  req.source = b.source;
+  req.arch = "sm_90a";
+  req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq_convert"};
+  b.set.compiled = jit::get_or_compile(req);
+  return b;
+}
+
+}  // namespace flexattn::sm90_test
