@@ -21,6 +21,7 @@
 #include "common/params.h"
 #include "common/variant.cuh"
 #include "sm80/scores_sm80.cuh"
+#include "sm90/ptx/smem.cuh"
 
 #ifndef FLEXATTN_SM90_BWD_BG_REDUCE
 #define FLEXATTN_SM90_BWD_BG_REDUCE 0
@@ -41,10 +42,6 @@ struct BgReduceOf<V, decltype(void(V::kBufferGradReduce))> {
 template <class V>
 __host__ __device__ constexpr int bg_reduce() {
   return (FLEXATTN_SM90_BWD_BG_REDUCE && V::kHasBufferGrad) ? BgReduceOf<V>::value : 0;
-}
-
-__device__ __forceinline__ void bg_ld_shared_v2_f32(unsigned addr, float& x, float& y) {
-  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(x), "=f"(y) : "r"(addr) : "memory");
 }
 
 // P and dS of one entry exactly as backward_entry (sm80/scores_sm80.cuh; kInB: the tile lies inside
@@ -82,8 +79,8 @@ __device__ __forceinline__ void bg_tile(float (&st)[32], float (&dpt)[32], float
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     float lse2[2], del[2];
-    bg_ld_shared_v2_f32(s_lse + 4 * (8 * i + 2 * t), lse2[0], lse2[1]);
-    bg_ld_shared_v2_f32(s_delta + 4 * (8 * i + 2 * t), del[0], del[1]);
+    ld_shared_v2_f32(s_lse + 4 * (8 * i + 2 * t), lse2[0], lse2[1]);
+    ld_shared_v2_f32(s_delta + 4 * (8 * i + 2 * t), del[0], del[1]);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int kv = kv_row + 8 * (e >> 1), q = q0 + 8 * i + 2 * t + (e & 1);

@@ -28,10 +28,6 @@
 
 namespace flexattn::kern::sm90 {
 
-__device__ __forceinline__ void ld_shared_v2_f32(unsigned addr, float& x, float& y) {
-  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(x), "=f"(y) : "r"(addr) : "memory");
-}
-
 __device__ __forceinline__ void red_add_v2_f32(float* addr, float x, float y) {
   asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(addr), "f"(x), "f"(y) : "memory");
 }
@@ -89,10 +85,6 @@ __device__ __forceinline__ void add_dq(const AttnParams& p, const float (&dq)[D 
       for (int i = 0; i < D / 8; ++i) red_add_v2_f32(row + 8 * i, dq[4 * i + 2 * r], dq[4 * i + 2 * r + 1]);
     }
   }
-}
-
-__device__ __forceinline__ void st_shared_v2_f32(unsigned addr, float x, float y) {
-  asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(x), "f"(y) : "memory");
 }
 
 // Bulk dQ path: this warpgroup's dQ partial of query tile (q0, bh = b * Hq + h) into dQ buffer j.
