@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # SASS identity check for device-code refactors (session 6): compiles the same generated sources
-# (bench/lab/sass_diff_s6/gen_sources.cc: sm90 forward / backward and sm80 backward of corpus variants,
-# D = 64 and 128, default switches and the replaced paths) with NVRTC against kernels/ of BASE (a git
-# revision) and of the working tree, disassembles every kernel (cuobjdump -sass) and compares them
-# byte for byte. Compile-only (no GPU). Prints per-kernel differences and the identical / different
+# (bench/lab/sass_diff_s6/gen_sources.cc: sm90 forward / backward, sm80 backward / forward and decode of
+# corpus variants, D = 64 and 128, default switches and the replaced paths) with NVRTC against kernels/
+# of BASE (a git revision) and of the working tree, disassembles every kernel (cuobjdump -sass) and
+# compares them. Compile only (no GPU). Prints per-kernel differences and the identical / different
 # counts last; exit status 1 if any kernel differs.
-# Usage: bench/lab/sass_diff_s6.sh [BASE=merge-base of HEAD and main]   (from the repo root; needs build/ with the libraries:
-#   cmake --build build --target compile_sm90; JOBS=2 parallel compiles; WORK=/tmp/sass_diff_s6 keeps
-#   BASE's cubins between runs, keyed by BASE's kernels/ tree and the source; ONLY=<regex> restricts the
-#   sources by name, e.g. ONLY=bwd90_).
-# cuobjdump: $CUDA_HOME/bin, /usr/local/cuda/bin, /tmp/cuobj/nvidia/cu13/bin or PATH.
+# Usage: bench/lab/sass_diff_s6.sh [BASE]   from the repo root; BASE defaults to the merge-base of HEAD
+#   and main. Needs build/ with the libraries (cmake --build build --target compile_sm90). JOBS=2:
+#   parallel compiles; WORK=/tmp/sass_diff_s6 keeps the cubins between runs (BASE's keyed by its kernels/
+#   tree and the source, the working tree's by a hash of kernels/); ONLY=<regex> restricts the sources by
+#   name, e.g. ONLY=bwd90_. The JIT's own compile of a source gives the same SASS as nvrtc_cubin (checked
+#   on the 64 sources the compile tier's cache shares with this set).
+# cuobjdump / nvdisasm: $CUDA_HOME/bin, /usr/local/cuda/bin, /tmp/cuobj*/nvidia/cu13/bin or PATH.
 set -euo pipefail
 base=${1:-$(git merge-base HEAD main)}
 root=$(git rev-parse --show-toplevel)
@@ -47,7 +49,7 @@ fi
 # One compile + disassembly: $1 = source, $2 = kernels root, $3 = out prefix.
 compile() {
   local src=$1 inc=$2 out=$3 arch=sm_90a
-  case $(basename "$src") in bwd80_*) arch=sm_80 ;; esac
+  case $(basename "$src") in bwd80_* | fwd80_*) arch=sm_80 ;; esac
   [ -s "$out.sass" ] && return 0
   "$work/tools/nvrtc_cubin" "$src" "$inc/kernels" $arch "$out.cubin" "$out.log" || { echo "COMPILE FAILED $src ($inc)"; return 1; }
   cuobjdump -sass "$out.cubin" >"$out.sass.tmp" && mv "$out.sass.tmp" "$out.sass"

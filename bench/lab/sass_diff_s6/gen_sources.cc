@@ -1,5 +1,5 @@
 // Writes the generated kernel sources that sass_diff_s6.sh compiles against two kernels/ trees: the
-// sm90 forward and backward and the sm80 backward of corpus variants at D = 64 and 128, for the default
+// sm90 forward and backward, the sm80 backward (and sm80 forward, decode) of corpus variants at D = 64 and 128, for the default
 // switches and the replaced paths (one file per source, named <family>_<config>_<variant>_d<D>.cu).
 // The sources depend only on the host code (codegen + runtime), not on kernels/, so one set serves both
 // trees. Usage: gen_sources OUTDIR
@@ -12,6 +12,7 @@
 
 #include "corpus.h"
 #include "flexattn/codegen.h"
+#include "runtime/decode_source.h"
 #include "runtime/kernel_set.h"
 #include "runtime/sm90_backward.h"
 #include "runtime/tma_sm90.h"
@@ -96,6 +97,10 @@ int main(int argc, char** argv) {
         runtime::KernelSetKey k80{DType::BF16, d, d, "sm_80", true, runtime::KernelFamily::sm80};
         put("bwd80_def" + sfx, runtime::kernel_source(bwd, k80));
         put("bwd80_dqpass" + sfx, runtime::kernel_source(bwd, runtime::dq_pass_key(k80)));
+        // Forward kernels that include sm80/scores_sm80.cuh (sm80 forward on sm_80, decode on sm_90a).
+        put("fwd80_def" + sfx, runtime::kernel_source(fwd, runtime::KernelSetKey{DType::BF16, d, d, "sm_80", false}));
+        put("dec90_def" + sfx, runtime::kernel_source_decode(fwd, runtime::KernelSetKey{DType::BF16, d, d, "sm_90a", false,
+                                                                                         runtime::KernelFamily::decode}));
       }
     }
   }
