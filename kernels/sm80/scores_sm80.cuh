@@ -25,13 +25,18 @@ __device__ __forceinline__ float masked_score_log2(const AttnParams& p, float ra
 }
 
 // Backward entry: P = exp(s' - lse) and dS = score_grad(s, P (dP - delta)), both 0 where masked.
-// lse2 is the row's lse in log2 units (+inf for a fully masked row, so P = 0 there).
-template <class V, bool kFull>
-__device__ __forceinline__ void backward_entry(const AttnParams& p, float raw, float dp, float lse2, float delta,
-                                               int b, int h, int q, int kv, bool call_buffer_grad, float& p_out,
+// lse2 is the row's lse in log2 units (+inf for a fully masked row, so P = 0 there). The buffer
+// gradient: added per entry (buffer_grad, when call_buffer_grad), or with kBgValue returned instead
+// (buffer_grad_value; the sm90 per-warp reduction sums it, sm90/bwd_buffer_grad_sm90.cuh). kInB: the
+// caller knows q < L and kv < S, so the bounds test and the index wrapping (the identity there) are
+// left out (the sm90 consumers' interior tiles). One definition for every kernel's recompute.
+template <class V, bool kFull, bool kInB = false, bool kBgValue = false>
+__device__ __forceinline__ auto backward_entry(const AttnParams& p, float raw, float dp, float lse2, float delta, int b,
+                                               int h, int q, int kv, bool call_buffer_grad, float& p_out,
                                                float& ds_out) {
-  const bool in_bounds = q < p.L && kv < p.S;
-  const int qw = wrap_index(q, p.L) + p.q_offset, kvw = wrap_index(kv, p.S) + p.kv_offset;
+  const bool in_bounds = kInB || (q < p.L && kv < p.S);
+  const int qw = (kInB ? q : wrap_index(q, p.L)) + p.q_offset;
+  const int kvw = (kInB ? kv : wrap_index(kv, p.S)) + p.kv_offset;
   const float s = raw * p.scale;
   float sm = s;
   if constexpr (V::kHasScoreMod) sm = V::score_mod(p.mod, s, b, h, qw, kvw);
@@ -41,11 +46,12 @@ __device__ __forceinline__ void backward_entry(const AttnParams& p, float raw, f
   const float g = keep ? pv * (dp - delta) : 0.f;
   float ds = g;
   if constexpr (V::kHasScoreMod) ds = keep ? V::score_grad(p.mod, s, b, h, qw, kvw, g) : 0.f;
-  if constexpr (V::kHasBufferGrad) {
+  if constexpr (V::kHasBufferGrad && !kBgValue) {
     if (call_buffer_grad && keep) V::buffer_grad(p.mod, s, b, h, qw, kvw, g);
   }
   p_out = pv;
   ds_out = ds;
+  if constexpr (kBgValue) return keep ? V::buffer_grad_value(p.mod, s, b, h, qw, kvw, g) : 0.f;
 }
 
 // Row lse in log2 units as the backward uses it.

@@ -21,6 +21,7 @@
 #include "common/params.h"
 #include "common/variant.cuh"
 #include "sm80/scores_sm80.cuh"
+#include "sm90/ptx/smem.cuh"
 
 #ifndef FLEXATTN_SM90_BWD_BG_REDUCE
 #define FLEXATTN_SM90_BWD_BG_REDUCE 0
@@ -43,33 +44,6 @@ __host__ __device__ constexpr int bg_reduce() {
   return (FLEXATTN_SM90_BWD_BG_REDUCE && V::kHasBufferGrad) ? BgReduceOf<V>::value : 0;
 }
 
-__device__ __forceinline__ void bg_ld_shared_v2_f32(unsigned addr, float& x, float& y) {
-  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(x), "=f"(y) : "r"(addr) : "memory");
-}
-
-// P and dS of one entry exactly as backward_entry (sm80/scores_sm80.cuh; kInB: the tile lies inside
-// [0, L) x [0, S), no bounds test, no wrapping, as the v2 consumer's interior path), returning the
-// entry's buffer-gradient contribution instead of adding it.
-template <class V, bool kFull, bool kInB>
-__device__ __forceinline__ float bg_entry(const AttnParams& p, float raw, float dp, float lse2, float delta, int b,
-                                          int h, int q, int kv, float& p_out, float& ds_out) {
-  const bool in_bounds = kInB || (q < p.L && kv < p.S);
-  const int qw = (kInB ? q : wrap_index(q, p.L)) + p.q_offset;
-  const int kvw = (kInB ? kv : wrap_index(kv, p.S)) + p.kv_offset;
-  const float s = raw * p.scale;
-  float sm = s;
-  if constexpr (V::kHasScoreMod) sm = V::score_mod(p.mod, s, b, h, qw, kvw);
-  bool keep = in_bounds;
-  if constexpr (!kFull && V::kHasMaskMod) keep = keep && V::mask_mod(p.mod, b, h, qw, kvw);
-  const float pv = keep ? fast_exp2(sm * kLog2e - lse2) : 0.f;
-  const float g = keep ? pv * (dp - delta) : 0.f;
-  float ds = g;
-  if constexpr (V::kHasScoreMod) ds = keep ? V::score_grad(p.mod, s, b, h, qw, kvw, g) : 0.f;
-  p_out = pv;
-  ds_out = ds;
-  return keep ? V::buffer_grad_value(p.mod, s, b, h, qw, kvw, g) : 0.f;
-}
-
 // The element-wise step on one warpgroup's 64 x 64 tile (st: raw S^T -> P^T, dpt: dP^T -> dS^T, the
 // consumers' layout: kv rows kv_row + 8 (e >> 1), query columns q0 + 8i + 2t + (e & 1)), with the
 // buffer-gradient contributions summed into bg (diag_accumulate, or bg[0] for kBufferGradReduce 1).
@@ -82,8 +56,8 @@ __device__ __forceinline__ void bg_tile(float (&st)[32], float (&dpt)[32], float
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     float lse2[2], del[2];
-    bg_ld_shared_v2_f32(s_lse + 4 * (8 * i + 2 * t), lse2[0], lse2[1]);
-    bg_ld_shared_v2_f32(s_delta + 4 * (8 * i + 2 * t), del[0], del[1]);
+    ld_shared_v2_f32(s_lse + 4 * (8 * i + 2 * t), lse2[0], lse2[1]);
+    ld_shared_v2_f32(s_delta + 4 * (8 * i + 2 * t), del[0], del[1]);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int kv = kv_row + 8 * (e >> 1), q = q0 + 8 * i + 2 * t + (e & 1);
@@ -91,8 +65,10 @@ __device__ __forceinline__ void bg_tile(float (&st)[32], float (&dpt)[32], float
         backward_entry<V, kFull>(p, st[4 * i + e], dpt[4 * i + e], lse2[e & 1], del[e & 1], b, h, q, kv, true,
                                  st[4 * i + e], dpt[4 * i + e]);
       } else {
-        const float c = bg_entry<V, kFull, kInB>(p, st[4 * i + e], dpt[4 * i + e], lse2[e & 1], del[e & 1], b, h, q,
-                                                 kv, st[4 * i + e], dpt[4 * i + e]);
+        // backward_entry with kBgValue: the contribution returned for the sums instead of added.
+        const float c = backward_entry<V, kFull, kInB, true>(p, st[4 * i + e], dpt[4 * i + e], lse2[e & 1],
+                                                             del[e & 1], b, h, q, kv, true, st[4 * i + e],
+                                                             dpt[4 * i + e]);
         if constexpr (bg_reduce<V>() == 2)
           diag_accumulate(bg, i, e, c);
         else

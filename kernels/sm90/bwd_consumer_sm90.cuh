@@ -28,10 +28,6 @@
 
 namespace flexattn::kern::sm90 {
 
-__device__ __forceinline__ void ld_shared_v2_f32(unsigned addr, float& x, float& y) {
-  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(x), "=f"(y) : "r"(addr) : "memory");
-}
-
 __device__ __forceinline__ void red_add_v2_f32(float* addr, float x, float y) {
   asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(addr), "f"(x), "f"(y) : "memory");
 }
@@ -91,70 +87,50 @@ __device__ __forceinline__ void add_dq(const AttnParams& p, const float (&dq)[D 
   }
 }
 
-__device__ __forceinline__ void st_shared_v2_f32(unsigned addr, float x, float y) {
-  asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(x), "f"(y) : "memory");
-}
+// Where a thread's dQ pairs lie in a dQ buffer of the bulk path (both consumers): the pair (row
+// 16 warp + g + 8 r, columns 64 wg + 8 i + 2 t, + 1) at at(base(buf, wg, ...), r, i, ...), base holding
+// the part that does not depend on (r, i), computed once per tile. The two layouts differ only here:
+//   padded rows (kTma false): rows dq_row = 4 D + 32 bytes apart, so the 16 lanes of a half-warp (rows
+//     g = 0..3, columns 2t) hit 32 distinct banks;
+//   v3 (kTma, FLEXATTN_SM90_BWD_V3): D / 32 slabs of [64 rows][32 fp32] with the 128B swizzle
+//     (tile_config_sm90_bwd.h; what the writer's TMA tensor reductions read): the pair lies in slab
+//     2 wg + i / 4, 16-byte chunk (2 (i % 4) + t / 2) ^ (row % 8), byte 8 (t % 2), and row % 8 == g for
+//     both r. A warp's 8-byte store (rows g = 0..7, t = 0..3) hits every chunk position of the 8 rows
+//     twice: 2 wavefronts, as the padded rows did.
+// wg: the v2 consumer's 64-column half; 0 for the first consumer (each of its warpgroups holds all D
+// columns). The sums keep the operand order of the per-layout code they replace (same SASS).
+template <class C>
+struct DqSlots {
+  static __device__ __forceinline__ unsigned base(unsigned buf, int wg, int warp, int g, int t) {
+    if constexpr (C::kTma) return buf + 2 * wg * (64 * 128) + (16 * warp + g) * 128 + 8 * (t & 1);
+    else return buf + (16 * warp + g) * C::kSmem.dq_row + 4 * 64 * wg + 8 * t;
+  }
+  static __device__ __forceinline__ unsigned at(unsigned base, int r, int i, int g, int t) {
+    if constexpr (C::kTma) return base + (i >> 2) * (64 * 128) + 8 * r * 128 + (((2 * (i & 3) + (t >> 1)) ^ g) << 4);
+    else return base + 8 * r * C::kSmem.dq_row + 32 * i;
+  }
+};
 
-// Bulk dQ path: this warpgroup's dQ partial of query tile (q0, bh = b * Hq + h) into dQ buffer j.
-// Warpgroup 0 waits until the writer warp has finished reading the buffer's previous tile (dq_empty),
-// stores its partial and signals warpgroup 1 (named barrier 7 + j, bar.arrive: warpgroup 0 goes on at
-// once); warpgroup 1 waits for that, adds its partial element by element (thread tid of either
-// warpgroup holds the same (row, column) entries, so each thread only re-reads what its twin wrote),
-// thread 0 fills the info slot, and every thread fences its writes to the async proxy before arriving
-// on dq_full(j). Rows >= L are stored too (they are zero: P = 0 there) but never reduced.
-// Row pairs (g, cols 8i + 2t): rows dq_row = 4 D + 32 bytes apart, so the 16 lanes of a half-warp hit
-// 32 distinct banks.
-// v3 (kT, FLEXATTN_SM90_BWD_V3): buffer j is D / 32 slabs of [64 rows][32 fp32] with the 128B swizzle
-// (tile_config_sm90_bwd.h; what the writer's TMA tensor reductions read): the pair (row, 8 i + 2 t) lies
-// in slab i / 4, 16-byte chunk (2 (i % 4) + t / 2) ^ (row % 8), byte 8 (t % 2), and row % 8 == g. A warp's
-// 8-byte store (rows g = 0..7, t = 0..3) hits every chunk position of the 8 rows twice: 2 wavefronts, as
-// the padded rows did.
+// Bulk dQ path: this warpgroup's dQ partial of query tile (q0, bh = b * Hq + h) into dQ buffer j
+// (layout: DqSlots). Warpgroup 0 waits until the writer warp has finished reading the buffer's previous
+// tile (dq_empty), stores its partial and signals warpgroup 1 (named barrier 7 + j, bar.arrive:
+// warpgroup 0 goes on at once); warpgroup 1 waits for that, adds its partial element by element (thread
+// tid of either warpgroup holds the same (row, column) entries, so each thread only re-reads what its
+// twin wrote), thread 0 fills the info slot, and every thread fences its writes to the async proxy
+// before arriving on dq_full(j). Rows >= L are stored too (they are zero: P = 0 there) but never reduced.
 template <int D, int Dv, bool kB, bool kT>
 __device__ __forceinline__ void dq_to_smem(const BwdCfg<D, Dv, kB, false, kT>& c, int j, unsigned phase, int wg,
                                            const float (&dq)[D / 2], int q0, int bh, int tid, int warp, int g,
                                            int t) {
-  using C = BwdCfg<D, Dv, kB, false, kT>;
-  if constexpr (kT) {
-    const unsigned buf = c.dq_buf(j) + (16 * warp + g) * 128 + 8 * (t & 1);
-    if (wg == 0) {
-      mbar_wait(c.dq_empty(j), phase ^ 1u);
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-#pragma unroll
-        for (int i = 0; i < D / 8; ++i)
-          st_shared_v2_f32(buf + (i >> 2) * (64 * 128) + 8 * r * 128 + (((2 * (i & 3) + (t >> 1)) ^ g) << 4),
-                           dq[4 * i + 2 * r], dq[4 * i + 2 * r + 1]);
-      }
-      named_bar_arrive(kBarDqStored0 + j, 256);
-    } else {
-      named_bar_sync(kBarDqStored0 + j, 256);
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-#pragma unroll
-        for (int i = 0; i < D / 8; ++i) {
-          const unsigned a = buf + (i >> 2) * (64 * 128) + 8 * r * 128 + (((2 * (i & 3) + (t >> 1)) ^ g) << 4);
-          float x, y;
-          ld_shared_v2_f32(a, x, y);
-          st_shared_v2_f32(a, x + dq[4 * i + 2 * r], y + dq[4 * i + 2 * r + 1]);
-        }
-      }
-      if (tid == 0) {
-        st_shared_s32(c.dq_info(j), q0);
-        st_shared_s32(c.dq_info(j) + 4, bh);
-      }
-      fence_proxy_async_smem();
-      mbar_arrive(c.dq_full(j));
-    }
-    return;
-  }
-  const unsigned buf = c.dq_buf(j) + (16 * warp + g) * C::kSmem.dq_row + 8 * t;
+  using Slots = DqSlots<BwdCfg<D, Dv, kB, false, kT>>;
+  const unsigned buf = Slots::base(c.dq_buf(j), 0, warp, g, t);
   if (wg == 0) {
     mbar_wait(c.dq_empty(j), phase ^ 1u);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
 #pragma unroll
       for (int i = 0; i < D / 8; ++i)
-        st_shared_v2_f32(buf + 8 * r * C::kSmem.dq_row + 32 * i, dq[4 * i + 2 * r], dq[4 * i + 2 * r + 1]);
+        st_shared_v2_f32(Slots::at(buf, r, i, g, t), dq[4 * i + 2 * r], dq[4 * i + 2 * r + 1]);
     }
     named_bar_arrive(kBarDqStored0 + j, 256);
   } else {
@@ -163,7 +139,7 @@ __device__ __forceinline__ void dq_to_smem(const BwdCfg<D, Dv, kB, false, kT>& c
     for (int r = 0; r < 2; ++r) {
 #pragma unroll
       for (int i = 0; i < D / 8; ++i) {
-        const unsigned a = buf + 8 * r * C::kSmem.dq_row + 32 * i;
+        const unsigned a = Slots::at(buf, r, i, g, t);
         float x, y;
         ld_shared_v2_f32(a, x, y);
         st_shared_v2_f32(a, x + dq[4 * i + 2 * r], y + dq[4 * i + 2 * r + 1]);

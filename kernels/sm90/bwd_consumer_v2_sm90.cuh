@@ -211,35 +211,20 @@ __device__ __forceinline__ void add_dq_v2(const AttnParams& p, const float (&dq)
 }
 
 // Bulk dQ (kB): this warpgroup's 64 columns of the CTA's dQ partial of query tile (q0, bh) into the one
-// dQ buffer, once the writer warp has finished reading the previous tile's (dq_empty); warpgroup 0's
-// thread 0 fills the info slot; every thread fences its stores to the async proxy and arrives on dq_full
-// (256 arrivals). Half-warp stores: rows g = 0..3 dq_row = 4 D + 32 bytes apart, columns 2t: 32 banks.
-// v3 (kT): the buffer is D / 32 slabs of [64 rows][32 fp32] with the 128B swizzle (tile_config_sm90_bwd.h);
-// the pair (row, 64 wg + 8 i + 2 t) lies in slab 2 wg + i / 4, 16-byte chunk (2 (i % 4) + t / 2) ^ (row % 8),
-// byte 8 (t % 2): a warp's store (rows g = 0..7, t = 0..3) touches every chunk position twice, 2 wavefronts.
+// dQ buffer (layout: DqSlots in bwd_consumer_sm90.cuh, padded rows or with kT the v3 swizzled slabs),
+// once the writer warp has finished reading the previous tile's (dq_empty); warpgroup 0's thread 0
+// fills the info slot; every thread fences its stores to the async proxy and arrives on dq_full
+// (256 arrivals).
 template <int D, int Dv, bool kT>
 __device__ __forceinline__ void dq_to_smem_v2(const BwdCfg<D, Dv, true, true, kT>& c, unsigned phase, int wg,
                                               const float (&dq)[32], int q0, int bh, int tid, int warp, int g, int t) {
-  using C = BwdCfg<D, Dv, true, true, kT>;
+  using Slots = DqSlots<BwdCfg<D, Dv, true, true, kT>>;
   mbar_wait(c.dq_empty(0), phase ^ 1u);
-  if constexpr (kT) {
-    // row % 8 == g for both r (rows 16 warp + g + 8 r).
-    const unsigned buf = c.dq_buf(0) + 2 * wg * (64 * 128) + (16 * warp + g) * 128 + 8 * (t & 1);
+  const unsigned buf = Slots::base(c.dq_buf(0), wg, warp, g, t);
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
+  for (int r = 0; r < 2; ++r) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i)
-        st_shared_v2_f32(buf + (i >> 2) * (64 * 128) + 8 * r * 128 + (((2 * (i & 3) + (t >> 1)) ^ g) << 4),
-                         dq[4 * i + 2 * r], dq[4 * i + 2 * r + 1]);
-    }
-  } else {
-    const unsigned buf = c.dq_buf(0) + (16 * warp + g) * C::kSmem.dq_row + 4 * 64 * wg + 8 * t;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-        st_shared_v2_f32(buf + 8 * r * C::kSmem.dq_row + 32 * i, dq[4 * i + 2 * r], dq[4 * i + 2 * r + 1]);
-    }
+    for (int i = 0; i < 8; ++i) st_shared_v2_f32(Slots::at(buf, r, i, g, t), dq[4 * i + 2 * r], dq[4 * i + 2 * r + 1]);
   }
   if (wg == 0 && tid == 0) {
     st_shared_s32(c.dq_info(0), q0);

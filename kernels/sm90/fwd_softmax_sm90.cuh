@@ -106,6 +106,56 @@ __device__ __forceinline__ void scores_inside_affine(float (&s)[BN / 2], const A
   }
 }
 
+// Independent chains for the row max and the row sum of online_softmax: four with
+// FLEXATTN_SM90_SOFTMAX_ILP (max chains 4 deep instead of 16 at block_n 128, FADD chains 8 deep instead
+// of 32), else one. One chain is the plain sequential loop (same operations in the same order, so the
+// same SASS as the loop written out).
+#if defined(FLEXATTN_SM90_SOFTMAX_ILP)
+constexpr int kSoftmaxChains = 4;
+#else
+constexpr int kSoftmaxChains = 1;
+#endif
+
+// max(m, row r of s) over kC chains (chain k takes the atoms i with i % kC == k), joined at the end:
+// max is exact in any order.
+template <int kC, int BN>
+__device__ __forceinline__ float row_max(const float (&s)[BN / 2], int r, float m) {
+  static_assert(kC == 1 || kC == 4, "one or four chains");
+  static_assert(BN / 8 >= kC, "a chain per atom at most");
+  float part[kC];
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) {
+    const float pair = fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]);
+    part[i % kC] = i >= kC ? fmaxf(part[i % kC], pair) : i == 0 ? fmaxf(m, pair) : pair;
+  }
+  if constexpr (kC == 1) return part[0];
+  else return fmaxf(fmaxf(part[0], part[1]), fmaxf(part[2], part[3]));
+}
+
+// Row r of s becomes P = exp2(s c - mc) in place; returns the row's sum over kC chains (entry n = 2i + j
+// goes to chain n % kC). With four chains the order of the sum changes, not its error bound (a sum of
+// BN / 2 positives, rounded in f32). One chain starts from 0 (0 + P is not folded to P: it differs
+// for -0), exactly as the plain loop did.
+template <int kC, int BN>
+__device__ __forceinline__ float exp2_row_sum(float (&s)[BN / 2], int r, float c, float mc) {
+  static_assert(kC == 1 || kC == 4, "one or four chains");
+  float part[kC];
+#pragma unroll
+  for (int k = 0; k < kC; ++k) part[k] = 0.f;
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const float pv = fast_exp2(fmaf(s[4 * i + 2 * r + j], c, -mc));
+      s[4 * i + 2 * r + j] = pv;
+      const int n = 2 * i + j;
+      part[n % kC] = kC > 1 && n < kC ? pv : part[n % kC] + pv;
+    }
+  }
+  if constexpr (kC == 1) return part[0];
+  else return (part[0] + part[1]) + (part[2] + part[3]);
+}
+
 // One kv tile of the online softmax: s (u units, -inf = masked) becomes P in place; m is the running
 // row max (u units), l the thread's partial row sum (quad-reduced once, in the epilogue); alpha =
 // exp2((m_old - m_new) c) is returned for the O rescale, which waits until the in-flight P V retires. A
@@ -115,22 +165,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[BN / 2], float (&m)[2]
                                                float c, float (&mr)[2]) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float mx = m[r];
-#if defined(FLEXATTN_SM90_SOFTMAX_ILP)
-    // Four independent max chains (4 deep instead of 16 at block_n 128), joined at the end: max is exact
-    // in any order.
-    static_assert(BN / 8 >= 4, "four chains need four atoms");
-    float part[4];
-#pragma unroll
-    for (int i = 0; i < BN / 8; ++i) {
-      const float pair = fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]);
-      part[i & 3] = i >= 4 ? fmaxf(part[i & 3], pair) : i == 0 ? fmaxf(m[r], pair) : pair;
-    }
-    mx = fmaxf(fmaxf(part[0], part[1]), fmaxf(part[2], part[3]));
-#else
-#pragma unroll
-    for (int i = 0; i < BN / 8; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
-#endif
+    float mx = row_max<kSoftmaxChains, BN>(s, r, m[r]);
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
 #if defined(FLEXATTN_SM90_LAZY_RESCALE)
@@ -151,33 +186,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[BN / 2], float (&m)[2]
     alpha[r] = fast_exp2(fmaf(m[r], c, -mc));
     m[r] = mx;
 #endif
-#if defined(FLEXATTN_SM90_SOFTMAX_ILP)
-    // Four partial row sums (8-deep FADD chains instead of 32); the order of the sum changes (its error
-    // bound does not: it is a sum of BN / 2 positives either way, rounded in f32).
-    float rp[4];
-#pragma unroll
-    for (int i = 0; i < BN / 8; ++i) {
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const float pv = fast_exp2(fmaf(s[4 * i + 2 * r + j], c, -mc));
-        s[4 * i + 2 * r + j] = pv;
-        const int k = (2 * i + j) & 3;
-        rp[k] = 2 * i + j < 4 ? pv : rp[k] + pv;
-      }
-    }
-    const float rs = (rp[0] + rp[1]) + (rp[2] + rp[3]);
-#else
-    float rs = 0.f;
-#pragma unroll
-    for (int i = 0; i < BN / 8; ++i) {
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const float pv = fast_exp2(fmaf(s[4 * i + 2 * r + j], c, -mc));
-        s[4 * i + 2 * r + j] = pv;
-        rs += pv;
-      }
-    }
-#endif
+    const float rs = exp2_row_sum<kSoftmaxChains, BN>(s, r, c, mc);
     l[r] = l[r] * alpha[r] + rs;
   }
 }

@@ -23,4 +23,12 @@ __device__ __forceinline__ int ld_shared_s32(unsigned addr) {
   return v;
 }
 
+__device__ __forceinline__ void ld_shared_v2_f32(unsigned addr, float& x, float& y) {
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(x), "=f"(y) : "r"(addr) : "memory");
+}
+
+__device__ __forceinline__ void st_shared_v2_f32(unsigned addr, float x, float y) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(x), "f"(y) : "memory");
+}
+
 }  // namespace flexattn::kern::sm90
