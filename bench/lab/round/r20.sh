@@ -8,7 +8,7 @@ GPU_TEST_ONLY="gpu_attention_sm80 gpu_attention_no_decode memcheck_sm80 gpu_bloc
   timeout 400 bash scripts/gpu_test.sh > $O/gpu_test2.txt 2>&1; echo "gpu-test part 2 rc=$? ($(el) s)"
 for m in causal full; do
   $F run --backend cuda --dtype bf16 -B 2 -H 16 -Q 8192 -D 128 --mask $m --backward > /dev/null 2>&1
-  timeout 90 ncu --metrics gpu__time_duration.sum --csv $F run --backend cuda --dtype bf16 -B 2 -H 16 -Q 8192 -D 128 \
+  timeout 90 ncu --metrics gpu__time_duration.sum --print-units base --csv $F run --backend cuda --dtype bf16 -B 2 -H 16 -Q 8192 -D 128 \
     --mask $m --backward > $O/ncu_bwd_$m.csv 2> $O/ncu_bwd_$m.err
   echo "ncu $m rc=$? ($(el) s)"
   python3 - $O/ncu_bwd_$m.csv <<'PY'
