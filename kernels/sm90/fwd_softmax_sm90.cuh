@@ -5,6 +5,7 @@
 // online softmax, and the rounding of P into the register A operand of the P V wgmma.
 #include "common/numeric.cuh"
 #include "common/params.h"
+#include "common/poly_exp2.cuh"
 #include "common/variant.cuh"
 #include "sm80/scores_sm80.cuh"
 
@@ -116,6 +117,17 @@ constexpr int kSoftmaxChains = 4;
 constexpr int kSoftmaxChains = 1;
 #endif
 
+// FLEXATTN_SM90_POLY_EXP2 = k (1..4): entries n of a row with n % 8 < k (k eighths of each tile) take
+// poly_exp2 (FMA pipe) instead of ex2.approx (MUFU), whose 16 results per clock and SM are the softmax's
+// narrowest pipe at D = 64 (one exp2 per entry against 256 tensor-core flops) and with softcap (two more
+// MUFU ops per entry). Same result to ~2 ulp either way.
+#if defined(FLEXATTN_SM90_POLY_EXP2)
+constexpr int kPolyExp2Of8 = FLEXATTN_SM90_POLY_EXP2;
+#else
+constexpr int kPolyExp2Of8 = 0;
+#endif
+static_assert(kPolyExp2Of8 >= 0 && kPolyExp2Of8 <= 4, "FLEXATTN_SM90_POLY_EXP2: 0..4 eighths");
+
 // max(m, row r of s) over kC chains (chain k takes the atoms i with i % kC == k), joined at the end:
 // max is exact in any order.
 template <int kC, int BN>
@@ -146,9 +158,10 @@ __device__ __forceinline__ float exp2_row_sum(float (&s)[BN / 2], int r, float c
   for (int i = 0; i < BN / 8; ++i) {
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
-      const float pv = fast_exp2(fmaf(s[4 * i + 2 * r + j], c, -mc));
-      s[4 * i + 2 * r + j] = pv;
       const int n = 2 * i + j;
+      const float arg = fmaf(s[4 * i + 2 * r + j], c, -mc);
+      const float pv = n % 8 < kPolyExp2Of8 ? poly_exp2(arg) : fast_exp2(arg);
+      s[4 * i + 2 * r + j] = pv;
       part[n % kC] = kC > 1 && n < kC ? pv : part[n % kC] + pv;
     }
   }

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "flexattn/error.h"
+
 namespace flexattn::jit {
 
 void* open_library(const std::string& path, std::string* error) {
@@ -40,6 +42,17 @@ bool env_flag(const char* name, bool fallback) {
   if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
   if (v == "0" || v == "false" || v == "no" || v == "off") return false;
   return fallback;
+}
+
+double env_number(const char* name, double fallback, double lo, double hi) {
+  const std::string v = env_or(name);
+  if (v.empty()) return fallback;
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (end == v.c_str() || *end != '\0' || !(x >= lo && x <= hi))
+    throw Error(std::string(name) + ": expected a number in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                "], got '" + v + "'");
+  return x;
 }
 
 std::optional<std::string> read_file(const std::string& path) {

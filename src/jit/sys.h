@@ -26,6 +26,8 @@ std::string env_or(const char* name, const std::string& fallback = "");
 // True for "1", "true", "yes", "on", false for "0", "false", "no", "off" (any case); `fallback` when unset,
 // empty or anything else.
 bool env_flag(const char* name, bool fallback = false);
+// A number in [lo, hi]; `fallback` when unset or empty; anything else throws an Error naming the variable.
+double env_number(const char* name, double fallback, double lo, double hi);
 
 std::optional<std::string> read_file(const std::string& path);
 // Writes the whole file; false on any error (the caller decides whether that matters).

@@ -11,30 +11,15 @@
 
 namespace flexattn::runtime {
 
-namespace {
-
-double env_number(const char* name, double fallback, double lo, double hi) {
-  const std::string v = jit::env_or(name);
-  if (v.empty()) return fallback;
-  char* end = nullptr;
-  const double x = std::strtod(v.c_str(), &end);
-  if (end == v.c_str() || *end != '\0' || !(x >= lo && x <= hi))
-    throw Error(std::string(name) + ": expected a number in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                "], got '" + v + "'");
-  return x;
-}
-
-}  // namespace
-
 const DecodeTuning& decode_tuning() {
   static const DecodeTuning t = [] {
     DecodeTuning r;
-    r.stages = int(env_number("FLEXATTN_DECODE_STAGES", 2, 2, 4));
-    r.splits = int(env_number("FLEXATTN_DECODE_SPLITS", 0, 0, kern::kDecodeMaxSplits));
-    r.wave = env_number("FLEXATTN_DECODE_WAVE", 0.95, 0.01, 1.0);
+    r.stages = int(jit::env_number("FLEXATTN_DECODE_STAGES", 2, 2, 4));
+    r.splits = int(jit::env_number("FLEXATTN_DECODE_SPLITS", 0, 0, kern::kDecodeMaxSplits));
+    r.wave = jit::env_number("FLEXATTN_DECODE_WAVE", 0.95, 0.01, 1.0);
     r.pdl = jit::env_flag("FLEXATTN_DECODE_PDL", true);
     r.bulk = jit::env_flag("FLEXATTN_DECODE_BULK", true);
-    r.prefetch = int(env_number("FLEXATTN_DECODE_PREFETCH", 0, 0, 4));
+    r.prefetch = int(jit::env_number("FLEXATTN_DECODE_PREFETCH", 0, 0, 4));
     r.combine_batch = jit::env_flag("FLEXATTN_DECODE_COMBINE_BATCH", false);
     r.cluster = jit::env_flag("FLEXATTN_DECODE_CLUSTER", false);
     return r;
