@@ -40,6 +40,19 @@ for r in rows[1:]:
 for k, v in agg.items(): print(f"  {k:40s} n={len(v)} us={[round(x/1000,1) for x in v][:8]}")
 PY
 done
+# (3) The document forward (bench/run.py's mask: 8 documents of random length, causal inside; 34 % of its tiles are
+# partial) against causal: ncu --set full of one forward launch each, details and SASS-level source page.
+python3 -c "import numpy as np, sys; sys.path.insert(0, 'bench'); import bench_cases as bc; np.save('$O/doc.npy', np.array(bc.doc_ids(8192), dtype=np.int32))"
+DOCF=(--mask-expr "doc_ids[q_idx] == doc_ids[kv_idx] && q_idx >= kv_idx" --buffer doc_ids=$O/doc.npy)
+timeout 60 $F run --backend cuda --dtype bf16 -B 2 -H 16 -Q 8192 -D 128 "${DOCF[@]}" > $O/doc_fwd.log 2>&1; echo "doc fwd $(ms_of $O/doc_fwd.log forward) ms"
+for m in document causal; do
+  if [ $m = document ]; then A=("${DOCF[@]}"); else A=(--mask causal); fi
+  timeout 120 ncu --set full --import-source yes -k regex:flexattn_fwd -c 1 -o $O/fwd_$m $F run --backend cuda --dtype bf16 -B 2 -H 16 \
+    -Q 8192 -D 128 "${A[@]}" > $O/ncu_fwd_$m.log 2>&1; echo "ncu fwd $m rc=$? ($(el) s)"
+  ncu --import $O/fwd_$m.ncu-rep --page details --csv > $O/fwd_${m}_details.csv 2>/dev/null
+  ncu --import $O/fwd_$m.ncu-rep --page source --csv --print-source sass > $O/fwd_${m}_sass.csv 2>/dev/null
+  grep -E '"Duration"|"Compute \(SM\) Throughput"|"Issue Slots Busy"|"No Eligible"|"Eligible Warps Per Scheduler"|"Active Warps Per Scheduler"' $O/fwd_${m}_details.csv | cut -d, -f12- | head -8
+done
 echo "D=64 B=2 H=16 S=8192 forward TFLOP/s, reps 1 2 3 (median)" | tee $O/table.txt
 for m in $CASES full:1i full:1l; do
   case $m in *:*) c0="${m#*:}"; m=${m%%:*}; cs=$c0 ;; *) cs="0 1" ;; esac
