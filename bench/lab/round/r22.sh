@@ -45,8 +45,8 @@ done
 python3 -c "import numpy as np, sys; sys.path.insert(0, 'bench'); import bench_cases as bc; np.save('$O/doc.npy', np.array(bc.doc_ids(8192), dtype=np.int32))"
 DOCF=(--mask-expr "doc_ids[q_idx] == doc_ids[kv_idx] && q_idx >= kv_idx" --buffer doc_ids=$O/doc.npy)
 timeout 60 $F run --backend cuda --dtype bf16 -B 2 -H 16 -Q 8192 -D 128 "${DOCF[@]}" > $O/doc_fwd.log 2>&1; echo "doc fwd $(ms_of $O/doc_fwd.log forward) ms"
-for m in document causal; do
-  if [ $m = document ]; then A=("${DOCF[@]}"); else A=(--mask causal); fi
+for m in document causal softcap; do
+  case $m in document) A=("${DOCF[@]}") ;; causal) A=(--mask causal) ;; softcap) A=(--mask causal --score softcap:30) ;; esac
   timeout 120 ncu --set full --import-source yes -k regex:flexattn_fwd -c 1 -o $O/fwd_$m $F run --backend cuda --dtype bf16 -B 2 -H 16 \
     -Q 8192 -D 128 "${A[@]}" > $O/ncu_fwd_$m.log 2>&1; echo "ncu fwd $m rc=$? ($(el) s)"
   ncu --import $O/fwd_$m.ncu-rep --page details --csv > $O/fwd_${m}_details.csv 2>/dev/null
