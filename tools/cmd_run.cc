@@ -65,6 +65,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   std::vector<FlagSpec> flags = problem_flags();
   flags.push_back({"--backend", "cpu|cuda|auto", false, "where to run (default auto: cuda when usable and --dtype is bf16/f16, else cpu)"});
   flags.push_back({"--backward", "", false, "also run the backward with a random dout"});
+  flags.push_back({"--deterministic", "", false, "cuda backward: the deterministic mode (bitwise identical dq/dk/dv run to run)"});
   flags.push_back({"--check", "", false, "verify the outputs (see above)"});
   flags.push_back({"--save", "DIR", false, "write inputs and outputs as .npy files into DIR"});
   flags.push_back({"--block", "N", false, "block-mask block size (default 128)"});
@@ -96,7 +97,9 @@ int cmd_run(const std::vector<std::string>& argv) {
   std::printf("variant: %s\n", p.label.c_str());
   if (!backend_note.empty()) std::printf("backend %s\n", backend_note.c_str());
   // On cuda the first call compiles; the reported time is the median of the following ones.
-  const Execution e = execute(p, backend, block, config.backward, backend == "cuda" ? 5 : 0);
+  const bool deterministic = args.has("--deterministic");
+  check(!deterministic || config.backward, "--deterministic applies to the backward: give --backward too");
+  const Execution e = execute(p, backend, block, config.backward, backend == "cuda" ? 5 : 0, deterministic);
   if (e.block_mask) {
     const BlockMaskStats st = block_mask_stats(*e.block_mask);
     std::printf("block mask: %dx%d blocks, %lld partial + %lld full of %lld tiles, sparsity %.2f%% (%.2f ms)\n", block,

@@ -59,7 +59,7 @@ void run_cpu(const Problem& p, const BlockMask* bm, bool backward, Execution* e,
   e->dbuffers = fns.buffer_grads();
 }
 
-void run_cuda(const Problem& p, const BlockMask* bm, bool backward, int timing_reps, Execution* e) {
+void run_cuda(const Problem& p, const BlockMask* bm, bool backward, int timing_reps, bool deterministic, Execution* e) {
   const ModBindings bindings = p.bindings();
   CudaHostRequest req;
   req.variant = &p.variant;
@@ -69,6 +69,7 @@ void run_cuda(const Problem& p, const BlockMask* bm, bool backward, int timing_r
   req.block_mask = bm;
   req.dout = backward ? &p.dout : nullptr;
   req.timing_reps = timing_reps;
+  req.deterministic = deterministic;
   const auto t0 = std::chrono::steady_clock::now();
   CudaHostResult r = cuda_run_host(req);
   const double first_ms = ms_since(t0);
@@ -103,7 +104,8 @@ std::string resolve_backend(const std::string& requested, DType dtype, std::stri
   return usable && dtype_ok ? "cuda" : "cpu";
 }
 
-Execution execute(const Problem& p, const std::string& backend, int block, bool backward, int timing_reps) {
+Execution execute(const Problem& p, const std::string& backend, int block, bool backward, int timing_reps,
+                  bool deterministic) {
   Execution e;
   e.backend = backend;
   if (!p.variant.mask_mod.empty()) {
@@ -112,7 +114,7 @@ Execution execute(const Problem& p, const std::string& backend, int block, bool 
     e.block_mask_ms = ms_since(t0);
   }
   const BlockMask* bm = e.block_mask ? &*e.block_mask : nullptr;
-  if (backend == "cuda") run_cuda(p, bm, backward, timing_reps, &e);
+  if (backend == "cuda") run_cuda(p, bm, backward, timing_reps, deterministic, &e);
   else run_cpu(p, bm, backward, &e);
   return e;
 }

@@ -27,7 +27,10 @@ struct Execution {
   double forward_ms = 0, backward_ms = 0, block_mask_ms = 0;
 };
 
-Execution execute(const Problem& p, const std::string& backend, int block, bool backward, int timing_reps = 0);
+// deterministic: the backward's deterministic mode (BackwardArgs.deterministic; cuda only, the cpu backend is
+// deterministic anyway).
+Execution execute(const Problem& p, const std::string& backend, int block, bool backward, int timing_reps = 0,
+                  bool deterministic = false);
 
 struct CheckReport {
   std::string forward_what, backward_what;

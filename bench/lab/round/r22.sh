@@ -25,6 +25,13 @@ for rep in 1 2 3; do
   for c in 1i 1l; do runit $c full 2 16 8192 $O/big_full_${c}_$rep.log; done
 done
 echo "runs $(el) s"
+# Deterministic mode's cost (issue 6: at most 15 % slower), B=2 H=16 S=8192 D=128 backward ms.
+for m in causal full; do
+  mf=$([ $m = causal ] && echo "--mask causal")
+  timeout 60 $F run --backend cuda --dtype bf16 -B 2 -H 16 -Q 8192 -D 128 $mf --backward > $O/det0_$m.log 2>&1
+  timeout 90 $F run --backend cuda --dtype bf16 -B 2 -H 16 -Q 8192 -D 128 $mf --backward --deterministic > $O/det1_$m.log 2>&1
+  echo "deterministic $m: bwd $(ms_of $O/det0_$m.log backward) -> $(ms_of $O/det1_$m.log backward) ms ($(el) s)"
+done
 for m in causal full; do
   $F run --backend cuda --dtype bf16 -B 2 -H 16 -Q 8192 -D 128 --mask $m --backward > /dev/null 2>&1
   timeout 90 ncu --metrics gpu__time_duration.sum --print-units base --csv $F run --backend cuda --dtype bf16 -B 2 -H 16 \

@@ -143,6 +143,7 @@ TEST(CliErrors, OtherCommands) {
   EXPECT_EQ(error_line({"bench", "--suite", "decode", "--splits", "4,"}),
             "--splits: expected a comma-separated list of 0..128, got '4,'");
   EXPECT_EQ(error_line({"cache", "list", "--arch", "sm_80"}), "--arch applies to 'cache prewarm' only");
+  EXPECT_EQ(error_line({"run", "--deterministic"}), "--deterministic applies to the backward: give --backward too");
   // No GPU here ("cannot run here"), or one and f32 inputs ("takes bf16 or f16 inputs").
   EXPECT_EQ(error_line({"run", "--backend", "cuda"}).rfind("--backend cuda: the cuda backend ", 0), 0u);
 }
