@@ -74,6 +74,7 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
   const unsigned q_half = c.q_half(qb, wg);
   const Turns<kPingPong> turns{wg};
   const float slope = rel_slope_of<V>(p, b, h);  // 0 and unused unless use_rel_affine<V>()
+  const SoftcapTile sc = softcap_tile<V>(p);     // zeros and unused unless use_softcap<V>()
 
   float o[Dv / 2], s[BN / 2], m[2], l[2], alpha[2];
   unsigned pa[BN / 4];
@@ -108,7 +109,7 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
     wgmma_wait<0>();
     fence_operands(s);
     release(c.empty_k(pos.stage), lane);
-    scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, mr, slope);
+    scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, mr, slope, sc);
     pack_p<T, BN>(pa, s);
     RingPos prev = pos;
     pos.template advance<C::ST>();
@@ -133,7 +134,7 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
       wgmma_wait<1>();  // S_j is ready; P_{j-1} V_{j-1} may still run
       fence_operands(s);
       release(c.empty_k(pos.stage), lane);
-      scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, mr, slope);
+      scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, mr, slope, sc);
       // Keep the softmax above the wait: its results are used only after it, and NVVM would
       // otherwise be free to sink the exp2s below it, losing the overlap with the P V wgmma.
       fence_operands(s);
@@ -173,6 +174,10 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
   }
   // The O tile is staged in this warpgroup's half of the tile's own Q buffer: its last Q K^T retired.
   // The row max in log2 units (the softmax kept it in u units, fwd_softmax_sm90.cuh); c > 0 keeps -inf.
+  if constexpr (use_softcap<V>()) {  // m and the reference max are in log2 units already
+    fwd_epilogue<T, Dv>(p, o, m, l, q_half, c.q_free(qb), wg, tid, q0, b, h, mr);
+    return;
+  }
   const float c_log2 = softmax_log2_factor<V>(p);
   m[0] *= c_log2;
   m[1] *= c_log2;

@@ -3,6 +3,7 @@
 // ptx/wgmma.cuh): the FlexAttention score semantics (scale -> score_mod -> bounds -> mask_mod, as in
 // variant.cuh and the sm80 family's masked_score_log2, which the fast path calls directly), the exp2
 // online softmax, and the rounding of P into the register A operand of the P V wgmma.
+#include "common/mod_ops.cuh"
 #include "common/numeric.cuh"
 #include "common/params.h"
 #include "common/poly_exp2.cuh"
@@ -128,20 +129,25 @@ constexpr int kPolyExp2Of8 = 0;
 #endif
 static_assert(kPolyExp2Of8 >= 0 && kPolyExp2Of8 <= 4, "FLEXATTN_SM90_POLY_EXP2: 0..4 eighths");
 
-// max(m, row r of s) over kC chains (chain k takes the atoms i with i % kC == k), joined at the end:
-// max is exact in any order.
-template <int kC, int BN>
-__device__ __forceinline__ float row_max(const float (&s)[BN / 2], int r, float m) {
+// max (kMin: min) of m and row r of s over kC chains (chain k takes the atoms i with i % kC == k), joined at
+// the end: max and min are exact in any order.
+template <int kC, int BN, bool kMin = false>
+__device__ __forceinline__ float row_extreme(const float (&s)[BN / 2], int r, float m) {
   static_assert(kC == 1 || kC == 4, "one or four chains");
   static_assert(BN / 8 >= kC, "a chain per atom at most");
+  auto pick = [](float a, float b) { return kMin ? fminf(a, b) : fmaxf(a, b); };
   float part[kC];
 #pragma unroll
   for (int i = 0; i < BN / 8; ++i) {
-    const float pair = fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]);
-    part[i % kC] = i >= kC ? fmaxf(part[i % kC], pair) : i == 0 ? fmaxf(m, pair) : pair;
+    const float pair = pick(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]);
+    part[i % kC] = i >= kC ? pick(part[i % kC], pair) : i == 0 ? pick(m, pair) : pair;
   }
   if constexpr (kC == 1) return part[0];
-  else return fmaxf(fmaxf(part[0], part[1]), fmaxf(part[2], part[3]));
+  else return pick(pick(part[0], part[1]), pick(part[2], part[3]));
+}
+template <int kC, int BN>
+__device__ __forceinline__ float row_max(const float (&s)[BN / 2], int r, float m) {
+  return row_extreme<kC, BN>(s, r, m);
 }
 
 // Row r of s becomes P = exp2(s c - mc) in place; returns the row's sum over kC chains (entry n = 2i + j
@@ -204,6 +210,91 @@ __device__ __forceinline__ void online_softmax(float (&s)[BN / 2], float (&m)[2]
   }
 }
 
+// Softcap (codegen's kSoftcap: score_mod = u * tanh(score * k), u and k uniform) with FLEXATTN_SM90_SOFTCAP=1
+// (the source generator defines FLEXATTN_SM90_SOFTCAP_PATH). u tanh(x) = |u| tanh(sgn(u) x), so with the
+// score scale, k, sgn(u) and 2 log2(e) in one constant k2 the tile's entries become t = raw * k2 (one FMUL
+// instead of two) and, in log2 units, w = |u| log2(e) (1 - 2 r) with r = 1 / (2^t + 1) (fa_tanh_rcp: two MUFU
+// ops, as the general path), decreasing in r. So the softmax keeps r in s (masked: +inf), takes the row's
+// minimum r for its max (one FMNMX per entry, no FFMA for the score) and folds w into the exponent:
+// P = exp2(fma(a, r, top - m_ref)), a = -2 |u| log2(e), top = |u| log2(e). Per entry FMUL, 2 MUFU, FADD,
+// FMNMX, FFMA, MUFU, FADD instead of 2 FMUL, 2 MUFU, FADD, 2 FFMA, FMNMX, MUFU, FADD. The reference max moves
+// as FLEXATTN_SM90_LAZY_RESCALE's does (by more than 8 in log2), at every head dim; m and m_ref stay in
+// log2 units. Same formula as fa_mul_tanh; the roundings of the folded constants differ by ulps. a is at most
+// -1e-30, so a masked entry's +inf gives -inf even for u = 0 (whose scores are all 0: P uniform).
+template <class V, class = void>
+struct SoftcapOf {
+  static constexpr bool value = false;
+};
+template <class V>
+struct SoftcapOf<V, decltype(void(V::kSoftcap))> {
+  static constexpr bool value = V::kSoftcap;
+};
+template <class V>
+__device__ __forceinline__ constexpr bool use_softcap() {
+#if defined(FLEXATTN_SM90_SOFTCAP_PATH)
+  return SoftcapOf<V>::value;
+#else
+  return false;
+#endif
+}
+struct SoftcapTile {
+  float k2, a, top;
+};
+template <class V>
+__device__ __forceinline__ SoftcapTile softcap_tile(const AttnParams& p) {
+  if constexpr (use_softcap<V>()) {
+    float u, k;
+    V::softcap(p.mod, u, k);
+    const float top = fabsf(u) * kLog2e;
+    return {p.scale * k * (u < 0.f ? -2.8853900817779268f : 2.8853900817779268f), fminf(-2.f * top, -1e-30f), top};
+  } else {
+    return {0.f, 0.f, 0.f};
+  }
+}
+
+// r of every entry (+inf where masked); kMask: mask_mod per entry; kTail: bounds and kv wrap as the tail
+// tile of scores_softmax.
+template <class V, bool kMask, bool kTail, int BN>
+__device__ __forceinline__ void scores_softcap(float (&s)[BN / 2], const AttnParams& p, int b, int h,
+                                               const int (&qw)[2], int kv0, int t, bool full, const SoftcapTile& sc) {
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int kv = kv0 + 8 * i + 2 * t + (e & 1);
+      const float r = fa_tanh_rcp(s[4 * i + e] * sc.k2);
+      bool keep = true;
+      if constexpr (kTail) {
+        keep = kv < p.S;
+        if constexpr (V::kHasMaskMod) keep = keep && (full || V::mask_mod(p.mod, b, h, qw[e >> 1], wrap_kv(kv, p.S) + p.kv_offset));
+      } else if constexpr (kMask && V::kHasMaskMod) {
+        keep = V::mask_mod(p.mod, b, h, qw[e >> 1], kv + p.kv_offset);
+      }
+      s[4 * i + e] = keep ? r : pos_inf();
+    }
+  }
+}
+
+template <int BN>
+__device__ __forceinline__ void online_softmax_softcap(float (&s)[BN / 2], float (&m)[2], float (&l)[2],
+                                                       float (&alpha)[2], float (&mr)[2], const SoftcapTile& sc) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float rmin = row_extreme<kSoftmaxChains, BN, true>(s, r, pos_inf());
+    rmin = fminf(rmin, __shfl_xor_sync(0xffffffffu, rmin, 1));
+    rmin = fminf(rmin, __shfl_xor_sync(0xffffffffu, rmin, 2));
+    const float mx = fmaxf(m[r], fmaf(sc.a, rmin, sc.top));  // rmin = +inf (all masked): -inf
+    const bool move = mx - mr[r] > 8.f;                       // both -inf: NaN > 8 is false, keep
+    const float mref = move ? mx : mr[r];
+    const float mu = mref == neg_inf() ? 0.f : mref;
+    alpha[r] = move ? fast_exp2(mr[r] - mu) : 1.f;
+    mr[r] = mref;
+    m[r] = mx;
+    const float rs = exp2_row_sum<kSoftmaxChains, BN>(s, r, sc.a, mu - sc.top);
+    l[r] = l[r] * alpha[r] + rs;
+  }
+}
+
 // Scores then softmax of one tile, in three specialisations: a tile inside [0, S) that needs no
 // mask_mod (a full tile, or any tile of a variant without mask_mod); a partial tile inside [0, S)
 // (mask_mod, no wrap, no bounds: the diagonal of causal and the edges of windows and documents, most
@@ -215,8 +306,22 @@ __device__ __forceinline__ void online_softmax(float (&s)[BN / 2], float (&m)[2]
 template <class V, int BN>
 __device__ __forceinline__ void scores_softmax(float (&s)[BN / 2], const AttnParams& p, int b, int h,
                                                const int (&qw)[2], int kv0, bool full, int t, float (&m)[2],
-                                               float (&l)[2], float (&alpha)[2], float (&mr)[2], float slope) {
+                                               float (&l)[2], float (&alpha)[2], float (&mr)[2], float slope,
+                                               const SoftcapTile& sc) {
   const bool tail = kv0 + BN > p.S;
+  if constexpr (use_softcap<V>()) {
+    if (!tail && (full || !V::kHasMaskMod)) {
+      scores_softcap<V, false, false, BN>(s, p, b, h, qw, kv0, t, full, sc);
+      online_softmax_softcap<BN>(s, m, l, alpha, mr, sc);
+    } else if (!tail) {
+      scores_softcap<V, true, false, BN>(s, p, b, h, qw, kv0, t, full, sc);
+      online_softmax_softcap<BN>(s, m, l, alpha, mr, sc);
+    } else {
+      scores_softcap<V, true, true, BN>(s, p, b, h, qw, kv0, t, full, sc);
+      online_softmax_softcap<BN>(s, m, l, alpha, mr, sc);
+    }
+    return;
+  }
   const float c = softmax_log2_factor<V>(p);
   if (!tail && (full || !V::kHasMaskMod)) {
     if constexpr (use_rel_affine<V>()) scores_inside_affine<V, true, BN>(s, p, b, h, qw, kv0, t, slope);

@@ -6,6 +6,7 @@
 // row offset apart (flat_index()).
 #include <functional>
 #include <set>
+#include <utility>
 #include <sstream>
 #include <unordered_map>
 
@@ -68,6 +69,30 @@ class FunctionEmitter {
     out_ << "    const " << ctype(n->type) << " " << name << " = " << text << ";\n";
     names_[n] = name;
     return name;
+  }
+
+  // score_mod = u * tanh(score * k) (softcap; also tanh(score / d) * u, tanh(score) * u) with u and k
+  // uniform: emits their temporaries and returns {u, k} as f32 expressions, or {"", ""} when `root` is
+  // not of that shape. The sm90 forward's softcap path (fwd_softmax_sm90.cuh) evaluates the mod from
+  // them with the score scale and log2(e) folded into two per-tile constants.
+  std::pair<std::string, std::string> softcap_parts(const Node* root) {
+    if (root == nullptr || root->type != DType::F32 || root->op != Op::Mul) return {"", ""};
+    for (int i : {0, 1}) {
+      const Node* u = root->args[size_t(i)].get();
+      const Node* th = root->args[size_t(1 - i)].get();
+      if (!uniform(u) || th->op != Op::Tanh || th->type != DType::F32) continue;
+      const Node* x = th->args[0].get();
+      if (x->op == Op::Score) return {as(u, DType::F32), "1.0f"};
+      const Node* l = x->args.size() == 2 ? x->args[0].get() : nullptr;
+      const Node* r = x->args.size() == 2 ? x->args[1].get() : nullptr;
+      if (x->type != DType::F32 || l == nullptr) continue;
+      if ((x->op == Op::Div || x->op == Op::Mul) && l->op == Op::Score && uniform(r)) {
+        const std::string k = as(r, DType::F32);
+        return {as(u, DType::F32), x->op == Op::Div ? "fa_rcp(" + k + ")" : k};
+      }
+      if (x->op == Op::Mul && r->op == Op::Score && uniform(l)) return {as(u, DType::F32), as(l, DType::F32)};
+    }
+    return {"", ""};
   }
 
   // The value of `n` converted to `to` (implicit operand conversion: always widening, as promotion).
@@ -417,6 +442,19 @@ GeneratedVariant emit_cuda_variant(const Variant& variant, bool with_backward) {
     out << "    return 0.0f;\n";
   }
   out << "  }\n\n";
+  // Only variants of the softcap shape get the block (other sources stay as they were): the kernels test
+  // for V::kSoftcap (fwd_softmax_sm90.cuh SoftcapOf).
+  if (!score_mod.empty()) {
+    std::ostringstream body;
+    FunctionEmitter fe(layout, body);
+    const auto [u, k] = fe.softcap_parts(score_mod.get());
+    if (!u.empty()) {
+      out << "  // score_mod == softcap_u(p) * tanh(score * softcap_k(p)): yes\n";
+      out << "  static constexpr bool kSoftcap = true;\n";
+      out << "  __device__ __forceinline__ static void softcap(const ModParams& p, float& u, float& k) {\n"
+          << body.str() << "    u = " << u << ";\n    k = " << k << ";\n  }\n\n";
+    }
+  }
   out << "  // g * d score_mod / d score\n";
   out << "  __device__ __forceinline__ static float score_grad(" << kSignature << ", float g) {\n";
   if (grad.d_score.empty()) {

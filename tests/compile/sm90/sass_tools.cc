@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <regex>
 #include <vector>
@@ -87,6 +88,29 @@ std::string function_sass(const std::string& sass, const std::string& name) {
   if (start == std::string::npos) return "";
   const size_t end = sass.find("Function : ", start + head.size());
   return sass.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+std::optional<std::string> elf_section(const std::string& cubin, const std::string& name) {
+  // ELF64 little-endian: e_shoff at 0x28, e_shentsize 0x3A, e_shnum 0x3C, e_shstrndx 0x3E; a section header
+  // has sh_name at 0x00, sh_offset at 0x18, sh_size at 0x20.
+  auto rd = [&](size_t at, size_t n) -> uint64_t {
+    uint64_t v = 0;
+    if (at + n > cubin.size()) return 0;
+    std::memcpy(&v, cubin.data() + at, n);
+    return v;
+  };
+  if (cubin.size() < 64 || cubin.compare(0, 4, "\x7f" "ELF") != 0 || cubin[4] != 2) return std::nullopt;
+  const uint64_t shoff = rd(0x28, 8), shentsize = rd(0x3A, 2), shnum = rd(0x3C, 2), shstrndx = rd(0x3E, 2);
+  if (shstrndx >= shnum) return std::nullopt;
+  const uint64_t strtab = rd(shoff + shstrndx * shentsize + 0x18, 8);
+  for (uint64_t i = 0; i < shnum; ++i) {
+    const uint64_t h = shoff + i * shentsize, off = rd(h + 0x18, 8), size = rd(h + 0x20, 8);
+    const size_t at = size_t(strtab + rd(h, 4));
+    if (at >= cubin.size() || cubin.compare(at, name.size() + 1, name.c_str(), name.size() + 1) != 0) continue;
+    if (off + size > cubin.size()) return std::nullopt;
+    return cubin.substr(size_t(off), size_t(size));
+  }
+  return std::nullopt;
 }
 
 }  // namespace flexattn::testing_sass

@@ -16,6 +16,11 @@ int count(const std::string& text, const std::string& needle);
 // absent.
 std::string function_sass(const std::string& sass, const std::string& name);
 
+// The bytes of the ELF section `name` of a cubin (e.g. ".text.flexattn_fwd": the kernel's machine code, which
+// two sources with the same code share even where their symbol tables differ); nullopt if absent. Needs no
+// disassembler.
+std::optional<std::string> elf_section(const std::string& cubin, const std::string& name);
+
 // Highest general register index (R<n>) named in the SASS, -1 if none.
 int max_register(const std::string& sass);
 

@@ -12,6 +12,7 @@
 #include "common/mod_ops.cuh"
 #include "flexattn/codegen.h"
 #include "flexattn/expr.h"
+#include "flexattn/ir_text.h"
 #include "flexattn/mods.h"
 
 using namespace flexattn;
@@ -252,4 +253,70 @@ TEST(EmitCuda, BufferGradientsWithADiagonalOrUniformIndexGetTheReductionHooks) {
   Variant frozen;
   frozen.score_mod = mods::relative_bias(bias, "S");
   EXPECT_EQ(codegen::emit_cuda_variant(frozen, true).buffer_grad_reduce, 0);
+}
+
+// Softcap's shape, u * tanh(score * k) with u and k uniform (literals, scalars; k also as a divisor), gets
+// the kSoftcap block the sm90 forward's folded path reads (fwd_softmax_sm90.cuh, FLEXATTN_SM90_SOFTCAP);
+// any other shape gets no block at all, so its source is unchanged.
+TEST(EmitCuda, SoftcapScoreModsAreRecognised) {
+  auto source = [](const Expr& score_mod) {
+    Variant v;
+    v.score_mod = score_mod;
+    return codegen::emit_cuda_variant(v, false).source;
+  };
+  const Expr cap = scalar("cap", DType::F32);
+  const std::string lib = source(mods::softcap(30));
+  EXPECT_TRUE(has(lib, "static constexpr bool kSoftcap = true;")) << lib;
+  EXPECT_TRUE(has(lib, "k = fa_rcp(")) << lib;
+  const std::string sc = source(tanh(score() / cap) * cap);
+  EXPECT_TRUE(has(sc, "kSoftcap = true;")) << sc;
+  EXPECT_TRUE(has(sc, "k = fa_rcp(")) << sc;
+  const std::string mul = source(Expr(2.0) * tanh(Expr(0.25) * score()));
+  EXPECT_TRUE(has(mul, "kSoftcap = true;")) << mul;
+  const std::string plain = source(cap * tanh(score()));
+  EXPECT_TRUE(has(plain, "kSoftcap = true;") && has(plain, "k = 1.0f;")) << plain;
+  // The text form (flexattn run --score-expr): a negative cap and tanh(score * k) * u.
+  for (const char* text : {"-25.0*tanh(score/25.0)", "tanh(score*0.2)*3.0"}) {
+    const std::string t = source(parse(text));
+    EXPECT_TRUE(has(t, "kSoftcap = true;")) << text << "\n" << t;
+  }
+  // Not of the shape: a positional factor, tanh of something other than a scaled score, an extra term.
+  for (const Expr& e : {cast(q_idx(), DType::F32) * tanh(score() / cap), cap * tanh(score() / cap + 1.0),
+                        cap * tanh(score() / cap) + 1.0, cap * tanh(score() * score()), score() * tanh(score()),
+                        mods::alibi("H"), score() * 2.0}) {
+    const std::string s = source(e);
+    EXPECT_FALSE(has(s, "kSoftcap")) << s;
+  }
+}
+
+// The folded softcap arithmetic of the sm90 forward (fwd_softmax_sm90.cuh: t = raw * k2 with the score scale,
+// k, sgn(u) and 2 log2(e) in k2; w = fma(a, fa_tanh_rcp(t), top), a = -2 |u| log2(e), top = |u| log2(e)) in f32
+// on the host, against the interpreter: w / log2(e) stays within the error fa_mul_tanh has (the general path),
+// for both signs of u and k.
+TEST(EmitCuda, FoldedSoftcapArithmeticMatchesTheInterpreter) {
+  const Expr u = scalar("u", DType::F32), d = scalar("d", DType::F32);
+  const Expr mod = u * tanh(score() / d);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> raw_dist(0.f, 40.f);
+  const float scale = 1.f / std::sqrt(128.f), log2e = 1.4426950408889634f;
+  for (float uu : {30.f, -30.f, 50.f, 5.f})
+    for (float dd : {30.f, -20.f, 50.f}) {
+      const float k = fa_rcp(dd);
+      const float top = std::fabs(uu) * log2e;
+      const float k2 = scale * k * (uu < 0.f ? -2.8853900817779268f : 2.8853900817779268f);
+      const float a = std::fmin(-2.f * top, -1e-30f);
+      double worst_fold = 0, worst_general = 0;
+      for (int i = 0; i < 20000; ++i) {
+        const float raw = raw_dist(rng);
+        EvalEnv env;
+        env.score = raw * scale;
+        env.scalar = [&](const std::string& n) { return double(n == "u" ? uu : dd); };
+        const double want = eval(mod, env).f;
+        const double fold = double(std::fma(a, fa_tanh_rcp(raw * k2), top)) / double(log2e);
+        const double general = fa_mul_tanh(uu, raw * scale, k);
+        worst_fold = std::max(worst_fold, std::fabs(fold - want));
+        worst_general = std::max(worst_general, std::fabs(general - want));
+      }
+      EXPECT_LT(worst_fold, 4e-6 * std::fabs(uu)) << "u " << uu << " d " << dd << " general " << worst_general;
+    }
 }

@@ -1,0 +1,138 @@
+// The sm90 forward's softmax opt-ins (fwd_softmax_sm90.cuh):
+// FLEXATTN_SM90_POLY_EXP2 = k (common/poly_exp2.cuh): with k eighths of the softmax exp2s on the FMA pipe the
+// kernel compiles clean (no spill, no stack, no ptxas warning) for dense, causal, softcap and ALiBi at D 64 and
+// 128, and -- when a disassembler is present -- really moves k / 8 of the MUFU.EX2 off the MUFU. Out-of-range
+// values are refused with the variable's name.
+// FLEXATTN_SM90_SOFTCAP=1: softcap variants take the folded path (the source says so) and compile clean at
+// D 64 and 128, bf16 and f16, with and without a mask; other variants' sources do not change.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "compile/compile_fixture.h"
+#include "corpus.h"
+#include "flexattn/codegen.h"
+#include "flexattn/error.h"
+#include "flexattn/jit.h"
+#include "flexattn/mods.h"
+#include "runtime/kernel_set.h"
+#include "runtime/tma_sm90.h"
+#include "sass_tools.h"
+
+using namespace flexattn;
+
+namespace {
+
+using Sm90PolyCompile = compile_test::CompileTest;
+
+// The forward source with environment variable `var` set to `value` (unset when null) for this call only.
+std::string source_with(const Variant& v, int d, const char* value, const char* var = "FLEXATTN_SM90_POLY_EXP2",
+                        DType t = DType::BF16) {
+  runtime::KernelSetKey key{t, d, d, "sm_90a", false, runtime::KernelFamily::sm90};
+  if (value) setenv(var, value, 1);
+  std::string src;
+  try {
+    src = runtime::kernel_source_sm90(codegen::emit_cuda_variant(v, false), key);
+  } catch (...) {
+    unsetenv(var);
+    throw;
+  }
+  unsetenv(var);
+  return src;
+}
+
+jit::CompiledKernel compile_fwd(const std::string& prefix, const std::string& source) {
+  jit::KernelRequest req;
+  req.prefix = prefix;
+  req.source = source;
+  req.arch = "sm_90a";
+  req.kernel_names = {"flexattn_fwd"};
+  return jit::get_or_compile(req);
+}
+
+void expect_no_spill(const jit::CompiledKernel& compiled, const std::string& what) {
+  ASSERT_EQ(compiled.ptxas.count("flexattn_fwd"), 1u) << what << "\n" << compiled.log;
+  const jit::PtxasInfo& info = compiled.ptxas.at("flexattn_fwd");
+  EXPECT_EQ(info.spill_stores + info.spill_loads, 0) << what;
+  EXPECT_EQ(info.stack, 0) << what;
+  EXPECT_EQ(compiled.log.find("warning"), std::string::npos) << what << ":\n" << compiled.log;
+}
+
+}  // namespace
+
+TEST_F(Sm90PolyCompile, PolyExp2CompilesCleanlyAndLeavesTheMufu) {
+  mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
+  std::string why;
+  for (const char* name : {"full", "causal", "softcap:30+causal", "alibi+causal"})
+    for (int d : {64, 128}) {
+      const Variant v = corpus::build_variant(corpus::corpus_entry(name), shape).variant;
+      const std::string what = std::string(name) + " D=" + std::to_string(d);
+      int ex2[2] = {0, 0}, ffma[2] = {0, 0};
+      for (int k : {0, 2}) {
+        const std::string src = source_with(v, d, k ? "2" : nullptr);
+        EXPECT_EQ(src.find("#define FLEXATTN_SM90_POLY_EXP2 2") != std::string::npos, k == 2) << what;
+        const jit::CompiledKernel compiled =
+            compile_fwd("attn_fwd_sm90a_poly" + std::to_string(k) + "_d" + std::to_string(d), src);
+        expect_no_spill(compiled, what + " poly " + std::to_string(k));
+        const std::optional<std::string> sass = testing_sass::disassemble(*compiled.cubin, &why);
+        if (!sass) continue;
+        EXPECT_EQ(testing_sass::count(*sass, "LDL"), 0) << what;
+        ex2[k / 2] = testing_sass::count(*sass, "MUFU.EX2");
+        ffma[k / 2] = testing_sass::count(*sass, "FFMA ");
+      }
+      if (ex2[0] == 0) continue;  // no disassembler
+      // Two eighths of the row exp2s leave (16 per softmax copy of a 64 x 128 tile; the alpha and tanh
+      // exp2s stay; nvdisasm 13.0, causal D=64: 594 -> 450), five FFMA each in their place.
+      EXPECT_GE(ex2[0] - ex2[1], 64) << what << ": " << ex2[0] << " -> " << ex2[1];
+      EXPECT_GE(ffma[1] - ffma[0], 5 * (ex2[0] - ex2[1])) << what;
+    }
+}
+
+TEST_F(Sm90PolyCompile, OutOfRangeValuesAreRefusedByName) {
+  mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
+  const Variant v = corpus::build_variant(corpus::corpus_entry("causal"), shape).variant;
+  for (const char* bad : {"5", "-1", "two"}) {
+    try {
+      source_with(v, 128, bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("FLEXATTN_SM90_POLY_EXP2: expected a number in [0"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_EQ(source_with(v, 128, "0").find("POLY_EXP2"), std::string::npos);
+}
+
+TEST_F(Sm90PolyCompile, SoftcapPathCompilesCleanly) {
+  mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
+  Variant unmasked;
+  unmasked.score_mod = mods::softcap(30);
+  const Variant variants[2] = {corpus::build_variant(corpus::corpus_entry("softcap:30+causal"), shape).variant, unmasked};
+  for (int i : {0, 1})
+    for (int d : {64, 128})
+      for (DType t : {DType::BF16, DType::F16}) {
+        const Variant& v = variants[i];
+        const std::string what = std::string(i ? "softcap:30" : "softcap:30+causal") + " D=" + std::to_string(d) + " " +
+                                 std::string(dtype_name(t));
+        const std::string src = source_with(v, d, "1", "FLEXATTN_SM90_SOFTCAP", t);
+        EXPECT_NE(src.find("#define FLEXATTN_SM90_SOFTCAP_PATH 1"), std::string::npos) << what;
+        EXPECT_NE(src.find("static constexpr bool kSoftcap = true;"), std::string::npos) << what;
+        expect_no_spill(compile_fwd("attn_fwd_sm90a_softcap_d" + std::to_string(d), src), what);
+      }
+  // Another variant: the switch adds the define, the variant has no kSoftcap block, the kernel is unchanged.
+  const Variant causal = corpus::build_variant(corpus::corpus_entry("alibi+causal"), shape).variant;
+  const std::string on = source_with(causal, 128, "1", "FLEXATTN_SM90_SOFTCAP"), off = source_with(causal, 128, nullptr);
+  EXPECT_EQ(on.find("kSoftcap"), std::string::npos);
+  // Same program name: the cubin then differs only if the code does.
+  const jit::CompiledKernel a = compile_fwd("attn_fwd_sm90a_softcap_switch", on),
+                            b = compile_fwd("attn_fwd_sm90a_softcap_switch", off);
+  const std::optional<std::string> ta = testing_sass::elf_section(*a.cubin, ".text.flexattn_fwd"),
+                                   tb = testing_sass::elf_section(*b.cubin, ".text.flexattn_fwd");
+  ASSERT_TRUE(ta && tb && !ta->empty());
+  EXPECT_TRUE(*ta == *tb) << "the softcap switch changed a non-softcap kernel's code";
+  // And the comparison can see a difference: the softcap variant's code does change.
+  const jit::CompiledKernel c = compile_fwd("attn_fwd_sm90a_softcap_switch", source_with(variants[0], 128, "1", "FLEXATTN_SM90_SOFTCAP")),
+                            d = compile_fwd("attn_fwd_sm90a_softcap_switch", source_with(variants[0], 128, nullptr));
+  EXPECT_FALSE(*testing_sass::elf_section(*c.cubin, ".text.flexattn_fwd") ==
+               *testing_sass::elf_section(*d.cubin, ".text.flexattn_fwd"));
+}
