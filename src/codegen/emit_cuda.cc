@@ -449,7 +449,7 @@ GeneratedVariant emit_cuda_variant(const Variant& variant, bool with_backward) {
     FunctionEmitter fe(layout, body);
     const auto [u, k] = fe.softcap_parts(score_mod.get());
     if (!u.empty()) {
-      out << "  // score_mod == softcap_u(p) * tanh(score * softcap_k(p)): yes\n";
+      out << "  // score_mod == u * tanh(score * k), u and k from softcap(p, u, k): yes\n";
       out << "  static constexpr bool kSoftcap = true;\n";
       out << "  __device__ __forceinline__ static void softcap(const ModParams& p, float& u, float& k) {\n"
           << body.str() << "    u = " << u << ";\n    k = " << k << ";\n  }\n\n";

@@ -27,6 +27,13 @@ struct FlexVariant {
     return 0.0f;
   }
 
+  // score_mod == u * tanh(score * k), u and k from softcap(p, u, k): yes
+  static constexpr bool kSoftcap = true;
+  __device__ __forceinline__ static void softcap(const ModParams& p, float& u, float& k) {
+    u = ((float)p.lit[0]);
+    k = fa_rcp(((float)p.lit[0]));
+  }
+
   // g * d score_mod / d score
   __device__ __forceinline__ static float score_grad(const ModParams& p, float score, int b, int h, int q_idx, int kv_idx, float g) {
     const float t0 = fa_tanh_scaled(score, fa_rcp(((float)p.lit[0])));
