@@ -44,9 +44,9 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 [ $HOPPER = 1 ] && FLEXATTN_SM90_PERSISTENT=0 FLEXATTN_SM90_BWD_V2=0 run gpu_attention_per_tile $CHECK --quick
 # The paths session 5's defaults replaced, in one run: the v2 backward with per-row bulk dQ (v3's TMA
 # reductions off) and per-entry buffer-gradient atomics, the forward without the affine ALiBi bias, uniform descriptors, ILP softmax and lazy
-# rescale, and the narrow kv tile for buffer-reading mods.
+# rescale, and the narrow kv tile for buffer-reading mods; and session 7's general softcap path (FLEXATTN_SM90_SOFTCAP=0).
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_V3=0 FLEXATTN_SM90_BWD_BG_REDUCE=0 FLEXATTN_SM90_AFFINE=0 FLEXATTN_SM90_UDESC=0 FLEXATTN_SM90_ILP=0 \
-  FLEXATTN_SM90_LAZY=0 FLEXATTN_SM90_NARROW=1 run gpu_attention_s4 $CHECK --quick
+  FLEXATTN_SM90_LAZY=0 FLEXATTN_SM90_NARROW=1 FLEXATTN_SM90_SOFTCAP=0 run gpu_attention_s4 $CHECK --quick
 # The sm90 backward's per-element dQ path (the default is the bulk dQ path).
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_BULK=0 run gpu_attention_bwd_red $CHECK --quick
 # compute-sanitizer memcheck on the quick subset (every kernel, odd lengths, both dtypes): any invalid access

@@ -37,9 +37,10 @@ std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const K
   if (jit::env_flag("FLEXATTN_SM90_UDESC", d128)) s << "#define FLEXATTN_SM90_UNIFORM_DESC 1\n";
   if (jit::env_flag("FLEXATTN_SM90_ILP", d128)) s << "#define FLEXATTN_SM90_SOFTMAX_ILP 1\n";
   if (jit::env_flag("FLEXATTN_SM90_LAZY", d128)) s << "#define FLEXATTN_SM90_LAZY_RESCALE 1\n";
-  // FLEXATTN_SM90_SOFTCAP (default off until measured, bench/lab/round/r23.sh): softcap-shaped score_mods
-  // (codegen's kSoftcap) evaluate in the folded form of fwd_softmax_sm90.cuh.
-  if (jit::env_flag("FLEXATTN_SM90_SOFTCAP", false)) s << "#define FLEXATTN_SM90_SOFTCAP_PATH 1\n";
+  // FLEXATTN_SM90_SOFTCAP (default on since session 7; H200 S=8192 softcap forward D=128 365 -> 392 TFLOP/s with
+  // a causal mask, 396 -> 422 without; bench/lab/round/r23.sh): softcap-shaped score_mods (codegen's kSoftcap)
+  // evaluate in the folded form of fwd_softmax_sm90.cuh. 0: the general path.
+  if (jit::env_flag("FLEXATTN_SM90_SOFTCAP", true)) s << "#define FLEXATTN_SM90_SOFTCAP_PATH 1\n";
   // FLEXATTN_SM90_POLY_EXP2 = k (0..4, default 0): k eighths of the softmax's exp2s on the FMA pipe
   // (numeric.cuh poly_exp2) instead of the MUFU; an A/B knob until measured (bench/lab/round/r21.sh).
   if (const int k = int(jit::env_number("FLEXATTN_SM90_POLY_EXP2", 0, 0, 4)); k > 0)

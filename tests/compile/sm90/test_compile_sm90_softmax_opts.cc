@@ -3,8 +3,8 @@
 // kernel compiles clean (no spill, no stack, no ptxas warning) for dense, causal, softcap and ALiBi at D 64 and
 // 128, and -- when a disassembler is present -- really moves k / 8 of the MUFU.EX2 off the MUFU. Out-of-range
 // values are refused with the variable's name.
-// FLEXATTN_SM90_SOFTCAP=1: softcap variants take the folded path (the source says so) and compile clean at
-// D 64 and 128, bf16 and f16, with and without a mask; other variants' sources do not change.
+// FLEXATTN_SM90_SOFTCAP (on unless 0): softcap variants take the folded path (the source says so; unset = on)
+// and compile clean at D 64 and 128, bf16 and f16, with and without a mask; other variants' code does not change.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -116,12 +116,14 @@ TEST_F(Sm90PolyCompile, SoftcapPathCompilesCleanly) {
                                  std::string(dtype_name(t));
         const std::string src = source_with(v, d, "1", "FLEXATTN_SM90_SOFTCAP", t);
         EXPECT_NE(src.find("#define FLEXATTN_SM90_SOFTCAP_PATH 1"), std::string::npos) << what;
+        EXPECT_EQ(source_with(v, d, nullptr, "FLEXATTN_SM90_SOFTCAP", t), src) << what << ": unset is on";
         EXPECT_NE(src.find("static constexpr bool kSoftcap = true;"), std::string::npos) << what;
         expect_no_spill(compile_fwd("attn_fwd_sm90a_softcap_d" + std::to_string(d), src), what);
       }
   // Another variant: the switch adds the define, the variant has no kSoftcap block, the kernel is unchanged.
   const Variant causal = corpus::build_variant(corpus::corpus_entry("alibi+causal"), shape).variant;
-  const std::string on = source_with(causal, 128, "1", "FLEXATTN_SM90_SOFTCAP"), off = source_with(causal, 128, nullptr);
+  const std::string on = source_with(causal, 128, "1", "FLEXATTN_SM90_SOFTCAP"),
+                    off = source_with(causal, 128, "0", "FLEXATTN_SM90_SOFTCAP");
   EXPECT_EQ(on.find("kSoftcap"), std::string::npos);
   // Same program name: the cubin then differs only if the code does.
   const jit::CompiledKernel a = compile_fwd("attn_fwd_sm90a_softcap_switch", on),
@@ -132,7 +134,7 @@ TEST_F(Sm90PolyCompile, SoftcapPathCompilesCleanly) {
   EXPECT_TRUE(*ta == *tb) << "the softcap switch changed a non-softcap kernel's code";
   // And the comparison can see a difference: the softcap variant's code does change.
   const jit::CompiledKernel c = compile_fwd("attn_fwd_sm90a_softcap_switch", source_with(variants[0], 128, "1", "FLEXATTN_SM90_SOFTCAP")),
-                            d = compile_fwd("attn_fwd_sm90a_softcap_switch", source_with(variants[0], 128, nullptr));
+                            d = compile_fwd("attn_fwd_sm90a_softcap_switch", source_with(variants[0], 128, "0", "FLEXATTN_SM90_SOFTCAP"));
   EXPECT_FALSE(*testing_sass::elf_section(*c.cubin, ".text.flexattn_fwd") ==
                *testing_sass::elf_section(*d.cubin, ".text.flexattn_fwd"));
 }
