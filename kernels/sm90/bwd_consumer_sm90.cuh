@@ -188,6 +188,25 @@ __device__ __forceinline__ void store_dk_dv(const AttnParams& p, const float (&d
   store_rows<T, Dv>((unsigned char*)p.dv + 2 * dv_off, p.dv_sl, dv, 1.f, kv_row, p.S, t);
 }
 
+// Persistent backward (kP), a consumer warp at its work tile's end marker, once its GEMMs of the tile retired
+// and kv_info was read: releases K / V and the end slot like any other. hk, bz, kv_row (kv_info's kv0 + this
+// thread's row offset) and the next bar_kv parity are read only now, for the epilogue and the next tile (held
+// from the top of the tile they stay live through the loop and spill, see kv_phase).
+template <int ST, class Cfg>
+__device__ __forceinline__ void bwd_finish_work_tile(const Cfg& c, RingPos& pos, int row_offset, int lane, int& hk,
+                                                     int& bz, int& kv_row, unsigned& kv_phase) {
+  hk = ld_shared_s32(bwd_kv_info(c) + 4);
+  bz = ld_shared_s32(bwd_kv_info(c) + 8);
+  kv_row = ld_shared_s32(bwd_kv_info(c)) + row_offset;
+  kv_phase = unsigned(ld_shared_s32(bwd_kv_info(c) + 12));
+  __syncwarp();  // every lane's reads before lane 0's release
+  if (lane == 0) {
+    mbar_arrive(bwd_kv_empty(c));
+    mbar_arrive(c.empty(pos.stage));
+  }
+  pos.template advance<ST>();
+}
+
 // kDqTma (FLEXATTN_SM90_BWD_V3, with kDqBulk): the dQ buffers are swizzled for the writer's TMA tensor
 // reductions (dq_to_smem); false is the code that existed before the option.
 // kP (kPersistent, FLEXATTN_SM90_BWD_PERSISTENT): the body runs once per work tile (tile loop below; kv0,
@@ -231,21 +250,8 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
     const unsigned info = c.info(pos.stage);
     const int q0 = ld_shared_s32(info);
     if (q0 < 0) {
-      if constexpr (kP) {
-        // This warp's GEMMs of the tile retired (the dQ GEMM's wait of its last query tile) and kv_info
-        // read: release K / V, and the end slot like any other.
-        // hk, bz, kv_row and the next bar_kv parity are read only now, for the epilogue and the next
-        // tile (held from the top of the tile they stay live through the loop and spill, see kv_phase).
-        hk = ld_shared_s32(bwd_kv_info(c) + 4);
-        bz = ld_shared_s32(bwd_kv_info(c) + 8);
-        kv_row = ld_shared_s32(bwd_kv_info(c)) + 64 * wg + 16 * warp + g;
-        kv_phase = unsigned(ld_shared_s32(bwd_kv_info(c) + 12));
-        __syncwarp();  // every lane's reads before lane 0's release
-        if (lane == 0) {
-          mbar_arrive(bwd_kv_empty(c));
-          mbar_arrive(c.empty(pos.stage));
-        }
-        pos.template advance<C::ST>();
+      if constexpr (kP) {  // this warp's GEMMs of the tile retired: see bwd_finish_work_tile
+        bwd_finish_work_tile<C::ST>(c, pos, wg * 64 + 16 * warp + g, lane, hk, bz, kv_row, kv_phase);
       } else if constexpr (kDqBulk) {
         if (do_dq && wg == 1) dq_end_marker(c, pos.stage, pos.phase, tid);
       }

@@ -297,21 +297,8 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
     const unsigned info = c.info(pos.stage);
     const int q0 = ld_shared_s32(info);
     if (q0 < 0) {
-      if constexpr (kP) {
-        // This warp's GEMMs of the tile retired (wgmma_wait<0> of its last query tile) and kv_info read:
-        // release K / V, and the end slot like any other.
-        // hk, bz, kv_row and the next bar_kv parity are read only now, for the epilogue and the next
-        // tile (held from the top of the tile they stay live through the loop and spill, see kv_phase).
-        hk = ld_shared_s32(bwd_kv_info(c) + 4);
-        bz = ld_shared_s32(bwd_kv_info(c) + 8);
-        kv_row = ld_shared_s32(bwd_kv_info(c)) + 64 * wg + 16 * warp + g;
-        kv_phase = unsigned(ld_shared_s32(bwd_kv_info(c) + 12));
-        __syncwarp();  // every lane's reads before lane 0's release
-        if (lane == 0) {
-          mbar_arrive(bwd_kv_empty(c));
-          mbar_arrive(c.empty(pos.stage));
-        }
-        pos.template advance<C::ST>();
+      if constexpr (kP) {  // this warp's GEMMs of the tile retired: see bwd_finish_work_tile
+        bwd_finish_work_tile<C::ST>(c, pos, wg * 64 + 16 * warp + g, lane, hk, bz, kv_row, kv_phase);
       } else if constexpr (kB) {
         if (do_dq) dq_end_marker_v2(c, dq_phase, wg, tid);
       }

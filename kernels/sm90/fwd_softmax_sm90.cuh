@@ -175,6 +175,23 @@ __device__ __forceinline__ float exp2_row_sum(float (&s)[BN / 2], int r, float c
   else return (part[0] + part[1]) + (part[2] + part[3]);
 }
 
+// The lazy reference max (FLEXATTN_SM90_LAZY_RESCALE, and always on the softcap path): the exponent's reference
+// max mr moves only when the running max mx (already including m) passes it by more than 8 log2 units (values
+// times c > 0), so P <= 2^8 (exact in bf16/f16 up to the usual rounding, l in f32); otherwise alpha = 1 and the
+// consumer skips the O rescale when its whole warp kept mr. lse uses mr (consistent with l); m stays the true
+// running max for max_score. Both -inf: NaN > 8 is false, keep. Returns the exponent's offset mr * c (0 while
+// mr is -inf, so exp2(-inf) = 0 and nothing becomes NaN).
+__device__ __forceinline__ float lazy_reference(float mx, float c, float& m, float& mr, float& alpha) {
+  const bool move = (mx - mr) * c > 8.f;
+  const float mref = move ? mx : mr;
+  const float mu = mref == neg_inf() ? 0.f : mref;
+  const float mc = mu * c;
+  alpha = move ? fast_exp2(fmaf(mr, c, -mc)) : 1.f;
+  mr = mref;
+  m = mx;
+  return mc;
+}
+
 // One kv tile of the online softmax: s (u units, -inf = masked) becomes P in place; m is the running
 // row max (u units), l the thread's partial row sum (quad-reduced once, in the epilogue); alpha =
 // exp2((m_old - m_new) c) is returned for the O rescale, which waits until the in-flight P V retires. A
@@ -188,17 +205,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[BN / 2], float (&m)[2]
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
 #if defined(FLEXATTN_SM90_LAZY_RESCALE)
-    // FLEXATTN_SM90_LAZY_RESCALE: the exponent's reference max mr moves only when the running max passes
-    // it by more than 8 (log2 units), so P <= 2^8 (exact in bf16/f16 up to the usual rounding, l in f32);
-    // otherwise alpha = 1 and the consumer skips the O rescale when its whole warp kept mr. lse uses mr
-    // (consistent with l); m stays the true running max for max_score. Both -inf: NaN > 8 is false, keep.
-    const bool move = (mx - mr[r]) * c > 8.f;
-    const float mref = move ? mx : mr[r];
-    const float mu = mref == neg_inf() ? 0.f : mref;
-    const float mc = mu * c;
-    alpha[r] = move ? fast_exp2(fmaf(mr[r], c, -mc)) : 1.f;
-    mr[r] = mref;
-    m[r] = mx;
+    const float mc = lazy_reference(mx, c, m[r], mr[r], alpha[r]);
 #else
     const float mu = mx == neg_inf() ? 0.f : mx;
     const float mc = mu * c;
@@ -284,12 +291,7 @@ __device__ __forceinline__ void online_softmax_softcap(float (&s)[BN / 2], float
     rmin = fminf(rmin, __shfl_xor_sync(0xffffffffu, rmin, 1));
     rmin = fminf(rmin, __shfl_xor_sync(0xffffffffu, rmin, 2));
     const float mx = fmaxf(m[r], fmaf(sc.a, rmin, sc.top));  // rmin = +inf (all masked): -inf
-    const bool move = mx - mr[r] > 8.f;                       // both -inf: NaN > 8 is false, keep
-    const float mref = move ? mx : mr[r];
-    const float mu = mref == neg_inf() ? 0.f : mref;
-    alpha[r] = move ? fast_exp2(mr[r] - mu) : 1.f;
-    mr[r] = mref;
-    m[r] = mx;
+    const float mu = lazy_reference(mx, 1.f, m[r], mr[r], alpha[r]);  // log2 units: c = 1
     const float rs = exp2_row_sum<kSoftmaxChains, BN>(s, r, sc.a, mu - sc.top);
     l[r] = l[r] * alpha[r] + rs;
   }

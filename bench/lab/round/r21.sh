@@ -2,7 +2,7 @@
 # Session 7, round 1: FLEXATTN_SM90_POLY_EXP2=k (k eighths of the forward softmax's exp2s on the FMA pipe,
 # kernels/common/numeric.cuh poly_exp2) — correctness (--quick with k=4, ALiBi / softcap --check) and S=8192 forward
 # TFLOP/s by k for D=64 (MUFU-bound in the model: one exp2 per 256 tensor flops) and D=128 (softcap: 3 MUFU ops per
-# entry); then `make gpu-test` part 2 (r20.sh) in the time left.
+# entry); then `make gpu-test` part 2 in the time left.
 . "$(dirname "$0")/lib.sh"
 out_dir r21; L=$O
 build_gpu $O gpu_attention_check flexattn

@@ -23,7 +23,7 @@ using namespace flexattn;
 
 namespace {
 
-using Sm90PolyCompile = compile_test::CompileTest;
+using Sm90SoftmaxOptsCompile = compile_test::CompileTest;
 
 // The forward source with environment variable `var` set to `value` (unset when null) for this call only.
 std::string source_with(const Variant& v, int d, const char* value, const char* var = "FLEXATTN_SM90_POLY_EXP2",
@@ -60,7 +60,7 @@ void expect_no_spill(const jit::CompiledKernel& compiled, const std::string& wha
 
 }  // namespace
 
-TEST_F(Sm90PolyCompile, PolyExp2CompilesCleanlyAndLeavesTheMufu) {
+TEST_F(Sm90SoftmaxOptsCompile, PolyExp2CompilesCleanlyAndLeavesTheMufu) {
   mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
   std::string why;
   for (const char* name : {"full", "causal", "softcap:30+causal", "alibi+causal"})
@@ -88,7 +88,7 @@ TEST_F(Sm90PolyCompile, PolyExp2CompilesCleanlyAndLeavesTheMufu) {
     }
 }
 
-TEST_F(Sm90PolyCompile, OutOfRangeValuesAreRefusedByName) {
+TEST_F(Sm90SoftmaxOptsCompile, OutOfRangeValuesAreRefusedByName) {
   mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
   const Variant v = corpus::build_variant(corpus::corpus_entry("causal"), shape).variant;
   for (const char* bad : {"5", "-1", "two"}) {
@@ -103,7 +103,7 @@ TEST_F(Sm90PolyCompile, OutOfRangeValuesAreRefusedByName) {
   EXPECT_EQ(source_with(v, 128, "0").find("POLY_EXP2"), std::string::npos);
 }
 
-TEST_F(Sm90PolyCompile, SoftcapPathCompilesCleanly) {
+TEST_F(Sm90SoftmaxOptsCompile, SoftcapPathCompilesCleanly) {
   mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
   Variant unmasked;
   unmasked.score_mod = mods::softcap(30);
