@@ -76,23 +76,14 @@ class FunctionEmitter {
   // not of that shape. The sm90 forward's softcap path (fwd_softmax_sm90.cuh) evaluates the mod from
   // them with the score scale and log2(e) folded into two per-tile constants.
   std::pair<std::string, std::string> softcap_parts(const Node* root) {
-    if (root == nullptr || root->type != DType::F32 || root->op != Op::Mul) return {"", ""};
-    for (int i : {0, 1}) {
-      const Node* u = root->args[size_t(i)].get();
-      const Node* th = root->args[size_t(1 - i)].get();
-      if (!uniform(u) || th->op != Op::Tanh || th->type != DType::F32) continue;
-      const Node* x = th->args[0].get();
-      if (x->op == Op::Score) return {as(u, DType::F32), "1.0f"};
-      const Node* l = x->args.size() == 2 ? x->args[0].get() : nullptr;
-      const Node* r = x->args.size() == 2 ? x->args[1].get() : nullptr;
-      if (x->type != DType::F32 || l == nullptr) continue;
-      if ((x->op == Op::Div || x->op == Op::Mul) && l->op == Op::Score && uniform(r)) {
-        const std::string k = as(r, DType::F32);
-        return {as(u, DType::F32), x->op == Op::Div ? "fa_rcp(" + k + ")" : k};
-      }
-      if (x->op == Op::Mul && r->op == Op::Score && uniform(l)) return {as(u, DType::F32), as(l, DType::F32)};
-    }
-    return {"", ""};
+    const Node* u = nullptr;
+    const Node* th = root == nullptr ? nullptr : uniform_times_tanh(*root, &u);
+    if (th == nullptr || th->type != DType::F32) return {"", ""};
+    const Node* x = th->args[0].get();
+    if (x->op == Op::Score) return {as(u, DType::F32), "1.0f"};
+    const Scaled sx = scaled(x);
+    if (sx.k.empty() || sx.x_node->op != Op::Score) return {"", ""};
+    return {as(u, DType::F32), sx.k};
   }
 
   // The value of `n` converted to `to` (implicit operand conversion: always widening, as promotion).
@@ -235,16 +226,26 @@ class FunctionEmitter {
       const Scaled x = scaled(n.args[0].get());
       return x.k.empty() ? "" : "fa_tanh_scaled(" + x.x + ", " + x.k + ")";
     }
-    if (n.op != Op::Mul) return "";
+    const Node* u = nullptr;
+    const Node* th = uniform_times_tanh(n, &u);
+    if (th == nullptr) return "";
+    const Scaled x = scaled(th->args[0].get());
+    return "fa_mul_tanh(" + as(u, DType::F32) + ", " +
+           (x.k.empty() ? as(th->args[0].get(), DType::F32) + ", 1.0f" : x.x + ", " + x.k) + ")";
+  }
+
+  // n = u * tanh(a) or tanh(a) * u with u uniform: the tanh node (and *u); null when n is not of that shape.
+  const Node* uniform_times_tanh(const Node& n, const Node** u) {
+    if (n.type != DType::F32 || n.op != Op::Mul) return nullptr;
     for (int i : {0, 1}) {
-      const Node* u = n.args[size_t(i)].get();
+      const Node* f = n.args[size_t(i)].get();
       const Node* th = n.args[size_t(1 - i)].get();
-      if (!uniform(u) || th->op != Op::Tanh) continue;
-      const Scaled x = scaled(th->args[0].get());
-      return "fa_mul_tanh(" + as(u, DType::F32) + ", " +
-             (x.k.empty() ? as(th->args[0].get(), DType::F32) + ", 1.0f" : x.x + ", " + x.k) + ")";
+      if (uniform(f) && th->op == Op::Tanh) {
+        *u = f;
+        return th;
+      }
     }
-    return "";
+    return nullptr;
   }
 
   // `a` as x * k with k uniform (a product with a uniform factor, or a quotient by a uniform divisor:
@@ -252,14 +253,15 @@ class FunctionEmitter {
   // own scale. k empty: no such form.
   struct Scaled {
     std::string x, k;
+    const Node* x_node = nullptr;
   };
   Scaled scaled(const Node* a) {
     if (a->type != DType::F32) return {};
     const Node* l = a->args.size() == 2 ? a->args[0].get() : nullptr;
     const Node* r = a->args.size() == 2 ? a->args[1].get() : nullptr;
-    if (a->op == Op::Div && uniform(r)) return {as(l, DType::F32), "fa_rcp(" + as(r, DType::F32) + ")"};
-    if (a->op == Op::Mul && uniform(r)) return {as(l, DType::F32), as(r, DType::F32)};
-    if (a->op == Op::Mul && uniform(l)) return {as(r, DType::F32), as(l, DType::F32)};
+    if (a->op == Op::Div && uniform(r)) return {as(l, DType::F32), "fa_rcp(" + as(r, DType::F32) + ")", l};
+    if (a->op == Op::Mul && uniform(r)) return {as(l, DType::F32), as(r, DType::F32), l};
+    if (a->op == Op::Mul && uniform(l)) return {as(r, DType::F32), as(l, DType::F32), r};
     return {};
   }
 
