@@ -70,7 +70,7 @@ struct BackwardArgs {
   TensorView dout;             // [B,Hq,L,Dv]
   const float* dlse = nullptr; // [B,Hq,L] gradient of the natural-log lse, optional
   TensorView dq, dk, dv;       // outputs, shapes of q, k, v
-  bool deterministic = false;  // bitwise identical dq/dk/dv run to run
+  bool deterministic = false;  // bitwise identical dq/dk/dv run to run (buffer gradients excepted)
   void* workspace = nullptr;   // at least backward_workspace_bytes(args), 16-byte aligned
   size_t workspace_bytes = 0;
 };
@@ -86,7 +86,9 @@ void cuda_backward(const BackwardArgs& args);
 // the Hopper family wherever the dispatch would take it (FLEXATTN_SM90 / FLEXATTN_SM90_BWD on and the
 // head dims supported; a mask-block or layout decline at call time still falls back to the portable
 // family); `portable` = true compiles the portable sm80 family instead (its compile tier on sm_90a).
-// `deterministic` (backward only) also compiles the deterministic mode's dQ pass, which a backward
+// `deterministic` (backward only) also compiles the deterministic mode's dQ pass where that mode uses it
+// (the portable family; on sm_90a only with FLEXATTN_SM90_BWD_ORDERED_DQ=0, the per-element dQ path or
+// the persistent kernel: the Hopper kernel otherwise orders its own dQ reductions), which a backward
 // otherwise compiles at its first deterministic call; its entry ("flexattn_bwd_dq") joins the report.
 struct CompileReport {
   std::string key;

@@ -15,8 +15,8 @@
 //    (kernels work in log2 internally and convert once); fully masked rows hold -inf. Either may be
 //    null in the forward (not written). The backward reads lse (natural units).
 //  - dlse: fp32 [B,Hq,L] contiguous, the gradient w.r.t. the natural-log lse, or null (= 0).
-//  - dq_accum: fp32 [B,Hq,L,D] contiguous workspace, zeroed by the preprocess kernel; unused (may be
-//    null) when deterministic != 0.
+//  - dq_accum: fp32 [B,Hq,L,D] contiguous workspace, zeroed by the preprocess kernel; null when
+//    deterministic != 0, except with dq_sem (the sm90 backward's ordered dQ reductions).
 //  - Block mask (torch BlockMask layout, int32, contiguous): kv_num_blocks [mask_B,mask_H,nq],
 //    kv_indices [mask_B,mask_H,nq,nkv], q_num_blocks [mask_B,mask_H,nkv], q_indices
 //    [mask_B,mask_H,nkv,nq]; full_* alike and may be null (no full blocks). Kernels index
@@ -99,13 +99,17 @@ struct AttnParams {
   void* dv;
   float* delta;     // [B,Hq,L] written by the preprocess kernel
   const float* dlse;  // may be null
-  float* dq_accum;  // [B,Hq,L,D]; unused when deterministic
+  float* dq_accum;  // [B,Hq,L,D]; null when deterministic (unless dq_sem)
   long long dout_sb, dout_sh, dout_sl;
   long long dq_sb, dq_sh, dq_sl;
   long long dk_sb, dk_sh, dk_sl;
   long long dv_sb, dv_sh, dv_sl;
-  int deterministic;  // != 0: dQ by a separate pass per Q tile (no atomics), bitwise reproducible
-  int pad_;
+  int deterministic;  // != 0: bitwise reproducible dQ (ordered reductions with dq_sem, else a separate pass)
+  // sm90 backward, deterministic mode with ordered dQ (sm90/bwd_dq_order_sm90.h): gridDim.x - 1, so the
+  // non-persistent kernel takes kv tile |bwd_kv_flip - blockIdx.x| (descending); 0 otherwise. A parameter
+  // rather than a select on dq_sem: ptxas rematerializes it in the consumers (the select spilled 8 bytes,
+  // t5 + causal with buffer-gradient reduction, NVRTC 13.0).
+  int bwd_kv_flip;
 
   ModParams mod;
 
@@ -146,6 +150,12 @@ struct AttnParams {
   // sm90 persistent forward (sm90/fwd_scheduler_sm90.cuh, "Queue word"): the launch's tile-queue word,
   // 0 at launch and left at 0; null = the static stride. Set by runtime/sm90_tile_queue.cc only.
   unsigned* tile_queue;
+
+  // sm90 backward, deterministic mode (sm90/bwd_dq_order_sm90.h): semaphores of the ordered dQ reductions,
+  // int32 [B, Hq, ceil(L / 64)] and one abandon word, in the backward workspace, zeroed by the preprocess
+  // kernel. Set by runtime/sm90_backward.cc for the non-persistent bulk dQ kernels only; null otherwise
+  // (deterministic mode then computes dQ in the sm80 family's separate pass).
+  int* dq_sem;
 
   // sm90 backward v3 (FLEXATTN_SM90_BWD_V3): dq_accum [B*Hq, L, D] fp32 as a 3-D TMA map, box (32, 64, 1),
   // 128B swizzle; the dQ writer adds the shared dQ tile with D / 32 tensor reductions. Unused otherwise.

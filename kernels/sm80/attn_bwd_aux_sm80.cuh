@@ -1,11 +1,13 @@
 #pragma once
 // Row-parallel backward helpers, sm80 family.
 //  preprocess: delta = rowsum(O * dO) - dlse (fp32 over the rounded 16-bit values), and zeroes the
-//              dQ accumulator rows (non-deterministic mode) so the main kernel can add into them.
+//              dQ accumulator rows (when there is one) so the main kernel can add into them, and the
+//              sm90 backward's ordered-dQ semaphores (p.dq_sem, deterministic mode).
 //  dq convert: dq = dtype(scale * dq_accum).
 #include "common/numeric.cuh"
 #include "common/params.h"
 #include "sm80/tile_config.h"
+#include "sm90/bwd_dq_order_sm90.h"
 
 namespace flexattn::kern {
 
@@ -21,6 +23,8 @@ __device__ __forceinline__ void attn_bwd_preprocess_sm80(const AttnParams& p) {
   constexpr int kWarps = kSm80AuxThreads / 32, kRowsPerWarp = kSm80PreprocessRows / kWarps;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int h = blockIdx.y, b = blockIdx.z;
+  if (p.dq_sem != nullptr && threadIdx.x == 0 && blockIdx.x == 0 && h == 0 && b == 0)
+    p.dq_sem[sm90::bwd_dq_semaphores(p.B, p.Hq, p.L) - 1] = 0;  // the abandon word
   for (int i = 0; i < kRowsPerWarp; ++i) {
     const int q = blockIdx.x * kSm80PreprocessRows + warp * kRowsPerWarp + i;
     if (q >= p.L) break;
@@ -34,10 +38,12 @@ __device__ __forceinline__ void attn_bwd_preprocess_sm80(const AttnParams& p) {
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
     if (lane == 0) p.delta[row] = acc - (p.dlse != nullptr ? p.dlse[row] : 0.f);
-    if (p.deterministic == 0 && p.dq_accum != nullptr) {
+    if (p.dq_accum != nullptr) {  // null in deterministic mode, unless the sm90 ordered reductions use it
       float4* z = reinterpret_cast<float4*>(p.dq_accum + row * D);
       for (int c = lane; c < D / 4; c += 32) z[c] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
+    if (p.dq_sem != nullptr && lane == 0 && q % kSm90BwdBlockM == 0)
+      p.dq_sem[sm90::bwd_dq_semaphore_index(p.L, b * p.Hq + h, q)] = 0;
   }
 }
 

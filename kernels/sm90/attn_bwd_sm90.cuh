@@ -10,8 +10,9 @@
 //                  with kV2 bwd_consumer_v2_sm90.cuh, and 24 / 240 registers when kDqBulk as well).
 // Semantics are the sm80 backward's (it is the oracle; kernels/sm80/attn_bwd_sm80.cuh): same walk,
 // same per-entry function, dK / dV written once per CTA (deterministic), dQ partials added into the
-// fp32 dq_accum. The rest of the backward is the sm80 family's (preprocess, dq_convert, and in
-// deterministic mode the bwd_dq pass, in which case this kernel computes dQ but does not add it).
+// fp32 dq_accum. The rest of the backward is the sm80 family's (preprocess, dq_convert). Deterministic
+// mode: with the bulk dQ paths (non-persistent) the writer adds the partials in a fixed order
+// (bwd_dq_order_sm90.h); otherwise the sm80 bwd_dq pass computes dQ and this kernel skips it.
 //
 // Entry (generated source, runtime/sm90_backward.cc), compiled for sm_90a only:
 //   extern "C" __global__ void __launch_bounds__(kSm90Threads, 1)
@@ -21,6 +22,7 @@
 #include "common/params.h"
 #include "sm90/bwd_consumer_sm90.cuh"
 #include "sm90/bwd_consumer_v2_sm90.cuh"
+#include "sm90/bwd_dq_order_sm90.cuh"
 #include "sm90/bwd_layout_sm90.cuh"
 #include "sm90/bwd_producer_sm90.cuh"
 #include "sm90/ptx/fence.cuh"
@@ -54,7 +56,9 @@ __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
   using C = BwdCfg<D, Dv, kDqBulk, kV2, kDqTma>;
   extern __shared__ __align__(1024) unsigned char flexattn_smem_sm90[];
   const C c{(smem_u32(flexattn_smem_sm90) + 1023u) & ~1023u};
-  const int kv0 = blockIdx.x * C::BN, hk = blockIdx.y, bz = blockIdx.z;
+  // Ordered dQ (deterministic mode, bwd_dq_order_sm90.h): kv tiles launch in descending order.
+  const int kv_tile = kPersistent ? int(blockIdx.x) : abs(p.bwd_kv_flip - int(blockIdx.x));
+  const int kv0 = kv_tile * C::BN, hk = blockIdx.y, bz = blockIdx.z;
   const int wg = threadIdx.x >> 7;
   if constexpr (!kPersistent) {
     if (kv0 >= p.S) return;  // whole CTA, before any barrier
@@ -93,7 +97,7 @@ __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
         else
           bwd_producer<D, Dv>(p, c, kv0, hk, bz, threadIdx.x & 31);
       } else if (warp == 1) {
-        bwd_dq_writer<D, Dv>(p, c, threadIdx.x & 31);
+        bwd_dq_writer<D, Dv, kDqBulk, kV2, kDqTma, kPersistent>(p, c, threadIdx.x & 31, kv_tile);
       }
     } else if (threadIdx.x < 32) {
       if constexpr (kPersistent)

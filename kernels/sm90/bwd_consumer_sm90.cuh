@@ -20,6 +20,7 @@
 #include "sm80/scores_sm80.cuh"
 #include "sm90/bwd_buffer_grad_sm90.cuh"
 #include "sm90/bwd_gemm_sm90.cuh"
+#include "sm90/bwd_dq_order_sm90.cuh"
 #include "sm90/bwd_layout_sm90.cuh"
 #include "sm90/ptx/fence.cuh"
 #include "sm90/ptx/mbarrier.cuh"
@@ -218,7 +219,7 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
   using C = BwdCfg<D, Dv, kDqBulk, false, kDqTma>;
   const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const unsigned k_half = c.k_half(wg), v_half = c.v_half(wg), ds_tile = c.ds_tile(wg);
-  const bool do_dq = p.deterministic == 0 && p.dq_accum != nullptr;
+  const bool do_dq = bwd_adds_dq<kDqBulk, kP>(p);
   RingPos pos{0, 0u};
   RingPos dqp{0, 0u};      // kP: position of the next dQ buffer use
   // kP: parity of bar_kv's next phase (from kv_info at each tile's end, so that neither it nor kv0 stays

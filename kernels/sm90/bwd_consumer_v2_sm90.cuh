@@ -263,7 +263,7 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
   const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const unsigned k_half = c.k_half(wg), v_half = c.v_half(wg);
   const unsigned k0_slab = c.k_half(0) + wg * C::kSlabBytes, k1_slab = c.k_half(1) + wg * C::kSlabBytes;
-  const bool do_dq = p.deterministic == 0 && p.dq_accum != nullptr;
+  const bool do_dq = bwd_adds_dq<kB, kP>(p);
   const float scale_log2 = p.scale * kLog2e;
   RingPos pos{0, 0u};
   unsigned dq_phase = 0u;  // bulk dQ: phase of the one dQ buffer (flips every tile)

@@ -10,6 +10,7 @@
 #include "common/params.h"
 #include "sm80/attn_bwd_sm80.cuh"
 #include "sm80/scores_sm80.cuh"
+#include "sm90/bwd_dq_order_sm90.cuh"
 #include "sm90/bwd_layout_sm90.cuh"
 #include "sm90/fwd_scheduler_sm90.cuh"
 #include "sm90/ptx/bulk_reduce.cuh"
@@ -203,10 +204,14 @@ __device__ __forceinline__ void bwd_producer_persistent(const AttnParams& p, con
 // v3 (kT, FLEXATTN_SM90_BWD_V3): the buffer is D / 32 swizzled [64][32] fp32 slabs and lane 0 adds each
 // with one TMA tensor reduction (p.dq_map, 3-D (D, L, B * Hq)); rows >= L lie outside the map and are
 // skipped by the TMA unit, so there is no per-row loop.
-template <int D, int Dv, bool kB, bool kV2, bool kT = false>
-__device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<D, Dv, kB, kV2, kT>& c, int lane) {
+template <int D, int Dv, bool kB, bool kV2, bool kT = false, bool kP = false>
+__device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<D, Dv, kB, kV2, kT>& c, int lane,
+                                              int kv_tile) {
   using C = BwdCfg<D, Dv, kB, kV2, kT>;
-  if (p.deterministic != 0 || p.dq_accum == nullptr) return;  // the consumers skip dQ the same way
+  if (!bwd_adds_dq<kB, kP>(p)) return;  // the consumers skip dQ the same way
+  // Deterministic mode: each tile's reductions wait for their turn and complete before the next kv tile's
+  // (bwd_dq_order_sm90.h).
+  const bool ordered = bwd_dq_ordered<kB, kP>(p);
   if constexpr (kT) {
     if (lane == 0) tma_prefetch_map(&p.dq_map);
   }
@@ -216,26 +221,21 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
     const int q0 = ld_shared_s32(c.dq_info(pos.stage));
     if (q0 < 0) break;
     const int bh = ld_shared_s32(c.dq_info(pos.stage) + 4);
-    if constexpr (kT) {
-      if (lane == 0) {
+    if (ordered) bwd_dq_wait_turn(p, bh, q0, kv_tile, lane);
+    if (lane == 0) {
+      if constexpr (kT) {
 #pragma unroll
         for (int s = 0; s < D / 32; ++s) tma_reduce_add_3d(&p.dq_map, c.dq_buf(pos.stage) + s * 64 * 128, 32 * s, q0, bh);
-        bulk_commit_group();
-        bulk_wait_group_read<0>();
-        mbar_arrive(c.dq_empty(pos.stage));
+      } else {
+        const int rows = p.L - q0 < C::BM ? p.L - q0 : C::BM;
+        float* dst = p.dq_accum + ((long long)bh * p.L + q0) * D;
+        const unsigned src = c.dq_buf(pos.stage);
+        for (int r = 0; r < rows; ++r) bulk_reduce_add_f32(dst + r * D, src + r * C::kSmem.dq_row, 4 * D);
       }
-      __syncwarp();
-      pos.template advance<C::DQB>();
-      continue;
-    }
-    const int rows = p.L - q0 < C::BM ? p.L - q0 : C::BM;
-    float* dst = p.dq_accum + ((long long)bh * p.L + q0) * D;
-    const unsigned src = c.dq_buf(pos.stage);
-    if (lane == 0) {
-      for (int r = 0; r < rows; ++r) bulk_reduce_add_f32(dst + r * D, src + r * C::kSmem.dq_row, 4 * D);
       bulk_commit_group();
       bulk_wait_group_read<0>();
       mbar_arrive(c.dq_empty(pos.stage));
+      if (ordered) bwd_dq_pass_turn(p, bh, q0);
     }
     __syncwarp();
     pos.template advance<C::DQB>();

@@ -19,6 +19,7 @@
 #include "runtime/tma_sm90.h"
 #include "sm80/tile_config.h"
 #include "sm90/tile_config_sm90.h"
+#include "sm90/bwd_dq_order_sm90.h"
 #include "sm90/tile_config_sm90_bwd.h"
 
 namespace flexattn {
@@ -202,13 +203,9 @@ void cuda_forward(const ForwardArgs& a) {
 }
 
 size_t backward_workspace_bytes(const BackwardArgs& a) {
-  const int64_t B = a.fwd.q.shape.size() == 4 ? a.fwd.q.shape[0] : 0;
-  const int64_t H = a.fwd.q.shape.size() == 4 ? a.fwd.q.shape[1] : 0;
-  const int64_t L = a.fwd.q.shape.size() == 4 ? a.fwd.q.shape[2] : 0;
-  const int64_t D = a.fwd.q.shape.size() == 4 ? a.fwd.q.shape[3] : 0;
-  const size_t delta = size_t(B * H * L) * 4;
-  const size_t accum = a.deterministic ? 0 : size_t(B * H * L * D) * 4;
-  return ((delta + 255) / 256) * 256 + accum;
+  const auto& shape = a.fwd.q.shape;
+  if (shape.size() != 4) return runtime::backward_workspace(0, 0, 0, 0, a.deterministic).bytes;
+  return runtime::backward_workspace(shape[0], shape[1], shape[2], shape[3], a.deterministic).bytes;
 }
 
 void cuda_backward(const BackwardArgs& a) {
@@ -236,7 +233,9 @@ void cuda_backward(const BackwardArgs& a) {
   if (reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0) throw Error("workspace: must be 16-byte aligned");
   char* ws = static_cast<char*>(a.workspace);
   p.delta = reinterpret_cast<float*>(ws);
-  p.dq_accum = a.deterministic ? nullptr : reinterpret_cast<float*>(ws + ((size_t(pr.B * pr.Hq * pr.L) * 4 + 255) / 256) * 256);
+  // Deterministic mode: no accumulator unless the sm90 backward takes its ordered dQ reductions
+  // (try_sm90_backward sets dq_accum and dq_sem from the workspace then).
+  p.dq_accum = a.deterministic ? nullptr : reinterpret_cast<float*>(ws + runtime::backward_workspace(pr.B, pr.Hq, pr.L, pr.D, false).accum);
   if (runtime::try_sm90_backward(a, p, device_arch(a.fwd.device))) return;  // FLEXATTN_SM90_BWD=0 opts out
 
   runtime::KernelSetKey key{t, int(pr.D), int(pr.Dv), device_arch(a.fwd.device), true};
@@ -259,8 +258,10 @@ CompileReport compile_variant(const Variant& variant, DType dtype, int head_dim,
       (backward ? runtime::sm90_backward_requested() && runtime::sm90_backward_supported(arch, p, nullptr)
                 : runtime::sm90_forward_requested() && runtime::sm90_forward_supported(arch, p, true, nullptr));
   if (hopper) key.family = runtime::KernelFamily::sm90;
-  CompileReport r = runtime::compile_report(runtime::get_kernel_set(variant, key));
-  if (backward && deterministic) {
+  const runtime::KernelSet& set = runtime::get_kernel_set(variant, key);
+  CompileReport r = runtime::compile_report(set);
+  // Deterministic mode needs the sm80 dQ pass unless the sm90 set orders its own dQ reductions.
+  if (backward && deterministic && !runtime::sm90_bwd_orders_dq(set)) {
     const CompileReport dq = runtime::compile_report(runtime::get_kernel_set(variant, runtime::dq_pass_key(key)));
     r.registers.insert(dq.registers.begin(), dq.registers.end());
     r.spill_bytes.insert(dq.spill_bytes.begin(), dq.spill_bytes.end());

@@ -14,6 +14,7 @@
 #include "runtime/sm90_tile_queue.h"
 #include "runtime/tma_sm90.h"
 #include "sm80/tile_config.h"
+#include "sm90/bwd_dq_order_sm90.h"
 #include "sm90/tile_config_sm90_bwd.h"
 
 namespace flexattn::runtime {
@@ -33,6 +34,25 @@ bool sm90_bwd_v2_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_V2", true
 bool sm90_bwd_v3_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_V3", true); }
 
 bool sm90_bwd_bg_reduce_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_BG_REDUCE", true); }
+
+bool sm90_bwd_ordered_dq_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_ORDERED_DQ", true); }
+
+bool sm90_bwd_orders_dq(const KernelSet& set) {
+  return set.key.family == KernelFamily::sm90 && set.key.backward && set.sm90_dq_bulk && !set.sm90_bwd_persistent &&
+         sm90_bwd_ordered_dq_requested();
+}
+
+BackwardWorkspace backward_workspace(int64_t B, int64_t Hq, int64_t L, int64_t D, bool deterministic) {
+  auto align = [](size_t n) { return (n + 255) / 256 * 256; };
+  BackwardWorkspace w;
+  w.accum = align(size_t(B * Hq * L) * 4);
+  w.bytes = w.accum + size_t(B * Hq * L * D) * 4;
+  if (deterministic) {
+    w.sem = align(w.bytes);
+    w.bytes = w.sem + size_t(kern::sm90::bwd_dq_semaphores(int(B), int(Hq), int(L))) * 4;
+  }
+  return w;
+}
 
 bool sm90_bwd_persistent_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_PERSISTENT", false); }
 
@@ -169,12 +189,21 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
   KernelSetKey key{t, p.D, p.Dv, arch, true, KernelFamily::sm90};
   const KernelSet& set = get_kernel_set(*a.fwd.variant, key);
   fill_mod_params(set.layout, a.fwd.bindings, true, &p.mod);
+  // Deterministic mode: the bulk dQ paths of the non-persistent kernel add dQ themselves, in a fixed order
+  // (kernels/sm90/bwd_dq_order_sm90.h); the others leave dQ to the sm80 family's dQ pass.
+  const bool ordered = a.deterministic && sm90_bwd_orders_dq(set);
+  if (ordered) {
+    const BackwardWorkspace w = backward_workspace(p.B, p.Hq, p.L, p.D, true);
+    p.dq_accum = reinterpret_cast<float*>(static_cast<char*>(a.workspace) + w.accum);
+    p.dq_sem = reinterpret_cast<int*>(static_cast<char*>(a.workspace) + w.sem);
+  }
   // The shared-memory size follows the dQ path and the v2 choice the set was compiled with
   // (get_kernel_set may have fallen back from the bulk path).
-  if (set.sm90_bwd_dq_tma && p.dq_accum != nullptr && !a.deterministic) {
+  if (set.sm90_bwd_dq_tma && p.dq_accum != nullptr) {
     try {
       encode_sm90_dq_accum_map(&p);
     } catch (const Error& e) {
+      if (ordered) p.dq_accum = nullptr, p.dq_sem = nullptr;  // the sm80 family's deterministic mode: its dQ pass
       return sm90_decline(std::string("backward: ") + e.what());
     }
   }
@@ -188,9 +217,11 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
                                          sm90_persistent_ctas(jit::device_props(a.fwd.device).sm_count),
                                          set.sm90_dq_bulk, set.sm90_bwd_v2, set.sm90_bwd_dq_tma);
     p.tile_queue = sm90_tile_queue(a.fwd.device, a.fwd.stream);
+  } else if (ordered) {
+    p.bwd_kv_flip = int(l.grid_x) - 1;  // kv tiles in descending launch order (kernels/sm90/bwd_dq_order_sm90.h)
   }
-  launch_backward(*a.fwd.variant, set, p, launch_config(l, a.fwd.stream),
-                  a.deterministic, a.fwd.stream);
+  launch_backward(*a.fwd.variant, set, p, launch_config(l, a.fwd.stream), a.deterministic && !ordered,
+                  a.fwd.stream);
   return true;
 }
 

@@ -15,6 +15,7 @@ struct AttnParams;
 namespace flexattn::runtime {
 
 struct KernelSetKey;
+struct KernelSet;
 
 // FLEXATTN_SM90_BWD is on (default on; read on every call).
 bool sm90_backward_requested();
@@ -58,6 +59,22 @@ struct Sm90BwdChoice {
   bool dq_bulk = false, v2 = false, dq_tma = false, persistent = false;
 };
 Sm90BwdChoice sm90_bwd_source_choice(const std::string& source);
+
+// FLEXATTN_SM90_BWD_ORDERED_DQ is on (default on): in deterministic mode the sm90 main kernel adds dQ itself,
+// its reductions ordered by semaphores (docs/kernels_sm90.md, "Deterministic dQ"); off, the sm80 family's
+// separate dQ pass computes dQ as before. Applies to the bulk dQ paths of the non-persistent kernel.
+bool sm90_bwd_ordered_dq_requested();
+// Deterministic mode on this sm90 backward set takes the ordered dQ reductions (requested, bulk dQ path,
+// non-persistent kernel) instead of the sm80 dQ pass.
+bool sm90_bwd_orders_dq(const KernelSet& set);
+
+// Byte offsets of cuda_backward's workspace: delta [B, Hq, L] fp32, the dQ accumulator [B, Hq, L, D] fp32,
+// and in deterministic mode the ordered-dQ semaphores (kern::sm90::bwd_dq_semaphores ints); each region
+// starts 256-aligned. bytes = backward_workspace_bytes.
+struct BackwardWorkspace {
+  size_t accum = 0, sem = 0, bytes = 0;
+};
+BackwardWorkspace backward_workspace(int64_t B, int64_t Hq, int64_t L, int64_t D, bool deterministic);
 
 // Whether the sm90 backward can run this problem (p filled and validated by cuda_backward): arch
 // "sm_90a", D and Dv in {64, 128}, mask blocks (when a mask is given) multiples of (64, 128). `why`

@@ -53,19 +53,27 @@ TEST_F(CompileTier, HeadDimsAndDtypesCompileWithoutSpills) {
 
 // The deterministic dQ pass is a set of its own, compiled when asked for (the first deterministic backward,
 // or compile_variant's `deterministic`), not with every backward: it took 25-35 % of each backward compile.
+// The Hopper backward orders its own dQ reductions in deterministic mode (FLEXATTN_SM90_BWD_ORDERED_DQ) and
+// needs the pass only with that switch off.
 TEST_F(CompileTier, DeterministicDqPassCompilesOnlyWhenAskedFor) {
   Variant v;
   v.mask_mod = mods::causal();
-  for (bool portable : {true, false}) {
-    const CompileReport plain = compile_variant(v, DType::BF16, 128, 128, "sm_90a", true, portable);
-    EXPECT_EQ(plain.registers.count("flexattn_bwd"), 1u);
-    EXPECT_EQ(plain.registers.count("flexattn_bwd_dq_convert"), 1u);
-    EXPECT_EQ(plain.registers.count("flexattn_bwd_dq"), 0u) << "portable=" << portable;
-    const CompileReport det = compile_variant(v, DType::BF16, 128, 128, "sm_90a", true, portable, true);
-    EXPECT_EQ(det.key, plain.key) << "the report keeps the main set's key";
-    EXPECT_EQ(det.registers.count("flexattn_bwd_dq"), 1u) << "portable=" << portable;
-    EXPECT_EQ(det.spill_bytes.at("flexattn_bwd_dq"), 0);
-  }
+  for (const char* ordered : {"1", "0"})
+    for (bool portable : {true, false}) {
+      setenv("FLEXATTN_SM90_BWD_ORDERED_DQ", ordered, 1);
+      const CompileReport plain = compile_variant(v, DType::BF16, 128, 128, "sm_90a", true, portable);
+      EXPECT_EQ(plain.registers.count("flexattn_bwd"), 1u);
+      EXPECT_EQ(plain.registers.count("flexattn_bwd_dq_convert"), 1u);
+      EXPECT_EQ(plain.registers.count("flexattn_bwd_dq"), 0u) << "portable=" << portable;
+      const CompileReport det = compile_variant(v, DType::BF16, 128, 128, "sm_90a", true, portable, true);
+      EXPECT_EQ(det.key, plain.key) << "the report keeps the main set's key";
+      const bool pass = portable || std::string(ordered) == "0";
+      EXPECT_EQ(det.registers.count("flexattn_bwd_dq"), pass ? 1u : 0u) << "portable=" << portable << " ordered=" << ordered;
+      if (pass) {
+        EXPECT_EQ(det.spill_bytes.at("flexattn_bwd_dq"), 0);
+      }
+    }
+  unsetenv("FLEXATTN_SM90_BWD_ORDERED_DQ");
 }
 
 TEST_F(CompileTier, LiteralValuesShareOneKernel) {

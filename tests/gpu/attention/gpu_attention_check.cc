@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
       only.push_back(argv[++i]);
     } else {
       std::printf("usage: gpu_attention_check [--quick] [--only SUBSTR]...\n"
-                  "  --quick        lengths 17 and 129 only (90 cases)\n"
+                  "  --quick        lengths 17 and 129 only (100 cases)\n"
                   "  --only SUBSTR  only the cases whose corpus mod name contains SUBSTR (repeatable; e.g.\n"
                   "                 --only learnable: the variants with buffer gradients)\n");
       return std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0 ? 0 : 2;
@@ -204,6 +204,17 @@ int main(int argc, char** argv) {
   cases.push_back({&corpus[7], 700, 300, 128, 64, 4, 4, 1, DType::F16, true, false});
   cases.push_back({&corpus[1], 1000, 1000, 128, 128, 4, 1, 1, DType::BF16, true, true});
   cases.push_back({&corpus[9], 257, 257, 64, 64, 4, 4, 1, DType::BF16, true, true});
+  // Deterministic mode across mask shapes (the sm90 backward orders its dQ reductions by the block lists:
+  // docs/kernels_sm90.md, "Deterministic dQ"), GQA with batch broadcast, odd lengths, both head dims; every
+  // deterministic case is also run twice and compared bitwise. Quick: one length.
+  for (const char* name : {"full", "causal", "document:3", "sliding_window:100", "relbias(learnable)"})
+    for (int64_t L : quick ? std::vector<int64_t>{129} : std::vector<int64_t>{1, 129, 1000})
+      for (int64_t D : {64, 128})
+        cases.push_back({&corpus::corpus_entry(name), L, L, D, D, 4, 2, D == 64 ? 1 : 2, DType::BF16, true, true});
+  if (!quick) {
+    cases.push_back({&corpus[1], 4097, 4097, 128, 128, 2, 1, 1, DType::F16, true, true});
+    cases.push_back({&corpus[4], 700, 1500, 128, 64, 4, 4, 2, DType::BF16, true, true});
+  }
   // Position offsets: a chunk of a longer sequence (the last 129 queries against 1000 keys) and a
   // context-parallel piece (rows from 300, keys from 100), for the position-reading mods.
   for (const char* name : {"causal", "sliding_window:100", "alibi+causal", "relbias(learnable)"})

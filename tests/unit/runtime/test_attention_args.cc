@@ -117,4 +117,17 @@ TEST(AttentionArgs, BackwardErrorsNameTheArgument) {
             "q and k to D=64 and v to Dv=32 (cuda_padded_head_dims; the result is unchanged)");
 }
 
+TEST(AttentionArgs, BackwardWorkspaceHoldsDeltaAccumulatorAndInDeterministicModeTheSemaphores) {
+  Fixture f;
+  BackwardArgs b;
+  b.fwd = f.fwd();  // q [2, 4, 33, 64]
+  // delta 2*4*33 fp32 = 1056 bytes -> 1280 (256-aligned), then the fp32 dQ accumulator.
+  const size_t plain = 1280 + size_t(2 * 4 * 33 * 64) * 4;
+  EXPECT_EQ(backward_workspace_bytes(b), plain);
+  // Deterministic: the same two regions (the sm90 backward's ordered dQ reductions add into the
+  // accumulator), then one int per (b, h, 64-row query tile) plus the abandon word.
+  b.deterministic = true;
+  EXPECT_EQ(backward_workspace_bytes(b), (plain + 255) / 256 * 256 + size_t(2 * 4 * 1 + 1) * 4);
+}
+
 }  // namespace

@@ -1,0 +1,71 @@
+#pragma once
+// Ordered dQ reductions (deterministic mode of the sm90 backward; bwd_dq_order_sm90.h has the order and
+// why it cannot deadlock). The dQ writer warp of kv tile j, per query tile: bwd_dq_wait_turn before its
+// reductions, bwd_dq_pass_turn once they have completed. Every partial of a query tile is then added in
+// one fixed order, and dq_accum is bitwise reproducible.
+#include "common/params.h"
+#include "sm90/bwd_dq_order_sm90.h"
+#include "sm90/ptx/gpu_sync.cuh"
+
+namespace flexattn::kern::sm90 {
+
+// A wait longer than this gives up the order for the rest of the launch (the abandon word): only block
+// lists that are not each other's transpose can make a contributor never arrive (the kernel walks the
+// transposed lists, the rank counts the kv lists). Legitimate waits are one CTA's walk at most
+// (milliseconds; ~100x that under compute-sanitizer).
+constexpr unsigned long long kDqOrderTimeoutNs = 5000000000ull;
+
+// Semaphore of query tile (bh = b * Hq + h, q0).
+__device__ __forceinline__ int* bwd_dq_semaphore(const AttnParams& p, int bh, int q0) {
+  return p.dq_sem + bwd_dq_semaphore_index(p.L, bh, q0);
+}
+
+// Whole warp (the rank is summed over the lanes); returns once lane 0 has seen the semaphore reach kv
+// tile j's rank (acquire), or the order was abandoned.
+__device__ __forceinline__ void bwd_dq_wait_turn(const AttnParams& p, int bh, int q0, int j, int lane) {
+  const int b = bh / p.Hq, h = bh - b * p.Hq;
+  const int rank = int(__reduce_add_sync(0xffffffffu, unsigned(bwd_dq_rank_part(p, b, h, q0, j, lane, 32))));
+  if (lane == 0 && rank > 0) {
+    const int* sem = bwd_dq_semaphore(p, bh, q0);
+    int* abandon = p.dq_sem + bwd_dq_semaphores(p.B, p.Hq, p.L) - 1;
+    if (ld_acquire_gpu_s32(sem) < rank) {
+      const unsigned long long t0 = global_timer_ns();
+      while (ld_acquire_gpu_s32(sem) < rank) {
+        if (ld_relaxed_gpu_s32(abandon) != 0) break;
+        if (global_timer_ns() - t0 > kDqOrderTimeoutNs) {
+          st_relaxed_gpu_s32(abandon, 1);
+          break;
+        }
+      }
+    }
+    fence_proxy_async_global();  // the reductions that follow come after the acquire
+  }
+  __syncwarp();
+}
+
+// Lane 0, after issuing and committing the tile's reductions (and releasing the shared buffer): waits
+// until they have completed in global memory, then hands the query tile to the next kv tile.
+__device__ __forceinline__ void bwd_dq_pass_turn(const AttnParams& p, int bh, int q0) {
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  fence_proxy_async_global();
+  red_release_gpu_add_s32(bwd_dq_semaphore(p, bh, q0), 1);
+}
+
+// Whether this kernel adds dQ into dq_accum: always outside deterministic mode; in deterministic mode
+// with the ordered reductions (p.dq_sem, set by the host for the bulk dQ paths of the non-persistent
+// kernel only); otherwise the sm80 dQ pass computes dQ.
+template <bool kDqBulk, bool kPersistent>
+__device__ __forceinline__ bool bwd_adds_dq(const AttnParams& p) {
+  if (p.dq_accum == nullptr) return false;
+  if constexpr (kDqBulk && !kPersistent) return p.deterministic == 0 || p.dq_sem != nullptr;
+  return p.deterministic == 0;
+}
+
+// Ordered mode: dQ is added in a fixed order (deterministic, bulk dQ path, non-persistent).
+template <bool kDqBulk, bool kPersistent>
+__device__ __forceinline__ bool bwd_dq_ordered(const AttnParams& p) {
+  if constexpr (kDqBulk && !kPersistent) return p.deterministic != 0 && p.dq_sem != nullptr;
+  return false;
+}
+
+}  // namespace flexattn::kern::sm90

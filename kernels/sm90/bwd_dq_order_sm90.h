@@ -1,0 +1,72 @@
+#pragma once
+// Ordered dQ reductions of the deterministic sm90 backward (docs/kernels_sm90.md, "Deterministic dQ"):
+// the rank of a kv tile among the kv tiles that add into one query tile. Plain host / device code (the
+// host tests check it against the transposed walk the kernel runs).
+//
+// Query tile (b, h, q0) receives one dQ partial from every 128-row kv tile whose backward walk visits it:
+// the kv tiles of the kv blocks listed (partial and full lists) in the block-mask row of q0, or every kv
+// tile without a block mask. They add in descending kv-tile order: kv tile j goes after every
+// contributor above it, so its rank is the number of those. Descending, because a causal CTA j reaches
+// query tile i after i - j steps of its walk: the higher tiles get there first, and the order follows the
+// arrivals. The kernel launches kv tiles in descending order too (blockIdx.x 0 = the last kv tile): a CTA
+// only waits for CTAs launched before it, so the oldest unfinished CTA never waits (no deadlock while
+// CTAs are dispatched in blockIdx order, which FA3's deterministic backward relies on as well).
+#include "common/params.h"
+#include "sm90/tile_config_sm90_bwd.h"
+
+namespace flexattn::kern::sm90 {
+
+// kv tiles above tile j among those of kv block kb (kv_block a multiple of kSm90BwdBlockN, rows < S;
+// nkv the mask's block columns, so kb * kv_block < S + kv_block stays in int).
+FLEXATTN_HD inline int bwd_dq_tiles_above(int kb, int kv_block, int S, int nkv, int j) {
+  if (kb < 0 || kb >= nkv) return 0;
+  const int s0 = kb * kv_block;
+  if (s0 >= S) return 0;
+  const int s1 = S - s0 < kv_block ? S : s0 + kv_block;
+  const int t0 = s0 / kSm90BwdBlockN, t1 = (s1 - 1) / kSm90BwdBlockN + 1;
+  const int lo = t0 > j + 1 ? t0 : j + 1;
+  return t1 > lo ? t1 - lo : 0;
+}
+
+// One lane's share of the kv tiles above j listed in row `row` of one list pair (entries first, first +
+// step, ...).
+FLEXATTN_HD inline int bwd_dq_list_part(const AttnParams& p, const int* num, const int* ind, int row, int j,
+                                        int first, int step) {
+  int c = num[row];
+  c = c < 0 ? 0 : (c > p.nkv ? p.nkv : c);
+  const int* r = ind + (long long)row * p.nkv;
+  int n = 0;
+#if defined(__CUDA_ARCH__)
+#pragma unroll 1  // unrolled, the loads in flight spilled the writer warp (24 registers with the v2 kernel)
+#endif
+  for (int i = first; i < c; i += step) n += bwd_dq_tiles_above(r[i], p.kv_block, p.S, p.nkv, j);
+  return n;
+}
+
+// One lane's share of the rank of kv tile j at query tile (b, h, q0): list entries first, first + step,
+// ...; the caller sums the shares (a warp: first = lane, step = 32).
+FLEXATTN_HD inline int bwd_dq_rank_part(const AttnParams& p, int b, int h, int q0, int j, int first, int step) {
+  if (p.kv_num_blocks == nullptr) return first == 0 ? (p.S + kSm90BwdBlockN - 1) / kSm90BwdBlockN - 1 - j : 0;
+  const int mrow = q0 / (p.q_block > 0 ? p.q_block : 1);
+  if (mrow >= p.nq || p.kv_indices == nullptr) return 0;
+  const int mb = p.mask_B > 0 ? p.mask_B : 1, mh = p.mask_H > 0 ? p.mask_H : 1;
+  const int row = ((b % mb) * mh + (h % mh)) * p.nq + mrow;  // mask_list_row (the list rows fit in int)
+  int n = bwd_dq_list_part(p, p.kv_num_blocks, p.kv_indices, row, j, first, step);
+  if (p.full_kv_num_blocks != nullptr && p.full_kv_indices != nullptr)
+    n += bwd_dq_list_part(p, p.full_kv_num_blocks, p.full_kv_indices, row, j, first, step);
+  return n;
+}
+
+// Semaphores: one int per (b, h, 64-row query tile), then one word that, once set, abandons the order
+// (a wait that timed out: block lists whose transposed lists are not their transpose). Zeroed by the
+// backward's preprocess kernel.
+FLEXATTN_HD inline long long bwd_dq_semaphores(int B, int Hq, int L) {
+  return (long long)B * Hq * ((L + kSm90BwdBlockM - 1) / kSm90BwdBlockM) + 1;
+}
+
+// Index of the semaphore of query tile (bh = b * Hq + h, q0); the abandon word is bwd_dq_semaphores - 1.
+FLEXATTN_HD inline long long bwd_dq_semaphore_index(int L, int bh, int q0) {
+  return (long long)bh * ((L + kSm90BwdBlockM - 1) / kSm90BwdBlockM) + q0 / kSm90BwdBlockM;
+}
+
+}  // namespace flexattn::kern::sm90
