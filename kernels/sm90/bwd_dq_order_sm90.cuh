@@ -27,8 +27,8 @@ __device__ __forceinline__ void bwd_dq_wait_turn(const AttnParams& p, int bh, in
   const int rank = int(__reduce_add_sync(0xffffffffu, unsigned(bwd_dq_rank_part(p, b, h, q0, j, lane, 32))));
   if (lane == 0 && rank > 0) {
     const int* sem = bwd_dq_semaphore(p, bh, q0);
-    int* abandon = p.dq_sem + bwd_dq_semaphores(p.B, p.Hq, p.L) - 1;
     if (ld_acquire_gpu_s32(sem) < rank) {
+      int* abandon = p.dq_sem + bwd_dq_semaphores(p.B, p.Hq, p.L) - 1;
       const unsigned long long t0 = global_timer_ns();
       while (ld_acquire_gpu_s32(sem) < rank) {
         if (ld_relaxed_gpu_s32(abandon) != 0) break;
