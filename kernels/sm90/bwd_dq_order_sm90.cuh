@@ -20,11 +20,24 @@ __device__ __forceinline__ int* bwd_dq_semaphore(const AttnParams& p, int bh, in
   return p.dq_sem + bwd_dq_semaphore_index(p.L, bh, q0);
 }
 
+// The writer's last rank and its list row: the rank depends on the row only (and the CTA's kv tile), and
+// consecutive query tiles mostly share one (a 128-row mask block holds two 64-row query tiles; the heads
+// of a GQA group and broadcast masks share rows), so most tiles skip the list reads.
+struct DqRankCache {
+  int row = -3, rank = 0;
+};
+
 // Whole warp (the rank is summed over the lanes); returns once lane 0 has seen the semaphore reach kv
 // tile j's rank (acquire), or the order was abandoned.
-__device__ __forceinline__ void bwd_dq_wait_turn(const AttnParams& p, int bh, int q0, int j, int lane) {
+__device__ __forceinline__ void bwd_dq_wait_turn(const AttnParams& p, int bh, int q0, int j, int lane,
+                                                 DqRankCache& cache) {
   const int b = bh / p.Hq, h = bh - b * p.Hq;
-  const int rank = int(__reduce_add_sync(0xffffffffu, unsigned(bwd_dq_rank_part(p, b, h, q0, j, lane, 32))));
+  const int row = bwd_dq_mask_row(p, b, h, q0);
+  if (row != cache.row) {
+    cache.row = row;
+    cache.rank = int(__reduce_add_sync(0xffffffffu, unsigned(bwd_dq_rank_in_row(p, row, j, lane, 32))));
+  }
+  const int rank = cache.rank;
   if (lane == 0 && rank > 0) {
     const int* sem = bwd_dq_semaphore(p, bh, q0);
     if (ld_acquire_gpu_s32(sem) < rank) {

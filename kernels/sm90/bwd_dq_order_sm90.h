@@ -28,17 +28,25 @@ FLEXATTN_HD inline int bwd_dq_tiles_above(int kb, int kv_block, int S, int nkv, 
   return t1 > lo ? t1 - lo : 0;
 }
 
-// One lane's share of the rank of kv tile j at query tile (b, h, q0): entries first, first + step, ... of
-// both lists; the caller sums the shares (a warp: first = lane, step = 32). Both lists' counts, and then
-// one entry of each, are loaded together: the dQ writer's critical path per query tile is this function's
-// chain of dependent loads (session 8, H200: +55 % causal deterministic backward with one list after
-// the other).
-FLEXATTN_HD inline int bwd_dq_rank_part(const AttnParams& p, int b, int h, int q0, int j, int first, int step) {
-  if (p.kv_num_blocks == nullptr) return first == 0 ? (p.S + kSm90BwdBlockN - 1) / kSm90BwdBlockN - 1 - j : 0;
+// The block-mask list row of query tile (b, h, q0) (mask_list_row), kDqNoMaskRow without a block mask (every
+// kv tile contributes), or -1 when the tile lies past the mask's rows (no contributors).
+constexpr int kDqNoMaskRow = -2;
+FLEXATTN_HD inline int bwd_dq_mask_row(const AttnParams& p, int b, int h, int q0) {
+  if (p.kv_num_blocks == nullptr) return kDqNoMaskRow;
   const int mrow = q0 / (p.q_block > 0 ? p.q_block : 1);
-  if (mrow >= p.nq || p.kv_indices == nullptr) return 0;
+  if (mrow >= p.nq || p.kv_indices == nullptr) return -1;
   const int mb = p.mask_B > 0 ? p.mask_B : 1, mh = p.mask_H > 0 ? p.mask_H : 1;
-  const int row = ((b % mb) * mh + (h % mh)) * p.nq + mrow;  // mask_list_row (the list rows fit in int)
+  return ((b % mb) * mh + (h % mh)) * p.nq + mrow;  // the list rows fit in int
+}
+
+// One lane's share of the rank of kv tile j at list row `row` (bwd_dq_mask_row): entries first, first + step,
+// ... of both lists; the caller sums the shares (a warp: first = lane, step = 32). Both lists' counts, and
+// then one entry of each, are loaded together: the dQ writer's critical path per query tile is this
+// function's chain of dependent loads (session 8, H200: causal deterministic backward +55 % with one list
+// after the other, +41 % together).
+FLEXATTN_HD inline int bwd_dq_rank_in_row(const AttnParams& p, int row, int j, int first, int step) {
+  if (row == kDqNoMaskRow) return first == 0 ? (p.S + kSm90BwdBlockN - 1) / kSm90BwdBlockN - 1 - j : 0;
+  if (row < 0) return 0;
   const bool two = p.full_kv_num_blocks != nullptr && p.full_kv_indices != nullptr;
   int c0 = p.kv_num_blocks[row], c1 = two ? p.full_kv_num_blocks[row] : 0;
   c0 = c0 < 0 ? 0 : (c0 > p.nkv ? p.nkv : c0);
@@ -55,6 +63,11 @@ FLEXATTN_HD inline int bwd_dq_rank_part(const AttnParams& p, int b, int h, int q
     n += bwd_dq_tiles_above(k0, p.kv_block, p.S, p.nkv, j) + bwd_dq_tiles_above(k1, p.kv_block, p.S, p.nkv, j);
   }
   return n;
+}
+
+// The same for query tile (b, h, q0).
+FLEXATTN_HD inline int bwd_dq_rank_part(const AttnParams& p, int b, int h, int q0, int j, int first, int step) {
+  return bwd_dq_rank_in_row(p, bwd_dq_mask_row(p, b, h, q0), j, first, step);
 }
 
 // Semaphores: one int per (b, h, 64-row query tile), then one word that, once set, abandons the order

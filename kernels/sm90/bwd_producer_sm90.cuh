@@ -216,12 +216,13 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
     if (lane == 0) tma_prefetch_map(&p.dq_map);
   }
   RingPos pos{0, 0u};
+  DqRankCache rank_cache;
   while (true) {
     mbar_wait(c.dq_full(pos.stage), pos.phase);
     const int q0 = ld_shared_s32(c.dq_info(pos.stage));
     if (q0 < 0) break;
     const int bh = ld_shared_s32(c.dq_info(pos.stage) + 4);
-    if (ordered) bwd_dq_wait_turn(p, bh, q0, kv_tile, lane);
+    if (ordered) bwd_dq_wait_turn(p, bh, q0, kv_tile, lane, rank_cache);
     if (lane == 0) {
       if constexpr (kT) {
 #pragma unroll
