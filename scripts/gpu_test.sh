@@ -49,6 +49,10 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
   FLEXATTN_SM90_LAZY=0 FLEXATTN_SM90_NARROW=1 FLEXATTN_SM90_SOFTCAP=0 run gpu_attention_s4 $CHECK --quick
 # The sm90 backward's per-element dQ path (the default is the bulk dQ path).
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_BULK=0 run gpu_attention_bwd_red $CHECK --quick
+# Deterministic mode's other paths: the sm80 dQ pass (FLEXATTN_SM90_BWD_ORDERED_DQ=0) and the opt-in pipelined
+# hand-off of the ordered dQ reductions (FLEXATTN_SM90_BWD_DQ_PIPELINE=1), on the deterministic cases only.
+[ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_ORDERED_DQ=0 run gpu_attention_det_pass $CHECK --deterministic --quick
+[ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_PIPELINE=1 run gpu_attention_det_pipeline $CHECK --deterministic
 # compute-sanitizer memcheck on the quick subset (every kernel, odd lengths, both dtypes): any invalid access
 # fails the step. Skipped where the tool is absent or GPU_TEST_MEMCHECK=0.
 if [ "${GPU_TEST_MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then

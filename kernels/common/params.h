@@ -156,6 +156,8 @@ struct AttnParams {
   // kernel. Set by runtime/sm90_backward.cc for the non-persistent bulk dQ kernels only; null otherwise
   // (deterministic mode then computes dQ in the sm80 family's separate pass).
   int* dq_sem;
+  // With dq_sem: != 0 pipelines the dQ writer's hand-off (FLEXATTN_SM90_BWD_DQ_PIPELINE; sm90/bwd_dq_order_sm90.cuh).
+  int dq_pipeline;
 
   // sm90 backward v3 (FLEXATTN_SM90_BWD_V3): dq_accum [B*Hq, L, D] fp32 as a 3-D TMA map, box (32, 64, 1),
   // 128B swizzle; the dQ writer adds the shared dQ tile with D / 32 tensor reductions. Unused otherwise.

@@ -56,12 +56,17 @@ __device__ __forceinline__ void bwd_dq_wait_turn(const AttnParams& p, int bh, in
   __syncwarp();
 }
 
+// Lane 0, once the query tile's reductions have completed in global memory: hands it to the next kv tile.
+__device__ __forceinline__ void bwd_dq_release(const AttnParams& p, int bh, int q0) {
+  fence_proxy_async_global();
+  red_release_gpu_add_s32(bwd_dq_semaphore(p, bh, q0), 1);
+}
+
 // Lane 0, after issuing and committing the tile's reductions (and releasing the shared buffer): waits
 // until they have completed in global memory, then hands the query tile to the next kv tile.
 __device__ __forceinline__ void bwd_dq_pass_turn(const AttnParams& p, int bh, int q0) {
   asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-  fence_proxy_async_global();
-  red_release_gpu_add_s32(bwd_dq_semaphore(p, bh, q0), 1);
+  bwd_dq_release(p, bh, q0);
 }
 
 // Whether this kernel adds dQ into dq_accum: always outside deterministic mode; in deterministic mode
@@ -73,6 +78,11 @@ __device__ __forceinline__ bool bwd_adds_dq(const AttnParams& p) {
   if constexpr (kDqBulk && !kPersistent) return p.deterministic == 0 || p.dq_sem != nullptr;
   return p.deterministic == 0;
 }
+
+// Pipelined hand-off (FLEXATTN_SM90_BWD_DQ_PIPELINE, opt-in; docs/kernels_sm90.md, "Deterministic dQ"): the
+// writer releases a query tile after issuing the next tile's reductions (wait_group 1) instead of waiting for
+// its completion before taking the next tile, unless the consumers have not delivered the next tile yet.
+// Cannot deadlock: a tile's acquire waits only for higher kv tiles, which never wait for lower ones.
 
 // Ordered mode: dQ is added in a fixed order (deterministic, bulk dQ path, non-persistent).
 template <bool kDqBulk, bool kPersistent>

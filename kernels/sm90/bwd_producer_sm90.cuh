@@ -215,9 +215,17 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
   if constexpr (kT) {
     if (lane == 0) tma_prefetch_map(&p.dq_map);
   }
+  // Pipelined hand-off on the TMA-reduction (v3) paths only: with the per-row loop the pending tile spilled 4
+  // bytes at the v2 kernel's 24 registers (nvcc 13.0).
+  const bool pipelined = kT && ordered && p.dq_pipeline != 0;
   RingPos pos{0, 0u};
   DqRankCache rank_cache;
+  int pend_q0 = -1, pend_bh = 0;  // pipelined, lane 0: the tile reduced last, not yet released
   while (true) {
+    if (pipelined && lane == 0 && pend_q0 >= 0 && !mbar_test_wait(c.dq_full(pos.stage), pos.phase)) {
+      bwd_dq_pass_turn(p, pend_bh, pend_q0);  // the consumers are behind: hand the tile on now
+      pend_q0 = -1;
+    }
     mbar_wait(c.dq_full(pos.stage), pos.phase);
     const int q0 = ld_shared_s32(c.dq_info(pos.stage));
     if (q0 < 0) break;
@@ -234,13 +242,23 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
         for (int r = 0; r < rows; ++r) bulk_reduce_add_f32(dst + r * D, src + r * C::kSmem.dq_row, 4 * D);
       }
       bulk_commit_group();
+      if (pend_q0 >= 0) {  // pipelined: the previous tile's group has completed once at most this one is pending
+        bulk_wait_group<1>();
+        bwd_dq_release(p, pend_bh, pend_q0);
+        pend_q0 = -1;
+      }
       bulk_wait_group_read<0>();
       mbar_arrive(c.dq_empty(pos.stage));
-      if (ordered) bwd_dq_pass_turn(p, bh, q0);
+      if (pipelined) {
+        pend_q0 = q0, pend_bh = bh;
+      } else if (ordered) {
+        bwd_dq_pass_turn(p, bh, q0);
+      }
     }
     __syncwarp();
     pos.template advance<C::DQB>();
   }
+  if (lane == 0 && pend_q0 >= 0) bwd_dq_pass_turn(p, pend_bh, pend_q0);
   if (lane == 0) bulk_wait_group<0>();
 }
 

@@ -33,6 +33,17 @@ __device__ __forceinline__ bool mbar_try_wait(unsigned bar, unsigned parity) {
   return ok != 0;
 }
 
+// Non-blocking: whether the phase with the given parity has completed (acquire semantics when true).
+__device__ __forceinline__ bool mbar_test_wait(unsigned bar, unsigned parity) {
+  unsigned ok;
+  asm volatile(
+      "{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+      : "=r"(ok)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return ok != 0;
+}
+
 // Blocks until the phase with the given parity has completed (acquire semantics at CTA scope).
 // try_wait itself suspends the thread for a hardware-chosen time, so the loop does not spin hot.
 __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {

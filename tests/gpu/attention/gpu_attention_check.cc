@@ -164,16 +164,19 @@ int main(int argc, char** argv) {
     std::printf("SKIP: cuda backend unavailable: %s\n", why.c_str());
     return 77;
   }
-  bool quick = false;
+  bool quick = false, deterministic_only = false;
   std::vector<std::string> only;  // --only SUBSTR (repeatable): keep cases whose mod name contains one
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
+    } else if (std::strcmp(argv[i], "--deterministic") == 0) {
+      deterministic_only = true;
     } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
       only.push_back(argv[++i]);
     } else {
-      std::printf("usage: gpu_attention_check [--quick] [--only SUBSTR]...\n"
+      std::printf("usage: gpu_attention_check [--quick] [--deterministic] [--only SUBSTR]...\n"
                   "  --quick        lengths 17 and 129 only (100 cases)\n"
+                  "  --deterministic  only the deterministic-mode cases (bitwise-compared run to run)\n"
                   "  --only SUBSTR  only the cases whose corpus mod name contains SUBSTR (repeatable; e.g.\n"
                   "                 --only learnable: the variants with buffer gradients)\n");
       return std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0 ? 0 : 2;
@@ -223,6 +226,12 @@ int main(int argc, char** argv) {
       cases.push_back({&corpus::corpus_entry(name), 200, 300, D, D, 4, 4, 1, DType::BF16, true, false, 300, 100});
     }
 
+  if (deterministic_only) {
+    std::vector<Case> kept;
+    for (const Case& k : cases)
+      if (k.deterministic) kept.push_back(k);
+    cases.swap(kept);
+  }
   if (!only.empty()) {
     std::vector<Case> kept;
     for (const Case& k : cases)
