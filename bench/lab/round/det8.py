@@ -1,7 +1,7 @@
 """Session 8: the deterministic backward with ordered dQ reductions (FLEXATTN_SM90_BWD_ORDERED_DQ), B=2 H=16 S=8192 bf16.
-Per case and head dim: backward ms (CUDA events, median of 10) with torch's deterministic algorithms off / on, dQ of three
-deterministic runs compared bitwise, and the deterministic dQ / dK / dV against the default mode's (max abs diff relative
-to max |grad|). One line per row; det8.sh prints the table."""
+Per case and head dim: backward ms (CUDA events, median of 10) with torch's deterministic algorithms off / on / on with the
+pipelined dQ hand-off, dQ / dK / dV of three deterministic runs compared bitwise (and the pipelined ones with the plain
+deterministic ones), and the deterministic grads against the default mode's (max abs diff relative to max |grad|). One line per row; det8.sh prints the table."""
 import os
 import statistics
 import sys
@@ -52,20 +52,27 @@ for D in (int(x) for x in os.environ.get("DET8_DIMS", "128 64").split()):
             q.grad = k.grad = v.grad = None
             torch.autograd.grad(out, (q, k, v), g, retain_graph=True)
 
-        res = {}
-        for det in (False, True):
-            torch.use_deterministic_algorithms(det)
+        # Modes: default, deterministic, deterministic with the pipelined dQ hand-off (FLEXATTN_SM90_BWD_DQ_PIPELINE,
+        # read at every backward, so os.environ switches it in-process). Both deterministic modes must give the same
+        # bits: the order of the additions is the same.
+        res, same, err = {}, {}, {}
+        for mode in ("default", "det", "det_pipe"):
+            os.environ["FLEXATTN_SM90_BWD_DQ_PIPELINE"] = "1" if mode == "det_pipe" else "0"
+            torch.use_deterministic_algorithms(mode != "default")
             step()
-            res[det] = bwd_ms(step)
-            grads = [torch.autograd.grad(out, (q, k, v), g, retain_graph=True) for _ in range(3 if det else 1)]
-            if det:
-                same = all(torch.equal(grads[0][0], x[0]) and torch.equal(grads[0][1], x[1]) and torch.equal(grads[0][2], x[2])
-                           for x in grads[1:])
-                err = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
-                          for a, b in zip(grads[0], ref))
-            else:
+            res[mode] = bwd_ms(step)
+            grads = [torch.autograd.grad(out, (q, k, v), g, retain_graph=True) for _ in range(1 if mode == "default" else 3)]
+            if mode == "default":
                 ref = grads[0]
+                continue
+            if mode == "det":
+                det_bits = grads[0]
+            same[mode] = all(torch.equal(a, b) for x in grads[1:] + [det_bits] for a, b in zip(grads[0], x))
+            err[mode] = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
+                            for a, b in zip(grads[0], ref))
         torch.use_deterministic_algorithms(False)
-        print(f"row D={D} {name:9s} bwd_ms default {res[False]:.3f} det {res[True]:.3f} "
-              f"cost {100 * (res[True] / res[False] - 1):+.1f}% bitwise {'yes' if same else 'NO'} "
-              f"err_vs_default {err:.2e}", flush=True)
+        os.environ.pop("FLEXATTN_SM90_BWD_DQ_PIPELINE", None)
+        print(f"row D={D} {name:9s} bwd_ms default {res['default']:.3f} det {res['det']:.3f} "
+              f"({100 * (res['det'] / res['default'] - 1):+.1f}%) pipelined {res['det_pipe']:.3f} "
+              f"({100 * (res['det_pipe'] / res['default'] - 1):+.1f}%) bitwise {'yes' if same['det'] else 'NO'}/"
+              f"{'yes' if same['det_pipe'] else 'NO'} err_vs_default {err['det']:.2e}", flush=True)
