@@ -34,7 +34,7 @@ struct DeviceBlockMask {
   const int32_t* full_kv_indices = nullptr;
   const int32_t* q_num_blocks = nullptr;  // needed by the backward
   const int32_t* q_indices = nullptr;
-  const int32_t* full_q_num_blocks = nullptr;
+  const int32_t* full_q_num_blocks = nullptr;  // the backward needs both full pairs or neither
   const int32_t* full_q_indices = nullptr;
   int64_t B = 1, H = 1, nq = 0, nkv = 0, q_len = 0, kv_len = 0;
   int q_block = 128, kv_block = 128;
@@ -75,6 +75,8 @@ struct BackwardArgs {
   size_t workspace_bytes = 0;
 };
 
+// Deterministic mode needs more: the fp32 dQ accumulator and the ordered-dQ semaphores of the Hopper backward
+// (about B*Hq*L*D*4 bytes), whichever family the call then takes.
 size_t backward_workspace_bytes(const BackwardArgs& args);
 
 // Throw flexattn::Error naming the bad argument (shape, dtype, alignment, block mask, bindings).

@@ -9,51 +9,10 @@
 
 namespace flexattn::kern::sm90 {
 
-// A wait longer than this gives up the order for the rest of the launch (the abandon word): only block
-// lists that are not each other's transpose can make a contributor never arrive (the kernel walks the
-// transposed lists, the rank counts the kv lists). Legitimate waits are one CTA's walk at most
-// (milliseconds; ~100x that under compute-sanitizer).
-constexpr unsigned long long kDqOrderTimeoutNs = 5000000000ull;
 
 // Semaphore of query tile (bh = b * Hq + h, q0).
 __device__ __forceinline__ int* bwd_dq_semaphore(const AttnParams& p, int bh, int q0) {
   return p.dq_sem + bwd_dq_semaphore_index(p.L, bh, q0);
-}
-
-// The writer's last rank and its list row: the rank depends on the row only (and the CTA's kv tile), and
-// consecutive query tiles mostly share one (a 128-row mask block holds two 64-row query tiles; the heads
-// of a GQA group and broadcast masks share rows), so most tiles skip the list reads.
-struct DqRankCache {
-  int row = -3, rank = 0;
-};
-
-// Whole warp (the rank is summed over the lanes); returns once lane 0 has seen the semaphore reach kv
-// tile j's rank (acquire), or the order was abandoned.
-__device__ __forceinline__ void bwd_dq_wait_turn(const AttnParams& p, int bh, int q0, int j, int lane,
-                                                 DqRankCache& cache) {
-  const int b = bh / p.Hq, h = bh - b * p.Hq;
-  const int row = bwd_dq_mask_row(p, b, h, q0);
-  if (row != cache.row) {
-    cache.row = row;
-    cache.rank = int(__reduce_add_sync(0xffffffffu, unsigned(bwd_dq_rank_in_row(p, row, j, lane, 32))));
-  }
-  const int rank = cache.rank;
-  if (lane == 0 && rank > 0) {
-    const int* sem = bwd_dq_semaphore(p, bh, q0);
-    if (ld_acquire_gpu_s32(sem) < rank) {
-      int* abandon = p.dq_sem + bwd_dq_semaphores(p.B, p.Hq, p.L) - 1;
-      const unsigned long long t0 = global_timer_ns();
-      while (ld_acquire_gpu_s32(sem) < rank) {
-        if (ld_relaxed_gpu_s32(abandon) != 0) break;
-        if (global_timer_ns() - t0 > kDqOrderTimeoutNs) {
-          st_relaxed_gpu_s32(abandon, 1);
-          break;
-        }
-      }
-    }
-    fence_proxy_async_global();  // the reductions that follow come after the acquire
-  }
-  __syncwarp();
 }
 
 // Lane 0, once the query tile's reductions have completed in global memory: hands it to the next kv tile.
@@ -77,6 +36,48 @@ __device__ __forceinline__ bool bwd_adds_dq(const AttnParams& p) {
   if (p.dq_accum == nullptr) return false;
   if constexpr (kDqBulk && !kPersistent) return p.deterministic == 0 || p.dq_sem != nullptr;
   return p.deterministic == 0;
+}
+
+// The writer's last rank and its list row: the rank depends on the row only (and the CTA's kv tile), and
+// consecutive query tiles mostly share one (a 128-row mask block holds two 64-row query tiles; the heads
+// of a GQA group and broadcast masks share rows), so most tiles skip the list reads.
+struct DqRankCache {
+  int row = -3, rank = 0;
+};
+
+// Whole warp (the rank is summed over the lanes); returns once lane 0 has seen the semaphore reach kv
+// tile j's rank (acquire), or the order was abandoned. pend_q0 / pend_bh: the pipelined writer's tile that is
+// reduced but not yet released (pend_q0 < 0: none); lane 0 releases it before it has to wait, so the lower
+// kv tiles waiting for it never wait on this tile's turn too.
+__device__ __forceinline__ void bwd_dq_wait_turn(const AttnParams& p, int bh, int q0, int j, int lane,
+                                                 DqRankCache& cache, int& pend_q0, int pend_bh) {
+  const int b = bh / p.Hq, h = bh - b * p.Hq;
+  const int row = bwd_dq_mask_row(p, b, h, q0);
+  if (row != cache.row) {
+    cache.row = row;
+    cache.rank = int(__reduce_add_sync(0xffffffffu, unsigned(bwd_dq_rank_in_row(p, row, j, lane, 32))));
+  }
+  const int rank = cache.rank;
+  if (lane == 0 && rank > 0) {
+    const int* sem = bwd_dq_semaphore(p, bh, q0);
+    if (ld_acquire_gpu_s32(sem) < rank) {
+      if (pend_q0 >= 0) {
+        bwd_dq_pass_turn(p, pend_bh, pend_q0);
+        pend_q0 = -1;
+      }
+      int* abandon = p.dq_sem + bwd_dq_semaphores(p.B, p.Hq, p.L) - 1;
+      const unsigned long long t0 = global_timer_ns();
+      while (ld_acquire_gpu_s32(sem) < rank) {
+        if (ld_relaxed_gpu_s32(abandon) != 0) break;
+        if (global_timer_ns() - t0 > kDqOrderTimeoutNs) {
+          st_relaxed_gpu_s32(abandon, 1);
+          break;
+        }
+      }
+    }
+    fence_proxy_async_global();  // the reductions that follow come after the acquire
+  }
+  __syncwarp();
 }
 
 // Pipelined hand-off (FLEXATTN_SM90_BWD_DQ_PIPELINE, opt-in; docs/kernels_sm90.md, "Deterministic dQ"): the

@@ -70,6 +70,12 @@ FLEXATTN_HD inline int bwd_dq_rank_part(const AttnParams& p, int b, int h, int q
   return bwd_dq_rank_in_row(p, bwd_dq_mask_row(p, b, h, q0), j, first, step);
 }
 
+// A wait longer than this gives up the order for the rest of the launch (the abandon word; reported under
+// FLEXATTN_JIT_DEBUG=1): only block lists that are not each other's transpose, or that repeat an entry, can
+// make a contributor never arrive (the kernel walks the transposed lists, the rank counts the kv lists).
+// Legitimate waits are one CTA's walk at most (milliseconds; ~100x that under compute-sanitizer).
+constexpr unsigned long long kDqOrderTimeoutNs = 5000000000ull;
+
 // Semaphores: one int per (b, h, 64-row query tile), then one word that, once set, abandons the order
 // (a wait that timed out: block lists whose transposed lists are not their transpose). Zeroed by the
 // backward's preprocess kernel.

@@ -230,7 +230,7 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
     const int q0 = ld_shared_s32(c.dq_info(pos.stage));
     if (q0 < 0) break;
     const int bh = ld_shared_s32(c.dq_info(pos.stage) + 4);
-    if (ordered) bwd_dq_wait_turn(p, bh, q0, kv_tile, lane, rank_cache);
+    if (ordered) bwd_dq_wait_turn(p, bh, q0, kv_tile, lane, rank_cache, pend_q0, pend_bh);
     if (lane == 0) {
       if constexpr (kT) {
 #pragma unroll

@@ -149,6 +149,13 @@ void check_mask_blocks(const AttnParams& p, const Problem& pr, bool backward) {
                 "); use 128 or a multiple of it");
   if (backward && p.q_num_blocks == nullptr)
     throw Error("block_mask: the backward needs q_num_blocks / q_indices (the transposed lists)");
+  // The backward walks the transposed lists and orders its deterministic dQ by the kv lists: full blocks in
+  // one set only would make the two disagree.
+  const bool full_kv = p.full_kv_num_blocks != nullptr && p.full_kv_indices != nullptr;
+  const bool full_q = p.full_q_num_blocks != nullptr && p.full_q_indices != nullptr;
+  if (backward && full_kv != full_q)
+    throw Error(std::string("block_mask: the backward needs full_kv_num_blocks / full_kv_indices and full_q_num_blocks / "
+                            "full_q_indices together (got only the ") + (full_kv ? "kv" : "q") + " ones)");
 }
 
 // Makes `device` current and returns its (cached) properties.

@@ -2,6 +2,7 @@
 #include "runtime/sm90_backward.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "jit/module.h"
 #include "jit/sys.h"
 #include "jit/device.h"
+#include "jit/driver_api.h"
 #include "runtime/kernel_set.h"
 #include "runtime/sm90_tile_queue.h"
 #include "runtime/tma_sm90.h"
@@ -225,6 +227,20 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
   }
   launch_backward(*a.fwd.variant, set, p, launch_config(l, a.fwd.stream), a.deterministic && !ordered,
                   a.fwd.stream);
+  if (ordered && jit::env_flag("FLEXATTN_JIT_DEBUG")) {
+    // The abandon word (kernels/sm90/bwd_dq_order_sm90.cuh): set when a wait ran past its timeout. Only read
+    // under the debug switch: it costs a stream synchronization.
+    const auto& d = jit::driver();
+    jit::cu_check(d.cuStreamSynchronize(static_cast<jit::CUstream>(a.fwd.stream)), "cuStreamSynchronize");
+    int abandoned = 0;
+    const int* word = p.dq_sem + kern::sm90::bwd_dq_semaphores(p.B, p.Hq, p.L) - 1;
+    jit::cu_check(d.cuMemcpyDtoH(&abandoned, reinterpret_cast<jit::CUdeviceptr>(word), sizeof abandoned), "cuMemcpyDtoH");
+    if (abandoned != 0)
+      std::fprintf(stderr,
+                   "[flexattn sm90] backward: the deterministic dQ order was abandoned after a %.0f s wait (block lists "
+                   "that are not each other's transpose?): dq is correct but not bitwise reproducible\n",
+                   double(kern::sm90::kDqOrderTimeoutNs) * 1e-9);
+  }
   return true;
 }
 

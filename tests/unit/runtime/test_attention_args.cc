@@ -117,6 +117,31 @@ TEST(AttentionArgs, BackwardErrorsNameTheArgument) {
             "q and k to D=64 and v to Dv=32 (cuda_padded_head_dims; the result is unchanged)");
 }
 
+TEST(AttentionArgs, BackwardNeedsFullListsInBothDirections) {
+  Fixture f;
+  DeviceBlockMask m;
+  const auto* mem = reinterpret_cast<const int32_t*>(g_mem);
+  m.kv_num_blocks = m.kv_indices = m.q_num_blocks = m.q_indices = mem;
+  m.q_len = 33, m.kv_len = 40, m.nq = 1, m.nkv = 1;
+  m.full_kv_num_blocks = m.full_kv_indices = mem;
+  BackwardArgs b;
+  b.fwd = f.fwd();
+  b.fwd.block_mask = &m;
+  b.fwd.lse = f.lse_mem;
+  b.dout = view({2, 4, 33, 32});
+  b.dq = view({2, 4, 33, 64});
+  b.dk = view({2, 2, 40, 64});
+  b.dv = view({2, 2, 40, 32});
+  EXPECT_EQ(error_of([&] { cuda_backward(b); }),
+            "block_mask: the backward needs full_kv_num_blocks / full_kv_indices and full_q_num_blocks / full_q_indices "
+            "together (got only the kv ones)");
+  m.full_kv_num_blocks = m.full_kv_indices = nullptr;
+  m.full_q_num_blocks = m.full_q_indices = mem;
+  EXPECT_EQ(error_of([&] { cuda_backward(b); }),
+            "block_mask: the backward needs full_kv_num_blocks / full_kv_indices and full_q_num_blocks / full_q_indices "
+            "together (got only the q ones)");
+}
+
 TEST(AttentionArgs, BackwardWorkspaceHoldsDeltaAccumulatorAndInDeterministicModeTheSemaphores) {
   Fixture f;
   BackwardArgs b;
