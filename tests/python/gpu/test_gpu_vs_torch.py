@@ -1,8 +1,8 @@
 """flexattn's cuda backend through torch (bf16 CUDA tensors) against torch.nn.attention.flex_attention:
 forward (out, lse, max), backward (dq, dk, dv, learnable-bias gradients, lse gradient), GQA, K/V batch
 broadcast, odd lengths, head dims that need padding, return_lse / return_aux, torch.compile (ours, and
-torch's compiled flex for one case), the GPU BlockMask builder against torch's create_block_mask, and
-flexattn.torch.enable() on a small transformer block.
+torch's compiled flex for one case), the GPU BlockMask builder against torch's create_block_mask,
+flexattn.torch.enable() on a small transformer block, and the deterministic backward (bitwise repeatable).
 
 Errors are max |x - ref| against torch's eager flex_attention in float64; the limit is 3x the error of
 torch's own eager flex_attention at the same precision (bf16) plus a small floor, so a tolerance always
@@ -125,6 +125,39 @@ def test_corpus_forward_backward_matches_torch(case, report):
     B, H, D = 2, 4, 64
     q, k, v = (torch.randn(B, H, n, D, device=DEV, dtype=torch.bfloat16) for n in (L, S, S))
     run(case, score, masks(mask, B), q, k, v, learnable, report)
+
+
+@pytest.mark.parametrize("case", ["full", "causal", "document", "sliding_window"])
+@pytest.mark.parametrize("D", [64, 128])
+def test_deterministic_backward_is_bitwise_repeatable(case, D):
+    """torch.use_deterministic_algorithms(True) selects the backward's deterministic mode (on Hopper the kernel's
+    ordered dQ reductions): three runs give the same bits, close to the default mode's gradients. GQA, B=2, a length
+    that is not a multiple of the tiles."""
+    torch.manual_seed(1)
+    score, mask, _ = CORPUS[case]
+    B, Hq, Hkv, n = 2, 4, 2, 1000
+    q = torch.randn(B, Hq, n, D, device=DEV, dtype=torch.bfloat16)
+    k, v = (torch.randn(B, Hkv, n, D, device=DEV, dtype=torch.bfloat16) for _ in range(2))
+    g = torch.randn(B, Hq, n, D, device=DEV, dtype=torch.bfloat16)
+    bm = masks(mask, B, n, n)[1]
+
+    def grads():
+        xs = [x.detach().requires_grad_() for x in (q, k, v)]
+        _torch_api.flex_attention(*xs, score_mod=score, block_mask=bm, enable_gqa=True).backward(g)
+        return [x.grad for x in xs]
+
+    plain = grads()
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        runs = [grads() for _ in range(3)]
+    finally:
+        torch.use_deterministic_algorithms(before)
+    for name, *xs in zip(("dq", "dk", "dv"), *runs):
+        assert all(torch.equal(xs[0], x) for x in xs[1:]), f"{case} D={D}: {name} differs between deterministic runs"
+    for name, a, b in zip(("dq", "dk", "dv"), runs[0], plain):
+        err = (a.float() - b.float()).abs().max().item()
+        assert err <= 2e-2 * b.float().abs().max().item() + 1e-3, f"{case} D={D}: {name} off the default mode by {err}"
 
 
 def test_block_masks_from_the_gpu_builder_equal_torchs():
