@@ -66,6 +66,19 @@ namespace flexattn::kern {
 // Index handed to a mod for a lane at position i of a dimension of length n (n >= 1).
 __device__ __forceinline__ int wrap_index(int i, int n) { return i < n ? i : i % n; }
 
+// Optional hooks: static constexpr members codegen emits only for the variants they apply to (kRelAffine,
+// kSoftcap, kBufferGradReduce). FLEXATTN_VARIANT_HOOK(Name, member, T, absent) defines Name<V>::value: V::member,
+// or `absent` when V has no such member (hand-written variants, older generated sources).
+#define FLEXATTN_VARIANT_HOOK(Name, member, T, absent)          \
+  template <class V, class = void>                              \
+  struct Name {                                                 \
+    static constexpr T value = absent;                          \
+  };                                                            \
+  template <class V>                                            \
+  struct Name<V, decltype(void(V::member))> {                   \
+    static constexpr T value = V::member;                       \
+  };
+
 // The identity variant: plain softmax attention (block mask still honoured).
 struct IdentityVariant {
   static constexpr bool kHasScoreMod = false;

@@ -29,14 +29,7 @@
 
 namespace flexattn::kern::sm90 {
 
-template <class V, class = void>
-struct BgReduceOf {
-  static constexpr int value = 0;
-};
-template <class V>
-struct BgReduceOf<V, decltype(void(V::kBufferGradReduce))> {
-  static constexpr int value = V::kBufferGradReduce;
-};
+FLEXATTN_VARIANT_HOOK(BgReduceOf, kBufferGradReduce, int, 0)
 
 // 0: the variant's per-entry buffer_grad; 1: one sum per warp and tile; 2: one per diagonal.
 template <class V>

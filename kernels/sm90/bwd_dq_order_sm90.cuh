@@ -28,9 +28,18 @@ __device__ __forceinline__ void bwd_dq_pass_turn(const AttnParams& p, int bh, in
   bwd_dq_release(p, bh, q0);
 }
 
-// Whether this kernel adds dQ into dq_accum: always outside deterministic mode; in deterministic mode
-// with the ordered reductions (p.dq_sem, set by the host for the bulk dQ paths of the non-persistent
-// kernel only); otherwise the sm80 dQ pass computes dQ.
+// Ordered mode: dQ is added in a fixed order (deterministic, with p.dq_sem, which the host sets for the bulk
+// dQ paths of the non-persistent kernel only).
+template <bool kDqBulk, bool kPersistent>
+__device__ __forceinline__ bool bwd_dq_ordered(const AttnParams& p) {
+  if constexpr (kDqBulk && !kPersistent) return p.deterministic != 0 && p.dq_sem != nullptr;
+  return false;
+}
+
+// Whether this kernel adds dQ into dq_accum: always outside deterministic mode; in deterministic mode only
+// with the ordered reductions; otherwise the sm80 dQ pass computes dQ.
+// (Spelled out rather than through bwd_dq_ordered: that form, the same logic, cost the t5 + causal consumers
+// a 4-byte spill, nvcc 13.0.)
 template <bool kDqBulk, bool kPersistent>
 __device__ __forceinline__ bool bwd_adds_dq(const AttnParams& p) {
   if (p.dq_accum == nullptr) return false;
@@ -78,18 +87,6 @@ __device__ __forceinline__ void bwd_dq_wait_turn(const AttnParams& p, int bh, in
     fence_proxy_async_global();  // the reductions that follow come after the acquire
   }
   __syncwarp();
-}
-
-// Pipelined hand-off (FLEXATTN_SM90_BWD_DQ_PIPELINE, opt-in; docs/kernels_sm90.md, "Deterministic dQ"): the
-// writer releases a query tile after issuing the next tile's reductions (wait_group 1) instead of waiting for
-// its completion before taking the next tile, unless the consumers have not delivered the next tile yet.
-// Cannot deadlock: a tile's acquire waits only for higher kv tiles, which never wait for lower ones.
-
-// Ordered mode: dQ is added in a fixed order (deterministic, bulk dQ path, non-persistent).
-template <bool kDqBulk, bool kPersistent>
-__device__ __forceinline__ bool bwd_dq_ordered(const AttnParams& p) {
-  if constexpr (kDqBulk && !kPersistent) return p.deterministic != 0 && p.dq_sem != nullptr;
-  return false;
 }
 
 }  // namespace flexattn::kern::sm90

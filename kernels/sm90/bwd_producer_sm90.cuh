@@ -215,8 +215,11 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
   if constexpr (kT) {
     if (lane == 0) tma_prefetch_map(&p.dq_map);
   }
-  // Pipelined hand-off on the TMA-reduction (v3) paths only: with the per-row loop the pending tile spilled 4
-  // bytes at the v2 kernel's 24 registers (nvcc 13.0).
+  // Pipelined hand-off (FLEXATTN_SM90_BWD_DQ_PIPELINE, opt-in; docs/kernels_sm90.md, "Deterministic dQ"): a
+  // tile is released after the next tile's reductions are issued (wait_group 1), or before the writer would
+  // wait (the consumers behind, or the next tile's turn not come). Cannot deadlock: a tile's acquire waits only
+  // for higher kv tiles, which never wait for lower ones. TMA-reduction (v3) paths only: with the per-row loop
+  // the pending tile spilled 4 bytes at the v2 kernel's 24 registers (nvcc 13.0).
   const bool pipelined = kT && ordered && p.dq_pipeline != 0;
   RingPos pos{0, 0u};
   DqRankCache rank_cache;

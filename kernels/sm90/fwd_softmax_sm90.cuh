@@ -66,14 +66,7 @@ __device__ __forceinline__ void scores_inside(float (&s)[BN / 2], const AttnPara
 // 2 FFMA per entry instead of FMUL (scale), IADD3 (kv - q), I2FP and FFMA (ALiBi's SASS, session 5
 // profile). The reference rounds raw * scale and the sum; this rounds raw * scale + rb and the sum, the
 // same size of error (ulps of |u|). Variants written by hand without kRelAffine take the general form.
-template <class V, class = void>
-struct RelAffineOf {
-  static constexpr bool value = false;
-};
-template <class V>
-struct RelAffineOf<V, decltype(void(V::kRelAffine))> {
-  static constexpr bool value = V::kRelAffine;
-};
+FLEXATTN_VARIANT_HOOK(RelAffineOf, kRelAffine, bool, false)
 template <class V>
 __device__ __forceinline__ constexpr bool use_rel_affine() {
 #if defined(FLEXATTN_SM90_REL_AFFINE)
@@ -228,14 +221,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[BN / 2], float (&m)[2]
 // as FLEXATTN_SM90_LAZY_RESCALE's does (by more than 8 in log2), at every head dim; m and m_ref stay in
 // log2 units. Same formula as fa_mul_tanh; the roundings of the folded constants differ by ulps. a is at most
 // -1e-30, so a masked entry's +inf gives -inf even for u = 0 (whose scores are all 0: P uniform).
-template <class V, class = void>
-struct SoftcapOf {
-  static constexpr bool value = false;
-};
-template <class V>
-struct SoftcapOf<V, decltype(void(V::kSoftcap))> {
-  static constexpr bool value = V::kSoftcap;
-};
+FLEXATTN_VARIANT_HOOK(SoftcapOf, kSoftcap, bool, false)
 template <class V>
 __device__ __forceinline__ constexpr bool use_softcap() {
 #if defined(FLEXATTN_SM90_SOFTCAP_PATH)

@@ -7,6 +7,7 @@
 // bf16/f16 values the GPU sees, so the remaining error is the kernel's rounding of P to 16 bits before
 // P.V (2^-8 relative for bf16, 2^-11 for f16) plus fp32 accumulation. Bounds are those rounding errors
 // times a safety factor of ~4, scaled by the largest reference magnitude.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <set>
@@ -226,22 +227,15 @@ int main(int argc, char** argv) {
       cases.push_back({&corpus::corpus_entry(name), 200, 300, D, D, 4, 4, 1, DType::BF16, true, false, 300, 100});
     }
 
-  if (deterministic_only) {
-    std::vector<Case> kept;
-    for (const Case& k : cases)
-      if (k.deterministic) kept.push_back(k);
-    cases.swap(kept);
-  }
-  if (!only.empty()) {
-    std::vector<Case> kept;
-    for (const Case& k : cases)
-      for (const std::string& o : only)
-        if (k.mod->name.find(o) != std::string::npos) {
-          kept.push_back(k);
-          break;
-        }
-    cases.swap(kept);
-  }
+  // --deterministic and --only: keep the cases that pass both filters.
+  auto wanted = [&](const Case& k) {
+    if (deterministic_only && !k.deterministic) return false;
+    if (only.empty()) return true;
+    for (const std::string& o : only)
+      if (k.mod->name.find(o) != std::string::npos) return true;
+    return false;
+  };
+  cases.erase(std::remove_if(cases.begin(), cases.end(), [&](const Case& k) { return !wanted(k); }), cases.end());
 
   // Compile every distinct kernel set first, in parallel: NVRTC is single-threaded and the cases need
   // dozens of kernel sets (a few seconds each), which would otherwise dominate the run.
