@@ -15,6 +15,7 @@
 #include "runtime/kernel_set.h"
 #include "runtime/tma_sm90.h"
 #include "sass_tools.h"
+#include "sm90_fwd_build.h"
 #include "sm90/tile_config_sm90.h"
 
 using namespace flexattn;
@@ -33,14 +34,11 @@ const runtime::KernelSet& compile_sm90(const Variant& v, DType t, int d, int dv)
 jit::CompiledKernel compile_sm90_persistent(const Variant& v, DType t, int d, int dv) {
   runtime::KernelSetKey key{t, d, dv, "sm_90a", false, runtime::KernelFamily::sm90};
   setenv("FLEXATTN_SM90_PERSISTENT", "1", 1);
-  jit::KernelRequest req;
-  req.prefix = "attn_fwd_sm90a_persistent_d" + std::to_string(d) + "_dv" + std::to_string(dv);
-  req.source = runtime::kernel_source_sm90(codegen::emit_cuda_variant(v, false), key);
+  const std::string source = runtime::kernel_source_sm90(codegen::emit_cuda_variant(v, false), key);
   unsetenv("FLEXATTN_SM90_PERSISTENT");
-  EXPECT_NE(req.source.find(", true>(p); }"), std::string::npos) << req.source;
-  req.arch = "sm_90a";
-  req.kernel_names = {"flexattn_fwd"};
-  return jit::get_or_compile(req);
+  EXPECT_NE(source.find(", true>(p); }"), std::string::npos) << source;
+  return sm90_test::compile_fwd_source("attn_fwd_sm90a_persistent_d" + std::to_string(d) + "_dv" + std::to_string(dv),
+                                       source);
 }
 
 // Everything the compile tier can say about one kernel without running it.

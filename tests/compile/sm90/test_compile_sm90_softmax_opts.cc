@@ -18,6 +18,7 @@
 #include "runtime/kernel_set.h"
 #include "runtime/tma_sm90.h"
 #include "sass_tools.h"
+#include "sm90_fwd_build.h"
 
 using namespace flexattn;
 
@@ -39,15 +40,6 @@ std::string source_with(const Variant& v, int d, const char* value, const char* 
   }
   unsetenv(var);
   return src;
-}
-
-jit::CompiledKernel compile_fwd(const std::string& prefix, const std::string& source) {
-  jit::KernelRequest req;
-  req.prefix = prefix;
-  req.source = source;
-  req.arch = "sm_90a";
-  req.kernel_names = {"flexattn_fwd"};
-  return jit::get_or_compile(req);
 }
 
 void expect_no_spill(const jit::CompiledKernel& compiled, const std::string& what) {
@@ -72,7 +64,7 @@ TEST_F(Sm90SoftmaxOptsCompile, PolyExp2CompilesCleanlyAndLeavesTheMufu) {
         const std::string src = source_with(v, d, k ? "2" : nullptr);
         EXPECT_EQ(src.find("#define FLEXATTN_SM90_POLY_EXP2 2") != std::string::npos, k == 2) << what;
         const jit::CompiledKernel compiled =
-            compile_fwd("attn_fwd_sm90a_poly" + std::to_string(k) + "_d" + std::to_string(d), src);
+            sm90_test::compile_fwd_source("attn_fwd_sm90a_poly" + std::to_string(k) + "_d" + std::to_string(d), src);
         expect_no_spill(compiled, what + " poly " + std::to_string(k));
         const std::optional<std::string> sass = testing_sass::disassemble(*compiled.cubin, &why);
         if (!sass) continue;
@@ -118,7 +110,7 @@ TEST_F(Sm90SoftmaxOptsCompile, SoftcapPathCompilesCleanly) {
         EXPECT_NE(src.find("#define FLEXATTN_SM90_SOFTCAP_PATH 1"), std::string::npos) << what;
         EXPECT_EQ(source_with(v, d, nullptr, "FLEXATTN_SM90_SOFTCAP", t), src) << what << ": unset is on";
         EXPECT_NE(src.find("static constexpr bool kSoftcap = true;"), std::string::npos) << what;
-        expect_no_spill(compile_fwd("attn_fwd_sm90a_softcap_d" + std::to_string(d), src), what);
+        expect_no_spill(sm90_test::compile_fwd_source("attn_fwd_sm90a_softcap_d" + std::to_string(d), src), what);
       }
   // Another variant: the switch adds the define, the variant has no kSoftcap block, the kernel is unchanged.
   const Variant causal = corpus::build_variant(corpus::corpus_entry("alibi+causal"), shape).variant;
@@ -126,15 +118,15 @@ TEST_F(Sm90SoftmaxOptsCompile, SoftcapPathCompilesCleanly) {
                     off = source_with(causal, 128, "0", "FLEXATTN_SM90_SOFTCAP");
   EXPECT_EQ(on.find("kSoftcap"), std::string::npos);
   // Same program name: the cubin then differs only if the code does.
-  const jit::CompiledKernel a = compile_fwd("attn_fwd_sm90a_softcap_switch", on),
-                            b = compile_fwd("attn_fwd_sm90a_softcap_switch", off);
+  const jit::CompiledKernel a = sm90_test::compile_fwd_source("attn_fwd_sm90a_softcap_switch", on),
+                            b = sm90_test::compile_fwd_source("attn_fwd_sm90a_softcap_switch", off);
   const std::optional<std::string> ta = testing_sass::elf_section(*a.cubin, ".text.flexattn_fwd"),
                                    tb = testing_sass::elf_section(*b.cubin, ".text.flexattn_fwd");
   ASSERT_TRUE(ta && tb && !ta->empty());
   EXPECT_TRUE(*ta == *tb) << "the softcap switch changed a non-softcap kernel's code";
   // And the comparison can see a difference: the softcap variant's code does change.
-  const jit::CompiledKernel c = compile_fwd("attn_fwd_sm90a_softcap_switch", source_with(variants[0], 128, "1", "FLEXATTN_SM90_SOFTCAP")),
-                            d = compile_fwd("attn_fwd_sm90a_softcap_switch", source_with(variants[0], 128, "0", "FLEXATTN_SM90_SOFTCAP"));
+  const jit::CompiledKernel c = sm90_test::compile_fwd_source("attn_fwd_sm90a_softcap_switch", source_with(variants[0], 128, "1", "FLEXATTN_SM90_SOFTCAP")),
+                            d = sm90_test::compile_fwd_source("attn_fwd_sm90a_softcap_switch", source_with(variants[0], 128, "0", "FLEXATTN_SM90_SOFTCAP"));
   EXPECT_FALSE(*testing_sass::elf_section(*c.cubin, ".text.flexattn_fwd") ==
                *testing_sass::elf_section(*d.cubin, ".text.flexattn_fwd"));
 }
