@@ -105,20 +105,35 @@ __device__ __forceinline__ int fwd_produce_tile_persistent(const AttnParams& p, 
         tma_load_4d(c.q_half(qb, w) + s * C::kQSlabBytes, &p.q_map, c.bar_q(qb), 64 * s, q0 + 64 * w, h, b);
     }
   };
+  // The next tile is claimed with kFwdClaimLead of this tile's kv tiles still to issue (at once when it
+  // has no more), and its list rows are prefetched into L1 (handshake 3 of fwd_scheduler_sm90.cuh).
+  int next = -1;
+  auto claim = [&] {
+    next = fwd_uniform(fwd_queue_next(p.tile_queue, t, order.count));
+    if (next < order.count) fwd_prefetch_kv_lists<C::BM>(p, order.template at<C::BM>(next));
+  };
+  int left = n - kFwdClaimLead;
+  if (left <= 0) claim();
+  auto produce_rest = [&] {
+    while (walk.next()) {
+      produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
+      if (--left == 0) claim();
+    }
+  };
   if constexpr (C::QB == 2) {
     load_q();
-    while (walk.next()) produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
+    produce_rest();
   } else {
     const bool first = walk.next();
-    if (first) produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
+    if (first) {
+      produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
+      if (--left == 0) claim();
+    }
     load_q();
-    if (first)
-      while (walk.next()) produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
+    if (first) produce_rest();
   }
-  // Taken now, not when the tile starts: a CTA claims its next tile only when it is about to need it
-  // (the greedy order; a claim one tile ahead left causal 11 % over the queue's makespan in the
-  // schedule model of tests/compile/sm90/test_sm90_host.cc).
-  return fwd_uniform(fwd_queue_next(p.tile_queue, t, order.count));
+  if (next < 0) claim();  // only if the walk yielded fewer tiles than counted (it never does)
+  return next;
 }
 
 // The persistent producer's last use of a Q buffer: the end marker {0, -1}, a plain arrival (handshake 1, 2).
