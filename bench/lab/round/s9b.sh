@@ -34,4 +34,12 @@ for m in $CASES; do
   line="$m:"; for l in 0 2 3; do line="$line  L$l"; for rep in 1 2; do line="$line $(ms_of $O/f_${l}_${m}_$rep.log forward)"; done; done
   echo "$line"
 done
+# Where the document forward's consumers wait now (session 7: 7.1 % of samples on the next tile's Q).
+if [ $(el) -lt 420 ]; then
+  timeout 120 ncu --set full --import-source yes -k regex:flexattn_fwd -c 1 -o $O/fwd_doc $F run --backend cuda --dtype bf16 -B 2 -H 16 \
+    -Q 8192 -D 128 --mask-expr "doc_ids[q_idx] == doc_ids[kv_idx] && q_idx >= kv_idx" --buffer doc_ids=$O/doc.npy > $O/ncu_doc.log 2>&1
+  echo "ncu doc rc=$? ($(el) s)"
+  ncu --import $O/fwd_doc.ncu-rep --page source --csv --print-source sass > $O/fwd_doc_sass.csv 2>/dev/null
+  rm -f $O/fwd_doc.ncu-rep
+fi
 (cd $OUT && tar czf all.tgz --exclude=all.tgz . 2>/dev/null); true
