@@ -23,17 +23,17 @@ CASES="${CASES:-document sliding causal}"
 for l in ${LEADS:-0 2}; do for m in $CASES; do one $l $m 0 & done; done; wait; echo "prewarm $(el) s"
 for rep in 1 2; do for m in $CASES; do for l in ${LEADS:-0 2}; do one $l $m $rep; done; done; done
 echo "forward runs $(el) s"
+echo "== B=2 H=16 S=8192 bf16 forward ms, claim lead 0 / 2 / 3 (reps 1, 2)"
+for m in $CASES; do
+  line="$m:"; for l in ${LEADS:-0 2}; do line="$line  L$l"; for rep in 1 2; do line="$line $(ms_of $O/f_${l}_${m}_$rep.log forward)"; done; done
+  echo "$line"
+done
 cmake -S . -B build-gpu -DFLEXATTN_BUILD_PYTHON=ON > $O/configure_py.log 2>&1
 cmake --build build-gpu -j16 --target _C > $O/build_py.log 2>&1 || { grep error $O/build_py.log | head; }
 export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
 timeout 200 python3 bench/lab/round/det8.py > $O/det8.log 2>&1; echo "det8.py rc=$? ($(el) s)"
 echo "== B=2 H=16 S=8192 bf16 backward, default vs deterministic (det8.py)"
 grep ^row $O/det8.log | cut -c5-
-echo "== B=2 H=16 S=8192 bf16 forward ms, claim lead 0 / 2 / 3 (reps 1, 2)"
-for m in $CASES; do
-  line="$m:"; for l in ${LEADS:-0 2}; do line="$line  L$l"; for rep in 1 2; do line="$line $(ms_of $O/f_${l}_${m}_$rep.log forward)"; done; done
-  echo "$line"
-done
 # Where the document forward's consumers wait now (session 7: 7.1 % of samples on the next tile's Q).
 if [ "${NCU:-0}" = 1 ]; then
   timeout 120 ncu --set full --import-source yes -k regex:flexattn_fwd -c 1 -o $O/fwd_doc $F run --backend cuda --dtype bf16 -B 2 -H 16 \
