@@ -19,7 +19,7 @@ one() {  # lead case rep
     FLEXATTN_SM90_CLAIM_LEAD=$1 timeout 40 $F run --backend cuda --dtype bf16 -B 2 -H 16 -Q 8192 -D $d $(args $2) > $O/f_$1_$2_$3.log 2>&1
   fi
 }
-CASES="${CASES:-document sliding causal}"
+CASES="${CASES:-document sliding causal full document64}"
 for l in ${LEADS:-0 2}; do for m in $CASES; do one $l $m 0 & done; done; wait; echo "prewarm $(el) s"
 for rep in 1 2; do for m in $CASES; do for l in ${LEADS:-0 2}; do one $l $m $rep; done; done; done
 echo "forward runs $(el) s"
