@@ -106,34 +106,32 @@ __device__ __forceinline__ int fwd_produce_tile_persistent(const AttnParams& p, 
     }
   };
   // The next tile is claimed with kFwdClaimLead of this tile's kv tiles still to issue (at once when it
-  // has no more), and its list rows are prefetched into L1 (handshake 3 of fwd_scheduler_sm90.cuh).
-  int next = -1;
-  auto claim = [&] {
-    next = fwd_uniform(fwd_queue_next(p.tile_queue, t, order.count));
-    if (next < order.count) fwd_prefetch_kv_lists<C::BM>(p, order.template at<C::BM>(next));
-  };
-  int left = n - kFwdClaimLead;
-  if (left <= 0) claim();
-  auto produce_rest = [&] {
-    while (walk.next()) {
-      produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
-      if (--left == 0) claim();
+  // has no more), and its list rows are prefetched into L1 (handshake 3 of fwd_scheduler_sm90.cuh). One
+  // claim site, at the top of every step: the producer has 24 registers, and each inlined copy of the
+  // claim kept the tile order live across more code (spills in the relbias D=64 kernel).
+  int next = -1, left = n - kFwdClaimLead;
+  auto step = [&]() -> bool {
+    if (left <= 0 && next < 0) {
+      next = fwd_uniform(fwd_queue_next(p.tile_queue, t, order.count));
+      if (next < order.count) fwd_prefetch_kv_lists<C::BM>(p, order.template at<C::BM>(next));
     }
+    if (!walk.next()) return false;
+    produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
+    --left;
+    return true;
   };
   if constexpr (C::QB == 2) {
     load_q();
-    produce_rest();
-  } else {
-    const bool first = walk.next();
-    if (first) {
-      produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
-      if (--left == 0) claim();
+    while (step()) {
     }
+  } else {
+    const bool first = step();
     load_q();
-    if (first) produce_rest();
+    if (first)
+      while (step()) {
+      }
   }
-  if (next < 0) claim();  // only if the walk yielded fewer tiles than counted (it never does)
-  return next;
+  return next;  // set: the last step found left <= 0 (the walk yields n tiles, or fewer)
 }
 
 // The persistent producer's last use of a Q buffer: the end marker {0, -1}, a plain arrival (handshake 1, 2).

@@ -171,7 +171,7 @@ __device__ __forceinline__ int fwd_queue_next(unsigned* queue, int t, int count)
 template <int BM>
 __device__ __forceinline__ void fwd_prefetch_kv_lists(const AttnParams& p, const FwdTile& tile) {
   if (p.kv_num_blocks == nullptr) return;
-  const long long mrow = tile.q0 / (long long)(p.q_block > 0 ? p.q_block : 1);
+  const int mrow = tile.q0 / (p.q_block > 0 ? p.q_block : 1);  // 32-bit: a hint, and registers are few here
   if (mrow >= p.nq) return;
   const long long row = mask_list_row(p, tile.b, tile.h, mrow, p.nq);
   prefetch_l1(p.kv_num_blocks + row);
