@@ -45,9 +45,11 @@
 //  3. With QB = 2 the producer loads Q_{i+1} as soon as tile i's last K/V is issued; the q_free it
 //     waits for is tile i-1's, so tile i's epilogue never holds back tile i+1's Q or K/V. With QB = 1
 //     it issues tile i+1's first K/V before waiting for tile i's epilogue (q_free), as the default does.
-//     The producer takes t_{i+1} from the queue when kFwdClaimLead of tile i's kv tiles are still to
-//     issue (below), and prefetches t_{i+1}'s list rows into L1 at once, so that the atomic's round
-//     trip, the list reads, the count and Q_{i+1} are done before the consumers finish tile i.
+//     The producer takes t_{i+1} from the queue once tile i's last K/V is issued, i.e. about `stages`
+//     kv tiles before the consumers finish tile i: late enough that the claim order is the greedy one
+//     (claiming at the start of tile i, one tile ahead, cost causal 11 % of makespan in the schedule
+//     model of tests/compile/sm90/test_sm90_host.cc), early enough that the atomic's round trip to L2,
+//     the count and Q_{i+1} fit in the ring's lead.
 //  4. Ping-pong (fwd_consumer_sm90.cuh, Turns): one token for the CTA's life. Warpgroup 1 grants it
 //     once before the first tile, warpgroup 0 takes the last grant after the end marker; in between each
 //     warpgroup takes and gives it n_i + 1 times per tile, alternately, so exactly one grant is pending
@@ -55,10 +57,6 @@
 //     would let warpgroup 1 grant tile i+1's first turn, now that its Q no longer waits for tile i's
 //     epilogues, while warpgroup 0 has yet to take tile i's last grant: two grants on one barrier.)
 #include "common/params.h"
-#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
-#include "common/mask_iter.cuh"
-#include "sm90/ptx/prefetch.cuh"
-#endif
 
 namespace flexattn::kern::sm90 {
 
@@ -136,19 +134,6 @@ FLEXATTN_HD int fwd_count_kv_tiles(const int* idx0, int cnt0, const int* idx1, i
   return fwd_count_list<BN>(idx0, cnt0, block, len) + fwd_count_list<BN>(idx1, cnt1, block, len);
 }
 
-// When the persistent producer claims its next work tile: with this many of the current tile's kv tiles
-// still to issue (handshake 3). Claimed after the last one (0, session 4 to 8), the consumers waited for
-// the next tile's Q at 7.1 % of all warp samples in the document forward (ncu, B=2 H=16 S=8192 D=128,
-// session 7's profile; bench/RESULTS.md session 9): the atomic, the list reads and the count (dependent
-// L2 round trips) plus the Q load outlasted the ring's lead of `stages` kv tiles. The schedule model
-// (tests/compile/sm90/test_sm90_host.cc) prices the earlier claim: causal S=8192 makespan 534.5 at a lead
-// of 0-2 kv tiles, 535 at 3 (one whole tile ahead: 11 % over).
-#if defined(FLEXATTN_SM90_CLAIM_LEAD)
-constexpr int kFwdClaimLead = FLEXATTN_SM90_CLAIM_LEAD;
-#else
-constexpr int kFwdClaimLead = 2;
-#endif
-
 // The tile after `t` for this CTA (see "Queue word" above): from the queue, or the static stride when
 // queue is null. `atomic_add` is atomicAdd on the device; the host test passes a simulated one.
 template <class AtomicAdd, class Store>
@@ -164,22 +149,6 @@ __device__ __forceinline__ int fwd_queue_next(unsigned* queue, int t, int count)
   return fwd_queue_next_with(
       queue, t, count, int(gridDim.x), [](unsigned* q) { return atomicAdd(q, 1u); },
       [](unsigned* q) { atomicExch(q, 0u); });
-}
-
-// The next tile's block-mask list rows (both counts, the first line of both index rows) into L1, so the
-// reads of init_kv_walker and fwd_count_kv_tiles that follow are L1 hits, not a chain of L2 round trips.
-template <int BM>
-__device__ __forceinline__ void fwd_prefetch_kv_lists(const AttnParams& p, const FwdTile& tile) {
-  if (p.kv_num_blocks == nullptr) return;
-  const int mrow = tile.q0 / (p.q_block > 0 ? p.q_block : 1);  // 32-bit: a hint, and registers are few here
-  if (mrow >= p.nq) return;
-  const long long row = mask_list_row(p, tile.b, tile.h, mrow, p.nq);
-  prefetch_l1(p.kv_num_blocks + row);
-  prefetch_l1(p.kv_indices + row * p.nkv);
-  if (p.full_kv_num_blocks != nullptr && p.full_kv_indices != nullptr) {
-    prefetch_l1(p.full_kv_num_blocks + row);
-    prefetch_l1(p.full_kv_indices + row * p.nkv);
-  }
 }
 
 // The producer's tile index as a warp-uniform value: redux.sync writes a uniform register (REDUX.OR

@@ -45,11 +45,6 @@ std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const K
   // (numeric.cuh poly_exp2) instead of the MUFU; an A/B knob until measured (bench/lab/round/r21.sh).
   if (const int k = int(jit::env_number("FLEXATTN_SM90_POLY_EXP2", 0, 0, 4)); k > 0)
     s << "#define FLEXATTN_SM90_POLY_EXP2 " << k << "\n";
-  // FLEXATTN_SM90_CLAIM_LEAD = k (0..8, default 2: fwd_scheduler_sm90.cuh kFwdClaimLead): the persistent
-  // producer claims its next work tile with k of the current tile's kv tiles still to issue; 0 is the claim
-  // after the last one (sessions 4-8). An A/B knob.
-  if (!jit::env_or("FLEXATTN_SM90_CLAIM_LEAD").empty())
-    s << "#define FLEXATTN_SM90_CLAIM_LEAD " << int(jit::env_number("FLEXATTN_SM90_CLAIM_LEAD", 2, 0, 8)) << "\n";
   s << "#include \"common/mod_ops.cuh\"\n";
   s << "#include \"sm90/attn_fwd_sm90.cuh\"\n";
   s << "using namespace flexattn::kern;\n\n";

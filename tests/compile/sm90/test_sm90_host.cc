@@ -414,39 +414,6 @@ TEST(Sm90Host, TileQueueBalancesCausalBetterThanTheStaticStride) {
   EXPECT_LT(queue, 1.02 * total / kCtas);
 }
 
-// The persistent producer claims its next tile with kFwdClaimLead kv tiles of the current one still to
-// issue (fwd_scheduler_sm90.cuh): in the same model, a CTA takes the next tile of the order `lead` kv-tile
-// times before it frees up. Causal makespans (B=2 H=16 S=8192 and B=4 H=16 S=2048) stay at the claim-at-
-// the-end values (534.5 and 71) for leads up to 2; claiming when the tile starts costs 2-3 % at S=8192, 7 %
-// at S=2048.
-static double claim_lead_makespan(const kern::AttnParams& p, double lead) {
-  const auto order = kern::sm90::fwd_tile_order<128, 128, 128>(p);
-  using Ev = std::pair<double, double>;  // (claim time, time the CTA's current tile ends)
-  std::priority_queue<Ev, std::vector<Ev>, std::greater<Ev>> claims;
-  for (int c = 0; c < 132; ++c) claims.push({0.0, 0.0});
-  double makespan = 0.0;
-  for (int t = 0; t < order.count; ++t) {
-    const auto [claim, end] = claims.top();
-    claims.pop();
-    const double next_end = end + order.at<128>(t).q0 / 128 + 1 + 0.5;
-    makespan = std::max(makespan, next_end);
-    claims.push({std::max(end, next_end - lead), next_end});
-  }
-  return makespan;
-}
-
-TEST(Sm90Host, ClaimingTwoKvTilesEarlyKeepsTheQueueBalanced) {
-  kern::AttnParams p{};
-  p.B = 2, p.Hq = 16, p.L = p.S = 8192;
-  EXPECT_DOUBLE_EQ(claim_lead_makespan(p, 0), 534.5);
-  EXPECT_DOUBLE_EQ(claim_lead_makespan(p, kern::sm90::kFwdClaimLead), 534.5);
-  EXPECT_GT(claim_lead_makespan(p, 64), 1.02 * 534.5);  // at the start of the tile: the greedy order is lost
-  p.B = 4, p.L = p.S = 2048;
-  EXPECT_DOUBLE_EQ(claim_lead_makespan(p, 0), 71.0);
-  EXPECT_DOUBLE_EQ(claim_lead_makespan(p, kern::sm90::kFwdClaimLead), 71.0);
-  EXPECT_GT(claim_lead_makespan(p, 64), 1.05 * 71.0);
-}
-
 // Words of the queue: one per (device, stream) for eager launches, a fresh one per captured launch,
 // none (static stride) when a capture would need an allocation; chunks are allocated zeroed, on need.
 TEST(Sm90Host, TileQueueWordsPerStreamAndPerCapture) {
