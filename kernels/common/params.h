@@ -159,6 +159,11 @@ struct AttnParams {
   // With dq_sem: != 0 pipelines the dQ writer's hand-off (FLEXATTN_SM90_BWD_DQ_PIPELINE; sm90/bwd_dq_order_sm90.cuh).
   int dq_pipeline;
 
+  // Block mask, sm90 forward: [mask_B, mask_H, nq] or null, each mask (b, h)'s query-block rows, most kv blocks
+  // first (a permutation of 0 .. nq-1 per (b, h)). The work tiles follow it when q_block is the query tile
+  // (FLEXATTN_SM90_ROW_ORDER; fwd_scheduler_sm90.cuh, fwd_ordered_index). Null: the natural order.
+  const int* q_order;
+
   // sm90 backward v3 (FLEXATTN_SM90_BWD_V3): dq_accum [B*Hq, L, D] fp32 as a 3-D TMA map, box (32, 64, 1),
   // 128B swizzle; the dQ writer adds the shared dQ tile with D / 32 tensor reductions. Unused otherwise.
   TmaDesc dq_map;

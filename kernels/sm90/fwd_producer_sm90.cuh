@@ -79,7 +79,8 @@ template <int D, int Dv, bool kNarrow>
 __device__ __forceinline__ int fwd_produce_tile_persistent(const AttnParams& p, const FwdCfg<D, Dv, kNarrow, true>& c,
                                                            const FwdTileOrder& order, int t, int it, RingPos& pos) {
   using C = FwdCfg<D, Dv, kNarrow, true>;
-  const FwdTile tile = order.template at<C::BM>(t);
+  const int to = fwd_ordered_index<C::BM>(order, p, t);  // published for the consumers: they call at(to)
+  const FwdTile tile = order.template at<C::BM>(to);
   const int q0 = tile.q0, b = tile.b, h = tile.h;
   const int hk = h / (p.Hq / p.Hkv), bk = p.Bkv == 1 ? 0 : b;
   const int qb = C::QB == 1 ? 0 : it & 1, use = C::QB == 1 ? it : it >> 1;
@@ -91,7 +92,7 @@ __device__ __forceinline__ int fwd_produce_tile_persistent(const AttnParams& p, 
   auto load_q = [&] {
     if (use > 0) mbar_wait(c.q_free(qb), unsigned(use - 1) & 1u);
     st_shared_s32(c.kv_count(qb), n);
-    st_shared_s32(c.kv_count(qb) + 4, t);
+    st_shared_s32(c.kv_count(qb) + 4, to);
     if (n == 0) {  // nothing to multiply: the arrival alone releases the slot (O = 0, lse = -inf)
       mbar_arrive(c.bar_q(qb));
       return;
@@ -146,7 +147,8 @@ __device__ __forceinline__ void fwd_producer(const AttnParams& p, const FwdCfg<D
     fwd_produce_end_persistent(c, it);
   } else {
     for (int t = blockIdx.x; t < order.count; t += gridDim.x, ++it)
-      fwd_produce_tile(p, c, order.template at<FwdCfg<D, Dv, kNarrow>::BM>(t), it, pos);
+      fwd_produce_tile(p, c, order.template at<FwdCfg<D, Dv, kNarrow>::BM>(fwd_ordered_index<FwdCfg<D, Dv, kNarrow>::BM>(order, p, t)),
+                       it, pos);
   }
 }
 

@@ -6,7 +6,8 @@
 //
 // Order: heads in groups whose K and V fit in about half of the L2, and inside a group the query tiles
 // longest first (the last tiles of causal-like masks have the most kv tiles) with the group's heads
-// next to each other, so concurrently running CTAs share K/V in L2 and the tail holds the short tiles.
+// next to each other, so concurrently running CTAs share K/V in L2 and the tail holds the short tiles;
+// a smaller last group (hb % group heads) goes first (FwdTileOrder::span).
 // Work tile t (an index into that order, FwdTileOrder::at) is handed out by a tile queue: each CTA's
 // first tile is t = blockIdx.x; every further one is t = gridDim.x + atomicAdd(queue, 1) (greedy
 // longest-first: a CTA that finishes early takes the next longest tile). With a null queue the CTA
@@ -66,16 +67,32 @@ struct FwdTile {
   int q0, h, b;  // first query row, query head, batch
 };
 
+// The head group of work tile t: heads-and-batches [hb0, hb0 + size), its tiles t0 .. t0 + size * nq - 1, t at
+// position `within` of them (query-tile rank within / size, head hb0 + within % size).
+struct FwdGroupSpan {
+  int hb0, size, t0, within;
+};
+
 struct FwdTileOrder {
   int nq, Hq, hb, group, count;  // query tiles, heads, heads x batches, heads per group, tiles
 
+  // The smaller last group (hb % group heads), if any, runs first: when it ran last its longest tiles started
+  // while every CTA was busy and ended the launch alone (schedule model, B=2 H=16 S=8192 D=128, groups of 6 and
+  // one of 2: causal makespan 534.5 -> 512.5 kv-tile times, bound 512; bench/run.py's document mask 145.5 ->
+  // 138.0; tests/compile/sm90/test_sm90_host.cc).
+  FLEXATTN_HD FwdGroupSpan span(int t) const {
+    const int rest = hb - hb / group * group;
+    if (t < rest * nq) return FwdGroupSpan{hb - rest, rest, 0, t};
+    const int g = (t - rest * nq) / (group * nq);
+    const int t0 = rest * nq + g * group * nq;
+    return FwdGroupSpan{g * group, group, t0, t - t0};
+  }
+
   template <int BM>
   FLEXATTN_HD FwdTile at(int t) const {
-    const int g = t / (group * nq);
-    const int within = t - g * group * nq;
-    const int size = group < hb - g * group ? group : hb - g * group;  // the last group may be smaller
-    const int qt = nq - 1 - within / size;
-    const int hbi = g * group + within % size;
+    const FwdGroupSpan s = span(t);
+    const int qt = nq - 1 - s.within / s.size;
+    const int hbi = s.hb0 + s.within % s.size;
     return FwdTile{qt * BM, hbi % Hq, hbi / Hq};
   }
 };
@@ -91,6 +108,28 @@ FLEXATTN_HD FwdTileOrder fwd_tile_order(const AttnParams& p) {
   o.group = (int)(fit < 1 ? 1 : (fit > o.hb ? o.hb : fit));
   o.count = o.nq * o.hb;
   return o;
+}
+
+// The work tile the CTA runs for queue position t, as an index of the natural order above (so `at` gives its
+// coordinates and the consumers, who get the index from the producer, need no lookup). With p.q_order (the
+// mask rows of each (b, h) sorted by their kv-block count, most first; FLEXATTN_SM90_ROW_ORDER) the k-th
+// query tile a head takes is row q_order[k] instead of nq - 1 - k: the natural order is longest first only
+// for causal-like masks, and with document masks the longest rows can come anywhere (bench/run.py's 8
+// documents, B=2 H=16 S=8192, schedule model: makespan 138.0 kv-tile times in the natural order, 134.5 sorted,
+// bound 132.8). Only when the mask's rows are the query tiles (q_block = BM, nq rows); an entry out of range keeps
+// the natural tile (no out-of-bounds access; a q_order that is not a permutation would run some tiles twice
+// and others never, so only flexattn's own builders fill it).
+template <int BM>
+FLEXATTN_HD int fwd_ordered_index(const FwdTileOrder& o, const AttnParams& p, int t) {
+  if (p.q_order == nullptr || p.q_block != BM || p.nq != o.nq) return t;
+  const FwdGroupSpan s = o.span(t);
+  const int rank = s.within / s.size, hi = s.within - rank * s.size;
+  const int hbi = s.hb0 + hi;
+  const int b = hbi / o.Hq, h = hbi - b * o.Hq;
+  const int mb = p.mask_B > 0 ? p.mask_B : 1, mh = p.mask_H > 0 ? p.mask_H : 1;
+  const int qt = p.q_order[((b % mb) * mh + h % mh) * o.nq + rank];
+  if (unsigned(qt) >= unsigned(o.nq)) return t;
+  return s.t0 + (o.nq - 1 - qt) * s.size + hi;
 }
 
 // Kv tiles of BN rows that common/mask_iter.cuh's TileWalker yields for one mask block `blk` of

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import warnings
 
 import torch
@@ -173,7 +174,36 @@ def _mask_tensors(block_mask, device):
         if has_full:
             mask += [prep(block_mask.full_q_num_blocks, 3), prep(block_mask.full_q_indices, 4)]
     qb, kvb = block_mask.BLOCK_SIZE
-    return block_mask.mask_mod, mask, [int(q_len), int(kv_len), int(qb), int(kvb), int(has_full), int(has_q)]
+    meta = [int(q_len), int(kv_len), int(qb), int(kvb), int(has_full), int(has_q)]
+    if device is not None and device.type == "cuda" and _row_order_on():
+        mask.append(_row_order(block_mask, mask[0], mask[2] if has_full else None, mask[1].shape[-1]))
+        meta.append(1)
+    return block_mask.mask_mod, mask, meta
+
+
+def _row_order_on():
+    """FLEXATTN_SM90_ROW_ORDER (opt-in, read per call as the runtime reads it)."""
+    return os.environ.get("FLEXATTN_SM90_ROW_ORDER", "").lower() in ("1", "true", "yes", "on")
+
+
+def _row_order(block_mask, num, full_num, nkv):
+    """[B, H, nq] int32: each (b, h)'s query-block rows, most kv blocks (partial + full) first, ties in row
+    order -- flexattn::block_mask_row_order, the Hopper forward's longest-first work order. Cached on the mask
+    object: a mask whose tensors are rewritten in place keeps a stale order, which is still a permutation
+    (a slower schedule, never a wrong result)."""
+    cached = getattr(block_mask, "_flexattn_q_order", None)
+    if isinstance(cached, torch.Tensor) and cached.device == num.device and cached.shape == num.shape:
+        return cached
+    counts = num.clamp(0, nkv)
+    if full_num is not None:
+        counts = counts + full_num.clamp(0, nkv)
+    order = torch.argsort(counts, dim=-1, descending=True, stable=True).to(torch.int32).contiguous()
+    if not torch.compiler.is_compiling():
+        try:
+            block_mask._flexattn_q_order = order
+        except AttributeError:  # a mask type without attribute slots: computed per call
+            pass
+    return order
 
 
 # ---- the public entry points ------------------------------------------------------------------------

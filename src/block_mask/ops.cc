@@ -72,6 +72,22 @@ BlockMaskStats block_mask_stats(const BlockMask& bm) {
   return st;
 }
 
+std::vector<int32_t> block_mask_row_order(const BlockMask& bm) {
+  check_kv_side(bm, "block_mask_row_order");
+  std::vector<int32_t> order(size_t(bm.B * bm.H * bm.nq));
+  std::vector<int64_t> count(size_t(bm.nq));
+  for (int64_t s = 0; s < bm.B * bm.H; ++s) {
+    for (int64_t r = 0; r < bm.nq; ++r) {
+      const size_t g = size_t(s * bm.nq + r);
+      count[size_t(r)] = int64_t(bm.kv_num_blocks[g]) + (bm.has_full ? bm.full_kv_num_blocks[g] : 0);
+    }
+    int32_t* row = order.data() + s * bm.nq;
+    for (int64_t r = 0; r < bm.nq; ++r) row[r] = int32_t(r);
+    std::stable_sort(row, row + bm.nq, [&](int32_t a, int32_t b) { return count[size_t(a)] > count[size_t(b)]; });
+  }
+  return order;
+}
+
 double sparsity(const BlockMask& bm) {
   const BlockMaskStats st = block_mask_stats(bm);
   return 100.0 * double(st.skipped) / double(st.total);

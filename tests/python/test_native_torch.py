@@ -285,3 +285,18 @@ def test_eager_autograd_path_matches_the_custom_op_gradients():
     assert torch.equal(o1, o2)
     for a, b in zip(g1, g2):
         assert torch.allclose(a, b, atol=1e-12, rtol=0)
+
+
+def test_row_order_is_most_kv_blocks_first_cached_and_only_for_cuda(monkeypatch):
+    # Two documents of 384 and 128 rows, causal inside (block 128): rows hold 1, 2, 3 and 1 kv blocks.
+    doc = torch.tensor([0] * 384 + [1] * 128)
+    bm = _torch_api.create_block_mask(lambda b, h, q, kv: (doc[q] == doc[kv]) & (q >= kv), 1, 1, 512, 512,
+                                      device="cpu")
+    order = _torch_api._row_order(bm, bm.kv_num_blocks, bm.full_kv_num_blocks, bm.kv_indices.shape[-1])
+    assert order.dtype == torch.int32 and order.tolist() == [[[2, 1, 0, 3]]]
+    assert _torch_api._row_order(bm, bm.kv_num_blocks, bm.full_kv_num_blocks, 4) is order  # cached on the mask
+    monkeypatch.setenv("FLEXATTN_SM90_ROW_ORDER", "1")
+    _, mask, meta = _torch_api._mask_tensors(bm, torch.device("cpu"))
+    assert len(meta) == 6 and all(t is not order for t in mask)  # the cpu backend has no use for it
+    monkeypatch.setenv("FLEXATTN_SM90_ROW_ORDER", "0")
+    assert not _torch_api._row_order_on()

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <queue>
+#include <random>
+#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -387,7 +389,7 @@ TEST(Sm90Host, TileQueueUnderConcurrentTakes) {
 // Why the queue: the makespan of the tiles (duration = kv tiles + half a tile of epilogue) on 132 CTAs,
 // longest first, B=4 H=16 S=2048 causal. The static stride gives CTA k tiles k, k + 132, ...; the queue
 // gives each tile to the CTA that frees up first (what the producer's take does, ignoring its one tile
-// of lookahead). Static is 25 % over the queue here (89 vs 71 kv-tile times, bound 69.8), matching the
+// of lookahead). Static is 28 % over the queue here (91 vs 71 kv-tile times, bound 69.8), matching the
 // 6-15 % loss of the static persistent kernel against one CTA per tile on causal (bench/RESULTS.md).
 TEST(Sm90Host, TileQueueBalancesCausalBetterThanTheStaticStride) {
   kern::AttnParams p{};
@@ -409,9 +411,114 @@ TEST(Sm90Host, TileQueueBalancesCausalBetterThanTheStaticStride) {
     queue = std::max(queue, f);
     total += dur[t];
   }
-  EXPECT_DOUBLE_EQ(stride, 89.0);
+  EXPECT_DOUBLE_EQ(stride, 91.0);
   EXPECT_DOUBLE_EQ(queue, 71.0);
   EXPECT_LT(queue, 1.02 * total / kCtas);
+}
+
+// The smaller head group first (FwdTileOrder::span): B=2 H=16 S=8192 D=128 has groups of 6, 6, 6, 6, 6 and 2
+// heads. Run last, the 2-head group's 64-kv-tile tiles started when every CTA was busy and ended the launch
+// alone: causal makespan 534.5 kv-tile times; first, 512.5 (bound 512).
+TEST(Sm90Host, SmallerHeadGroupRunsFirst) {
+  kern::AttnParams p{};
+  p.B = 2, p.Hq = 16, p.L = p.S = 8192;
+  const auto order = kern::sm90::fwd_tile_order<128, 128, 128>(p);
+  ASSERT_EQ(order.group, 6);
+  EXPECT_EQ(order.at<128>(0).q0, 63 * 128);
+  EXPECT_EQ(order.at<128>(0).b * 16 + order.at<128>(0).h, 30);  // heads-and-batches 30, 31 first
+  EXPECT_EQ(order.at<128>(1).b * 16 + order.at<128>(1).h, 31);
+  EXPECT_EQ(order.at<128>(128).b * 16 + order.at<128>(128).h, 0);  // then the groups of 6 from the start
+  std::vector<int> seen(size_t(order.count), 0);
+  std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
+  for (int c = 0; c < 132; ++c) free_at.push(0.0);
+  double makespan = 0.0;
+  for (int t = 0; t < order.count; ++t) {
+    const auto tile = order.at<128>(t);
+    ++seen[size_t((tile.b * 16 + tile.h) * 64 + tile.q0 / 128)];
+    const double f = free_at.top() + tile.q0 / 128 + 1 + 0.5;
+    free_at.pop();
+    free_at.push(f);
+    makespan = std::max(makespan, f);
+  }
+  for (int i = 0; i < order.count; ++i) ASSERT_EQ(seen[size_t(i)], 1) << "tile " << i;
+  EXPECT_DOUBLE_EQ(makespan, 512.5);
+}
+
+// FLEXATTN_SM90_ROW_ORDER: queue position t runs natural index fwd_ordered_index(t). Over a launch the
+// positions must still cover every work tile exactly once, each head's k-th query tile must be row
+// q_order[k] of its mask (b, h), and anything the order cannot apply to keeps the natural order.
+TEST(Sm90Host, RowOrderPermutesTheWorkTilesPerHead) {
+  for (const auto [mask_B, mask_H] : {std::pair{1, 1}, std::pair{2, 1}, std::pair{2, 3}}) {
+    kern::AttnParams p{};
+    p.B = 2, p.Hq = 3, p.L = p.S = 1000;  // 8 query tiles; D=128 K/V fit: one head group of 6
+    p.q_block = 128, p.nq = 8, p.mask_B = mask_B, p.mask_H = mask_H;
+    const auto order = kern::sm90::fwd_tile_order<128, 128, 128>(p);
+    ASSERT_EQ(order.nq, 8);
+    std::vector<int> q_order(size_t(mask_B * mask_H * 8));
+    std::mt19937 rng(7 + mask_B * 10 + mask_H);
+    for (int s = 0; s < mask_B * mask_H; ++s) {
+      std::iota(q_order.begin() + s * 8, q_order.begin() + s * 8 + 8, 0);
+      std::shuffle(q_order.begin() + s * 8, q_order.begin() + s * 8 + 8, rng);
+    }
+    p.q_order = q_order.data();
+    std::vector<int> seen(size_t(order.count), 0), taken(size_t(p.B * p.Hq), 0);
+    for (int t = 0; t < order.count; ++t) {
+      const int to = kern::sm90::fwd_ordered_index<128>(order, p, t);
+      ASSERT_GE(to, 0);
+      ASSERT_LT(to, order.count);
+      ++seen[size_t(to)];
+      const auto tile = order.at<128>(to);
+      const int k = taken[size_t(tile.b * p.Hq + tile.h)]++;  // the head's k-th tile in queue order
+      EXPECT_EQ(tile.q0 / 128, q_order[size_t(((tile.b % mask_B) * mask_H + tile.h % mask_H) * 8 + k)])
+          << "mask " << mask_B << "x" << mask_H << " t=" << t;
+    }
+    for (int i = 0; i < order.count; ++i) ASSERT_EQ(seen[size_t(i)], 1) << "natural index " << i;
+    // Not applicable: another mask block, a mask with other rows, a bad entry -> the natural tile.
+    q_order[0] = 99;
+    EXPECT_EQ(kern::sm90::fwd_ordered_index<128>(order, p, 0), 0);
+    p.q_block = 256;
+    EXPECT_EQ(kern::sm90::fwd_ordered_index<128>(order, p, 5), 5);
+    p.q_block = 128, p.nq = 4;
+    EXPECT_EQ(kern::sm90::fwd_ordered_index<128>(order, p, 5), 5);
+  }
+}
+
+// Why the row order: bench/run.py's document mask (8 documents of random length, causal inside; B=2 H=16
+// S=8192) in the queue's schedule model (tile = kv tiles + half a tile, 132 CTAs, greedy). The natural
+// order (last query tiles first) suits causal masks, not documents whose longest rows sit mid-sequence.
+TEST(Sm90Host, RowOrderShortensTheDocumentMaskSchedule) {
+  const std::vector<int> docs = {332, 1790, 1034, 290, 2764, 708, 375, 899};  // bench_cases.doc_lengths(8192)
+  std::vector<int> doc_of;
+  for (size_t d = 0; d < docs.size(); ++d) doc_of.insert(doc_of.end(), size_t(docs[d]), int(d));
+  ASSERT_EQ(doc_of.size(), 8192u);
+  std::vector<int> kv_tiles(64, 0), q_order(64);
+  for (int qt = 0; qt < 64; ++qt)
+    for (int kt = 0; kt <= qt; ++kt)  // causal inside a document: some (q, kv) pair shares a document
+      if (doc_of[size_t(kt * 128)] <= doc_of[size_t(qt * 128 + 127)] && doc_of[size_t(kt * 128 + 127)] >= doc_of[size_t(qt * 128)])
+        ++kv_tiles[size_t(qt)];
+  std::iota(q_order.begin(), q_order.end(), 0);
+  std::stable_sort(q_order.begin(), q_order.end(), [&](int a, int b) { return kv_tiles[size_t(a)] > kv_tiles[size_t(b)]; });
+  kern::AttnParams p{};
+  p.B = 2, p.Hq = 16, p.L = p.S = 8192, p.q_block = 128, p.nq = 64, p.mask_B = p.mask_H = 1;
+  const auto order = kern::sm90::fwd_tile_order<128, 128, 128>(p);
+  auto makespan = [&](const int* rows) {
+    p.q_order = rows;
+    std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
+    for (int c = 0; c < 132; ++c) free_at.push(0.0);
+    double end = 0.0;
+    for (int t = 0; t < order.count; ++t) {
+      const auto tile = order.at<128>(kern::sm90::fwd_ordered_index<128>(order, p, t));
+      const double f = free_at.top() + kv_tiles[size_t(tile.q0 / 128)] + 0.5;
+      free_at.pop();
+      free_at.push(f);
+      end = std::max(end, f);
+    }
+    return end;
+  };
+  const double natural = makespan(nullptr), sorted = makespan(q_order.data());
+  EXPECT_DOUBLE_EQ(natural, 138.0);
+  EXPECT_DOUBLE_EQ(sorted, 134.5);
+  EXPECT_LT(sorted, 1.02 * (32 * (std::accumulate(kv_tiles.begin(), kv_tiles.end(), 0) + 32.0)) / 132);
 }
 
 // Words of the queue: one per (device, stream) for eager launches, a fresh one per captured launch,

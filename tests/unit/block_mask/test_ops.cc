@@ -41,6 +41,25 @@ TEST(Stats, RejectsMalformedMask) {
   expect_error([&] { sparsity(bm); }, "block_mask_stats: kv_num_blocks has 3 elements; expected B*H*nq = 4");
 }
 
+TEST(RowOrder, MostKvBlocksFirstStablePerBatchAndHead) {
+  // Causal 4x4 tiles: row r has r + 1 blocks (r partial-or-full), so the order is 3 2 1 0.
+  EXPECT_EQ(block_mask_row_order(build_block_mask(kCausal, 1, 1, 512, 512, 128, 128)),
+            (std::vector<int32_t>{3, 2, 1, 0}));
+  // Two documents [0, 384) and [384, 512), causal inside, per batch: b = 1 reverses the documents.
+  const MaskFn docs = [](int64_t b, int64_t, int64_t q, int64_t k) {
+    auto doc = [&](int64_t i) { return (b == 0 ? i : 511 - i) < 384; };
+    return doc(q) == doc(k) && (b == 0 ? q >= k : q <= k);
+  };
+  const BlockMask bm = build_block_mask(docs, 2, 1, 512, 512, 128, 128);
+  // b = 0: rows hold 1, 2, 3, 1 blocks; b = 1 (anti-causal, mirrored): 1, 3, 2, 1. Ties keep row order.
+  EXPECT_EQ(block_mask_row_order(bm), (std::vector<int32_t>{2, 1, 0, 3, 1, 2, 0, 3}));
+  // A malformed mask is refused, not ordered.
+  BlockMask bad = build_block_mask(kCausal, 1, 1, 512, 512, 128, 128);
+  bad.kv_num_blocks[0] = 1000;
+  expect_error([&] { block_mask_row_order(bad); },
+               "block_mask_row_order: kv_num_blocks[0,0,0] = 1000 is out of range; expected 0 <= value <= nkv = 4");
+}
+
 TEST(SliceQBlocks, MatchesRowsOfTheOriginal) {
   const MaskFn m = bm_test::sweep_masks(32, 32)[5].fn;
   const BlockMask bm = build_block_mask(m, 2, 2, 300, 200, 32, 32);  // nq = 10 (tail of 12 rows), nkv = 7
