@@ -13,6 +13,7 @@
 #include "sm90/bwd_dq_order_sm90.cuh"
 #include "sm90/bwd_layout_sm90.cuh"
 #include "sm90/fwd_scheduler_sm90.cuh"
+#include "sm90/ptx/redux.cuh"
 #include "sm90/ptx/bulk_reduce.cuh"
 #include "sm90/ptx/mbarrier.cuh"
 #include "sm90/ptx/smem.cuh"
@@ -172,7 +173,7 @@ __device__ __forceinline__ void bwd_producer_persistent(const AttnParams& p, con
     // uniform datapath).
     int next = 0;
     if (lane == 0) next = fwd_queue_next(p.tile_queue, t, count);
-    asm volatile("redux.sync.or.b32 %0, %1, %2;" : "=r"(t) : "r"(next), "r"(0xffffffffu));
+    t = int(redux_or(unsigned(next), 0xffffffffu));
     if (lane == 0 && t < count) {
       const Sm90BwdWorkTile n = sm90_bwd_work_tile(t, p.Hkv, p.Bkv);
       const int bk = p.Bkv == 1 ? 0 : n.bz;

@@ -5,6 +5,7 @@
 //   O += P V   RS wgmma, m64 x Dv x BN: A = P in registers, B = the V stage, MN-major (trans-b = 1).
 // Tile layouts: tile_config_sm90.h (C/64 slabs of [rows][64], 128B swizzle).
 #include "sm90/fwd_layout_sm90.cuh"
+#include "sm90/ptx/redux.cuh"
 #include "sm90/ptx/wgmma.cuh"
 
 namespace flexattn::kern::sm90 {
@@ -17,9 +18,7 @@ namespace flexattn::kern::sm90 {
 // profile of the dense D=64 forward).
 __device__ __forceinline__ unsigned stage_addr(unsigned a) {
 #if defined(FLEXATTN_SM90_UNIFORM_DESC)
-  unsigned u;
-  asm volatile("redux.sync.or.b32 %0, %1, %2;" : "=r"(u) : "r"(a), "r"(0xffffffffu));
-  return u;
+  return redux_or(a, 0xffffffffu);
 #else
   return a;
 #endif

@@ -58,6 +58,9 @@
 //     would let warpgroup 1 grant tile i+1's first turn, now that its Q no longer waits for tile i's
 //     epilogues, while warpgroup 0 has yet to take tile i's last grant: two grants on one barrier.)
 #include "common/params.h"
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#include "sm90/ptx/redux.cuh"
+#endif
 
 namespace flexattn::kern::sm90 {
 
@@ -196,9 +199,7 @@ __device__ __forceinline__ int fwd_queue_next(unsigned* queue, int t, int count)
 // value and the producer needed about 40 registers: at setmaxnreg 24 ptxas spilled 200-900 bytes in
 // every persistent kernel of compile_sm90. Only the producer's one thread runs this: mask = lane 0.
 __device__ __forceinline__ int fwd_uniform(int v) {
-  int u;
-  asm volatile("redux.sync.or.b32 %0, %1, %2;" : "=r"(u) : "r"(v), "r"(1u));
-  return u;
+  return int(redux_or(unsigned(v), 1u));
 }
 #endif
 

@@ -170,6 +170,42 @@ FLEXATTN_HD constexpr Sm90BwdWorkTile sm90_bwd_work_tile(int t, int Hkv, int Bkv
   return Sm90BwdWorkTile{kvt * kSm90BwdBlockN, r % Hkv, r / Hkv};
 }
 
+// Launch order of the non-persistent backward (p.bwd_head_group = G): CTA `linear` (blockIdx.x + gridDim.x *
+// (blockIdx.y + gridDim.y * blockIdx.z), the order the hardware dispatches in) runs kv rank j of pair hbi =
+// kv head + Hkv * kv batch, where the pairs form groups of G (the hb % G left over first) and inside a group the
+// ranks go first: for j, for the group's pairs. The kernel takes kv tile |bwd_kv_flip - j|. G = 1 is the grid's
+// own order (all ranks of a pair, then the next pair). Why: one CTA per SM, 2048 CTAs of unequal length
+// (causal: kv tile j walks 64 - j query tiles at S = 8192) dispatched pair after pair leave a tail; ranks first
+// across a group whose Q, dO, dQ accumulator and K / V fit in about half the L2 keep the longest CTAs at the
+// front without spreading the working set over every head (greedy schedule model, tests/compile/sm90:
+// causal B=2 H=16 S=8192 makespan 549 -> 520 kv-tile times at G = 2, bound 520; S=4096 154 -> 136 at G = 4).
+// In deterministic mode a CTA still only waits for CTAs with lower linear index: the same pair's lower ranks
+// (higher kv tiles, bwd_dq_order_sm90.h) come earlier in its group.
+struct Sm90BwdGridTile {
+  int rank, hk, bz;
+};
+FLEXATTN_HD constexpr Sm90BwdGridTile sm90_bwd_grid_tile(int linear, int n_kv, int Hkv, int Bkv, int group) {
+  const int hb = Hkv * Bkv, g = group > 1 ? (group < hb ? group : hb) : 1;
+  const int rest = hb - hb / g * g;
+  int base = hb - rest, size = rest, within = linear;
+  if (linear >= rest * n_kv) {
+    const int k = (linear - rest * n_kv) / (g * n_kv);
+    base = k * g, size = g, within = linear - rest * n_kv - k * g * n_kv;
+  }
+  const int rank = within / size, hbi = base + (within - rank * size);
+  return Sm90BwdGridTile{rank, hbi % Hkv, hbi / Hkv};
+}
+
+// The group size for sm90_bwd_grid_tile: the (kv head, kv batch) pairs whose Q and dO (of the Hq / Hkv query
+// heads), fp32 dQ accumulator and K / V fit in kL2BwdBudgetBytes, at least 1.
+constexpr long long kL2BwdBudgetBytes = 24ll << 20;  // H100 / H200 L2: 50 MiB, as the forward's groups
+FLEXATTN_HD constexpr int sm90_bwd_head_group(int Hq, int Hkv, int Bkv, int L, int S, int d, int dv) {
+  const long long per = (long long)(Hq / (Hkv > 0 ? Hkv : 1)) * L * ((d + dv) * 2ll + d * 4ll) + (long long)S * (d + dv) * 2;
+  const long long g = kL2BwdBudgetBytes / (per > 0 ? per : 1);
+  const long long hb = (long long)Hkv * Bkv;
+  return int(g < 1 ? 1 : (g > hb ? hb : g));
+}
+
 // Grid of the persistent backward: x = min(ctas, work tiles) (at least 1; the tile queue needs every
 // CTA's first tile, blockIdx.x, to exist), and the layout plus the two persistent words.
 FLEXATTN_HD constexpr Sm90Launch sm90_bwd_persistent_launch(int d, int dv, int Bkv, int Hkv, int S, int ctas,

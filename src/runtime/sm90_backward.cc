@@ -222,8 +222,13 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
                                          sm90_persistent_ctas(jit::device_props(a.fwd.device).sm_count),
                                          set.sm90_dq_bulk, set.sm90_bwd_v2, set.sm90_bwd_dq_tma);
     p.tile_queue = sm90_tile_queue(a.fwd.device, a.fwd.stream);
-  } else if (ordered) {
-    p.bwd_kv_flip = int(l.grid_x) - 1;  // kv tiles in descending launch order (kernels/sm90/bwd_dq_order_sm90.h)
+  } else {
+    if (ordered) p.bwd_kv_flip = int(l.grid_x) - 1;  // kv tiles in descending launch order (bwd_dq_order_sm90.h)
+    // FLEXATTN_SM90_BWD_HEAD_GROUPS (opt-in until measured): kv-tile-major launch order inside L2-sized groups of
+    // (kv head, kv batch) pairs (kernels/sm90/tile_config_sm90_bwd.h, sm90_bwd_grid_tile).
+    p.bwd_head_group = jit::env_flag("FLEXATTN_SM90_BWD_HEAD_GROUPS", false)
+                           ? kern::sm90_bwd_head_group(p.Hq, p.Hkv, p.Bkv, p.L, p.S, p.D, p.Dv)
+                           : 1;
   }
   launch_backward(*a.fwd.variant, set, p, launch_config(l, a.fwd.stream), a.deterministic && !ordered,
                   a.fwd.stream);

@@ -3,7 +3,9 @@
 // the generated source, and the tensor maps (dO in o_map) without a driver.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <queue>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -508,4 +510,58 @@ TEST(Sm90BwdHost, PersistentWorkTilesAreCoveredOnceAndTheQueueWordResets) {
       }
     }
   }
+}
+
+// The non-persistent backward's launch order (sm90_bwd_grid_tile): every (kv rank, kv head, kv batch) once for
+// any group size; group 1 is the grid's own order; inside a pair the ranks ascend with the linear index (what
+// the deterministic mode's ordered dQ needs: a CTA waits only for lower ranks of its own pair).
+TEST(Sm90BwdHost, GridTileOrderIsAPermutationWithRanksAscendingPerPair) {
+  for (const auto [n_kv, Hkv, Bkv] : {std::tuple{64, 16, 2}, std::tuple{7, 3, 5}, std::tuple{1, 1, 1}}) {
+    for (int group : {0, 1, 2, 4, 6, 1000}) {
+      std::vector<int> seen(size_t(n_kv * Hkv * Bkv), 0), last(size_t(Hkv * Bkv), -1);
+      for (int linear = 0; linear < n_kv * Hkv * Bkv; ++linear) {
+        const auto w = kern::sm90_bwd_grid_tile(linear, n_kv, Hkv, Bkv, group);
+        ASSERT_GE(w.rank, 0);
+        ASSERT_LT(w.rank, n_kv);
+        ASSERT_LT(w.hk, Hkv);
+        ASSERT_LT(w.bz, Bkv);
+        const int pair = w.bz * Hkv + w.hk;
+        ++seen[size_t(pair * n_kv + w.rank)];
+        EXPECT_GT(w.rank, last[size_t(pair)]) << "group " << group << " linear " << linear;
+        last[size_t(pair)] = w.rank;
+        if (group <= 1) {
+          EXPECT_EQ(w.rank, linear % n_kv);
+          EXPECT_EQ(pair, linear / n_kv);
+        }
+      }
+      for (int s : seen) ASSERT_EQ(s, 1) << "group " << group;
+    }
+  }
+}
+
+// Why: the greedy schedule (one CTA per SM, 132 SMs, CTAs taken in launch order) of causal backward CTAs (kv
+// tile j walks n - j query tiles, plus one tile of fixed cost). Pair after pair leaves a tail; kv-tile-major
+// inside the L2-sized groups reaches the bound at S=8192 and S=4096 (B=2 H=16 D=128: groups of 2 and 4).
+TEST(Sm90BwdHost, GroupedGridOrderShortensTheCausalSchedule) {
+  auto makespan = [](int n_kv, int pairs, int group) {
+    std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
+    for (int c = 0; c < 132; ++c) free_at.push(0.0);
+    double end = 0.0;
+    for (int linear = 0; linear < n_kv * pairs; ++linear) {
+      const auto w = kern::sm90_bwd_grid_tile(linear, n_kv, pairs, 1, group);
+      const double f = free_at.top() + (n_kv - w.rank) + 1.0;
+      free_at.pop();
+      free_at.push(f);
+      end = std::max(end, f);
+    }
+    return end;
+  };
+  EXPECT_EQ(kern::sm90_bwd_head_group(16, 16, 2, 8192, 8192, 128, 128), 2);
+  EXPECT_EQ(kern::sm90_bwd_head_group(16, 16, 2, 4096, 4096, 128, 128), 4);
+  EXPECT_EQ(kern::sm90_bwd_head_group(16, 16, 2, 1024, 1024, 64, 64), 32);  // capped at the pairs
+  EXPECT_EQ(kern::sm90_bwd_head_group(16, 16, 2, 1 << 20, 1 << 20, 128, 128), 1);
+  EXPECT_DOUBLE_EQ(makespan(64, 32, 1), 549.0);
+  EXPECT_DOUBLE_EQ(makespan(64, 32, 2), 520.0);  // bound 519.8
+  EXPECT_DOUBLE_EQ(makespan(32, 32, 1), 154.0);
+  EXPECT_DOUBLE_EQ(makespan(32, 32, 4), 136.0);  // bound 135.8
 }
