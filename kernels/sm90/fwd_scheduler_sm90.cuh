@@ -84,7 +84,11 @@ struct FwdTileOrder {
   // one of 2: causal makespan 534.5 -> 512.5 kv-tile times, bound 512; bench/run.py's document mask 145.5 ->
   // 138.0; tests/compile/sm90/test_sm90_host.cc).
   FLEXATTN_HD FwdGroupSpan span(int t) const {
+#if defined(FLEXATTN_SM90_SMALL_GROUP_LAST)  // FLEXATTN_SM90_SMALL_GROUP_FIRST=0: the order before session 9
+    const int rest = 0;
+#else
     const int rest = hb - hb / group * group;
+#endif
     if (t < rest * nq) return FwdGroupSpan{hb - rest, rest, 0, t};
     const int g = (t - rest * nq) / (group * nq);
     const int t0 = rest * nq + g * group * nq;
