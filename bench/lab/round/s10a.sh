@@ -36,4 +36,15 @@ echo "== B=2 H=16 D=128 backward ms: HEAD_GROUPS 0 / 1, default and deterministi
 for S in 8192 4096; do for m in causal document full; do
   echo "S=$S $m: default $(ms_of $O/g0_${m}_${S}_b.log backward) -> $(ms_of $O/g1_${m}_${S}_b.log backward)  det $(ms_of $O/g0_${m}_${S}_d.log backward) -> $(ms_of $O/g1_${m}_${S}_d.log backward)"
 done; done
+# (4) bench/run.py's own timing of the two short forwards (session 8: sliding 386 TFLOP/s there, 442-457 in the CLI),
+# flexattn only, small group first vs last.
+if [ "${BENCH:-1}" = 1 ]; then
+  cmake -S . -B build-gpu -DFLEXATTN_BUILD_PYTHON=ON > $O/configure_py.log 2>&1
+  cmake --build build-gpu -j16 --target _C > $O/build_py.log 2>&1 || { grep error $O/build_py.log | head; }
+  export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python
+  for c in first last; do
+    env $(cfg $c) timeout 150 python3 bench/run.py --suite long --cases sliding1024,document,causal --impls flexattn --no-warm \
+      --reps 30 --out $O/bench_$c > $O/bench_$c.log 2>&1; echo "bench.py $c rc=$? ($(el) s)"; tail -12 $O/bench_$c.log | grep -E "^\|" | head -8
+  done
+fi
 (cd $OUT && tar czf all.tgz --exclude=all.tgz . 2>/dev/null); true
