@@ -516,7 +516,7 @@ TEST(Sm90BwdHost, PersistentWorkTilesAreCoveredOnceAndTheQueueWordResets) {
 // any group size; group 1 is the grid's own order; inside a pair the ranks ascend with the linear index (what
 // the deterministic mode's ordered dQ needs: a CTA waits only for lower ranks of its own pair).
 TEST(Sm90BwdHost, GridTileOrderIsAPermutationWithRanksAscendingPerPair) {
-  for (const auto [n_kv, Hkv, Bkv] : {std::tuple{64, 16, 2}, std::tuple{7, 3, 5}, std::tuple{1, 1, 1}}) {
+  for (const auto& [n_kv, Hkv, Bkv] : {std::tuple{64, 16, 2}, std::tuple{7, 3, 5}, std::tuple{1, 1, 1}}) {
     for (int group : {0, 1, 2, 4, 6, 1000}) {
       std::vector<int> seen(size_t(n_kv * Hkv * Bkv), 0), last(size_t(Hkv * Bkv), -1);
       for (int linear = 0; linear < n_kv * Hkv * Bkv; ++linear) {

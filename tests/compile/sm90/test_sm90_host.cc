@@ -448,7 +448,7 @@ TEST(Sm90Host, SmallerHeadGroupRunsFirst) {
 // positions must still cover every work tile exactly once, each head's k-th query tile must be row
 // q_order[k] of its mask (b, h), and anything the order cannot apply to keeps the natural order.
 TEST(Sm90Host, RowOrderPermutesTheWorkTilesPerHead) {
-  for (const auto [mask_B, mask_H] : {std::pair{1, 1}, std::pair{2, 1}, std::pair{2, 3}}) {
+  for (const auto& [mask_B, mask_H] : {std::pair{1, 1}, std::pair{2, 1}, std::pair{2, 3}}) {
     kern::AttnParams p{};
     p.B = 2, p.Hq = 3, p.L = p.S = 1000;  // 8 query tiles; D=128 K/V fit: one head group of 6
     p.q_block = 128, p.nq = 8, p.mask_B = mask_B, p.mask_H = mask_H;
