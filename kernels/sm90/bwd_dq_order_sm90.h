@@ -8,8 +8,9 @@
 // tile without a block mask. They add in descending kv-tile order: kv tile j goes after every
 // contributor above it, so its rank is the number of those. Descending, because a causal CTA j reaches
 // query tile i after i - j steps of its walk: the higher tiles get there first, and the order follows the
-// arrivals. The kernel launches kv tiles in descending order too (blockIdx.x 0 = the last kv tile): a CTA
-// only waits for CTAs launched before it, so the oldest unfinished CTA never waits (no deadlock while
+// arrivals. The kernel launches kv tiles in descending order too (rank 0 = the last kv tile; per (kv head,
+// kv batch) the ranks ascend with the linear block index in every launch order of sm90_bwd_grid_tile): a
+// CTA only waits for CTAs launched before it, so the oldest unfinished CTA never waits (no deadlock while
 // CTAs are dispatched in blockIdx order, which FA3's deterministic backward relies on as well).
 #include "common/params.h"
 #include "sm90/tile_config_sm90_bwd.h"
