@@ -6,7 +6,8 @@ import torch
 import bench_cases as bc, bench_torch as bt, bench_impls as bi
 from probe_timing import batch_ms, host_us
 
-shape = bc.Shape(4, 16, 2048, 128) if hasattr(bc, "Shape") else None
+_S = int(os.environ.get("PROBE_S", "2048"))  # 8192: the issues' B=2 H=16 S=8192 shape
+shape = bc.Shape(4 if _S == 2048 else 2, 16, _S, 128) if hasattr(bc, "Shape") else None
 print(f"{'case':<14} {'impl':<11} {'flushed ms':>10} {'batch ms':>9} {'host us':>8}")
 for case in sys.argv[1:] or ["full", "causal", "document", "softcap_causal"]:
     ctx = bi.CaseContext(shape, case, 0, with_reference=False)

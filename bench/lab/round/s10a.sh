@@ -46,5 +46,9 @@ if [ "${BENCH:-1}" = 1 ]; then
     env $(cfg $c) timeout 150 python3 bench/run.py --suite long --cases sliding1024,document,causal --impls flexattn --no-warm \
       --reps 30 --out $O/bench_$c > $O/bench_$c.log 2>&1; echo "bench.py $c rc=$? ($(el) s)"; tail -12 $O/bench_$c.log | grep -E "^\|" | head -8
   done
+  # bench/run.py times one call after a 256 MB L2 flush (~70 us on the GPU): host time per call beyond that
+  # shows up as GPU idle inside the timed region. Flushed single call vs back-to-back vs host issue time.
+  (cd bench/lab/round && PROBE_S=8192 timeout 120 python3 host_probe.py sliding1024 document causal) > $O/host_probe.log 2>&1
+  echo "host_probe rc=$?"; cat $O/host_probe.log | tail -8
 fi
 (cd $OUT && tar czf all.tgz --exclude=all.tgz . 2>/dev/null); true
