@@ -53,7 +53,7 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 # hand-off of the ordered dQ reductions (FLEXATTN_SM90_BWD_DQ_PIPELINE=1), on the deterministic cases only.
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_ORDERED_DQ=0 run gpu_attention_det_pass $CHECK --deterministic --quick
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_PIPELINE=1 run gpu_attention_det_pipeline $CHECK --deterministic
-# The persistent forward's work tiles in block-mask row order (FLEXATTN_SM90_ROW_ORDER, opt-in): every tile once.
+# The sm90 forward's work tiles in block-mask row order (FLEXATTN_SM90_ROW_ORDER, opt-in): every tile once.
 [ $HOPPER = 1 ] && FLEXATTN_SM90_ROW_ORDER=1 run gpu_attention_row_order $CHECK --quick
 # The backward's grouped launch order (FLEXATTN_SM90_BWD_HEAD_GROUPS, opt-in), default and deterministic cases.
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_HEAD_GROUPS=1 run gpu_attention_bwd_groups $CHECK --quick

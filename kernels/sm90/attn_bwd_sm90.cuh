@@ -58,15 +58,20 @@ __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
   extern __shared__ __align__(1024) unsigned char flexattn_smem_sm90[];
   const C c{(smem_u32(flexattn_smem_sm90) + 1023u) & ~1023u};
   // Ordered dQ (deterministic mode, bwd_dq_order_sm90.h): kv tiles launch in descending order.
-  // The non-persistent kernel's launch order (sm90_bwd_grid_tile; p.bwd_head_group 1 = the grid's own).
+#if defined(FLEXATTN_SM90_BWD_GRID_ORDER)
+  // The non-persistent kernel's grouped launch order (FLEXATTN_SM90_BWD_HEAD_GROUPS; sm90_bwd_grid_tile,
+  // p.bwd_head_group 1 = the grid's own order). Through redux_or: uniform registers, as blockIdx was (computed
+  // per-thread values spilled the 24-register warps of the first kernel's bulk dQ path at D = 128).
   const Sm90BwdGridTile at = sm90_bwd_grid_tile(int(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)),
                                                 int(gridDim.x), int(gridDim.y), int(gridDim.z), p.bwd_head_group);
-  // Through redux_or: uniform registers, as blockIdx was (computed per-thread values spilled the 24-register
-  // warps of the first kernel's bulk dQ path at D = 128).
   const int kv_tile = kPersistent ? int(blockIdx.x) : int(redux_or(unsigned(abs(p.bwd_kv_flip - at.rank)), 0xffffffffu));
-  const int kv0 = kv_tile * C::BN;
   const int hk = kPersistent ? int(blockIdx.y) : int(redux_or(unsigned(at.hk), 0xffffffffu));
   const int bz = kPersistent ? int(blockIdx.z) : int(redux_or(unsigned(at.bz), 0xffffffffu));
+#else
+  const int kv_tile = kPersistent ? int(blockIdx.x) : abs(p.bwd_kv_flip - int(blockIdx.x));
+  const int hk = blockIdx.y, bz = blockIdx.z;
+#endif
+  const int kv0 = kv_tile * C::BN;
   const int wg = threadIdx.x >> 7;
   if constexpr (!kPersistent) {
     if (kv0 >= p.S) return;  // whole CTA, before any barrier

@@ -76,6 +76,12 @@ struct FwdGroupSpan {
   int hb0, size, t0, within;
 };
 
+#if defined(FLEXATTN_SM90_SMALL_GROUP_LAST)  // FLEXATTN_SM90_SMALL_GROUP_FIRST=0 (kernel_source_sm90.cc)
+constexpr bool kFwdSmallGroupFirst = false;
+#else
+constexpr bool kFwdSmallGroupFirst = true;
+#endif
+
 struct FwdTileOrder {
   int nq, Hq, hb, group, count;  // query tiles, heads, heads x batches, heads per group, tiles
 
@@ -83,21 +89,23 @@ struct FwdTileOrder {
   // while every CTA was busy and ended the launch alone (schedule model, B=2 H=16 S=8192 D=128, groups of 6 and
   // one of 2: causal makespan 534.5 -> 512.5 kv-tile times, bound 512; bench/run.py's document mask 145.5 ->
   // 138.0; tests/compile/sm90/test_sm90_host.cc).
+  // kSmallFirst = false (FLEXATTN_SM90_SMALL_GROUP_FIRST=0): the order before session 9, the smaller group last.
+  template <bool kSmallFirst = kFwdSmallGroupFirst>
   FLEXATTN_HD FwdGroupSpan span(int t) const {
-#if defined(FLEXATTN_SM90_SMALL_GROUP_LAST)  // FLEXATTN_SM90_SMALL_GROUP_FIRST=0: the order before session 9
-    const int rest = 0;
-#else
+    if constexpr (!kSmallFirst) {
+      const int g = t / (group * nq), t0 = g * group * nq;
+      return FwdGroupSpan{g * group, group < hb - g * group ? group : hb - g * group, t0, t - t0};
+    }
     const int rest = hb - hb / group * group;
-#endif
     if (t < rest * nq) return FwdGroupSpan{hb - rest, rest, 0, t};
     const int g = (t - rest * nq) / (group * nq);
     const int t0 = rest * nq + g * group * nq;
     return FwdGroupSpan{g * group, group, t0, t - t0};
   }
 
-  template <int BM>
+  template <int BM, bool kSmallFirst = kFwdSmallGroupFirst>
   FLEXATTN_HD FwdTile at(int t) const {
-    const FwdGroupSpan s = span(t);
+    const FwdGroupSpan s = span<kSmallFirst>(t);
     const int qt = nq - 1 - s.within / s.size;
     const int hbi = s.hb0 + s.within % s.size;
     return FwdTile{qt * BM, hbi % Hq, hbi / Hq};

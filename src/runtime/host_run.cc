@@ -9,6 +9,7 @@
 #include "flexattn/cuda_host.h"
 #include "flexattn/error.h"
 #include "jit/device.h"
+#include "jit/sys.h"
 
 namespace flexattn {
 
@@ -100,7 +101,7 @@ CudaHostResult cuda_run_host(const CudaHostRequest& r) {
     dbm.full_q_indices = m.has_full ? up.ints(m.full_q_indices) : nullptr;
     dbm.B = m.B, dbm.H = m.H, dbm.nq = m.nq, dbm.nkv = m.nkv, dbm.q_len = m.q_len, dbm.kv_len = m.kv_len;
     dbm.q_block = m.q_block, dbm.kv_block = m.kv_block;
-    dbm.q_order = up.ints(block_mask_row_order(m));
+    if (jit::env_flag("FLEXATTN_SM90_ROW_ORDER", false)) dbm.q_order = up.ints(block_mask_row_order(m));
     fa.block_mask = &dbm;
   }
 

@@ -58,6 +58,8 @@ BackwardWorkspace backward_workspace(int64_t B, int64_t Hq, int64_t L, int64_t D
   return w;
 }
 
+bool sm90_bwd_head_groups_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_HEAD_GROUPS", false); }
+
 bool sm90_bwd_persistent_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_PERSISTENT", false); }
 
 std::string sm90_bwd_persistent_args(const std::string& args) {
@@ -168,6 +170,9 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   // sources whose variant can use it: the others stay byte-identical with the switch on.
   if (variant.buffer_grad_reduce != 0 && (bg_reduce < 0 ? sm90_bwd_bg_reduce_requested() : bg_reduce != 0))
     s << "#define FLEXATTN_SM90_BWD_BG_REDUCE 1\n";
+  // FLEXATTN_SM90_BWD_HEAD_GROUPS: the grouped launch order (sm90_bwd_grid_tile) is compiled in only on request;
+  // its index math spilled 16 bytes in the alibi-slopes and t5 (buffer-gradient) v2 kernels at D = 128.
+  if (sm90_bwd_head_groups_requested()) s << "#define FLEXATTN_SM90_BWD_GRID_ORDER 1\n";
   s << "#include \"common/mod_ops.cuh\"\n";
   s << "#include \"sm80/attn_bwd_sm80.cuh\"\n";
   s << "#include \"sm90/attn_bwd_sm90.cuh\"\n";
@@ -226,7 +231,7 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
     if (ordered) p.bwd_kv_flip = int(l.grid_x) - 1;  // kv tiles in descending launch order (bwd_dq_order_sm90.h)
     // FLEXATTN_SM90_BWD_HEAD_GROUPS (opt-in until measured): kv-tile-major launch order inside L2-sized groups of
     // (kv head, kv batch) pairs (kernels/sm90/tile_config_sm90_bwd.h, sm90_bwd_grid_tile).
-    p.bwd_head_group = jit::env_flag("FLEXATTN_SM90_BWD_HEAD_GROUPS", false)
+    p.bwd_head_group = sm90_bwd_head_groups_requested()
                            ? kern::sm90_bwd_head_group(p.Hq, p.Hkv, p.Bkv, p.L, p.S, p.D, p.Dv)
                            : 1;
   }

@@ -64,10 +64,13 @@ Sm90BwdChoice sm90_bwd_source_choice(const std::string& source);
 // its reductions ordered by semaphores (docs/kernels_sm90.md, "Deterministic dQ"); off, the sm80 family's
 // separate dQ pass computes dQ as before. Applies to the bulk dQ paths of the non-persistent kernel.
 bool sm90_bwd_ordered_dq_requested();
-// FLEXATTN_SM90_BWD_DQ_PIPELINE is on (default off; not yet run on a GPU): with the ordered dQ reductions on the
+// FLEXATTN_SM90_BWD_DQ_PIPELINE is on (default off; measured no faster, session 9): with the ordered dQ reductions on the
 // TMA-reduction (v3) paths, the writer releases a query tile after issuing the next one's reductions instead of
 // waiting for its completion first (kernels/sm90/bwd_dq_order_sm90.cuh). Read at every backward.
 bool sm90_bwd_dq_pipeline_requested();
+// FLEXATTN_SM90_BWD_HEAD_GROUPS (default off): the non-persistent main kernel is compiled with the grouped launch
+// order (FLEXATTN_SM90_BWD_GRID_ORDER) and launched with p.bwd_head_group from sm90_bwd_head_group.
+bool sm90_bwd_head_groups_requested();
 // Deterministic mode on this sm90 backward set takes the ordered dQ reductions (requested, bulk dQ path,
 // non-persistent kernel) instead of the sm80 dQ pass.
 bool sm90_bwd_orders_dq(const KernelSet& set);

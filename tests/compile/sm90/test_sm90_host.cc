@@ -428,20 +428,27 @@ TEST(Sm90Host, SmallerHeadGroupRunsFirst) {
   EXPECT_EQ(order.at<128>(0).b * 16 + order.at<128>(0).h, 30);  // heads-and-batches 30, 31 first
   EXPECT_EQ(order.at<128>(1).b * 16 + order.at<128>(1).h, 31);
   EXPECT_EQ(order.at<128>(128).b * 16 + order.at<128>(128).h, 0);  // then the groups of 6 from the start
-  std::vector<int> seen(size_t(order.count), 0);
-  std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
-  for (int c = 0; c < 132; ++c) free_at.push(0.0);
-  double makespan = 0.0;
-  for (int t = 0; t < order.count; ++t) {
-    const auto tile = order.at<128>(t);
-    ++seen[size_t((tile.b * 16 + tile.h) * 64 + tile.q0 / 128)];
-    const double f = free_at.top() + tile.q0 / 128 + 1 + 0.5;
-    free_at.pop();
-    free_at.push(f);
-    makespan = std::max(makespan, f);
-  }
-  for (int i = 0; i < order.count; ++i) ASSERT_EQ(seen[size_t(i)], 1) << "tile " << i;
-  EXPECT_DOUBLE_EQ(makespan, 512.5);
+  EXPECT_EQ((order.at<128, false>(0).b * 16 + order.at<128, false>(0).h), 0);  // FLEXATTN_SM90_SMALL_GROUP_FIRST=0
+  // Every tile exactly once in both orders; the causal makespan of each (tile = q tiles + half a tile).
+  auto makespan = [&](auto at) {
+    std::vector<int> seen(size_t(order.count), 0);
+    std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
+    for (int c = 0; c < 132; ++c) free_at.push(0.0);
+    double end = 0.0;
+    for (int t = 0; t < order.count; ++t) {
+      const auto tile = at(t);
+      EXPECT_TRUE(tile.b >= 0 && tile.b < 2 && tile.h >= 0 && tile.h < 16 && tile.q0 >= 0 && tile.q0 < 8192) << t;
+      ++seen[size_t((tile.b * 16 + tile.h) * 64 + tile.q0 / 128)];
+      const double f = free_at.top() + tile.q0 / 128 + 1 + 0.5;
+      free_at.pop();
+      free_at.push(f);
+      end = std::max(end, f);
+    }
+    for (int i = 0; i < order.count; ++i) EXPECT_EQ(seen[size_t(i)], 1) << "tile " << i;
+    return end;
+  };
+  EXPECT_DOUBLE_EQ(makespan([&](int t) { return order.at<128, true>(t); }), 512.5);
+  EXPECT_DOUBLE_EQ(makespan([&](int t) { return order.at<128, false>(t); }), 534.5);
 }
 
 // FLEXATTN_SM90_ROW_ORDER: queue position t runs natural index fwd_ordered_index(t). Over a launch the
