@@ -197,10 +197,12 @@ FLEXATTN_HD constexpr Sm90BwdGridTile sm90_bwd_grid_tile(int linear, int n_kv, i
 }
 
 // The group size for sm90_bwd_grid_tile: the (kv head, kv batch) pairs whose Q and dO (of the Hq / Hkv query
-// heads), fp32 dQ accumulator and K / V fit in kL2BwdBudgetBytes, at least 1.
+// heads, and of the B / Bkv batches a broadcast K / V serves), fp32 dQ accumulator and K / V fit in
+// kL2BwdBudgetBytes, at least 1.
 constexpr long long kL2BwdBudgetBytes = 24ll << 20;  // H100 / H200 L2: 50 MiB, as the forward's groups
-FLEXATTN_HD constexpr int sm90_bwd_head_group(int Hq, int Hkv, int Bkv, int L, int S, int d, int dv) {
-  const long long per = (long long)(Hq / (Hkv > 0 ? Hkv : 1)) * L * ((d + dv) * 2ll + d * 4ll) + (long long)S * (d + dv) * 2;
+FLEXATTN_HD constexpr int sm90_bwd_head_group(int B, int Hq, int Hkv, int Bkv, int L, int S, int d, int dv) {
+  const long long rows = (long long)(Hq / (Hkv > 0 ? Hkv : 1)) * (B / (Bkv > 0 ? Bkv : 1)) * L;
+  const long long per = rows * ((d + dv) * 2ll + d * 4ll) + (long long)S * (d + dv) * 2;
   const long long g = kL2BwdBudgetBytes / (per > 0 ? per : 1);
   const long long hb = (long long)Hkv * Bkv;
   return int(g < 1 ? 1 : (g > hb ? hb : g));

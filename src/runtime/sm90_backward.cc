@@ -232,7 +232,7 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
     // FLEXATTN_SM90_BWD_HEAD_GROUPS (opt-in until measured): kv-tile-major launch order inside L2-sized groups of
     // (kv head, kv batch) pairs (kernels/sm90/tile_config_sm90_bwd.h, sm90_bwd_grid_tile).
     p.bwd_head_group = sm90_bwd_head_groups_requested()
-                           ? kern::sm90_bwd_head_group(p.Hq, p.Hkv, p.Bkv, p.L, p.S, p.D, p.Dv)
+                           ? kern::sm90_bwd_head_group(p.B, p.Hq, p.Hkv, p.Bkv, p.L, p.S, p.D, p.Dv)
                            : 1;
   }
   launch_backward(*a.fwd.variant, set, p, launch_config(l, a.fwd.stream), a.deterministic && !ordered,

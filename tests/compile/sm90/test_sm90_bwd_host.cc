@@ -556,10 +556,11 @@ TEST(Sm90BwdHost, GroupedGridOrderShortensTheCausalSchedule) {
     }
     return end;
   };
-  EXPECT_EQ(kern::sm90_bwd_head_group(16, 16, 2, 8192, 8192, 128, 128), 2);
-  EXPECT_EQ(kern::sm90_bwd_head_group(16, 16, 2, 4096, 4096, 128, 128), 4);
-  EXPECT_EQ(kern::sm90_bwd_head_group(16, 16, 2, 1024, 1024, 64, 64), 32);  // capped at the pairs
-  EXPECT_EQ(kern::sm90_bwd_head_group(16, 16, 2, 1 << 20, 1 << 20, 128, 128), 1);
+  EXPECT_EQ(kern::sm90_bwd_head_group(2, 16, 16, 2, 8192, 8192, 128, 128), 2);
+  EXPECT_EQ(kern::sm90_bwd_head_group(2, 16, 16, 2, 4096, 4096, 128, 128), 4);
+  EXPECT_EQ(kern::sm90_bwd_head_group(2, 16, 16, 2, 1024, 1024, 64, 64), 32);  // capped at the pairs
+  EXPECT_EQ(kern::sm90_bwd_head_group(2, 16, 16, 2, 1 << 20, 1 << 20, 128, 128), 1);
+  EXPECT_EQ(kern::sm90_bwd_head_group(2, 16, 16, 1, 4096, 4096, 128, 128), 2);  // K / V broadcast: 2 batches per pair
   EXPECT_DOUBLE_EQ(makespan(64, 32, 1), 549.0);
   EXPECT_DOUBLE_EQ(makespan(64, 32, 2), 520.0);  // bound 519.8
   EXPECT_DOUBLE_EQ(makespan(32, 32, 1), 154.0);
