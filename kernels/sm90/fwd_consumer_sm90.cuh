@@ -210,9 +210,8 @@ __device__ __forceinline__ void fwd_consumer(const AttnParams& p, const FwdCfg<D
     turns.finish();
   } else {
     for (int t = blockIdx.x; t < order.count; t += gridDim.x, ++it)
-      fwd_consume_tile<V, T, D, Dv, kNarrow, kPingPong, false>(
-          p, c, wg, order.template at<FwdCfg<D, Dv, kNarrow>::BM>(fwd_ordered_index<FwdCfg<D, Dv, kNarrow>::BM>(order, p, t)),
-          it, pos);
+      fwd_consume_tile<V, T, D, Dv, kNarrow, kPingPong, false>(p, c, wg, fwd_tile_at<FwdCfg<D, Dv, kNarrow>::BM>(order, p, t),
+                                                               it, pos);
   }
 }
 

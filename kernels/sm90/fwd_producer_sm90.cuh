@@ -147,8 +147,7 @@ __device__ __forceinline__ void fwd_producer(const AttnParams& p, const FwdCfg<D
     fwd_produce_end_persistent(c, it);
   } else {
     for (int t = blockIdx.x; t < order.count; t += gridDim.x, ++it)
-      fwd_produce_tile(p, c, order.template at<FwdCfg<D, Dv, kNarrow>::BM>(fwd_ordered_index<FwdCfg<D, Dv, kNarrow>::BM>(order, p, t)),
-                       it, pos);
+      fwd_produce_tile(p, c, fwd_tile_at<FwdCfg<D, Dv, kNarrow>::BM>(order, p, t), it, pos);
   }
 }
 

@@ -58,22 +58,15 @@
 //     would let warpgroup 1 grant tile i+1's first turn, now that its Q no longer waits for tile i's
 //     epilogues, while warpgroup 0 has yet to take tile i's last grant: two grants on one barrier.)
 #include "common/params.h"
+#include "sm90/head_groups_sm90.h"
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #include "sm90/ptx/redux.cuh"
 #endif
 
 namespace flexattn::kern::sm90 {
 
-constexpr long long kL2KvBudgetBytes = 24ll << 20;  // H100 / H200 L2: 50 MiB
-
 struct FwdTile {
   int q0, h, b;  // first query row, query head, batch
-};
-
-// The head group of work tile t: heads-and-batches [hb0, hb0 + size), its tiles t0 .. t0 + size * nq - 1, t at
-// position `within` of them (query-tile rank within / size, head hb0 + within % size).
-struct FwdGroupSpan {
-  int hb0, size, t0, within;
 };
 
 #if defined(FLEXATTN_SM90_SMALL_GROUP_LAST)  // FLEXATTN_SM90_SMALL_GROUP_FIRST=0 (kernel_source_sm90.cc)
@@ -85,29 +78,19 @@ constexpr bool kFwdSmallGroupFirst = true;
 struct FwdTileOrder {
   int nq, Hq, hb, group, count;  // query tiles, heads, heads x batches, heads per group, tiles
 
-  // The smaller last group (hb % group heads), if any, runs first: when it ran last its longest tiles started
-  // while every CTA was busy and ended the launch alone (schedule model, B=2 H=16 S=8192 D=128, groups of 6 and
-  // one of 2: causal makespan 534.5 -> 512.5 kv-tile times, bound 512; bench/run.py's document mask 145.5 ->
-  // 138.0; tests/compile/sm90/test_sm90_host.cc).
-  // kSmallFirst = false (FLEXATTN_SM90_SMALL_GROUP_FIRST=0): the order before session 9, the smaller group last.
+  // Heads-and-batches in head groups, a smaller leftover group first (head_groups_sm90.h; bench/run.py's
+  // document mask 145.5 -> 138.0 in the schedule model). kSmallFirst = false
+  // (FLEXATTN_SM90_SMALL_GROUP_FIRST=0): the order before session 9, the smaller group last.
   template <bool kSmallFirst = kFwdSmallGroupFirst>
-  FLEXATTN_HD FwdGroupSpan span(int t) const {
-    if constexpr (!kSmallFirst) {
-      const int g = t / (group * nq), t0 = g * group * nq;
-      return FwdGroupSpan{g * group, group < hb - g * group ? group : hb - g * group, t0, t - t0};
-    }
-    const int rest = hb - hb / group * group;
-    if (t < rest * nq) return FwdGroupSpan{hb - rest, rest, 0, t};
-    const int g = (t - rest * nq) / (group * nq);
-    const int t0 = rest * nq + g * group * nq;
-    return FwdGroupSpan{g * group, group, t0, t - t0};
+  FLEXATTN_HD HeadGroupSpan span(int t) const {
+    return head_group_span<kSmallFirst>(t, hb, group, nq);
   }
 
   template <int BM, bool kSmallFirst = kFwdSmallGroupFirst>
   FLEXATTN_HD FwdTile at(int t) const {
-    const FwdGroupSpan s = span<kSmallFirst>(t);
+    const HeadGroupSpan s = span<kSmallFirst>(t);
     const int qt = nq - 1 - s.within / s.size;
-    const int hbi = s.hb0 + s.within % s.size;
+    const int hbi = s.u0 + s.within % s.size;
     return FwdTile{qt * BM, hbi % Hq, hbi / Hq};
   }
 };
@@ -118,9 +101,7 @@ FLEXATTN_HD FwdTileOrder fwd_tile_order(const AttnParams& p) {
   o.nq = (p.L + BM - 1) / BM;
   o.Hq = p.Hq;
   o.hb = p.Hq * p.B;
-  const long long kv_bytes = (long long)p.S * (D + Dv) * 2;
-  const long long fit = kL2KvBudgetBytes / (kv_bytes > 0 ? kv_bytes : 1);
-  o.group = (int)(fit < 1 ? 1 : (fit > o.hb ? o.hb : fit));
+  o.group = l2_group_size((long long)p.S * (D + Dv) * 2, o.hb);  // K and V of one head
   o.count = o.nq * o.hb;
   return o;
 }
@@ -137,14 +118,20 @@ FLEXATTN_HD FwdTileOrder fwd_tile_order(const AttnParams& p) {
 template <int BM>
 FLEXATTN_HD int fwd_ordered_index(const FwdTileOrder& o, const AttnParams& p, int t) {
   if (p.q_order == nullptr || p.q_block != BM || p.nq != o.nq) return t;
-  const FwdGroupSpan s = o.span(t);
+  const HeadGroupSpan s = o.span(t);
   const int rank = s.within / s.size, hi = s.within - rank * s.size;
-  const int hbi = s.hb0 + hi;
+  const int hbi = s.u0 + hi;
   const int b = hbi / o.Hq, h = hbi - b * o.Hq;
   const int mb = p.mask_B > 0 ? p.mask_B : 1, mh = p.mask_H > 0 ? p.mask_H : 1;
   const int qt = p.q_order[((b % mb) * mh + h % mh) * o.nq + rank];
   if (unsigned(qt) >= unsigned(o.nq)) return t;
   return s.t0 + (o.nq - 1 - qt) * s.size + hi;
+}
+
+// The coordinates of queue position t (the non-persistent kernel's producer and consumers each compute them).
+template <int BM>
+FLEXATTN_HD FwdTile fwd_tile_at(const FwdTileOrder& o, const AttnParams& p, int t) {
+  return o.template at<BM>(fwd_ordered_index<BM>(o, p, t));
 }
 
 // Kv tiles of BN rows that common/mask_iter.cuh's TileWalker yields for one mask block `blk` of

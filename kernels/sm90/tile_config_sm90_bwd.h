@@ -26,6 +26,7 @@
 //  D or Dv = 256 / 192 are not supported here (registers: dK + dV alone would be 256 per thread);
 //    they run on the sm80 family.
 #include "common/params.h"
+#include "sm90/head_groups_sm90.h"
 #include "sm90/tile_config_sm90.h"
 
 namespace flexattn::kern {
@@ -185,27 +186,18 @@ struct Sm90BwdGridTile {
   int rank, hk, bz;
 };
 FLEXATTN_HD constexpr Sm90BwdGridTile sm90_bwd_grid_tile(int linear, int n_kv, int Hkv, int Bkv, int group) {
-  const int hb = Hkv * Bkv, g = group > 1 ? (group < hb ? group : hb) : 1;
-  const int rest = hb - hb / g * g;
-  int base = hb - rest, size = rest, within = linear;
-  if (linear >= rest * n_kv) {
-    const int k = (linear - rest * n_kv) / (g * n_kv);
-    base = k * g, size = g, within = linear - rest * n_kv - k * g * n_kv;
-  }
-  const int rank = within / size, hbi = base + (within - rank * size);
+  const int hb = Hkv * Bkv;
+  const HeadGroupSpan s = head_group_span(linear, hb, group > 1 ? (group < hb ? group : hb) : 1, n_kv);
+  const int rank = s.within / s.size, hbi = s.u0 + (s.within - rank * s.size);
   return Sm90BwdGridTile{rank, hbi % Hkv, hbi / Hkv};
 }
 
-// The group size for sm90_bwd_grid_tile: the (kv head, kv batch) pairs whose Q and dO (of the Hq / Hkv query
-// heads, and of the B / Bkv batches a broadcast K / V serves), fp32 dQ accumulator and K / V fit in
-// kL2BwdBudgetBytes, at least 1.
-constexpr long long kL2BwdBudgetBytes = 24ll << 20;  // H100 / H200 L2: 50 MiB, as the forward's groups
+// The group size for sm90_bwd_grid_tile (l2_group_size): a (kv head, kv batch) pair's working set is the Q and dO
+// of the Hq / Hkv query heads and of the B / Bkv batches a broadcast K / V serves, their fp32 dQ accumulator, and
+// its K / V.
 FLEXATTN_HD constexpr int sm90_bwd_head_group(int B, int Hq, int Hkv, int Bkv, int L, int S, int d, int dv) {
   const long long rows = (long long)(Hq / (Hkv > 0 ? Hkv : 1)) * (B / (Bkv > 0 ? Bkv : 1)) * L;
-  const long long per = rows * ((d + dv) * 2ll + d * 4ll) + (long long)S * (d + dv) * 2;
-  const long long g = kL2BwdBudgetBytes / (per > 0 ? per : 1);
-  const long long hb = (long long)Hkv * Bkv;
-  return int(g < 1 ? 1 : (g > hb ? hb : g));
+  return l2_group_size(rows * ((d + dv) * 2ll + d * 4ll) + (long long)S * (d + dv) * 2, Hkv * Bkv);
 }
 
 // Grid of the persistent backward: x = min(ctas, work tiles) (at least 1; the tile queue needs every

@@ -208,7 +208,7 @@ TEST(Sm90Host, TileOrderIsAPermutationLongestFirstPerHeadGroup) {
     ASSERT_EQ(order.count, nq * sh.Hq * sh.B);
     const long long kv_bytes = 1ll * sh.S * 256 * 2;
     EXPECT_GE(order.group, 1);
-    EXPECT_TRUE(order.group == 1 || order.group * kv_bytes <= kern::sm90::kL2KvBudgetBytes) << order.group;
+    EXPECT_TRUE(order.group == 1 || order.group * kv_bytes <= kern::kL2GroupBudgetBytes) << order.group;
     std::vector<int> seen(order.count, 0);
     int last_group = -1, last_q = 1 << 30;
     for (int t = 0; t < order.count; ++t) {
