@@ -48,6 +48,9 @@ struct KernelSet {
   // sm90 backward only: the main kernel is the persistent one (FLEXATTN_SM90_BWD_PERSISTENT; its grid is
   // one CTA per SM and its shared memory 32 bytes larger).
   bool sm90_bwd_persistent = false;
+  // sm90 backward only: the main kernel has the grouped launch order (FLEXATTN_SM90_BWD_HEAD_GROUPS) compiled in,
+  // so p.bwd_head_group > 1 takes effect.
+  bool sm90_bwd_grid_order = false;
 };
 
 // The generated source of an sm80-family kernel set (exposed for golden-file tests); the sm90 one is

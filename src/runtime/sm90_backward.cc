@@ -58,7 +58,20 @@ BackwardWorkspace backward_workspace(int64_t B, int64_t Hq, int64_t L, int64_t D
   return w;
 }
 
-bool sm90_bwd_head_groups_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_HEAD_GROUPS", false); }
+Sm90BwdHeadGroups sm90_bwd_head_groups_mode() {
+  std::string v = jit::env_or("FLEXATTN_SM90_BWD_HEAD_GROUPS");
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+  if (v.empty() || v == "auto") return Sm90BwdHeadGroups::automatic;
+  return jit::env_flag("FLEXATTN_SM90_BWD_HEAD_GROUPS", true) ? Sm90BwdHeadGroups::always : Sm90BwdHeadGroups::off;
+}
+
+int sm90_bwd_launch_head_group(const kern::AttnParams& p, bool deterministic, bool compiled_in) {
+  const Sm90BwdHeadGroups mode = sm90_bwd_head_groups_mode();
+  const bool grouped = compiled_in && (mode == Sm90BwdHeadGroups::always ||
+                                       (mode == Sm90BwdHeadGroups::automatic &&
+                                        (p.kv_num_blocks != nullptr || deterministic)));
+  return grouped ? kern::sm90_bwd_head_group(p.B, p.Hq, p.Hkv, p.Bkv, p.L, p.S, p.D, p.Dv) : 1;
+}
 
 bool sm90_bwd_persistent_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_PERSISTENT", false); }
 
@@ -71,6 +84,10 @@ std::string sm90_bwd_persistent_args(const std::string& args) {
 }
 
 bool sm90_bwd_v2_selected(int d, int dv) { return sm90_bwd_v2_requested() && kern::sm90_bwd_v2_head_dims_ok(d, dv); }
+
+namespace {
+const char* const kGridOrderDefine = "#define FLEXATTN_SM90_BWD_GRID_ORDER 1\n";
+}  // namespace
 
 Sm90BwdChoice sm90_bwd_source_choice(const std::string& source) {
   Sm90BwdChoice c;
@@ -90,6 +107,7 @@ Sm90BwdChoice sm90_bwd_source_choice(const std::string& source) {
   c.v2 = args.size() > 5 && args[5] == "true";
   c.dq_tma = args.size() > 6 && args[6] == "true";
   c.persistent = args.size() > 7 && args[7] == "true";
+  c.grid_order = source.find(kGridOrderDefine) != std::string::npos;
   return c;
 }
 
@@ -135,7 +153,7 @@ void encode_sm90_dq_accum_map(kern::AttnParams* p) {
 }
 
 std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key, int dq_bulk,
-                                   int bg_reduce, int persistent) {
+                                   int bg_reduce, int persistent, int grid_order) {
   if (key.dtype != DType::BF16 && key.dtype != DType::F16)
     throw Error("dtype: the sm90 backward takes bf16 or f16 tensors, got " + std::string(dtype_name(key.dtype)));
   if (!kern::sm90_bwd_head_dims_ok(key.d, key.dv))
@@ -170,9 +188,11 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   // sources whose variant can use it: the others stay byte-identical with the switch on.
   if (variant.buffer_grad_reduce != 0 && (bg_reduce < 0 ? sm90_bwd_bg_reduce_requested() : bg_reduce != 0))
     s << "#define FLEXATTN_SM90_BWD_BG_REDUCE 1\n";
-  // FLEXATTN_SM90_BWD_HEAD_GROUPS: the grouped launch order (sm90_bwd_grid_tile) is compiled in only on request;
-  // its index math spilled 16 bytes in the alibi-slopes and t5 (buffer-gradient) v2 kernels at D = 128.
-  if (sm90_bwd_head_groups_requested()) s << "#define FLEXATTN_SM90_BWD_GRID_ORDER 1\n";
+  // FLEXATTN_SM90_BWD_HEAD_GROUPS: the grouped launch order (sm90_bwd_grid_tile) of the non-persistent kernel. Its
+  // index math spilled 16 bytes in the alibi-slopes and t5 (buffer-gradient) v2 kernels at D = 128 (ptxas 13.0):
+  // get_kernel_set recompiles a kernel that spills without it first.
+  const bool use_grid_order = grid_order < 0 ? sm90_bwd_head_groups_mode() != Sm90BwdHeadGroups::off : grid_order != 0;
+  if (use_grid_order && !use_persistent) s << kGridOrderDefine;
   s << "#include \"common/mod_ops.cuh\"\n";
   s << "#include \"sm80/attn_bwd_sm80.cuh\"\n";
   s << "#include \"sm90/attn_bwd_sm90.cuh\"\n";
@@ -229,11 +249,9 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
     p.tile_queue = sm90_tile_queue(a.fwd.device, a.fwd.stream);
   } else {
     if (ordered) p.bwd_kv_flip = int(l.grid_x) - 1;  // kv tiles in descending launch order (bwd_dq_order_sm90.h)
-    // FLEXATTN_SM90_BWD_HEAD_GROUPS (opt-in until measured): kv-tile-major launch order inside L2-sized groups of
-    // (kv head, kv batch) pairs (kernels/sm90/tile_config_sm90_bwd.h, sm90_bwd_grid_tile).
-    p.bwd_head_group = sm90_bwd_head_groups_requested()
-                           ? kern::sm90_bwd_head_group(p.B, p.Hq, p.Hkv, p.Bkv, p.L, p.S, p.D, p.Dv)
-                           : 1;
+    // FLEXATTN_SM90_BWD_HEAD_GROUPS (default: with a block mask or deterministic): kv-tile-major launch order inside
+    // L2-sized groups of (kv head, kv batch) pairs (kernels/sm90/tile_config_sm90_bwd.h, sm90_bwd_grid_tile).
+    p.bwd_head_group = sm90_bwd_launch_head_group(p, a.deterministic, set.sm90_bwd_grid_order);
   }
   launch_backward(*a.fwd.variant, set, p, launch_config(l, a.fwd.stream), a.deterministic && !ordered,
                   a.fwd.stream);

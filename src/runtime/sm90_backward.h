@@ -57,6 +57,7 @@ std::string sm90_bwd_persistent_args(const std::string& args);
 // backward source instantiates (false where absent).
 struct Sm90BwdChoice {
   bool dq_bulk = false, v2 = false, dq_tma = false, persistent = false;
+  bool grid_order = false;  // FLEXATTN_SM90_BWD_GRID_ORDER compiled in
 };
 Sm90BwdChoice sm90_bwd_source_choice(const std::string& source);
 
@@ -68,9 +69,14 @@ bool sm90_bwd_ordered_dq_requested();
 // TMA-reduction (v3) paths, the writer releases a query tile after issuing the next one's reductions instead of
 // waiting for its completion first (kernels/sm90/bwd_dq_order_sm90.cuh). Read at every backward.
 bool sm90_bwd_dq_pipeline_requested();
-// FLEXATTN_SM90_BWD_HEAD_GROUPS (default off): the non-persistent main kernel is compiled with the grouped launch
-// order (FLEXATTN_SM90_BWD_GRID_ORDER) and launched with p.bwd_head_group from sm90_bwd_head_group.
-bool sm90_bwd_head_groups_requested();
+// FLEXATTN_SM90_BWD_HEAD_GROUPS: unset / `auto` (the default): the non-persistent main kernel is compiled with the
+// grouped launch order (FLEXATTN_SM90_BWD_GRID_ORDER) and launched with p.bwd_head_group from sm90_bwd_head_group
+// when the call has a block mask or is deterministic (measured on the H200, session 10: causal / document / every
+// deterministic case faster, dense without a mask 2.8 % slower at S = 8192); `1`: always; `0`: never (not compiled).
+enum class Sm90BwdHeadGroups { off, automatic, always };
+Sm90BwdHeadGroups sm90_bwd_head_groups_mode();
+// The launch's p.bwd_head_group under that mode: 1 (the grid's own order) or the L2-sized group.
+int sm90_bwd_launch_head_group(const kern::AttnParams& p, bool deterministic, bool compiled_in);
 // Deterministic mode on this sm90 backward set takes the ordered dQ reductions (requested, bulk dQ path,
 // non-persistent kernel) instead of the sm80 dQ pass.
 bool sm90_bwd_orders_dq(const KernelSet& set);
@@ -100,9 +106,10 @@ void encode_sm90_dq_accum_map(kern::AttnParams* p);
 // flexattn_bwd_preprocess and flexattn_bwd_dq_convert (the deterministic dQ pass is a set of its own).
 // dq_bulk: 1 / 0 choose the dQ path, -1 (default) follows FLEXATTN_SM90_BWD_DQ_BULK; bg_reduce likewise
 // for FLEXATTN_SM90_BWD_BG_REDUCE (it reaches the source only for variants with buffer_grad_reduce).
-// persistent likewise for FLEXATTN_SM90_BWD_PERSISTENT.
+// persistent likewise for FLEXATTN_SM90_BWD_PERSISTENT; grid_order (the grouped launch order, non-persistent
+// kernel only) for FLEXATTN_SM90_BWD_HEAD_GROUPS != 0.
 std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key, int dq_bulk = -1,
-                                   int bg_reduce = -1, int persistent = -1);
+                                   int bg_reduce = -1, int persistent = -1, int grid_order = -1);
 
 // The dispatch hook of cuda_backward: runs the whole backward on the sm90 set and returns true, or
 // returns false (with the reason under FLEXATTN_JIT_DEBUG=1) and the caller runs the sm80 family.

@@ -30,13 +30,19 @@ inline BwdBuild compile_bwd_with(const Variant& v, DType t, int d, int dv, const
   const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, true);
   b.set.layout = gen.layout;
   b.source = runtime::kernel_source_sm90_bwd(gen, b.set.key);
-  for (const auto& sw : switches) unsetenv(sw.first);
   jit::KernelRequest req;
   req.prefix = prefix;
   req.source = b.source;
   req.arch = "sm_90a";
   req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq_convert"};
   b.set.compiled = jit::get_or_compile(req);
+  // As get_kernel_set: a main kernel that spills with the grouped launch order is rebuilt without it first.
+  const jit::PtxasInfo& main = b.set.compiled.ptxas["flexattn_bwd"];
+  if (main.spill_stores + main.spill_loads + main.stack > 0 && runtime::sm90_bwd_source_choice(b.source).grid_order) {
+    req.source = b.source = runtime::kernel_source_sm90_bwd(gen, b.set.key, -1, -1, -1, 0);
+    b.set.compiled = jit::get_or_compile(req);
+  }
+  for (const auto& sw : switches) unsetenv(sw.first);
   return b;
 }
 

@@ -93,7 +93,12 @@ TEST_F(Sm90BwdCompile, HeadDimsAndDtypesCompileCleanly) {
   Variant v;
   v.mask_mod = mods::causal();
   v.score_mod = mods::softcap(30);
-  for (int d : {64, 128}) expect_clean(compile_bwd(v, DType::BF16, d, d), "D=" + std::to_string(d));
+  for (int d : {64, 128}) {
+    const runtime::KernelSet& set = compile_bwd(v, DType::BF16, d, d);
+    expect_clean(set, "D=" + std::to_string(d));
+    // The grouped launch order (FLEXATTN_SM90_BWD_HEAD_GROUPS, default) fits without spilling here.
+    EXPECT_TRUE(set.sm90_bwd_grid_order && set.sm90_dq_bulk) << d;
+  }
   expect_clean(compile_bwd(v, DType::F16, 128, 128), "f16");
   expect_clean(compile_bwd(v, DType::BF16, 64, 128), "D=64 Dv=128");
   expect_clean(compile_bwd(v, DType::BF16, 128, 64), "D=128 Dv=64");

@@ -415,7 +415,12 @@ TEST(Sm90BwdHost, PersistentIsOptInAndOnlyAddsTheEighthTemplateArgument) {
   const std::string d128_red = runtime::kernel_source_sm90_bwd(gen, key, 0);
   EXPECT_FALSE(runtime::sm90_bwd_source_choice(d128).persistent);
   setenv("FLEXATTN_SM90_BWD_PERSISTENT", "1", 1);
+  // The persistent kernel has no grouped launch order (FLEXATTN_SM90_BWD_HEAD_GROUPS, the default's define).
   auto with = [](std::string src, const std::string& call, const std::string& by) {
+    const std::string grid_order = "#define FLEXATTN_SM90_BWD_GRID_ORDER 1\n";
+    const size_t define = src.find(grid_order);
+    EXPECT_NE(define, std::string::npos);
+    if (define != std::string::npos) src.erase(define, grid_order.size());
     const size_t at = src.find(call);
     EXPECT_NE(at, std::string::npos) << call;
     if (at != std::string::npos) src.replace(at, call.size(), by);
@@ -565,4 +570,51 @@ TEST(Sm90BwdHost, GroupedGridOrderShortensTheCausalSchedule) {
   EXPECT_DOUBLE_EQ(makespan(64, 32, 2), 520.0);  // bound 519.8
   EXPECT_DOUBLE_EQ(makespan(32, 32, 1), 154.0);
   EXPECT_DOUBLE_EQ(makespan(32, 32, 4), 136.0);  // bound 135.8
+}
+
+// FLEXATTN_SM90_BWD_HEAD_GROUPS: by default the grouped launch order is compiled into the non-persistent kernel
+// and used for calls with a block mask or in deterministic mode (measured faster there, session 10; a dense
+// call without a mask keeps the grid's own order, 2.8 % faster at S = 8192); `1` uses it always, `0` never
+// (and leaves it out of the source).
+TEST(Sm90BwdHost, HeadGroupsByDefaultForMaskedAndDeterministicCalls) {
+  Variant v;
+  v.mask_mod = mods::causal();
+  const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, true);
+  const runtime::KernelSetKey key{DType::BF16, 128, 128, "sm_90a", true, runtime::KernelFamily::sm90};
+  const std::string define = "#define FLEXATTN_SM90_BWD_GRID_ORDER 1";
+  kern::AttnParams p = eligible_params();
+  p.B = 2, p.Hq = p.Hkv = 16, p.Bkv = 2, p.L = p.S = 8192;
+  const int32_t mask_word = 0;
+  kern::AttnParams masked = p;
+  masked.kv_num_blocks = &mask_word;
+  const int group = kern::sm90_bwd_head_group(2, 16, 16, 2, 8192, 8192, 128, 128);
+  ASSERT_EQ(group, 2);
+
+  for (const char* unset_or_auto : {"", "auto"}) {
+    if (*unset_or_auto) setenv("FLEXATTN_SM90_BWD_HEAD_GROUPS", unset_or_auto, 1);
+    else unsetenv("FLEXATTN_SM90_BWD_HEAD_GROUPS");
+    EXPECT_EQ(runtime::sm90_bwd_head_groups_mode(), runtime::Sm90BwdHeadGroups::automatic);
+    const std::string src = runtime::kernel_source_sm90_bwd(gen, key);
+    EXPECT_NE(src.find(define), std::string::npos) << unset_or_auto;
+    EXPECT_TRUE(runtime::sm90_bwd_source_choice(src).grid_order);
+    EXPECT_EQ(runtime::sm90_bwd_launch_head_group(masked, false, true), group);
+    EXPECT_EQ(runtime::sm90_bwd_launch_head_group(p, true, true), group);  // deterministic, no mask
+    EXPECT_EQ(runtime::sm90_bwd_launch_head_group(p, false, true), 1);     // dense, no mask
+    EXPECT_EQ(runtime::sm90_bwd_launch_head_group(masked, true, false), 1);  // not compiled in (fell back)
+  }
+  // The persistent kernel has its own tile queue order; an explicit 0 leaves the define out.
+  EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, key, -1, -1, 1).find(define), std::string::npos);
+  EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, key, -1, -1, -1, 0).find(define), std::string::npos);
+
+  setenv("FLEXATTN_SM90_BWD_HEAD_GROUPS", "1", 1);
+  EXPECT_EQ(runtime::sm90_bwd_head_groups_mode(), runtime::Sm90BwdHeadGroups::always);
+  EXPECT_EQ(runtime::sm90_bwd_launch_head_group(p, false, true), group);
+
+  setenv("FLEXATTN_SM90_BWD_HEAD_GROUPS", "0", 1);
+  EXPECT_EQ(runtime::sm90_bwd_head_groups_mode(), runtime::Sm90BwdHeadGroups::off);
+  const std::string off = runtime::kernel_source_sm90_bwd(gen, key);
+  EXPECT_EQ(off.find(define), std::string::npos);
+  EXPECT_FALSE(runtime::sm90_bwd_source_choice(off).grid_order);
+  EXPECT_EQ(runtime::sm90_bwd_launch_head_group(masked, true, true), 1);
+  unsetenv("FLEXATTN_SM90_BWD_HEAD_GROUPS");
 }
