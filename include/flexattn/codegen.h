@@ -33,6 +33,7 @@ struct GeneratedVariant {
   // The functor's kBufferGradReduce (0 when it has none): 2 when the one learnable buffer's gradient
   // index depends on the positions only through q_idx - kv_idx, 1 when not at all (ir::position_dependence).
   int buffer_grad_reduce = 0;
+  bool has_mask_mod = false;  // kHasMaskMod: a mask_mod that is not constant true
 };
 
 // Simplifies and differentiates (when with_backward) the mods and emits the functor.

@@ -191,7 +191,12 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   // FLEXATTN_SM90_BWD_HEAD_GROUPS: the grouped launch order (sm90_bwd_grid_tile) of the non-persistent kernel. Its
   // index math spilled 16 bytes in the alibi-slopes and t5 (buffer-gradient) v2 kernels at D = 128 (ptxas 13.0):
   // get_kernel_set recompiles a kernel that spills without it first.
-  const bool use_grid_order = grid_order < 0 ? sm90_bwd_head_groups_mode() != Sm90BwdHeadGroups::off : grid_order != 0;
+  // By default only variants with a mask_mod get it: compiled in, it cost the dense (no mask_mod) kernel ~3 % even
+  // when launched in the grid's own order (H200, session 10: full B=2 H=16 S=8192 D=128 4.77 -> 4.94 ms).
+  const Sm90BwdHeadGroups mode = sm90_bwd_head_groups_mode();
+  const bool use_grid_order = grid_order >= 0 ? grid_order != 0
+                                              : mode == Sm90BwdHeadGroups::always ||
+                                                    (mode == Sm90BwdHeadGroups::automatic && variant.has_mask_mod);
   if (use_grid_order && !use_persistent) s << kGridOrderDefine;
   s << "#include \"common/mod_ops.cuh\"\n";
   s << "#include \"sm80/attn_bwd_sm80.cuh\"\n";

@@ -69,10 +69,11 @@ bool sm90_bwd_ordered_dq_requested();
 // TMA-reduction (v3) paths, the writer releases a query tile after issuing the next one's reductions instead of
 // waiting for its completion first (kernels/sm90/bwd_dq_order_sm90.cuh). Read at every backward.
 bool sm90_bwd_dq_pipeline_requested();
-// FLEXATTN_SM90_BWD_HEAD_GROUPS: unset / `auto` (the default): the non-persistent main kernel is compiled with the
-// grouped launch order (FLEXATTN_SM90_BWD_GRID_ORDER) and launched with p.bwd_head_group from sm90_bwd_head_group
-// when the call has a block mask or is deterministic (measured on the H200, session 10: causal / document / every
-// deterministic case faster, dense without a mask 2.8 % slower at S = 8192); `1`: always; `0`: never (not compiled).
+// FLEXATTN_SM90_BWD_HEAD_GROUPS: unset / `auto` (the default): the non-persistent main kernel of a variant with a
+// mask_mod is compiled with the grouped launch order (FLEXATTN_SM90_BWD_GRID_ORDER) and launched with
+// p.bwd_head_group from sm90_bwd_head_group when the call has a block mask or is deterministic (H200, session 10:
+// causal / document faster, default and deterministic; the dense kernel ~3 % slower with the order compiled in,
+// so it keeps the grid's own); `1`: every variant, every call; `0`: never (not compiled in).
 enum class Sm90BwdHeadGroups { off, automatic, always };
 Sm90BwdHeadGroups sm90_bwd_head_groups_mode();
 // The launch's p.bwd_head_group under that mode: 1 (the grid's own order) or the L2-sized group.

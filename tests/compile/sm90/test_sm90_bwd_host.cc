@@ -572,10 +572,9 @@ TEST(Sm90BwdHost, GroupedGridOrderShortensTheCausalSchedule) {
   EXPECT_DOUBLE_EQ(makespan(32, 32, 4), 136.0);  // bound 135.8
 }
 
-// FLEXATTN_SM90_BWD_HEAD_GROUPS: by default the grouped launch order is compiled into the non-persistent kernel
-// and used for calls with a block mask or in deterministic mode (measured faster there, session 10; a dense
-// call without a mask keeps the grid's own order, 2.8 % faster at S = 8192); `1` uses it always, `0` never
-// (and leaves it out of the source).
+// FLEXATTN_SM90_BWD_HEAD_GROUPS: by default the grouped launch order is compiled into the non-persistent kernel of
+// a variant with a mask_mod and used for its calls with a block mask or in deterministic mode (measured faster
+// there, session 10); `1` compiles and uses it always, `0` never.
 TEST(Sm90BwdHost, HeadGroupsByDefaultForMaskedAndDeterministicCalls) {
   Variant v;
   v.mask_mod = mods::causal();
@@ -602,6 +601,13 @@ TEST(Sm90BwdHost, HeadGroupsByDefaultForMaskedAndDeterministicCalls) {
     EXPECT_EQ(runtime::sm90_bwd_launch_head_group(p, false, true), 1);     // dense, no mask
     EXPECT_EQ(runtime::sm90_bwd_launch_head_group(masked, true, false), 1);  // not compiled in (fell back)
   }
+  // A variant without a mask_mod keeps the grid's own order (the order compiled in cost it ~3 %).
+  Variant dense;
+  dense.score_mod = mods::softcap(20);
+  const codegen::GeneratedVariant dense_gen = codegen::emit_cuda_variant(dense, true);
+  EXPECT_FALSE(dense_gen.has_mask_mod);
+  EXPECT_TRUE(gen.has_mask_mod);
+  EXPECT_EQ(runtime::kernel_source_sm90_bwd(dense_gen, key).find(define), std::string::npos);
   // The persistent kernel has its own tile queue order; an explicit 0 leaves the define out.
   EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, key, -1, -1, 1).find(define), std::string::npos);
   EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, key, -1, -1, -1, 0).find(define), std::string::npos);
@@ -609,6 +615,7 @@ TEST(Sm90BwdHost, HeadGroupsByDefaultForMaskedAndDeterministicCalls) {
   setenv("FLEXATTN_SM90_BWD_HEAD_GROUPS", "1", 1);
   EXPECT_EQ(runtime::sm90_bwd_head_groups_mode(), runtime::Sm90BwdHeadGroups::always);
   EXPECT_EQ(runtime::sm90_bwd_launch_head_group(p, false, true), group);
+  EXPECT_NE(runtime::kernel_source_sm90_bwd(dense_gen, key).find(define), std::string::npos);
 
   setenv("FLEXATTN_SM90_BWD_HEAD_GROUPS", "0", 1);
   EXPECT_EQ(runtime::sm90_bwd_head_groups_mode(), runtime::Sm90BwdHeadGroups::off);
