@@ -26,6 +26,7 @@
 #include "sm90/ptx/mbarrier.cuh"
 #include "sm90/ptx/smem.cuh"
 #include "sm90/ptx/wgmma.cuh"
+#include "sm90/rel_affine_sm90.cuh"
 
 namespace flexattn::kern::sm90 {
 
@@ -41,6 +42,8 @@ __device__ __forceinline__ void st_global_u32(void* addr, unsigned v) {
 template <class V, bool kFull>
 __device__ __forceinline__ void bwd_tile_scores(float (&st)[32], float (&dpt)[32], const AttnParams& p, unsigned s_lse,
                                                 unsigned s_delta, int b, int h, int q0, int kv_row, int t) {
+  constexpr bool kAffine = bwd_rel_affine<V>();
+  const BwdAffine aff = BwdAffine::of<V>(p, b, h, q0, kv_row, t);
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     float lse2[2], del[2];
@@ -49,8 +52,9 @@ __device__ __forceinline__ void bwd_tile_scores(float (&st)[32], float (&dpt)[32
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int kv = kv_row + 8 * (e >> 1), q = q0 + 8 * i + 2 * t + (e & 1);
-      backward_entry<V, kFull>(p, st[4 * i + e], dpt[4 * i + e], lse2[e & 1], del[e & 1], b, h, q, kv, true,
-                               st[4 * i + e], dpt[4 * i + e]);
+      const float u = kAffine ? aff.u(st[4 * i + e], p.scale, i, e) : 0.f;
+      backward_entry<V, kFull, false, false, kAffine>(p, st[4 * i + e], dpt[4 * i + e], lse2[e & 1], del[e & 1], b, h,
+                                                      q, kv, true, st[4 * i + e], dpt[4 * i + e], u);
     }
   }
 }

@@ -62,11 +62,13 @@ __device__ __forceinline__ float p_entry_v2(const AttnParams& p, float raw, floa
 // definition without the bounds tests and the wrapping. Without a score_mod an interior entry is one
 // FFMA (scale folded into scale_log2 = scale * log2(e), as the forward's masked_score_log2 does), the
 // exp2, FADD, FMUL, plus the mask on partial tiles.
-template <class V, bool kFull, bool kInB>
+// kGivenU: score_mod(s) evaluated by the caller as `u` (rel_affine_sm90.cuh).
+template <class V, bool kFull, bool kInB, bool kGivenU = false>
 __device__ __forceinline__ void entry_v2(const AttnParams& p, float raw, float dp, float scale_log2, float lse2,
-                                         float delta, int b, int h, int q, int kv, float& p_out, float& ds_out) {
+                                         float delta, int b, int h, int q, int kv, float& p_out, float& ds_out,
+                                         float u = 0.f) {
   if constexpr (!kInB) {
-    backward_entry<V, kFull>(p, raw, dp, lse2, delta, b, h, q, kv, true, p_out, ds_out);
+    backward_entry<V, kFull, false, false, kGivenU>(p, raw, dp, lse2, delta, b, h, q, kv, true, p_out, ds_out, u);
   } else if constexpr (!V::kHasScoreMod && !V::kHasBufferGrad) {
     const float pv = p_entry_v2<V, kFull, true>(p, raw, scale_log2, lse2, b, h, q, kv);
     p_out = pv;
@@ -75,7 +77,8 @@ __device__ __forceinline__ void entry_v2(const AttnParams& p, float raw, float d
     const int qw = q + p.q_offset, kvw = kv + p.kv_offset;
     const float s = raw * p.scale;
     float sm = s;
-    if constexpr (V::kHasScoreMod) sm = V::score_mod(p.mod, s, b, h, qw, kvw);
+    if constexpr (kGivenU) sm = u;
+    else if constexpr (V::kHasScoreMod) sm = V::score_mod(p.mod, s, b, h, qw, kvw);
     bool keep = true;
     if constexpr (!kFull && V::kHasMaskMod) keep = V::mask_mod(p.mod, b, h, qw, kvw);
     const float pv = keep ? fast_exp2(sm * kLog2e - lse2) : 0.f;
@@ -154,6 +157,8 @@ template <class V, bool kFull, bool kInB>
 __device__ __forceinline__ void tile_both_v2(float (&st)[32], float (&dpt)[32], const AttnParams& p, float scale_log2,
                                              unsigned s_lse, unsigned s_delta, int b, int h, int q0, int kv_row,
                                              int t) {
+  constexpr bool kAffine = bwd_rel_affine<V>();
+  const BwdAffine aff = BwdAffine::of<V>(p, b, h, q0, kv_row, t);
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     float lse2[2], del[2];
@@ -162,8 +167,9 @@ __device__ __forceinline__ void tile_both_v2(float (&st)[32], float (&dpt)[32], 
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int kv = kv_row + 8 * (e >> 1), q = q0 + 8 * i + 2 * t + (e & 1);
-      entry_v2<V, kFull, kInB>(p, st[4 * i + e], dpt[4 * i + e], scale_log2, lse2[e & 1], del[e & 1], b, h, q, kv,
-                               st[4 * i + e], dpt[4 * i + e]);
+      const float u = kAffine ? aff.u(st[4 * i + e], p.scale, i, e) : 0.f;
+      entry_v2<V, kFull, kInB, kAffine>(p, st[4 * i + e], dpt[4 * i + e], scale_log2, lse2[e & 1], del[e & 1], b, h,
+                                        q, kv, st[4 * i + e], dpt[4 * i + e], u);
     }
   }
 }

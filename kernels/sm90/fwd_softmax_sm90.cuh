@@ -9,6 +9,7 @@
 #include "common/poly_exp2.cuh"
 #include "common/variant.cuh"
 #include "sm80/scores_sm80.cuh"
+#include "sm90/rel_affine_sm90.cuh"
 
 namespace flexattn::kern::sm90 {
 
@@ -59,28 +60,8 @@ __device__ __forceinline__ void scores_inside(float (&s)[BN / 2], const AttnPara
   }
 }
 
-// ALiBi-shaped score_mods (codegen's kRelAffine: score_mod = score + slope(b, h) * (kv - q)) with
-// FLEXATTN_SM90_AFFINE=1 (the source generator defines FLEXATTN_SM90_REL_AFFINE): the bias is affine in
-// the column, so per tile each row gets rb = slope * (kv0 + 2t - q) (an exact integer, one rounding) and
-// each entry u = fma(slope, k, fma(raw, scale, rb)) with k = 8i + e the compile-time column offset:
-// 2 FFMA per entry instead of FMUL (scale), IADD3 (kv - q), I2FP and FFMA (ALiBi's SASS, session 5
-// profile). The reference rounds raw * scale and the sum; this rounds raw * scale + rb and the sum, the
-// same size of error (ulps of |u|). Variants written by hand without kRelAffine take the general form.
-FLEXATTN_VARIANT_HOOK(RelAffineOf, kRelAffine, bool, false)
-template <class V>
-__device__ __forceinline__ constexpr bool use_rel_affine() {
-#if defined(FLEXATTN_SM90_REL_AFFINE)
-  return RelAffineOf<V>::value;
-#else
-  return false;
-#endif
-}
-template <class V>
-__device__ __forceinline__ float rel_slope_of(const AttnParams& p, int b, int h) {
-  if constexpr (use_rel_affine<V>()) return V::rel_slope(p.mod, b, h);
-  else return 0.f;
-}
-
+// ALiBi-shaped score_mods (rel_affine_sm90.cuh): per tile each row gets rb = slope * (kv0 + 2t - q) (an exact
+// integer, one rounding) and each entry u = fma(slope, k, fma(raw, scale, rb)) with k = 8i + e the column offset.
 template <class V, bool kFull, int BN>
 __device__ __forceinline__ void scores_inside_affine(float (&s)[BN / 2], const AttnParams& p, int b, int h,
                                                      const int (&qw)[2], int kv0, int t, float slope) {

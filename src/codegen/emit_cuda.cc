@@ -436,6 +436,7 @@ GeneratedVariant emit_cuda_variant(const Variant& variant, bool with_backward) {
   const RelAffine rel = rel_affine(score_mod);
   out << "  // score_mod == score + rel_slope(p, b, h) * (kv_idx - q_idx): " << (rel.coef ? "yes" : "no") << "\n";
   out << "  static constexpr bool kRelAffine = " << (rel.coef ? "true" : "false") << ";\n";
+  gen.rel_affine = bool(rel.coef);
   out << "  __device__ __forceinline__ static float rel_slope(const ModParams& p, int b, int h) {\n";
   if (rel.coef) {
     FunctionEmitter fe(layout, out);

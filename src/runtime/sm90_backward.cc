@@ -198,6 +198,11 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
                                               : mode == Sm90BwdHeadGroups::always ||
                                                     (mode == Sm90BwdHeadGroups::automatic && variant.has_mask_mod);
   if (use_grid_order && !use_persistent) s << kGridOrderDefine;
+  // FLEXATTN_SM90_AFFINE (default on, as the forward's): ALiBi-shaped score_mods evaluate their bias as an affine
+  // function of the position (kernels/sm90/rel_affine_sm90.cuh); only their sources get the define, and not the
+  // persistent kernel's (with it ALiBi + causal D = 128 spilled there, ptxas 13.0).
+  if (variant.rel_affine && !use_persistent && jit::env_flag("FLEXATTN_SM90_AFFINE", true))
+    s << "#define FLEXATTN_SM90_REL_AFFINE 1\n";
   s << "#include \"common/mod_ops.cuh\"\n";
   s << "#include \"sm80/attn_bwd_sm80.cuh\"\n";
   s << "#include \"sm90/attn_bwd_sm90.cuh\"\n";
