@@ -55,7 +55,8 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_PIPELINE=1 run gpu_attention_det_pipeline $CHECK --deterministic
 # The sm90 forward's work tiles in block-mask row order (FLEXATTN_SM90_ROW_ORDER, opt-in): every tile once.
 [ $HOPPER = 1 ] && FLEXATTN_SM90_ROW_ORDER=1 run gpu_attention_row_order $CHECK --quick
-# The backward's grouped launch order (FLEXATTN_SM90_BWD_HEAD_GROUPS, opt-in), default and deterministic cases.
+# The backward's grouped launch order forced on for every variant and call (FLEXATTN_SM90_BWD_HEAD_GROUPS=1; the default
+# `auto` uses it only for variants with a mask_mod, with a block mask or deterministic), default and deterministic cases.
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_HEAD_GROUPS=1 run gpu_attention_bwd_groups $CHECK --quick
 # compute-sanitizer memcheck on the quick subset (every kernel, odd lengths, both dtypes): any invalid access
 # fails the step. Skipped where the tool is absent or GPU_TEST_MEMCHECK=0.
