@@ -32,6 +32,9 @@ struct KernelSetKey {
   // deterministic call: in the backward set it took 25-35 % of every backward compile (ptxas 0.3-0.8 s of
   // 1.3-2.4 s, sm_90a, corpus variants) for a mode few calls use.
   bool dq_pass = false;
+  // sm90 backward only: 1 / 0 the persistent main kernel or the default one (FLEXATTN_SM90_BWD_PERSISTENT=auto
+  // picks per call, sm90_bwd_persistent_for_call); -1: the switch as read when the set is built.
+  int sm90_bwd_persistent = -1;
 };
 
 struct KernelSet {

@@ -75,6 +75,13 @@ int sm90_bwd_launch_head_group(const kern::AttnParams& p, bool deterministic, bo
 
 bool sm90_bwd_persistent_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_PERSISTENT", false); }
 
+int sm90_bwd_persistent_for_call(int d, int dv, bool deterministic) {
+  std::string v = jit::env_or("FLEXATTN_SM90_BWD_PERSISTENT");
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+  if (v != "auto") return -1;
+  return d == 64 && dv == 64 && !deterministic ? 1 : 0;
+}
+
 std::string sm90_bwd_persistent_args(const std::string& args) {
   // args: "", ", true", ", false, true", ", true, true", ", true, false, true" or ", true, true, true"
   // (kDqBulk, kV2, kDqTma as far as given); kPersistent is the eighth template argument.
@@ -175,7 +182,8 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
                               : use_bulk                           ? v1_bulk
                                                                    : "";
   // FLEXATTN_SM90_BWD_PERSISTENT: the eighth, kPersistent = true, after all three dQ arguments.
-  const bool use_persistent = persistent < 0 ? sm90_bwd_persistent_requested() : persistent != 0;
+  const int chosen = persistent >= 0 ? persistent : key.sm90_bwd_persistent;
+  const bool use_persistent = chosen < 0 ? sm90_bwd_persistent_requested() : chosen != 0;
   const std::string bulk = use_persistent ? sm90_bwd_persistent_args(dq_args) : dq_args;
   auto entry = [](const char* name, const std::string& bounds, const std::string& body) {
     return "extern \"C\" __global__ void __launch_bounds__(" + bounds + ", 1)\n" + name +
@@ -200,8 +208,8 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   if (use_grid_order && !use_persistent) s << kGridOrderDefine;
   // FLEXATTN_SM90_AFFINE (default on, as the forward's): ALiBi-shaped score_mods evaluate their bias as an affine
   // function of the position (kernels/sm90/rel_affine_sm90.cuh); only their sources get the define, and not the
-  // persistent kernel's (with it ALiBi + causal D = 128 spilled there, ptxas 13.0).
-  if (variant.rel_affine && !use_persistent && jit::env_flag("FLEXATTN_SM90_AFFINE", true))
+  // persistent kernel's at D = 128 (with it ALiBi + causal spilled there, ptxas 13.0; clean at D = 64).
+  if (variant.rel_affine && (!use_persistent || key.d <= 64) && jit::env_flag("FLEXATTN_SM90_AFFINE", true))
     s << "#define FLEXATTN_SM90_REL_AFFINE 1\n";
   s << "#include \"common/mod_ops.cuh\"\n";
   s << "#include \"sm80/attn_bwd_sm80.cuh\"\n";
@@ -226,6 +234,7 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
     return sm90_decline(std::string("backward: ") + e.what());
   }
   KernelSetKey key{t, p.D, p.Dv, arch, true, KernelFamily::sm90};
+  key.sm90_bwd_persistent = sm90_bwd_persistent_for_call(p.D, p.Dv, a.deterministic);
   const KernelSet& set = get_kernel_set(*a.fwd.variant, key);
   fill_mod_params(set.layout, a.fwd.bindings, true, &p.mod);
   // Deterministic mode: the bulk dQ paths of the non-persistent kernel add dQ themselves, in a fixed order

@@ -49,6 +49,12 @@ bool sm90_bwd_v3_requested();
 // (kv tile, kv head, kv batch) work tiles from the tile queue, the next tile's K / V and first query
 // tiles loading while the consumers write the previous tile's dK / dV. Read when a set is generated.
 bool sm90_bwd_persistent_requested();
+// FLEXATTN_SM90_BWD_PERSISTENT=auto (opt-in, session 10): the persistent kernel for the calls where it measured
+// faster — D = Dv = 64, not deterministic (H200 S=8192 D=64: document +19 %, sliding +5 %, causal -1 %; at D = 128
+// no gain, session 6; deterministic mode would lose the ordered dQ) — as its own kernel set
+// (KernelSetKey::sm90_bwd_persistent). 1 / 0: that call's set is the persistent / default one; -1 (unset, 0, 1):
+// the switch as read when the set is built.
+int sm90_bwd_persistent_for_call(int d, int dv, bool deterministic);
 // The template-argument tail of the persistent kernel for the dQ-path tail `args` of the default one
 // ("", ", true", ..., ", true, true, true"): kDqBulk, kV2, kDqTma spelled out, then ", true".
 std::string sm90_bwd_persistent_args(const std::string& args);

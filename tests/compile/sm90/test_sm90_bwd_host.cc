@@ -625,3 +625,37 @@ TEST(Sm90BwdHost, HeadGroupsByDefaultForMaskedAndDeterministicCalls) {
   EXPECT_EQ(runtime::sm90_bwd_launch_head_group(masked, true, true), 1);
   unsetenv("FLEXATTN_SM90_BWD_HEAD_GROUPS");
 }
+
+// FLEXATTN_SM90_BWD_PERSISTENT=auto (opt-in): the persistent kernel per call for D = Dv = 64 outside deterministic
+// mode, as a kernel set of its own (KernelSetKey::sm90_bwd_persistent reaches the source); unset / 0 / 1: the
+// switch as read when the set is built (-1).
+TEST(Sm90BwdHost, PersistentAutoPicksPerCallAndTheKeyReachesTheSource) {
+  unsetenv("FLEXATTN_SM90_BWD_PERSISTENT");
+  EXPECT_EQ(runtime::sm90_bwd_persistent_for_call(64, 64, false), -1);
+  setenv("FLEXATTN_SM90_BWD_PERSISTENT", "1", 1);
+  EXPECT_EQ(runtime::sm90_bwd_persistent_for_call(64, 64, false), -1);
+  setenv("FLEXATTN_SM90_BWD_PERSISTENT", "auto", 1);
+  EXPECT_FALSE(runtime::sm90_bwd_persistent_requested());  // a set built without a per-call choice: the default
+  EXPECT_EQ(runtime::sm90_bwd_persistent_for_call(64, 64, false), 1);
+  EXPECT_EQ(runtime::sm90_bwd_persistent_for_call(64, 64, true), 0);
+  EXPECT_EQ(runtime::sm90_bwd_persistent_for_call(128, 128, false), 0);
+  EXPECT_EQ(runtime::sm90_bwd_persistent_for_call(64, 128, false), 0);
+  Variant v;
+  v.mask_mod = mods::causal();
+  v.score_mod = mods::alibi("H");
+  const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, true);
+  runtime::KernelSetKey key{DType::BF16, 64, 64, "sm_90a", true, runtime::KernelFamily::sm90};
+  key.sm90_bwd_persistent = 1;
+  const std::string persistent = runtime::kernel_source_sm90_bwd(gen, key);
+  EXPECT_TRUE(runtime::sm90_bwd_source_choice(persistent).persistent);
+  // ALiBi's affine backward stays in the persistent kernel at D = 64 (it spilled only at D = 128).
+  EXPECT_NE(persistent.find("#define FLEXATTN_SM90_REL_AFFINE 1"), std::string::npos);
+  key.sm90_bwd_persistent = 0;
+  EXPECT_FALSE(runtime::sm90_bwd_source_choice(runtime::kernel_source_sm90_bwd(gen, key)).persistent);
+  runtime::KernelSetKey k128{DType::BF16, 128, 128, "sm_90a", true, runtime::KernelFamily::sm90};
+  k128.sm90_bwd_persistent = 1;
+  EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, k128).find("#define FLEXATTN_SM90_REL_AFFINE 1"), std::string::npos);
+  k128.sm90_bwd_persistent = 0;
+  EXPECT_NE(runtime::kernel_source_sm90_bwd(gen, k128).find("#define FLEXATTN_SM90_REL_AFFINE 1"), std::string::npos);
+  unsetenv("FLEXATTN_SM90_BWD_PERSISTENT");
+}
