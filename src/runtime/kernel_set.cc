@@ -109,7 +109,7 @@ void check_backward_head_dims(int64_t d, int64_t dv) {
 
 const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key) {
   using CacheKey = std::tuple<const ir::Node*, const ir::Node*, std::vector<std::string>, DType, int, int,
-                              std::string, bool, KernelFamily, bool, int>;
+                              std::string, bool, KernelFamily, bool, int, int>;
   struct Entry {
     Variant keep_alive;  // holds the nodes whose addresses are in the key
     std::unique_ptr<KernelSet> set;
@@ -117,7 +117,8 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
   static std::mutex mu;
   static std::map<CacheKey, Entry>* cache = new std::map<CacheKey, Entry>();
   const CacheKey ck{variant.score_mod.get(), variant.mask_mod.get(), variant.grad_buffers, key.dtype, key.d,
-                    key.dv, key.arch, key.backward, key.family, key.dq_pass, key.sm90_bwd_persistent};
+                    key.dv, key.arch, key.backward, key.family, key.dq_pass, key.sm90_bwd_persistent,
+                    key.sm90_bwd_grid_order};
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache->find(ck);

@@ -65,6 +65,10 @@ Sm90BwdHeadGroups sm90_bwd_head_groups_mode() {
   return jit::env_flag("FLEXATTN_SM90_BWD_HEAD_GROUPS", true) ? Sm90BwdHeadGroups::always : Sm90BwdHeadGroups::off;
 }
 
+int sm90_bwd_grid_order_for_call(bool deterministic) {
+  return deterministic && sm90_bwd_head_groups_mode() == Sm90BwdHeadGroups::automatic ? 1 : -1;
+}
+
 int sm90_bwd_launch_head_group(const kern::AttnParams& p, bool deterministic, bool compiled_in) {
   const Sm90BwdHeadGroups mode = sm90_bwd_head_groups_mode();
   const bool grouped = compiled_in && (mode == Sm90BwdHeadGroups::always ||
@@ -202,9 +206,10 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   // By default only variants with a mask_mod get it: compiled in, it cost the dense (no mask_mod) kernel ~3 % even
   // when launched in the grid's own order (H200, session 10: full B=2 H=16 S=8192 D=128 4.77 -> 4.94 ms).
   const Sm90BwdHeadGroups mode = sm90_bwd_head_groups_mode();
-  const bool use_grid_order = grid_order >= 0 ? grid_order != 0
-                                              : mode == Sm90BwdHeadGroups::always ||
-                                                    (mode == Sm90BwdHeadGroups::automatic && variant.has_mask_mod);
+  const int order = grid_order >= 0 ? grid_order : key.sm90_bwd_grid_order;
+  const bool use_grid_order = order >= 0 ? order != 0
+                                         : mode == Sm90BwdHeadGroups::always ||
+                                               (mode == Sm90BwdHeadGroups::automatic && variant.has_mask_mod);
   if (use_grid_order && !use_persistent) s << kGridOrderDefine;
   // FLEXATTN_SM90_AFFINE (default on, as the forward's): ALiBi-shaped score_mods evaluate their bias as an affine
   // function of the position (kernels/sm90/rel_affine_sm90.cuh); only their sources get the define, and not the
@@ -235,6 +240,7 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
   }
   KernelSetKey key{t, p.D, p.Dv, arch, true, KernelFamily::sm90};
   key.sm90_bwd_persistent = sm90_bwd_persistent_for_call(p.D, p.Dv, a.deterministic);
+  key.sm90_bwd_grid_order = sm90_bwd_grid_order_for_call(a.deterministic);
   const KernelSet& set = get_kernel_set(*a.fwd.variant, key);
   fill_mod_params(set.layout, a.fwd.bindings, true, &p.mod);
   // Deterministic mode: the bulk dQ paths of the non-persistent kernel add dQ themselves, in a fixed order
