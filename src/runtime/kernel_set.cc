@@ -157,11 +157,6 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
   set->compiled = jit::get_or_compile(req);
   if (sm90 && key.backward) {
     const Sm90BwdChoice choice = sm90_bwd_source_choice(req.source);
-    set->sm90_dq_bulk = choice.dq_bulk;
-    set->sm90_bwd_v2 = choice.v2;
-    set->sm90_bwd_dq_tma = choice.dq_tma;
-    set->sm90_bwd_persistent = choice.persistent;
-    set->sm90_bwd_grid_order = choice.grid_order;
     // The bulk dQ path (the default) holds the shared-tile addressing on top of the per-element path's
     // registers; for the heaviest mods at D=128 (document:3, relbias(learnable), text:mixed: 92-620
     // spilled bytes with ptxas 13.0) the per-element path compiles clean, so those take it.
@@ -179,17 +174,14 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
     if (persistent == 0) {
       req.source = kernel_source_sm90_bwd(gen, key, -1, -1, 0);
       set->compiled = jit::get_or_compile(req);
-      set->sm90_bwd_persistent = false;
-      set->sm90_bwd_grid_order = sm90_bwd_source_choice(req.source).grid_order;
     }
     // The grouped launch order's index math (FLEXATTN_SM90_BWD_HEAD_GROUPS) is the cheapest thing to give up:
     // a kernel that spills with it is recompiled without it first (alibi-slopes / t5 v2 at D = 128 spilled 16
     // bytes with it, ptxas 13.0), keeping its dQ path.
-    const int grid_order = set->sm90_bwd_grid_order && spills() ? 0 : -1;
+    const int grid_order = sm90_bwd_source_choice(req.source).grid_order && spills() ? 0 : -1;
     if (grid_order == 0) {
       req.source = kernel_source_sm90_bwd(gen, key, -1, -1, persistent, 0);
       set->compiled = jit::get_or_compile(req);
-      set->sm90_bwd_grid_order = false;
     }
     const bool bg = req.source.find("#define FLEXATTN_SM90_BWD_BG_REDUCE 1") != std::string::npos;
     struct Try {
@@ -203,12 +195,14 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
       if (!spills()) break;
       req.source = kernel_source_sm90_bwd(gen, key, t.dq_bulk, t.bg_reduce, persistent, grid_order);
       set->compiled = jit::get_or_compile(req);
-      const Sm90BwdChoice now = sm90_bwd_source_choice(req.source);
-      set->sm90_bwd_grid_order = now.grid_order;
-      set->sm90_dq_bulk = now.dq_bulk;
-      set->sm90_bwd_dq_tma = now.dq_tma;
-      set->sm90_bwd_persistent = now.persistent;
     }
+    // What the launch needs to know (shared memory, grid, dQ maps) follows the source the set ended with.
+    const Sm90BwdChoice final_choice = sm90_bwd_source_choice(req.source);
+    set->sm90_dq_bulk = final_choice.dq_bulk;
+    set->sm90_bwd_v2 = final_choice.v2;
+    set->sm90_bwd_dq_tma = final_choice.dq_tma;
+    set->sm90_bwd_persistent = final_choice.persistent;
+    set->sm90_bwd_grid_order = final_choice.grid_order;
   }
   std::lock_guard<std::mutex> lock(mu);
   auto [it, inserted] = cache->emplace(ck, Entry{variant, std::move(set)});
