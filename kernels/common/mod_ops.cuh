@@ -128,28 +128,32 @@ FA_MOD_FN const void* fa_row_ptr(const void* p) {
   asm("cvta.to.global.u64 %0, %1;" : "=l"(r) : "l"(p));
   return r;
 }
-// Plain (weak) global reads of the element: not volatile, so the compiler may still share or move them
-// (the buffers are read-only inside a kernel; gradients go to buf_grad). A C++ read through the hidden
-// pointer compiles to a generic LD; __ldca to LDG.E.STRONG.SM.
-#define FA_LD_GLOBAL(T, R, ptx, cons)                                     \
-  FA_MOD_FN R fa_ld_##T(const void* row, unsigned col) {                  \
-    R v;                                                                  \
+// Reads of the element (the buffers are read-only inside a kernel; gradients go to buf_grad), two kinds:
+//  integer and bool buffers (index tables of masks: doc_ids, page maps, bool masks) through __ldg
+//    (ld.global.nc): an intrinsic the optimizer knows to be free of side effects, so equal addresses of a
+//    tile are loaded once. doc_ids[q_idx] == doc_ids[kv_idx] over the 32 entries of a backward thread
+//    (16 query columns, 2 kv rows) went from 64 LDG to 18 (sm_90a SASS, session 11).
+//  float buffers (score_mod gathers such as bias[h, q_idx - kv_idx]: one address per entry, nothing to
+//    share) through a weak asm ld.global: with __ldg the optimizer hoisted a tile's 32 gathers together and
+//    the v2 backward of relbias(learnable) spilled 16 bytes at D=128.
+#define FA_LD_ASM(T, ptx, cons)                                                   \
+  FA_MOD_FN T fa_ld_##T(const void* row, unsigned col) {                          \
+    T v;                                                                          \
     asm("ld.global." ptx " %0, [%1];" : "=" cons(v) : "l"((const T*)row + col)); \
-    return v;                                                             \
+    return v;                                                                     \
   }
+#define FA_LD_NC(T) \
+  FA_MOD_FN T fa_ld_##T(const void* row, unsigned col) { return __ldg((const T*)row + col); }
 typedef unsigned short fa_u16;
 typedef unsigned char fa_u8;
 typedef long long fa_i64;
-FA_LD_GLOBAL(float, float, "f32", "f")
-FA_LD_GLOBAL(fa_u16, fa_u16, "u16", "h")
-FA_LD_GLOBAL(int, int, "s32", "r")
-FA_LD_GLOBAL(fa_i64, fa_i64, "s64", "l")
-#undef FA_LD_GLOBAL
-FA_MOD_FN unsigned fa_ld_fa_u8(const void* row, unsigned col) {
-  unsigned v;
-  asm("ld.global.u8 %0, [%1];" : "=r"(v) : "l"((const fa_u8*)row + col));
-  return v;
-}
+FA_LD_ASM(float, "f32", "f")
+FA_LD_ASM(fa_u16, "u16", "h")
+FA_LD_NC(int)
+FA_LD_NC(fa_i64)
+#undef FA_LD_ASM
+#undef FA_LD_NC
+FA_MOD_FN unsigned fa_ld_fa_u8(const void* row, unsigned col) { return __ldg((const fa_u8*)row + col); }
 FA_MOD_FN float fa_read_f32(const void* p, long long row, unsigned col) {
   return fa_ld_float(fa_row_ptr((const float*)p + row), col);
 }

@@ -30,11 +30,13 @@ __device__ __forceinline__ float masked_score_log2(const AttnParams& p, float ra
 // (buffer_grad_value; the sm90 per-warp reduction sums it, sm90/bwd_buffer_grad_sm90.cuh). kInB: the
 // caller knows q < L and kv < S, so the bounds test and the index wrapping (the identity there) are
 // left out (the sm90 consumers' interior tiles). kGivenU: the caller evaluated score_mod(s) as `given_u`
-// (the sm90 backward's affine ALiBi path, sm90/rel_affine_sm90.cuh). One definition for every kernel's recompute.
+// (the sm90 backward's affine ALiBi path, sm90/rel_affine_sm90.cuh). mask_on = false: a full block handled
+// by the kFull = false instantiation (sm90 edge tiles; a full block never applies mask_mod). One definition
+// for every kernel's recompute.
 template <class V, bool kFull, bool kInB = false, bool kBgValue = false, bool kGivenU = false>
 __device__ __forceinline__ auto backward_entry(const AttnParams& p, float raw, float dp, float lse2, float delta, int b,
                                                int h, int q, int kv, bool call_buffer_grad, float& p_out,
-                                               float& ds_out, float given_u = 0.f) {
+                                               float& ds_out, float given_u = 0.f, bool mask_on = true) {
   const bool in_bounds = kInB || (q < p.L && kv < p.S);
   const int qw = (kInB ? q : wrap_index(q, p.L)) + p.q_offset;
   const int kvw = (kInB ? kv : wrap_index(kv, p.S)) + p.kv_offset;
@@ -43,7 +45,7 @@ __device__ __forceinline__ auto backward_entry(const AttnParams& p, float raw, f
   if constexpr (kGivenU) sm = given_u;
   else if constexpr (V::kHasScoreMod) sm = V::score_mod(p.mod, s, b, h, qw, kvw);
   bool keep = in_bounds;
-  if constexpr (!kFull && V::kHasMaskMod) keep = keep && V::mask_mod(p.mod, b, h, qw, kvw);
+  if constexpr (!kFull && V::kHasMaskMod) keep = keep && (!mask_on || V::mask_mod(p.mod, b, h, qw, kvw));
   const float pv = keep ? fast_exp2(sm * kLog2e - lse2) : 0.f;
   const float g = keep ? pv * (dp - delta) : 0.f;
   float ds = g;

@@ -38,10 +38,13 @@ __device__ __forceinline__ void st_global_u32(void* addr, unsigned v) {
   asm volatile("st.global.b32 [%0], %1;" ::"l"(addr), "r"(v) : "memory");
 }
 
-// Step 2 on one 64 x 64 tile: st (raw S^T) becomes P^T, dpt (dP^T) becomes dS^T, both fp32.
-template <class V, bool kFull>
+// Step 2 on one 64 x 64 tile: st (raw S^T) becomes P^T, dpt (dP^T) becomes dS^T, both fp32. kInB: the tile
+// lies inside [0, L) x [0, S) (backward_entry drops the bounds test and the index wrapping); mask_on: as
+// backward_entry's (false: a full edge tile).
+template <class V, bool kFull, bool kInB>
 __device__ __forceinline__ void bwd_tile_scores(float (&st)[32], float (&dpt)[32], const AttnParams& p, unsigned s_lse,
-                                                unsigned s_delta, int b, int h, int q0, int kv_row, int t) {
+                                                unsigned s_delta, int b, int h, int q0, int kv_row, int t,
+                                                bool mask_on = true) {
   constexpr bool kAffine = bwd_rel_affine<V>();
   const BwdAffine aff = BwdAffine::of<V>(p, b, h, q0, kv_row, t);
 #pragma unroll
@@ -53,10 +56,29 @@ __device__ __forceinline__ void bwd_tile_scores(float (&st)[32], float (&dpt)[32
     for (int e = 0; e < 4; ++e) {
       const int kv = kv_row + 8 * (e >> 1), q = q0 + 8 * i + 2 * t + (e & 1);
       const float u = kAffine ? aff.u(st[4 * i + e], p.scale, i, e) : 0.f;
-      backward_entry<V, kFull, false, false, kAffine>(p, st[4 * i + e], dpt[4 * i + e], lse2[e & 1], del[e & 1], b, h,
-                                                      q, kv, true, st[4 * i + e], dpt[4 * i + e], u);
+      backward_entry<V, kFull, kInB, false, kAffine>(p, st[4 * i + e], dpt[4 * i + e], lse2[e & 1], del[e & 1], b, h,
+                                                      q, kv, true, st[4 * i + e], dpt[4 * i + e], u, mask_on);
     }
   }
+}
+
+// The tile kinds: interior full, interior partial, edge (bounds, index wrapping, and mask_mod unless the
+// block is full). Interior partial tiles should not take the edge path: there `in_bounds && mask_mod`
+// branched per entry, so mask_mod's buffer loads were serialized behind one branch each and could not be
+// shared between the entries of one query column (D=64 document backward, session 11 ncu: 64 LDG and 96
+// BSSY / BRA / BSYNC per thread per partial tile, 37 % of the kernel's stall samples). kInteriorPartial
+// false (D = Dv = 128, where dK and dV hold 128 registers per thread): they do anyway, because their own
+// copy spilled softcap + causal by 140 bytes (ptxas 13.0); the v2 kernel is the default there.
+template <class V, bool kInteriorPartial>
+__device__ __forceinline__ void bwd_tile_scores_dispatch(float (&st)[32], float (&dpt)[32], const AttnParams& p,
+                                                         unsigned s_lse, unsigned s_delta, int b, int h, int q0,
+                                                         int kv_row, int t, bool inb, bool full) {
+  if (inb && full)
+    bwd_tile_scores<V, true, true>(st, dpt, p, s_lse, s_delta, b, h, q0, kv_row, t);
+  else if (kInteriorPartial && inb)
+    bwd_tile_scores<V, false, true>(st, dpt, p, s_lse, s_delta, b, h, q0, kv_row, t);
+  else
+    bwd_tile_scores<V, false, false>(st, dpt, p, s_lse, s_delta, b, h, q0, kv_row, t, !full);
 }
 
 // Step 3: P^T packed in A-operand order (k-step ks uses pa[4ks .. 4ks+3]) and dS^T stored into the
@@ -278,10 +300,10 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
     if constexpr (bg_reduce<V>() != 0)  // buffer gradients summed per warp (bwd_buffer_grad_sm90.cuh)
       bg_tile_dispatch<V, true>(st, dpt, bg, p, c.lse(pos.stage), c.delta(pos.stage), b, h, q0, kv_row, t,
                                 kv0 + C::BN <= p.S && q0 + C::BM <= p.L, full || !V::kHasMaskMod);
-    else if (full)
-      bwd_tile_scores<V, true>(st, dpt, p, c.lse(pos.stage), c.delta(pos.stage), b, h, q0, kv_row, t);
     else
-      bwd_tile_scores<V, false>(st, dpt, p, c.lse(pos.stage), c.delta(pos.stage), b, h, q0, kv_row, t);
+      bwd_tile_scores_dispatch<V, (D + Dv < 256)>(st, dpt, p, c.lse(pos.stage), c.delta(pos.stage), b, h, q0,
+                                                  kv_row, t, kv0 + C::BN <= p.S && q0 + C::BM <= p.L,
+                                                  full || !V::kHasMaskMod);
     unsigned pa[16];
     // Every warp's dQ of the previous tile reads all 64 rows of dS^T, and wgmma.wait_group only orders
     // the executing warp: no warp may overwrite the tile before all four have retired that GEMM.
