@@ -38,13 +38,69 @@ __device__ __forceinline__ void st_global_u32(void* addr, unsigned v) {
   asm volatile("st.global.b32 [%0], %1;" ::"l"(addr), "r"(v) : "memory");
 }
 
-// Step 2 on one 64 x 64 tile: st (raw S^T) becomes P^T, dpt (dP^T) becomes dS^T, both fp32. kInB: the tile
-// lies inside [0, L) x [0, S) (backward_entry drops the bounds test and the index wrapping); mask_on: as
-// backward_entry's (false: a full edge tile).
+// P for one entry of a variant without score_mod (the split schedule); 0 where masked or out of
+// bounds. kInB: the tile lies inside [0, L) x [0, S), so no bounds test and no index wrapping
+// (wrap_index is the identity there); kFull: no mask_mod.
 template <class V, bool kFull, bool kInB>
-__device__ __forceinline__ void bwd_tile_scores(float (&st)[32], float (&dpt)[32], const AttnParams& p, unsigned s_lse,
-                                                unsigned s_delta, int b, int h, int q0, int kv_row, int t,
-                                                bool mask_on = true) {
+__device__ __forceinline__ float bwd_p_entry(const AttnParams& p, float raw, float scale_log2, float lse2, int b, int h,
+                                            int q, int kv) {
+  const float pv = fast_exp2(fmaf(raw, scale_log2, -lse2));
+  bool keep = kInB || (q < p.L && kv < p.S);
+  if constexpr (!kFull && V::kHasMaskMod) {
+    const int qw = (kInB ? q : wrap_index(q, p.L)) + p.q_offset, kvw = (kInB ? kv : wrap_index(kv, p.S)) + p.kv_offset;
+    keep = keep && V::mask_mod(p.mod, b, h, qw, kvw);
+  }
+  if constexpr (kInB && (kFull || !V::kHasMaskMod)) {
+    return pv;
+  } else {
+    return keep ? pv : 0.f;
+  }
+}
+
+// P and dS for one entry (the first kernel; the v2's combined schedule): backward_entry (sm80/scores_sm80.cuh,
+// with mask_on) on edge tiles; on interior tiles (kInB: q < L, kv < S, so wrap_index is the identity and
+// in_bounds is true) the same definition without the bounds tests and the wrapping. Without a score_mod an interior entry is one
+// FFMA (scale folded into scale_log2 = scale * log2(e), as the forward's masked_score_log2 does), the
+// exp2, FADD, FMUL, plus the mask on partial tiles.
+// kGivenU: score_mod(s) evaluated by the caller as `u` (rel_affine_sm90.cuh).
+template <class V, bool kFull, bool kInB, bool kGivenU = false>
+__device__ __forceinline__ void bwd_entry(const AttnParams& p, float raw, float dp, float scale_log2, float lse2,
+                                          float delta, int b, int h, int q, int kv, float& p_out, float& ds_out,
+                                          float u = 0.f, bool mask_on = true) {
+  if constexpr (!kInB) {
+    backward_entry<V, kFull, false, false, kGivenU>(p, raw, dp, lse2, delta, b, h, q, kv, true, p_out, ds_out, u,
+                                                    mask_on);
+  } else if constexpr (!V::kHasScoreMod && !V::kHasBufferGrad) {
+    const float pv = bwd_p_entry<V, kFull, true>(p, raw, scale_log2, lse2, b, h, q, kv);
+    p_out = pv;
+    ds_out = pv * (dp - delta);  // 0 where masked: dp - delta is finite
+  } else {
+    const int qw = q + p.q_offset, kvw = kv + p.kv_offset;
+    const float s = raw * p.scale;
+    float sm = s;
+    if constexpr (kGivenU) sm = u;
+    else if constexpr (V::kHasScoreMod) sm = V::score_mod(p.mod, s, b, h, qw, kvw);
+    bool keep = true;
+    if constexpr (!kFull && V::kHasMaskMod) keep = V::mask_mod(p.mod, b, h, qw, kvw);
+    const float pv = keep ? fast_exp2(sm * kLog2e - lse2) : 0.f;
+    const float g = keep ? pv * (dp - delta) : 0.f;
+    float ds = g;
+    if constexpr (V::kHasScoreMod) ds = keep ? V::score_grad(p.mod, s, b, h, qw, kvw, g) : 0.f;
+    if constexpr (V::kHasBufferGrad) {
+      if (keep) V::buffer_grad(p.mod, s, b, h, qw, kvw, g);
+    }
+    p_out = pv;
+    ds_out = ds;
+  }
+}
+
+// Step 2 on one 64 x 64 tile (both kernels; the v2's combined schedule): st (raw S^T) becomes P^T, dpt (dP^T)
+// becomes dS^T, both fp32. kInB: the tile lies inside [0, L) x [0, S) (no bounds test, no index wrapping);
+// mask_on: as backward_entry's (false: a full edge tile). scale_log2 = scale * log2(e).
+template <class V, bool kFull, bool kInB>
+__device__ __forceinline__ void bwd_tile_scores(float (&st)[32], float (&dpt)[32], const AttnParams& p, float scale_log2,
+                                                unsigned s_lse, unsigned s_delta, int b, int h, int q0, int kv_row,
+                                                int t, bool mask_on = true) {
   constexpr bool kAffine = bwd_rel_affine<V>();
   const BwdAffine aff = BwdAffine::of<V>(p, b, h, q0, kv_row, t);
 #pragma unroll
@@ -56,8 +112,8 @@ __device__ __forceinline__ void bwd_tile_scores(float (&st)[32], float (&dpt)[32
     for (int e = 0; e < 4; ++e) {
       const int kv = kv_row + 8 * (e >> 1), q = q0 + 8 * i + 2 * t + (e & 1);
       const float u = kAffine ? aff.u(st[4 * i + e], p.scale, i, e) : 0.f;
-      backward_entry<V, kFull, kInB, false, kAffine>(p, st[4 * i + e], dpt[4 * i + e], lse2[e & 1], del[e & 1], b, h,
-                                                      q, kv, true, st[4 * i + e], dpt[4 * i + e], u, mask_on);
+      bwd_entry<V, kFull, kInB, kAffine>(p, st[4 * i + e], dpt[4 * i + e], scale_log2, lse2[e & 1], del[e & 1], b, h,
+                                         q, kv, st[4 * i + e], dpt[4 * i + e], u, mask_on);
     }
   }
 }
@@ -73,12 +129,13 @@ template <class V, bool kInteriorPartial>
 __device__ __forceinline__ void bwd_tile_scores_dispatch(float (&st)[32], float (&dpt)[32], const AttnParams& p,
                                                          unsigned s_lse, unsigned s_delta, int b, int h, int q0,
                                                          int kv_row, int t, bool inb, bool full) {
+  const float scale_log2 = p.scale * kLog2e;
   if (inb && full)
-    bwd_tile_scores<V, true, true>(st, dpt, p, s_lse, s_delta, b, h, q0, kv_row, t);
+    bwd_tile_scores<V, true, true>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
   else if (kInteriorPartial && inb)
-    bwd_tile_scores<V, false, true>(st, dpt, p, s_lse, s_delta, b, h, q0, kv_row, t);
+    bwd_tile_scores<V, false, true>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
   else
-    bwd_tile_scores<V, false, false>(st, dpt, p, s_lse, s_delta, b, h, q0, kv_row, t, !full);
+    bwd_tile_scores<V, false, false>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t, !full);
 }
 
 // Step 3: P^T packed in A-operand order (k-step ks uses pa[4ks .. 4ks+3]) and dS^T stored into the

@@ -38,61 +38,6 @@
 namespace flexattn::kern::sm90 {
 
 
-// P for one entry of a variant without score_mod (the split schedule); 0 where masked or out of
-// bounds. kInB: the tile lies inside [0, L) x [0, S), so no bounds test and no index wrapping
-// (wrap_index is the identity there); kFull: no mask_mod.
-template <class V, bool kFull, bool kInB>
-__device__ __forceinline__ float p_entry_v2(const AttnParams& p, float raw, float scale_log2, float lse2, int b, int h,
-                                            int q, int kv) {
-  const float pv = fast_exp2(fmaf(raw, scale_log2, -lse2));
-  bool keep = kInB || (q < p.L && kv < p.S);
-  if constexpr (!kFull && V::kHasMaskMod) {
-    const int qw = (kInB ? q : wrap_index(q, p.L)) + p.q_offset, kvw = (kInB ? kv : wrap_index(kv, p.S)) + p.kv_offset;
-    keep = keep && V::mask_mod(p.mod, b, h, qw, kvw);
-  }
-  if constexpr (kInB && (kFull || !V::kHasMaskMod)) {
-    return pv;
-  } else {
-    return keep ? pv : 0.f;
-  }
-}
-
-// P and dS for one entry, the combined schedule: backward_entry (sm80/scores_sm80.cuh) on edge tiles;
-// on interior tiles (kInB: q < L, kv < S, so wrap_index is the identity and in_bounds is true) the same
-// definition without the bounds tests and the wrapping. Without a score_mod an interior entry is one
-// FFMA (scale folded into scale_log2 = scale * log2(e), as the forward's masked_score_log2 does), the
-// exp2, FADD, FMUL, plus the mask on partial tiles.
-// kGivenU: score_mod(s) evaluated by the caller as `u` (rel_affine_sm90.cuh).
-template <class V, bool kFull, bool kInB, bool kGivenU = false>
-__device__ __forceinline__ void entry_v2(const AttnParams& p, float raw, float dp, float scale_log2, float lse2,
-                                         float delta, int b, int h, int q, int kv, float& p_out, float& ds_out,
-                                         float u = 0.f) {
-  if constexpr (!kInB) {
-    backward_entry<V, kFull, false, false, kGivenU>(p, raw, dp, lse2, delta, b, h, q, kv, true, p_out, ds_out, u);
-  } else if constexpr (!V::kHasScoreMod && !V::kHasBufferGrad) {
-    const float pv = p_entry_v2<V, kFull, true>(p, raw, scale_log2, lse2, b, h, q, kv);
-    p_out = pv;
-    ds_out = pv * (dp - delta);  // 0 where masked: dp - delta is finite
-  } else {
-    const int qw = q + p.q_offset, kvw = kv + p.kv_offset;
-    const float s = raw * p.scale;
-    float sm = s;
-    if constexpr (kGivenU) sm = u;
-    else if constexpr (V::kHasScoreMod) sm = V::score_mod(p.mod, s, b, h, qw, kvw);
-    bool keep = true;
-    if constexpr (!kFull && V::kHasMaskMod) keep = V::mask_mod(p.mod, b, h, qw, kvw);
-    const float pv = keep ? fast_exp2(sm * kLog2e - lse2) : 0.f;
-    const float g = keep ? pv * (dp - delta) : 0.f;
-    float ds = g;
-    if constexpr (V::kHasScoreMod) ds = keep ? V::score_grad(p.mod, s, b, h, qw, kvw, g) : 0.f;
-    if constexpr (V::kHasBufferGrad) {
-      if (keep) V::buffer_grad(p.mod, s, b, h, qw, kvw, g);
-    }
-    p_out = pv;
-    ds_out = ds;
-  }
-}
-
 // Split schedule, step 1: st (raw S^T) becomes P^T.
 template <class V, bool kFull, bool kInB>
 __device__ __forceinline__ void tile_p_v2(float (&st)[32], const AttnParams& p, float scale_log2, unsigned s_lse, int b,
@@ -104,7 +49,7 @@ __device__ __forceinline__ void tile_p_v2(float (&st)[32], const AttnParams& p, 
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int kv = kv_row + 8 * (e >> 1), q = q0 + 8 * i + 2 * t + (e & 1);
-      st[4 * i + e] = p_entry_v2<V, kFull, kInB>(p, st[4 * i + e], scale_log2, lse2[e & 1], b, h, q, kv);
+      st[4 * i + e] = bwd_p_entry<V, kFull, kInB>(p, st[4 * i + e], scale_log2, lse2[e & 1], b, h, q, kv);
     }
   }
 }
@@ -126,7 +71,7 @@ __device__ __forceinline__ void tile_p_v2r(float (&st)[32], const AttnParams& p,
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int kv = kv_row + 8 * (e >> 1), q = q0 + 8 * i + 2 * t + (e & 1);
-      st[4 * i + e] = p_entry_v2<V, kFull, kInB>(p, st[4 * i + e], scale_log2, lse2[2 * i + (e & 1)], b, h, q, kv);
+      st[4 * i + e] = bwd_p_entry<V, kFull, kInB>(p, st[4 * i + e], scale_log2, lse2[2 * i + (e & 1)], b, h, q, kv);
     }
   }
 }
@@ -149,28 +94,6 @@ __device__ __forceinline__ void tile_ds_v2(const float (&pt)[32], float (&dpt)[3
     ld_shared_v2_f32(s_delta + 4 * (8 * i + 2 * t), del[0], del[1]);
 #pragma unroll
     for (int e = 0; e < 4; ++e) dpt[4 * i + e] = pt[4 * i + e] * (dpt[4 * i + e] - del[e & 1]);
-  }
-}
-
-// Combined schedule (score_mod variants): st becomes P^T, dpt becomes dS^T.
-template <class V, bool kFull, bool kInB>
-__device__ __forceinline__ void tile_both_v2(float (&st)[32], float (&dpt)[32], const AttnParams& p, float scale_log2,
-                                             unsigned s_lse, unsigned s_delta, int b, int h, int q0, int kv_row,
-                                             int t) {
-  constexpr bool kAffine = bwd_rel_affine<V>();
-  const BwdAffine aff = BwdAffine::of<V>(p, b, h, q0, kv_row, t);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    float lse2[2], del[2];
-    ld_shared_v2_f32(s_lse + 4 * (8 * i + 2 * t), lse2[0], lse2[1]);
-    ld_shared_v2_f32(s_delta + 4 * (8 * i + 2 * t), del[0], del[1]);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int kv = kv_row + 8 * (e >> 1), q = q0 + 8 * i + 2 * t + (e & 1);
-      const float u = kAffine ? aff.u(st[4 * i + e], p.scale, i, e) : 0.f;
-      entry_v2<V, kFull, kInB, kAffine>(p, st[4 * i + e], dpt[4 * i + e], scale_log2, lse2[e & 1], del[e & 1], b, h,
-                                        q, kv, st[4 * i + e], dpt[4 * i + e], u);
-    }
   }
 }
 
@@ -364,13 +287,13 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
       if constexpr (kBg != 0)
         bg_tile_dispatch<V, kPartialInB>(st, dpt, bg, p, s_lse, s_delta, b, h, q0, kv_row, t, inb, full);
       else if (inb && full)
-        tile_both_v2<V, true, true>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
+        bwd_tile_scores<V, true, true>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
       else if (kPartialInB && inb)
-        tile_both_v2<V, false, true>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
+        bwd_tile_scores<V, false, true>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
       else if (full)
-        tile_both_v2<V, true, false>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
+        bwd_tile_scores<V, true, false>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
       else
-        tile_both_v2<V, false, false>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
+        bwd_tile_scores<V, false, false>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
     }
     if constexpr (kBg != 0) bg_flush<V>(bg, p, b, h, q0, kv0 + 64 * wg + 16 * warp, lane);
     unsigned pa[16], dsa[16];
