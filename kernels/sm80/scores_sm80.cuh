@@ -47,7 +47,7 @@ __device__ __forceinline__ auto backward_entry(const AttnParams& p, float raw, f
   bool keep = in_bounds;
   // Short-circuit on purpose (edge tiles only; interior tiles come with kInB, where keep is a constant):
   // evaluated for every entry, the masks' loads of a whole tile were live at once and the sm90 first
-  // kernel spilled 80 bytes with the document mask at D=64 (ptxas 13.0, session 11).
+  // kernel spilled 40 bytes (stores and loads each) with the document mask at D=64 (ptxas 13.0, session 11).
   if constexpr (!kFull && V::kHasMaskMod) keep = keep && (!mask_on || V::mask_mod(p.mod, b, h, qw, kvw));
   const float pv = keep ? fast_exp2(sm * kLog2e - lse2) : 0.f;
   const float g = keep ? pv * (dp - delta) : 0.f;
