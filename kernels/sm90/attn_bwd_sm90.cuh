@@ -62,11 +62,13 @@ __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
   // The non-persistent kernel's grouped launch order (FLEXATTN_SM90_BWD_HEAD_GROUPS; sm90_bwd_grid_tile,
   // p.bwd_head_group 1 = the grid's own order). Through redux_or: uniform registers, as blockIdx was (computed
   // per-thread values spilled the 24-register warps of the first kernel's bulk dQ path at D = 128).
+  // The persistent kernel takes its tiles from its queue: the generator never emits the define with it.
+  static_assert(!kPersistent, "FLEXATTN_SM90_BWD_GRID_ORDER is for the non-persistent kernel");
   const Sm90BwdGridTile at = sm90_bwd_grid_tile(int(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)),
                                                 int(gridDim.x), int(gridDim.y), int(gridDim.z), p.bwd_head_group);
-  const int kv_tile = kPersistent ? int(blockIdx.x) : int(redux_or(unsigned(abs(p.bwd_kv_flip - at.rank)), 0xffffffffu));
-  const int hk = kPersistent ? int(blockIdx.y) : int(redux_or(unsigned(at.hk), 0xffffffffu));
-  const int bz = kPersistent ? int(blockIdx.z) : int(redux_or(unsigned(at.bz), 0xffffffffu));
+  const int kv_tile = int(redux_or(unsigned(abs(p.bwd_kv_flip - at.rank)), 0xffffffffu));
+  const int hk = int(redux_or(unsigned(at.hk), 0xffffffffu));
+  const int bz = int(redux_or(unsigned(at.bz), 0xffffffffu));
 #else
   const int kv_tile = kPersistent ? int(blockIdx.x) : abs(p.bwd_kv_flip - int(blockIdx.x));
   const int hk = blockIdx.y, bz = blockIdx.z;

@@ -36,7 +36,8 @@ struct KernelSetKey {
   // picks per call, sm90_bwd_persistent_for_call); -1: the switch as read when the set is built.
   int sm90_bwd_persistent = -1;
   // sm90 backward only: 1 / 0 the grouped launch order compiled in or not; -1: FLEXATTN_SM90_BWD_HEAD_GROUPS's rule
-  // (auto: variants with a mask_mod). Deterministic calls ask for 1 under auto (sm90_bwd_grid_order_for_call).
+  // (auto: variants with a mask_mod). Deterministic calls of variants without one ask for 1 under auto
+  // (sm90_bwd_grid_order_for_call).
   int sm90_bwd_grid_order = -1;
 };
 

@@ -73,8 +73,8 @@ Sm90BwdHeadGroups sm90_bwd_head_groups_mode() {
   return jit::env_flag("FLEXATTN_SM90_BWD_HEAD_GROUPS", true) ? Sm90BwdHeadGroups::always : Sm90BwdHeadGroups::off;
 }
 
-int sm90_bwd_grid_order_for_call(bool deterministic) {
-  return deterministic && sm90_bwd_head_groups_mode() == Sm90BwdHeadGroups::automatic ? 1 : -1;
+int sm90_bwd_grid_order_for_call(bool deterministic, bool has_mask_mod) {
+  return deterministic && !has_mask_mod && sm90_bwd_head_groups_mode() == Sm90BwdHeadGroups::automatic ? 1 : -1;
 }
 
 int sm90_bwd_launch_head_group(const kern::AttnParams& p, bool deterministic, bool compiled_in) {
@@ -246,7 +246,7 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
   }
   KernelSetKey key{t, p.D, p.Dv, arch, true, KernelFamily::sm90};
   key.sm90_bwd_persistent = sm90_bwd_persistent_for_call(p.D, p.Dv, a.deterministic);
-  key.sm90_bwd_grid_order = sm90_bwd_grid_order_for_call(a.deterministic);
+  key.sm90_bwd_grid_order = sm90_bwd_grid_order_for_call(a.deterministic, !a.fwd.variant->mask_mod.empty());
   const KernelSet& set = get_kernel_set(*a.fwd.variant, key);
   fill_mod_params(set.layout, a.fwd.bindings, true, &p.mod);
   // Deterministic mode: the bulk dQ paths of the non-persistent kernel add dQ themselves, in a fixed order

@@ -82,9 +82,11 @@ bool sm90_bwd_dq_pipeline_requested();
 // so it keeps the grid's own); `1`: every variant, every call; `0`: never (not compiled in).
 enum class Sm90BwdHeadGroups { off, automatic, always };
 Sm90BwdHeadGroups sm90_bwd_head_groups_mode();
-// KernelSetKey::sm90_bwd_grid_order for a call: 1 for deterministic calls under auto (the order paid in deterministic
-// mode for dense variants too: full S=4096 1.695 -> 1.535 ms, S=8192 5.727 -> 5.558), else -1 (the mode's rule).
-int sm90_bwd_grid_order_for_call(bool deterministic);
+// KernelSetKey::sm90_bwd_grid_order for a call: 1 for deterministic calls of variants without a mask_mod under auto
+// (the order paid in deterministic mode for dense variants too: full S=4096 1.695 -> 1.535 ms, S=8192 5.727 ->
+// 5.558), else -1 (the mode's rule, which compiles it into every variant with a mask_mod already: asking for 1
+// there would key a second set with the same source).
+int sm90_bwd_grid_order_for_call(bool deterministic, bool has_mask_mod);
 // The launch's p.bwd_head_group under that mode: 1 (the grid's own order) or the L2-sized group.
 int sm90_bwd_launch_head_group(const kern::AttnParams& p, bool deterministic, bool compiled_in);
 // Deterministic mode on this sm90 backward set takes the ordered dQ reductions (requested, bulk dQ path,

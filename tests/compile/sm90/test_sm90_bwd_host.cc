@@ -609,10 +609,12 @@ TEST(Sm90BwdHost, HeadGroupsByDefaultForMaskedAndDeterministicCalls) {
   EXPECT_TRUE(gen.has_mask_mod);
   EXPECT_EQ(runtime::kernel_source_sm90_bwd(dense_gen, key).find(define), std::string::npos);
   // ... except in deterministic mode, where the order paid for the dense kernel too: its calls ask for it.
-  EXPECT_EQ(runtime::sm90_bwd_grid_order_for_call(true), 1);
-  EXPECT_EQ(runtime::sm90_bwd_grid_order_for_call(false), -1);
+  EXPECT_EQ(runtime::sm90_bwd_grid_order_for_call(true, false), 1);
+  EXPECT_EQ(runtime::sm90_bwd_grid_order_for_call(false, false), -1);
+  // A masked variant has it compiled in by the rule: its deterministic calls share the default set.
+  EXPECT_EQ(runtime::sm90_bwd_grid_order_for_call(true, true), -1);
   runtime::KernelSetKey det_key = key;
-  det_key.sm90_bwd_grid_order = runtime::sm90_bwd_grid_order_for_call(true);
+  det_key.sm90_bwd_grid_order = runtime::sm90_bwd_grid_order_for_call(true, false);
   EXPECT_NE(runtime::kernel_source_sm90_bwd(dense_gen, det_key).find(define), std::string::npos);
   EXPECT_EQ(runtime::sm90_bwd_launch_head_group(p, true, true), group);
   // The persistent kernel has its own tile queue order; an explicit 0 leaves the define out.
@@ -630,7 +632,7 @@ TEST(Sm90BwdHost, HeadGroupsByDefaultForMaskedAndDeterministicCalls) {
   EXPECT_EQ(off.find(define), std::string::npos);
   EXPECT_FALSE(runtime::sm90_bwd_source_choice(off).grid_order);
   EXPECT_EQ(runtime::sm90_bwd_launch_head_group(masked, true, true), 1);
-  EXPECT_EQ(runtime::sm90_bwd_grid_order_for_call(true), -1);
+  EXPECT_EQ(runtime::sm90_bwd_grid_order_for_call(true, false), -1);
   unsetenv("FLEXATTN_SM90_BWD_HEAD_GROUPS");
 }
 
