@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import warnings
 
 import torch
@@ -20,6 +19,7 @@ from . import _leaf_paths, _native, _torch_ops
 from .attention import AuxOutput, _validate_block_mask, _validate_heads_and_batch
 from .masks import noop_mask
 from ._tracer import mod_kind, trace
+from ._env import env_flag
 
 _EMPTY_BLOCK = 1 << 30
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -183,7 +183,7 @@ def _mask_tensors(block_mask, device):
 
 def _row_order_on():
     """FLEXATTN_SM90_ROW_ORDER (opt-in, read per call as the runtime reads it)."""
-    return os.environ.get("FLEXATTN_SM90_ROW_ORDER", "").lower() in ("1", "true", "yes", "on")
+    return env_flag("FLEXATTN_SM90_ROW_ORDER", False)
 
 
 def _row_order(block_mask, num, full_num, nkv):

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import threading
 import warnings
 from typing import List, Optional, Tuple
@@ -25,6 +24,7 @@ from typing import List, Optional, Tuple
 import torch
 
 from . import _native
+from ._env import env_flag
 
 _DTYPE_NAMES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.int32: "i32",
                 torch.int64: "i64", torch.bool: "bool", torch.float64: "f64"}
@@ -284,7 +284,7 @@ _prefetched = set()
 
 
 def _prefetch_enabled():
-    return os.environ.get("FLEXATTN_PREFETCH_BACKWARD", "1").lower() not in ("0", "false", "no", "off")
+    return env_flag("FLEXATTN_PREFETCH_BACKWARD", True)
 
 
 def _prefetch_backward(q, v, buffers, spec):

@@ -13,12 +13,12 @@ torch is imported only when paged_attention is called with torch tensors.
 from __future__ import annotations
 
 import functools
-import os
 import weakref
 
 from . import _bound_plan, _native
 from ._arrays import is_torch_tensor, torch_module
 from ._tracer import mod_kind
+from ._env import env_flag
 
 _MAX_ROWS = 64  # query rows per sequence that the decode kernels take (kernels/decode, kDecodeMaxRows)
 _MAX_PAGE_SIZE = 256  # the allocator's and the kernels' limit
@@ -255,7 +255,7 @@ class _Call:
 # after one. Masks with numpy fields are not kept (numpy has no version counter).
 # FLEXATTN_PAGED_CACHE=0 (docs/env_vars.md): neither these nor the binding plans are kept; every call traces
 # the mods and prepares the mask as before session 6 (an A/B switch, and the way back).
-_CACHE = os.environ.get("FLEXATTN_PAGED_CACHE", "1").lower() not in ("0", "false", "no", "off")
+_CACHE = env_flag("FLEXATTN_PAGED_CACHE", True)
 _KV_FIELDS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices")
 _MASKS = {}  # id(block mask) -> _MaskArgs
 _MAX_MASKS = 64
