@@ -41,13 +41,13 @@ def run_suite(args, notes):
     jobs = bc.jobs(args.suite, args.cases, impls)
     progress = br.Progress(len(jobs))
     _prime(impls, args.backward, progress, notes)
-    prewarmed = {}
+    prewarmed, prewarmed_fwd = {}, {}
     if "flexattn" in impls and args.compile_jobs > 1:
         variants = {(c, s.D): (bt.make_score_mod(c, s.S, s.H), bt.make_mask_mod(c, s.S))
                     for s in bc.SUITE_SHAPES[args.suite] for c in args.cases}
         progress.update(f"compiling flexattn's {len(variants)} variants on {args.compile_jobs} threads")
         try:
-            prewarmed, failures = bi.prewarm_flexattn(variants, args.compile_jobs, args.backward)
+            prewarmed, prewarmed_fwd, failures = bi.prewarm_flexattn(variants, args.compile_jobs, args.backward)
             notes += [f"flexattn compile failed: {_short(RuntimeError(f))}" for f in failures]
         except Exception as e:  # noqa: BLE001 - fall back to compiling at the first call
             notes.append(f"flexattn parallel compile failed, compiled at first call instead: {_short(e)}")
@@ -75,7 +75,8 @@ def run_suite(args, notes):
                 say("compiling and measuring")
                 # flexattn's kernels do not depend on S: a (case, D) compiles once, at its first shape.
                 pre = prewarmed.pop((case, shape.D), None) if impl == "flexattn" else None
-                rows.append(_one_row(impl, ctx, args, pre, say))
+                pre_fwd = prewarmed_fwd.pop((case, shape.D), None) if impl == "flexattn" else None
+                rows.append(_one_row(impl, ctx, args, pre, say, pre_fwd))
                 progress.step()
             del ctx
             torch.cuda.empty_cache()
@@ -102,7 +103,7 @@ def _sync():
         pass
 
 
-def _one_row(impl, ctx, args, prewarm_s, say):
+def _one_row(impl, ctx, args, prewarm_s, say, prewarm_fwd_s=None):
     shape, case = ctx.shape, ctx.case
     try:
         m = bi.measure(impl, ctx, args.reps, args.warmup, args.backward, say)
@@ -113,11 +114,13 @@ def _one_row(impl, ctx, args, prewarm_s, say):
     error = None
     if err is not None and not math.isfinite(err):
         error, err = "the output has NaN or inf", None
-    compile_s = m["compile_s"]
+    compile_s, compile_fwd_s = m["compile_s"], m.get("compile_fwd_s")
     if impl == "flexattn" and prewarm_s is not None and compile_s is not None:
         compile_s += prewarm_s
+    if impl == "flexattn" and prewarm_fwd_s is not None and compile_fwd_s is not None:
+        compile_fwd_s += prewarm_fwd_s
     return br.make_row(impl, case, shape, ctx.density, m["fwd_ms"], m["bwd_ms"], compile_s, rel_err=err,
-                       error=error)
+                       error=error, compile_fwd_s=compile_fwd_s)
 
 
 # ---- warm compile: a second process with the caches the first one filled -------------------------------

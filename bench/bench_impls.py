@@ -68,9 +68,9 @@ class CaseContext:
 
 
 def measure(impl, ctx, reps, warmup, backward, say=lambda stage: None):
-    """{fwd_ms, bwd_ms, compile_s, rel_err} of one impl on ctx. compile_s is the first calls' time over
-    the steady time (block-mask build, forward, and backward when measured); None for SDPA. `say`
-    reports the stage (for the progress line)."""
+    """{fwd_ms, bwd_ms, compile_s, compile_fwd_s, rel_err} of one impl on ctx. compile_s is the first calls'
+    time over the steady time (block-mask build, forward, and backward when measured), compile_fwd_s its
+    block-mask and forward part; both None for SDPA. `say` reports the stage (for the progress line)."""
     compiling = impl in bc.FLEX_IMPLS
     if impl == "torch-flex":
         torch._dynamo.reset()  # each variant compiles on its own; no guard chain grows across variants
@@ -93,6 +93,7 @@ def measure(impl, ctx, reps, warmup, backward, say=lambda stage: None):
         say(f"timing forward ({reps} reps)")
         fwd_ms = bt.time_ms(lambda: fwd(q, k, v), reps, warmup)
     overhead += max(0.0, t_first - fwd_ms / 1e3)
+    fwd_overhead = overhead
     bwd_ms = None
     if backward:
         say("compiling backward" if compiling else "first backward")
@@ -106,7 +107,8 @@ def measure(impl, ctx, reps, warmup, backward, say=lambda stage: None):
         bwd_ms = bt.time_ms(grad, reps, warmup)
         overhead += max(0.0, t_a - fwd_ms / 1e3) + max(0.0, t_b - bwd_ms / 1e3)
         del out
-    return {"fwd_ms": fwd_ms, "bwd_ms": bwd_ms, "compile_s": overhead if compiling else None, "rel_err": err}
+    return {"fwd_ms": fwd_ms, "bwd_ms": bwd_ms, "compile_s": overhead if compiling else None,
+            "compile_fwd_s": fwd_overhead if compiling else None, "rel_err": err}
 
 
 def _arch():
@@ -117,9 +119,10 @@ def _arch():
 def prewarm_flexattn(variants, jobs, backward):
     """Compiles flexattn's kernels of every (case, D) in `variants` ({(case, D): (score_mod, mask_mod)})
     on `jobs` threads (NVRTC runs outside the GIL, one compile per thread). Returns ({(case, D): seconds},
-    [failures]): each the wall time of that variant's own compiles: its forward and backward compile side by
-    side (adjacent tasks of the pool), as in an eager training call's first step, whose forward starts the
-    backward's compile on a thread (FLEXATTN_PREFETCH_BACKWARD), so the longer of the two."""
+    {(case, D): forward seconds}, [failures]): seconds is the wall time of that variant's own compiles: its
+    forward and backward compile side by side (adjacent tasks of the pool), as in an eager training call's
+    first step, whose forward starts the backward's compile on a thread (FLEXATTN_PREFETCH_BACKWARD), so the
+    longer of the two; forward seconds the forward's compile alone (what an inference call waits)."""
     from flexattn import _native, _torch_api, _torch_ops
     from flexattn.masks import noop_mask
 
@@ -140,15 +143,17 @@ def prewarm_flexattn(variants, jobs, backward):
             return key, None, f"{key[0]} D={D}{' backward' if bw else ''}: {e}"
         return key, time.perf_counter() - t0, None
 
-    seconds, failures = {}, []
+    seconds, fwd_seconds, failures = {}, {}, []
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for key, s, why in pool.map(compile_one, tasks):
+        for (key, s, why), task in zip(pool.map(compile_one, tasks), tasks):
             if why:
                 failures.append(why)
             else:
                 # One job runs them one after the other: then the sum is what a variant waited.
                 seconds[key] = max(seconds.get(key, 0.0), s) if jobs > 1 else seconds.get(key, 0.0) + s
-    return seconds, failures
+                if not task[3]:
+                    fwd_seconds[key] = s
+    return seconds, fwd_seconds, failures
 
 
 def prime(impl, backward):

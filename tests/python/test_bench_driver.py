@@ -239,6 +239,27 @@ def test_markdown_table_one_line_per_case_with_ratio_and_compile_times():
     assert document["flexattn compile s (cold / warm)"] == "2.0 / —"
 
 
+def test_cold_compile_shows_its_forward_part_when_the_row_has_a_backward():
+    rows = [row("flexattn", "causal", 1.0, 3.0, compile_s=4.46, compile_fwd_s=1.26),
+            row("flexattn", "full", 1.0, compile_s=1.3, compile_fwd_s=1.3),
+            row("torch-flex", "causal", 1.0, 3.0, compile_s=6.0)]
+    lines = br.markdown_table(rows).splitlines()
+    head = cells(lines[0])
+    by_case = {cells(line)[0]: dict(zip(head, cells(line))) for line in lines[2:]}
+    assert by_case["causal"]["flexattn compile s (cold / warm)"] == "4.5 (fwd 1.3) / —"
+    assert by_case["causal"]["torch-flex compile s (cold / warm)"] == "6.0 / —"  # no forward part measured
+    assert by_case["full"]["flexattn compile s (cold / warm)"] == "1.3 / —"  # forward only: one number
+    assert rows[0]["compile_fwd_s"] == 1.26 and json.loads(json.dumps(rows[0])) == rows[0]
+
+
+def test_compile_fwd_s_is_checked_like_the_other_times_and_may_be_absent_in_older_files():
+    with pytest.raises(ValueError, match="compile_fwd_s must be a finite number"):
+        row(compile_fwd_s=-1.0)
+    older = row(compile_s=2.0)
+    del older["compile_fwd_s"]
+    br.validate_row(older)
+
+
 def test_markdown_table_backward_columns_and_wrong_results_are_flagged():
     rows = [row("flexattn", "full", 1.0, 3.0, rel_err=0.2), row("torch-flex", "full", 1.0, 2.0)]
     lines = br.markdown_table(rows).splitlines()
