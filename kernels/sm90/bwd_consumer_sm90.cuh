@@ -59,9 +59,9 @@ __device__ __forceinline__ float bwd_p_entry(const AttnParams& p, float raw, flo
 
 // P and dS for one entry (the first kernel; the v2's combined schedule): backward_entry (sm80/scores_sm80.cuh,
 // with mask_on) on edge tiles; on interior tiles (kInB: q < L, kv < S, so wrap_index is the identity and
-// in_bounds is true) the same definition without the bounds tests and the wrapping. Without a score_mod an interior entry is one
-// FFMA (scale folded into scale_log2 = scale * log2(e), as the forward's masked_score_log2 does), the
-// exp2, FADD, FMUL, plus the mask on partial tiles.
+// in_bounds is true) the same definition without the bounds tests and the wrapping. Without a score_mod an
+// interior entry is one FFMA (scale folded into scale_log2 = scale * log2(e), as the forward's
+// masked_score_log2 does), the exp2, FADD, FMUL, plus the mask on partial tiles.
 // kGivenU: score_mod(s) evaluated by the caller as `u` (rel_affine_sm90.cuh).
 template <class V, bool kFull, bool kInB, bool kGivenU = false>
 __device__ __forceinline__ void bwd_entry(const AttnParams& p, float raw, float dp, float scale_log2, float lse2,
