@@ -98,9 +98,9 @@ __device__ __forceinline__ void bwd_entry(const AttnParams& p, float raw, float 
 // becomes dS^T, both fp32. kInB: the tile lies inside [0, L) x [0, S) (no bounds test, no index wrapping);
 // mask_on: as backward_entry's (false: a full edge tile). scale_log2 = scale * log2(e).
 template <class V, bool kFull, bool kInB>
-__device__ __forceinline__ void bwd_tile_scores(float (&st)[32], float (&dpt)[32], const AttnParams& p, float scale_log2,
-                                                unsigned s_lse, unsigned s_delta, int b, int h, int q0, int kv_row,
-                                                int t, bool mask_on = true) {
+__device__ __forceinline__ void bwd_tile_scores(float (&st)[32], float (&dpt)[32], const AttnParams& p,
+                                                float scale_log2, unsigned s_lse, unsigned s_delta, int b, int h,
+                                                int q0, int kv_row, int t, bool mask_on = true) {
   constexpr bool kAffine = bwd_rel_affine<V>();
   const BwdAffine aff = BwdAffine::of<V>(p, b, h, q0, kv_row, t);
 #pragma unroll
