@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import itertools
 import operator
+import sys
 import warnings
 
 import numpy as np
@@ -19,6 +20,34 @@ _DEFAULT_SPARSE_BLOCK_SIZE = 128
 _LARGE_SPARSE_BLOCK_SIZE = 1 << 30
 _FIELDS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices", "q_num_blocks", "q_indices",
            "full_q_num_blocks", "full_q_indices")
+
+
+_TORCH_FORMULA = {}  # "blocks": the probe's answer, once torch is there to ask
+
+
+def _torch_counts_blocks() -> bool:
+    """Whether the torch in this process computes BlockMask.sparsity() by blocks (the formula changed in
+    pytorch/pytorch#188868, mid 2026: area over numel went negative for partial edge blocks). Asked of torch's
+    own BlockMask on a 1 x 1 mask with one 128 x 128 block (area: hugely negative, blocks: 0); False when torch
+    is not imported (it is never imported here) or cannot answer."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    if "blocks" in _TORCH_FORMULA:
+        return _TORCH_FORMULA["blocks"]
+    _TORCH_FORMULA["blocks"] = _probe_torch_formula(torch)
+    return _TORCH_FORMULA["blocks"]
+
+
+def _probe_torch_formula(torch) -> bool:
+    try:
+        from torch.nn.attention.flex_attention import BlockMask as TorchBlockMask
+        one = torch.ones(1, 1, 1, dtype=torch.int32)
+        probe = TorchBlockMask.from_kv_blocks(one, torch.zeros(1, 1, 1, 1, dtype=torch.int32), BLOCK_SIZE=128,
+                                              seq_lengths=(1, 1))
+        return probe.sparsity() >= 0
+    except Exception:  # noqa: BLE001 - an older or partial torch: keep the area formula
+        return False
 
 
 def _sliced_mask_mod_error(b, h, q_idx, kv_idx):
@@ -107,10 +136,17 @@ class BlockMask:
         return functools.reduce(operator.mul, self.shape, 1)
 
     def sparsity(self) -> float:
-        """Percent of the mask area whose tiles are skipped (torch's formula, area / unpadded numel)."""
+        """Percent of the mask skipped, as the installed torch computes it (_torch_counts_blocks): by blocks
+        (computed blocks over the cdiv block grid; torch since pytorch/pytorch#188868, never negative), or
+        without torch or with an older one by area (computed blocks x block area over the unpadded numel)."""
         computed = int(self._np("kv_num_blocks").sum())
         if self.full_kv_num_blocks is not None:
             computed += int(self._np("full_kv_num_blocks").sum())
+        if _torch_counts_blocks():
+            batch = functools.reduce(operator.mul, (int(s) for s in self.kv_num_blocks.shape[:-1]), 1)
+            (lq, lkv), (bq, bkv) = self.seq_lengths, self.BLOCK_SIZE
+            grid = batch * -(-lq // bq) * -(-lkv // bkv)
+            return 100 * (1 - computed / grid)
         return 100 * (1 - computed * self.BLOCK_SIZE[0] * self.BLOCK_SIZE[1] / self.numel())
 
     def _dense_np(self):

@@ -172,12 +172,36 @@ def test_adjust_crops_to_the_top_left_corner():
                                   ref.kv_num_blocks + ref.full_kv_num_blocks)
 
 
-def test_sparsity_numel_and_shape():
+@pytest.mark.parametrize("by_blocks", [False, True])
+def test_sparsity_numel_and_shape(monkeypatch, by_blocks):
+    # The installed torch's formula (block_mask._torch_counts_blocks): by area before pytorch#188868, by blocks since.
+    monkeypatch.setattr(flexattn.block_mask, "_torch_counts_blocks", lambda: by_blocks)
     bm = create_block_mask(causal, 2, 1, 256, 256, BLOCK_SIZE=64)
     assert bm.numel() == 2 * 256 * 256 and bm.shape == (2, 1, 256, 256)
-    assert bm.sparsity() == pytest.approx(100 * 6 / 16)  # 10 of 16 tiles computed
+    assert bm.sparsity() == pytest.approx(100 * 6 / 16)  # 10 of 16 tiles computed: both formulas agree
     odd = create_block_mask(causal, 1, 1, 300, 300, BLOCK_SIZE=128)
-    assert odd.sparsity() == pytest.approx(100 * (1 - 6 * 128 * 128 / 300**2))  # torch's formula (negative)
+    if by_blocks:
+        assert odd.sparsity() == pytest.approx(100 * (1 - 6 / 9))  # 6 of the 3 x 3 grid's blocks
+    else:
+        assert odd.sparsity() == pytest.approx(100 * (1 - 6 * 128 * 128 / 300**2))  # area (negative)
+
+
+def test_sparsity_formula_follows_the_installed_torch():
+    import sys
+    flexattn.block_mask._TORCH_FORMULA.clear()
+    try:
+        counts_blocks = flexattn.block_mask._torch_counts_blocks()
+        if "torch" not in sys.modules:
+            assert counts_blocks is False
+        else:
+            from torch.nn.attention.flex_attention import BlockMask as TorchBlockMask
+            import torch
+            one = torch.ones(1, 1, 1, dtype=torch.int32)
+            probe = TorchBlockMask.from_kv_blocks(one, torch.zeros(1, 1, 1, 1, dtype=torch.int32), BLOCK_SIZE=128,
+                                                  seq_lengths=(1, 1))
+            assert counts_blocks == (probe.sparsity() >= 0)
+    finally:
+        flexattn.block_mask._TORCH_FORMULA.clear()
 
 
 def test_to_string_and_str():
