@@ -36,9 +36,14 @@ std::string env_or(const char* name, const std::string& fallback) {
   return v && *v ? std::string(v) : fallback;
 }
 
-bool env_flag(const char* name, bool fallback) {
+std::string env_lower(const char* name) {
   std::string v = env_or(name);
   std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return v;
+}
+
+bool env_flag(const char* name, bool fallback) {
+  const std::string v = env_lower(name);
   if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
   if (v == "0" || v == "false" || v == "no" || v == "off") return false;
   return fallback;

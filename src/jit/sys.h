@@ -23,6 +23,8 @@ std::string library_path_of(void* symbol);
 
 // getenv as a string; `fallback` when unset or empty.
 std::string env_or(const char* name, const std::string& fallback = "");
+// The value in lower case ("" when unset): for switches that take words as well as env_flag's (`auto`).
+std::string env_lower(const char* name);
 // True for "1", "true", "yes", "on", false for "0", "false", "no", "off" (any case); `fallback` when unset,
 // empty or anything else.
 bool env_flag(const char* name, bool fallback = false);

@@ -58,17 +58,8 @@ BackwardWorkspace backward_workspace(int64_t B, int64_t Hq, int64_t L, int64_t D
   return w;
 }
 
-namespace {
-// A switch that also takes `auto`: its value in lower case ("" when unset).
-std::string env_lower(const char* name) {
-  std::string v = jit::env_or(name);
-  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
-  return v;
-}
-}  // namespace
-
 Sm90BwdHeadGroups sm90_bwd_head_groups_mode() {
-  const std::string v = env_lower("FLEXATTN_SM90_BWD_HEAD_GROUPS");
+  const std::string v = jit::env_lower("FLEXATTN_SM90_BWD_HEAD_GROUPS");
   if (v.empty() || v == "auto") return Sm90BwdHeadGroups::automatic;
   return jit::env_flag("FLEXATTN_SM90_BWD_HEAD_GROUPS", true) ? Sm90BwdHeadGroups::always : Sm90BwdHeadGroups::off;
 }
@@ -88,7 +79,7 @@ int sm90_bwd_launch_head_group(const kern::AttnParams& p, bool deterministic, bo
 bool sm90_bwd_persistent_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_PERSISTENT", false); }
 
 int sm90_bwd_persistent_for_call(int d, int dv, bool deterministic) {
-  if (env_lower("FLEXATTN_SM90_BWD_PERSISTENT") != "auto") return -1;
+  if (jit::env_lower("FLEXATTN_SM90_BWD_PERSISTENT") != "auto") return -1;
   return d == 64 && dv == 64 && !deterministic ? 1 : 0;
 }
 
