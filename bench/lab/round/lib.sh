@@ -27,11 +27,11 @@ cap() {
   [ "$l" -lt "$1" ] && echo "$l" || echo "$1"
 }
 
-# build_gpu LOGDIR TARGET...: configure build-gpu (tests on, no Python) and build the targets, logs in
-# LOGDIR; on a build error its first 20 error lines and exit 1; then "build <seconds> s".
+# build_gpu LOGDIR TARGET...: configure build-gpu (tests on; the Python extension with BUILD_PY=ON) and build
+# the targets, logs in LOGDIR; on a build error its first 20 error lines and exit 1; then "build <seconds> s".
 build_gpu() {
   local logs=$1; shift
-  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFLEXATTN_REQUIRE_GTEST=OFF -DFLEXATTN_BUILD_PYTHON=OFF -DFLEXATTN_BUILD_TESTS=ON > $logs/configure.log 2>&1
+  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFLEXATTN_REQUIRE_GTEST=OFF -DFLEXATTN_BUILD_PYTHON=${BUILD_PY:-OFF} -DFLEXATTN_BUILD_TESTS=ON > $logs/configure.log 2>&1
   cmake --build build-gpu -j16 --target "$@" > $logs/build.log 2>&1 || { grep -E "error" $logs/build.log | head -20; exit 1; }
   echo "build $(el) s"
 }
@@ -71,3 +71,24 @@ ms_of() { awk -v k="$2" '$1 == k && $2 == "(cuda):" { ms = $3 } END { if (ms != 
 
 # tflops FLOP MS: FLOP / MS in TFLOP/s, rounded ("%.0f"); "-" when MS is empty or not positive.
 tflops() { awk -v f="$1" -v ms="$2" 'BEGIN { if (ms > 0) printf "%.0f", f / (ms * 1e9); else printf "-" }'; }
+
+# persistent_ab: bench/run.py --suite long --backward, flexattn only, with FLEXATTN_SM90_BWD_PERSISTENT unset and
+# =auto (needs build-gpu's _C), into $O/bench_default and $O/bench_auto; then per case and head dim the forward
+# TFLOP/s (default) and the backward's default / auto.
+persistent_ab() {
+  export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python
+  local c
+  for c in default auto; do
+    env $([ $c = auto ] && echo FLEXATTN_SM90_BWD_PERSISTENT=auto) timeout 170 python3 bench/run.py --suite long \
+      --backward --impls flexattn --no-warm --reps 20 --out $O/bench_$c > $O/bench_$c.log 2>&1
+    echo "bench $c rc=$? ($(el) s)"
+  done
+  echo "== flexattn TFLOP/s fwd default | bwd default / auto"
+  python3 - "$O" <<'PY'
+import json, sys
+rows = {c: {(r["case"], r["D"]): r for r in json.load(open(f"{sys.argv[1]}/bench_{c}/results.json"))["rows"]} for c in ("default", "auto")}
+for (case, d), r in sorted(rows["default"].items(), key=lambda kv: (kv[0][1], kv[0][0])):
+    a = rows["auto"].get((case, d), {})
+    print(f"{case:16s} D={d:3d} fwd {r.get('fwd_tflops') or 0:5.0f} | bwd {r.get('bwd_tflops') or 0:5.0f} / {a.get('bwd_tflops') or 0:5.0f}")
+PY
+}

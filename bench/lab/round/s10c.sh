@@ -5,9 +5,7 @@
 # causal / document / full (full: auto = the grid's own order unless deterministic).
 . "$(dirname "$0")/lib.sh"
 out_dir s10c; L=$O
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFLEXATTN_REQUIRE_GTEST=OFF -DFLEXATTN_BUILD_PYTHON=ON -DFLEXATTN_BUILD_TESTS=ON > $O/configure.log 2>&1
-cmake --build build-gpu -j16 --target gpu_attention_check flexattn _C > $O/build.log 2>&1 || { grep -E "error" $O/build.log | head -20; exit 1; }
-echo "build $(el) s"
+BUILD_PY=ON build_gpu $O gpu_attention_check flexattn _C
 (export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python
  cd bench/lab/round && timeout 120 python3 host_profile.py document causal alibi_causal > $O/host_profile.log 2>&1; echo "host_profile rc=$? ($(el) s)")
 grep "^==" $O/host_profile.log

@@ -6,9 +6,7 @@
 # (3) bench/run.py, flexattn only, alibi_causal and causal, forward + backward, D=128 and 64.
 . "$(dirname "$0")/lib.sh"
 out_dir s10e; L=$O
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFLEXATTN_REQUIRE_GTEST=OFF -DFLEXATTN_BUILD_PYTHON=ON -DFLEXATTN_BUILD_TESTS=ON > $O/configure.log 2>&1
-cmake --build build-gpu -j16 --target gpu_attention_check flexattn _C > $O/build.log 2>&1 || { grep -E "error" $O/build.log | head -20; exit 1; }
-echo "build $(el) s"
+BUILD_PY=ON build_gpu $O gpu_attention_check flexattn _C
 timeout 200 $CHECK --quick > $O/check.log 2>&1; echo "check --quick rc=$? $(pass_fail $O/check.log) ($(el) s)"
 grep ^FAIL $O/check.log | head -3
 for D in 64 128; do for Q in 1000 129 4097; do
