@@ -41,13 +41,13 @@ def run_suite(args, notes):
     jobs = bc.jobs(args.suite, args.cases, impls)
     progress = br.Progress(len(jobs))
     _prime(impls, args.backward, progress, notes)
-    prewarmed, prewarmed_fwd = {}, {}
+    prewarmed = {}
     if "flexattn" in impls and args.compile_jobs > 1:
         variants = {(c, s.D): (bt.make_score_mod(c, s.S, s.H), bt.make_mask_mod(c, s.S))
                     for s in bc.SUITE_SHAPES[args.suite] for c in args.cases}
         progress.update(f"compiling flexattn's {len(variants)} variants on {args.compile_jobs} threads")
         try:
-            prewarmed, prewarmed_fwd, failures = bi.prewarm_flexattn(variants, args.compile_jobs, args.backward)
+            prewarmed, failures = bi.prewarm_flexattn(variants, args.compile_jobs, args.backward)
             notes += [f"flexattn compile failed: {_short(RuntimeError(f))}" for f in failures]
         except Exception as e:  # noqa: BLE001 - fall back to compiling at the first call
             notes.append(f"flexattn parallel compile failed, compiled at first call instead: {_short(e)}")
@@ -75,8 +75,7 @@ def run_suite(args, notes):
                 say("compiling and measuring")
                 # flexattn's kernels do not depend on S: a (case, D) compiles once, at its first shape.
                 pre = prewarmed.pop((case, shape.D), None) if impl == "flexattn" else None
-                pre_fwd = prewarmed_fwd.pop((case, shape.D), None) if impl == "flexattn" else None
-                rows.append(_one_row(impl, ctx, args, pre, say, pre_fwd))
+                rows.append(_one_row(impl, ctx, args, pre, say))
                 progress.step()
             del ctx
             torch.cuda.empty_cache()
@@ -103,7 +102,12 @@ def _sync():
         pass
 
 
-def _one_row(impl, ctx, args, prewarm_s, say, prewarm_fwd_s=None):
+def _plus(a, b):
+    return a if a is None or b is None else a + b
+
+
+def _one_row(impl, ctx, args, prewarm, say):
+    """One row; prewarm: flexattn's (seconds, forward seconds) from prewarm_flexattn, added to its compile times."""
     shape, case = ctx.shape, ctx.case
     try:
         m = bi.measure(impl, ctx, args.reps, args.warmup, args.backward, say)
@@ -114,11 +118,8 @@ def _one_row(impl, ctx, args, prewarm_s, say, prewarm_fwd_s=None):
     error = None
     if err is not None and not math.isfinite(err):
         error, err = "the output has NaN or inf", None
-    compile_s, compile_fwd_s = m["compile_s"], m.get("compile_fwd_s")
-    if impl == "flexattn" and prewarm_s is not None and compile_s is not None:
-        compile_s += prewarm_s
-    if impl == "flexattn" and prewarm_fwd_s is not None and compile_fwd_s is not None:
-        compile_fwd_s += prewarm_fwd_s
+    pre_s, pre_fwd_s = prewarm or (None, None)
+    compile_s, compile_fwd_s = _plus(m["compile_s"], pre_s), _plus(m["compile_fwd_s"], pre_fwd_s)
     return br.make_row(impl, case, shape, ctx.density, m["fwd_ms"], m["bwd_ms"], compile_s, rel_err=err,
                        error=error, compile_fwd_s=compile_fwd_s)
 

@@ -118,11 +118,11 @@ def _arch():
 
 def prewarm_flexattn(variants, jobs, backward):
     """Compiles flexattn's kernels of every (case, D) in `variants` ({(case, D): (score_mod, mask_mod)})
-    on `jobs` threads (NVRTC runs outside the GIL, one compile per thread). Returns ({(case, D): seconds},
-    {(case, D): forward seconds}, [failures]): seconds is the wall time of that variant's own compiles: its
-    forward and backward compile side by side (adjacent tasks of the pool), as in an eager training call's
-    first step, whose forward starts the backward's compile on a thread (FLEXATTN_PREFETCH_BACKWARD), so the
-    longer of the two; forward seconds the forward's compile alone (what an inference call waits)."""
+    on `jobs` threads (NVRTC runs outside the GIL, one compile per thread). Returns ({(case, D): (seconds,
+    forward seconds)}, [failures]): seconds is the wall time of that variant's own compiles: its forward and
+    backward compile side by side (adjacent tasks of the pool), as in an eager training call's first step,
+    whose forward starts the backward's compile on a thread (FLEXATTN_PREFETCH_BACKWARD), so the longer of the
+    two; forward seconds the forward's compile alone (what an inference call waits; None if it failed)."""
     from flexattn import _native, _torch_api, _torch_ops
     from flexattn.masks import noop_mask
 
@@ -143,17 +143,16 @@ def prewarm_flexattn(variants, jobs, backward):
             return key, None, f"{key[0]} D={D}{' backward' if bw else ''}: {e}"
         return key, time.perf_counter() - t0, None
 
-    seconds, fwd_seconds, failures = {}, {}, []
+    seconds, failures = {}, []
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for (key, s, why), task in zip(pool.map(compile_one, tasks), tasks):
+        for (key, s, why), (_, _, _, bw) in zip(pool.map(compile_one, tasks), tasks):
             if why:
                 failures.append(why)
-            else:
-                # One job runs them one after the other: then the sum is what a variant waited.
-                seconds[key] = max(seconds.get(key, 0.0), s) if jobs > 1 else seconds.get(key, 0.0) + s
-                if not task[3]:
-                    fwd_seconds[key] = s
-    return seconds, fwd_seconds, failures
+                continue
+            total, fwd = seconds.get(key, (0.0, None))
+            # One job runs them one after the other: then the sum is what a variant waited.
+            seconds[key] = (max(total, s) if jobs > 1 else total + s, fwd if bw else s)
+    return seconds, failures
 
 
 def prime(impl, backward):
