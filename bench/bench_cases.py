@@ -15,7 +15,7 @@ IMPLS = ("flexattn", "torch-flex", "sdpa-cudnn", "sdpa-flash")
 FLEX_IMPLS = ("flexattn", "torch-flex")  # the two that compile per variant
 SDPA_IMPLS = ("sdpa-cudnn", "sdpa-flash")
 CASES = ("full", "causal", "sliding1024", "document", "prefixlm", "alibi_causal", "softcap_causal", "relbias_full")
-SUITES = ("full", "long", "quick", "decode")
+SUITES = ("full", "long", "quick", "hd256", "decode")
 
 WINDOW = 1024          # sliding1024: q - kv < WINDOW and causal, each query sees WINDOW keys
 N_DOCS = 8             # document: 8 packed documents, causal within each
@@ -62,8 +62,10 @@ SUITE_SHAPES: Dict[str, Tuple[Shape, ...]] = {
     "long": (Shape(2, 16, 8192, 128), Shape(2, 16, 8192, 64)),
     # Under 3 minutes on an H200: the short shape at D=128 only (the anchors' short suite).
     "quick": (Shape(4, 16, 2048, 128),),
+    # Head dim 256 at the long shape (the backward's wide kernel; outside the issues' target table).
+    "hd256": (Shape(2, 16, 8192, 256),),
 }
-DEFAULT_REPS = {"full": 50, "long": 30, "quick": 20, "decode": 50}
+DEFAULT_REPS = {"full": 50, "long": 30, "quick": 20, "hd256": 20, "decode": 50}
 MIN_REPS = 20
 
 

@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--suite", choices=bc.SUITES, default="quick",
                    help="full: B=2 H=16 S=8192 and B=4 H=16 S=2048, D=64 and 128; long: B=2 H=16 S=8192, D=64 and 128 "
                         "(the issues' target shape); quick: B=4 H=16 S=2048 D=128 "
-                        "(under 3 minutes on an H200); decode: one query token against a long KV (default quick)")
+                        "(under 3 minutes on an H200); hd256: B=2 H=16 S=8192 D=256; decode: one query token against a long KV "
+                        "(default quick)")
     p.add_argument("--cases", help=f"comma-separated subset of {','.join(bc.CASES)} (default all)")
     p.add_argument("--impls", help=f"comma-separated subset of {','.join(bc.IMPLS)} (default all)")
     p.add_argument("--backward", action="store_true", help="also time the backward (dq, dk, dv)")

@@ -22,6 +22,7 @@
 #include "common/params.h"
 #include "sm90/bwd_consumer_sm90.cuh"
 #include "sm90/bwd_consumer_v2_sm90.cuh"
+#include "sm90/bwd_consumer_wide_sm90.cuh"
 #include "sm90/bwd_dq_order_sm90.cuh"
 #include "sm90/bwd_layout_sm90.cuh"
 #include "sm90/bwd_producer_sm90.cuh"
@@ -90,7 +91,7 @@ __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
     if constexpr (kDqBulk) {
 #pragma unroll
       for (int j = 0; j < C::DQB; ++j) {
-        mbar_init(c.dq_full(j), kV2 ? kBwdV2DqFullArrivals : kBwdDqFullArrivals);
+        mbar_init(c.dq_full(j), C::kDqFullArrivals);
         mbar_init(c.dq_empty(j), 1);
       }
     }
@@ -100,7 +101,7 @@ __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
 
   // One branch per role, each starting with its setmaxnreg (ptxas ignores them otherwise, C7508).
   if (wg == 0) {
-    setmaxnreg_dec<sm90_bwd_producer_regs(kDqBulk, kV2)>();
+    setmaxnreg_dec<C::kProducerRegs>();
     if constexpr (kDqBulk) {
       // Warp index through a shuffle (CUTLASS's canonical_warp_idx_sync): ptxas then knows the two
       // roles never share a warp and keeps the producer's walk on the uniform datapath (with a plain
@@ -121,8 +122,10 @@ __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
         bwd_producer<D, Dv>(p, c, kv0, hk, bz, threadIdx.x);
     }
   } else {
-    setmaxnreg_inc<sm90_bwd_consumer_regs(kDqBulk, kV2)>();
-    if constexpr (kV2)
+    setmaxnreg_inc<C::kConsumerRegs>();
+    if constexpr (C::kWide)
+      bwd_consumer_wide<V, T, D, Dv>(p, c, wg - 1, kv0, hk, bz);
+    else if constexpr (kV2)
       bwd_consumer_v2<V, T, D, Dv, kDqBulk, kDqTma, kPersistent>(p, c, wg - 1, kv0, hk, bz);
     else
       bwd_consumer<V, T, D, Dv, kDqBulk, kDqTma, kPersistent>(p, c, wg - 1, kv0, hk, bz);

@@ -94,17 +94,18 @@ __device__ __forceinline__ void bwd_entry(const AttnParams& p, float raw, float 
   }
 }
 
-// Step 2 on one 64 x 64 tile (both kernels; the v2's combined schedule): st (raw S^T) becomes P^T, dpt (dP^T)
+// Step 2 on one 64 x 64 tile (both kernels; the v2's combined schedule), or on the wide kernel's 64 x 32 half
+// (R = 16; q0, s_lse and s_delta then point at its first column): st (raw S^T) becomes P^T, dpt (dP^T)
 // becomes dS^T, both fp32. kInB: the tile lies inside [0, L) x [0, S) (no bounds test, no index wrapping);
 // mask_on: as backward_entry's (false: a full edge tile). scale_log2 = scale * log2(e).
-template <class V, bool kFull, bool kInB>
-__device__ __forceinline__ void bwd_tile_scores(float (&st)[32], float (&dpt)[32], const AttnParams& p,
+template <class V, bool kFull, bool kInB, int R>
+__device__ __forceinline__ void bwd_tile_scores(float (&st)[R], float (&dpt)[R], const AttnParams& p,
                                                 float scale_log2, unsigned s_lse, unsigned s_delta, int b, int h,
                                                 int q0, int kv_row, int t, bool mask_on = true) {
   constexpr bool kAffine = bwd_rel_affine<V>();
   const BwdAffine aff = BwdAffine::of<V>(p, b, h, q0, kv_row, t);
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < R / 4; ++i) {
     float lse2[2], del[2];
     ld_shared_v2_f32(s_lse + 4 * (8 * i + 2 * t), lse2[0], lse2[1]);
     ld_shared_v2_f32(s_delta + 4 * (8 * i + 2 * t), del[0], del[1]);
@@ -125,8 +126,8 @@ __device__ __forceinline__ void bwd_tile_scores(float (&st)[32], float (&dpt)[32
 // BSSY / BRA / BSYNC per thread per partial tile, 37 % of the kernel's stall samples). kInteriorPartial
 // false (D = Dv = 128, where dK and dV hold 128 registers per thread): they do anyway, because their own
 // copy spilled softcap + causal by 140 bytes (ptxas 13.0); the v2 kernel is the default there.
-template <class V, bool kInteriorPartial>
-__device__ __forceinline__ void bwd_tile_scores_dispatch(float (&st)[32], float (&dpt)[32], const AttnParams& p,
+template <class V, bool kInteriorPartial, int R>
+__device__ __forceinline__ void bwd_tile_scores_dispatch(float (&st)[R], float (&dpt)[R], const AttnParams& p,
                                                          unsigned s_lse, unsigned s_delta, int b, int h, int q0,
                                                          int kv_row, int t, bool inb, bool full) {
   const float scale_log2 = p.scale * kLog2e;
@@ -181,8 +182,8 @@ __device__ __forceinline__ void add_dq(const AttnParams& p, const float (&dq)[D 
 //     2 wg + i / 4, 16-byte chunk (2 (i % 4) + t / 2) ^ (row % 8), byte 8 (t % 2), and row % 8 == g for
 //     both r. A warp's 8-byte store (rows g = 0..7, t = 0..3) hits every chunk position of the 8 rows
 //     twice: 2 wavefronts, as the padded rows did.
-// wg: the v2 consumer's 64-column half; 0 for the first consumer (each of its warpgroups holds all D
-// columns). The sums keep the operand order of the per-layout code they replace (same SASS).
+// wg: the index of the warpgroup's first 64-column block (the v2: its half, the wide kernel: 2 x its
+// 128-column half); 0 for the first consumer (each of its warpgroups holds all D columns). The sums keep the operand order of the per-layout code they replace (same SASS).
 template <class C>
 struct DqSlots {
   static __device__ __forceinline__ unsigned base(unsigned buf, int wg, int warp, int g, int t) {
@@ -245,6 +246,39 @@ __device__ __forceinline__ void dq_end_marker(const BwdCfg<D, Dv, kB, false, kT>
   mbar_wait(c.dq_empty(j), phase ^ 1u);
   if (tid == 0) st_shared_s32(c.dq_info(j), -1);
   mbar_arrive(c.dq_full(j));
+}
+
+// One dQ buffer filled by both consumer warpgroups (the v2: 64 columns each; the wide kernel: 128): this
+// warpgroup's columns of the tile's dQ (R accumulators per thread: 64-column block wg * R / 32 of DqSlots, padded
+// rows or with kTma the v3 swizzled slabs) of query tile (q0, bh), once the writer warp has finished reading
+// the previous tile's (dq_empty); warpgroup 0's thread 0 fills the info slot; every thread fences its stores to
+// the async proxy and arrives on dq_full (256 arrivals).
+template <class Cfg, int R>
+__device__ __forceinline__ void dq_cols_to_smem(const Cfg& c, unsigned phase, int wg, const float (&dq)[R], int q0,
+                                                int bh, int tid, int warp, int g, int t) {
+  using Slots = DqSlots<Cfg>;
+  mbar_wait(c.dq_empty(0), phase ^ 1u);
+  const unsigned buf = Slots::base(c.dq_buf(0), wg * (R / 32), warp, g, t);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+#pragma unroll
+    for (int i = 0; i < R / 4; ++i)
+      st_shared_v2_f32(Slots::at(buf, r, i, g, t), dq[4 * i + 2 * r], dq[4 * i + 2 * r + 1]);
+  }
+  if (wg == 0 && tid == 0) {
+    st_shared_s32(c.dq_info(0), q0);
+    st_shared_s32(c.dq_info(0) + 4, bh);
+  }
+  fence_proxy_async_smem();
+  mbar_arrive(c.dq_full(0));
+}
+
+// The same buffer, no more tiles: the end marker (-1) in the info slot once the writer is done with it.
+template <class Cfg>
+__device__ __forceinline__ void dq_end_marker_one_buffer(const Cfg& c, unsigned phase, int wg, int tid) {
+  mbar_wait(c.dq_empty(0), phase ^ 1u);
+  if (wg == 0 && tid == 0) st_shared_s32(c.dq_info(0), -1);
+  mbar_arrive(c.dq_full(0));
 }
 
 // dK (scaled) or dV rounded to T, rows < S, straight from the accumulator (once per CTA).

@@ -139,39 +139,6 @@ __device__ __forceinline__ void add_dq_v2(const AttnParams& p, const float (&dq)
   }
 }
 
-// Bulk dQ (kB): this warpgroup's 64 columns of the CTA's dQ partial of query tile (q0, bh) into the one
-// dQ buffer (layout: DqSlots in bwd_consumer_sm90.cuh, padded rows or with kT the v3 swizzled slabs),
-// once the writer warp has finished reading the previous tile's (dq_empty); warpgroup 0's thread 0
-// fills the info slot; every thread fences its stores to the async proxy and arrives on dq_full
-// (256 arrivals).
-template <int D, int Dv, bool kT>
-__device__ __forceinline__ void dq_to_smem_v2(const BwdCfg<D, Dv, true, true, kT>& c, unsigned phase, int wg,
-                                              const float (&dq)[32], int q0, int bh, int tid, int warp, int g, int t) {
-  using Slots = DqSlots<BwdCfg<D, Dv, true, true, kT>>;
-  mbar_wait(c.dq_empty(0), phase ^ 1u);
-  const unsigned buf = Slots::base(c.dq_buf(0), wg, warp, g, t);
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) st_shared_v2_f32(Slots::at(buf, r, i, g, t), dq[4 * i + 2 * r], dq[4 * i + 2 * r + 1]);
-  }
-  if (wg == 0 && tid == 0) {
-    st_shared_s32(c.dq_info(0), q0);
-    st_shared_s32(c.dq_info(0) + 4, bh);
-  }
-  fence_proxy_async_smem();
-  mbar_arrive(c.dq_full(0));
-}
-
-// Bulk dQ, no more tiles: the end marker (-1) in the info slot once the writer is done with the buffer.
-template <int D, int Dv, bool kT>
-__device__ __forceinline__ void dq_end_marker_v2(const BwdCfg<D, Dv, true, true, kT>& c, unsigned phase, int wg,
-                                                 int tid) {
-  mbar_wait(c.dq_empty(0), phase ^ 1u);
-  if (wg == 0 && tid == 0) st_shared_s32(c.dq_info(0), -1);
-  mbar_arrive(c.dq_full(0));
-}
-
 // kP (kPersistent, FLEXATTN_SM90_BWD_PERSISTENT): the whole body runs once per work tile (tile loop
 // below); kv0, hk, bz come from the producer's kv_info instead of the arguments.
 template <class V, class T, int D, int Dv, bool kB, bool kT = false, bool kP = false>
@@ -206,7 +173,7 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
     kv0 = ld_shared_s32(bwd_kv_info(c));
     if (kv0 < 0) {
       if constexpr (kB) {
-        if (do_dq) dq_end_marker_v2(c, dq_phase, wg, tid);
+        if (do_dq) dq_end_marker_one_buffer(c, dq_phase, wg, tid);
       }
       break;
     }
@@ -229,7 +196,7 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
       if constexpr (kP) {  // this warp's GEMMs of the tile retired: see bwd_finish_work_tile
         bwd_finish_work_tile<C::ST>(c, pos, wg * 64 + 16 * warp + g, lane, hk, bz, kv_row, kv_phase);
       } else if constexpr (kB) {
-        if (do_dq) dq_end_marker_v2(c, dq_phase, wg, tid);
+        if (do_dq) dq_end_marker_one_buffer(c, dq_phase, wg, tid);
       }
       break;
     }
@@ -311,7 +278,7 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
       wgmma_wait<1>();  // dV and dQ retired; dK may still run
       fence_operands(dq);
       if constexpr (kB) {
-        dq_to_smem_v2(c, dq_phase, wg, dq, q0, b * p.Hq + h, tid, warp, g, t);
+        dq_cols_to_smem(c, dq_phase, wg, dq, q0, b * p.Hq + h, tid, warp, g, t);
         dq_phase ^= 1u;
       } else {
         add_dq_v2<D>(p, dq, b, h, q0, wg, warp, g, t);

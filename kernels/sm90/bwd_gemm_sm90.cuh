@@ -17,13 +17,15 @@ namespace flexattn::kern::sm90 {
 
 constexpr unsigned kBwdSlab = 64 * 128;
 
-template <class T, int K>
-__device__ __forceinline__ void gemm_k_major_64(float (&acc)[32], unsigned a_tile, unsigned b_tile) {
+// acc = A B^T over k = K, both K-major 64-row tiles (B: its first 2 R rows, R = accumulators per thread; the
+// wide kernel's n32 halves start 32 rows = 4096 bytes into each slab, a whole number of swizzle atoms).
+template <class T, int K, int R>
+__device__ __forceinline__ void gemm_k_major(float (&acc)[R], unsigned a_tile, unsigned b_tile) {
   const SmemDesc da = smem_desc(a_tile, 16, 1024), db = smem_desc(b_tile, 16, 1024);
 #pragma unroll
   for (int kk = 0; kk < K / 16; ++kk) {
     const unsigned off = (kk / 4) * kBwdSlab + (kk % 4) * 32;
-    wgmma_ss<T, 64, 0>(acc, desc_at(da, off), desc_at(db, off), kk > 0 ? 1 : 0);
+    wgmma_ss<T, 2 * R, 0>(acc, desc_at(da, off), desc_at(db, off), kk > 0 ? 1 : 0);
   }
 }
 
@@ -34,8 +36,8 @@ __device__ __forceinline__ void issue_sdp(float (&st)[32], float (&dpt)[32], uns
   fence_operands(st);
   fence_operands(dpt);
   wgmma_fence();
-  gemm_k_major_64<T, D>(st, k_half, q_tile);
-  gemm_k_major_64<T, Dv>(dpt, v_half, do_tile);
+  gemm_k_major<T, D>(st, k_half, q_tile);
+  gemm_k_major<T, Dv>(dpt, v_half, do_tile);
   wgmma_commit();
 }
 
@@ -85,9 +87,9 @@ __device__ __forceinline__ void issue_s_dp_v2(float (&st)[32], float (&dpt)[32],
   fence_operands(st);
   fence_operands(dpt);
   wgmma_fence();
-  gemm_k_major_64<T, D>(st, k_half, q_tile);
+  gemm_k_major<T, D>(st, k_half, q_tile);
   wgmma_commit();
-  gemm_k_major_64<T, Dv>(dpt, v_half, do_tile);
+  gemm_k_major<T, Dv>(dpt, v_half, do_tile);
   wgmma_commit();
 }
 
@@ -123,6 +125,42 @@ __device__ __forceinline__ void issue_dq_v2(float (&dq)[32], unsigned ds0, unsig
     wgmma_ss<T, 64, 1, 1>(dq, desc_at(da0, ks * 2048), desc_at(db0, ks * 2048), ks > 0 ? 1 : 0);
 #pragma unroll
   for (int ks = 0; ks < 4; ++ks) wgmma_ss<T, 64, 1, 1>(dq, desc_at(da1, ks * 2048), desc_at(db1, ks * 2048), 1);
+  wgmma_commit();
+}
+
+// ---- Wide kernel (D = Dv = 256, bwd_consumer_wide_sm90.cuh): warpgroup w of the 64-row kv tile ----
+//   S^T_w  = K Q_w^T     SS m64 n32 k=D    A = the kv tile (K-major), B = query rows 32w.. of the stage
+//   dP^T_w = V dO_w^T    SS m64 n32 k=Dv   (the same, V and dO)
+//   dV_w  += P^T dO_w    SS m64 n128 k64   A = P^T tile K-major, B = dO columns 128w.. MN-major
+//   dK_w  += dS^T Q_w    SS m64 n128 k64   A = dS^T tile K-major, B = Q columns 128w.. MN-major
+//   dQ_w   = dS K_w      SS m64 n128 k64   A = dS^T tile MN-major (trans-a, as issue_dq), B = K columns 128w..
+// (X_w: columns 128w..128w+127 = 64-wide slabs 2w and 2w+1; LBO 8192 steps between them.)
+
+// S^T_w and dP^T_w in one commit group; q_rows / do_rows: the stage tiles plus 32w rows (4096 w bytes).
+template <class T, int D, int Dv>
+__device__ __forceinline__ void issue_sdp_wide(float (&st)[16], float (&dpt)[16], unsigned k_tile, unsigned v_tile,
+                                               unsigned q_rows, unsigned do_rows) {
+  fence_operands(st);
+  fence_operands(dpt);
+  wgmma_fence();
+  gemm_k_major<T, D>(st, k_tile, q_rows);
+  gemm_k_major<T, Dv>(dpt, v_tile, do_rows);
+  wgmma_commit();
+}
+
+// dV_w += P^T dO_w and dK_w += dS^T Q_w (one commit group); do_cols / q_cols: slab 2w of the stage tiles.
+template <class T>
+__device__ __forceinline__ void issue_dkdv_wide(float (&dk)[64], float (&dv)[64], unsigned p_tile, unsigned ds_tile,
+                                                unsigned q_cols, unsigned do_cols) {
+  const SmemDesc dp = smem_desc(p_tile, 16, 1024), dds = smem_desc(ds_tile, 16, 1024);
+  const SmemDesc ddo = smem_desc(do_cols, kBwdSlab, 1024), dq = smem_desc(q_cols, kBwdSlab, 1024);
+  fence_operands(dk);
+  fence_operands(dv);
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) wgmma_ss<T, 128, 1, 0>(dv, desc_at(dp, ks * 32), desc_at(ddo, ks * 2048), 1);
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) wgmma_ss<T, 128, 1, 0>(dk, desc_at(dds, ks * 32), desc_at(dq, ks * 2048), 1);
   wgmma_commit();
 }
 

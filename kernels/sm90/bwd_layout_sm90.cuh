@@ -14,13 +14,21 @@ template <int D, int Dv, bool kDqBulk = false, bool kV2 = false, bool kDqTma = f
 struct BwdCfg {
   static_assert(!kDqTma || kDqBulk, "the TMA dQ reduce is a variant of the bulk dQ path");
   static constexpr bool kTma = kDqTma;
+  // The wide kernel (D = Dv = 256, tile_config_sm90_bwd.h "Wide head dims"): 64-row kv tile, one stage, one dQ
+  // buffer; its only dQ path is the TMA reduce (kDqBulk and kDqTma).
+  static constexpr bool kWide = sm90_bwd_wide(D, Dv);
+  static_assert(!kWide || (kDqBulk && kDqTma && !kV2), "the wide kernel's dQ path is the TMA reduce (v3)");
   static constexpr Sm90BwdSmem kSmem = sm90_bwd_smem_layout(D, Dv, kDqBulk, kV2, kDqTma);
-  static constexpr int BM = kSm90BwdBlockM, BN = kSm90BwdBlockN, ST = kSm90BwdStages;
+  static constexpr int BM = kSm90BwdBlockM, BN = sm90_bwd_block_n(D, Dv), ST = sm90_bwd_stages(D, Dv);
+  static constexpr int KVH = BN / 64;  // 64-row kv halves (one TMA box each)
   static constexpr int kSlabBytes = 64 * 128;  // one [64 rows][64] slab (every box has 64 rows)
   static constexpr unsigned kKvBytes = BN * (D + Dv) * 2;  // expect_tx of the kv barrier
   static constexpr unsigned kQdoBytes = BM * (D + Dv) * 2;  // expect_tx of a stage's full barrier
-  static_assert(sm90_bwd_head_dims_ok(D, Dv), "sm90 backward head dims: 64 or 128");
+  static_assert(sm90_bwd_head_dims_ok(D, Dv), "sm90 backward head dims: 64 or 128, or D = Dv = 256");
   static_assert(BM == 64, "one m64 / k64 query tile per stage (the dS^T tile is one 128-byte slab wide)");
+  // Register split (setmaxnreg): the wide kernel takes the v2's 24 / 240 (its producer is the bulk path's).
+  static constexpr int kProducerRegs = kWide ? 24 : sm90_bwd_producer_regs(kDqBulk, kV2);
+  static constexpr int kConsumerRegs = kWide ? 240 : sm90_bwd_consumer_regs(kDqBulk, kV2);
 
   unsigned base;  // 1024-aligned shared address of the layout
 
@@ -41,8 +49,13 @@ struct BwdCfg {
   __device__ __forceinline__ unsigned info(int s) const { return base + kSmem.info + 16 * s; }
   // Bulk dQ path only (kDqBulk): buffer j's fp32 tile (rows kSmem.dq_row bytes apart), its barriers and
   // info slot.
-  static constexpr int DQB = sm90_bwd_dq_buffers(kV2);
-  static_assert(kV2 || DQB == ST, "the default consumers track dQ buffers with the stage ring's position");
+  static constexpr int DQB = kWide ? 1 : sm90_bwd_dq_buffers(kV2);
+  static_assert(kV2 || kWide || DQB == ST, "the default consumers track dQ buffers with the stage ring's position");
+  // Arrivals on dq_full: both warpgroups store their own columns (v2, wide) or warpgroup 1 adds its partial.
+  static constexpr unsigned kDqFullArrivals = kV2 || kWide ? 256u : 128u;
+  // Wide kernel: the P^T and dS^T tiles of query tile n (n = 0, 1: its parity).
+  __device__ __forceinline__ unsigned p_tile_wide(int n) const { return base + kSmem.p + n * kSmem.ds_tile; }
+  __device__ __forceinline__ unsigned ds_tile_wide(int n) const { return base + kSmem.ds + n * kSmem.ds_tile; }
   __device__ __forceinline__ unsigned dq_buf(int j) const { return base + kSmem.dq + j * kSmem.dq_buf; }
   __device__ __forceinline__ unsigned dq_full(int j) const { return base + kSmem.dq_bars + 8 * j; }
   __device__ __forceinline__ unsigned dq_empty(int j) const { return base + kSmem.dq_bars + 8 * (DQB + j); }
@@ -77,17 +90,16 @@ constexpr int kBarDsFull0 = 5;
 // Bulk dQ path (kDqBulk), per dQ buffer j:
 //   named barrier 7 + j (256 threads): consumer warpgroup 0 has stored its dQ partial into buffer j
 //     (bar.arrive, 128) -> consumer warpgroup 1 may add its own (bar.sync, 128);
-//   dq_full(j)  (mbarrier, kBwdDqFullArrivals = every thread of consumer warpgroup 1, after its adds,
+//   dq_full(j)  (mbarrier, BwdCfg::kDqFullArrivals = 128: every thread of consumer warpgroup 1, after its adds,
 //     its fence.proxy.async and, for thread 0, the info slot) -> the dQ writer warp may reduce it;
 //   dq_empty(j) (mbarrier, 1 = lane 0 of the writer warp, after every lane's wait_group.read) ->
 //     consumer warpgroup 0 may store into buffer j again (and warpgroup 1 may write the end marker).
 constexpr int kBarDqStored0 = 7;
 // Backward v2: named barrier 9 (256 threads, both consumer warpgroups) = "both dS^T tiles of this
-// query tile are in shared memory and fenced" -> either warpgroup's dQ GEMM may read them.
+// query tile are in shared memory and fenced" -> either warpgroup's dQ GEMM may read them. The wide
+// kernel uses it the same way for its P^T and dS^T halves.
+// Backward v2 and the wide kernel with the bulk dQ path: one dQ buffer; every thread of both consumer
+// warpgroups stores its columns and arrives on dq_full (kDqFullArrivals = 256); dq_empty as above.
 constexpr int kBarPdSV2 = 9;
-constexpr unsigned kBwdDqFullArrivals = 128;
-// Backward v2 with the bulk dQ path: one dQ buffer; every thread of both consumer warpgroups stores its
-// 64 columns and arrives on dq_full (256); dq_empty as above.
-constexpr unsigned kBwdV2DqFullArrivals = 256;
 
 }  // namespace flexattn::kern::sm90

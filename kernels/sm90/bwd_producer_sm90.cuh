@@ -38,7 +38,7 @@ __device__ __forceinline__ void bwd_producer(const AttnParams& p, const BwdCfg<D
     // Rows past S come back as zeros (TMA bounds); the full box bytes are still credited.
     mbar_arrive_expect_tx(c.bar_kv(), C::kKvBytes);
 #pragma unroll
-    for (int w = 0; w < kSm90ConsumerWarpgroups; ++w) {
+    for (int w = 0; w < C::KVH; ++w) {
 #pragma unroll
       for (int s = 0; s < D / 64; ++s)
         tma_load_4d(c.k_half(w) + s * C::kSlabBytes, &p.k_map, c.bar_kv(), 64 * s, kv0 + 64 * w, hk, bk);
@@ -128,7 +128,7 @@ __device__ __forceinline__ void bwd_producer_persistent(const AttnParams& p, con
       st_shared_s32(bwd_kv_info(c) + 12, int(kv_phase));  // the parity of bar_kv's next phase
       mbar_arrive_expect_tx(c.bar_kv(), C::kKvBytes);
 #pragma unroll
-      for (int h = 0; h < kSm90ConsumerWarpgroups; ++h) {
+      for (int h = 0; h < C::KVH; ++h) {
 #pragma unroll
         for (int s = 0; s < D / 64; ++s)
           tma_load_4d(c.k_half(h) + s * C::kSlabBytes, &p.k_map, c.bar_kv(), 64 * s, w.kv0 + 64 * h, w.hk, bk);
@@ -178,7 +178,7 @@ __device__ __forceinline__ void bwd_producer_persistent(const AttnParams& p, con
       const Sm90BwdWorkTile n = sm90_bwd_work_tile(t, p.Hkv, p.Bkv);
       const int bk = p.Bkv == 1 ? 0 : n.bz;
 #pragma unroll
-      for (int h = 0; h < kSm90ConsumerWarpgroups; ++h) {
+      for (int h = 0; h < C::KVH; ++h) {
 #pragma unroll
         for (int s = 0; s < D / 64; ++s) tma_prefetch_l2_4d(&p.k_map, 64 * s, n.kv0 + 64 * h, n.hk, bk);
 #pragma unroll
@@ -212,7 +212,8 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
   if (!bwd_adds_dq<kB, kP>(p)) return;  // the consumers skip dQ the same way
   // Deterministic mode: each tile's reductions wait for their turn and complete before the next kv tile's
   // (bwd_dq_order_sm90.h).
-  const bool ordered = bwd_dq_ordered<kB, kP>(p);
+  // (Never for the wide kernel: the runtime orders only 128-row kv tiles, sm90_bwd_orders_dq; compiled out there.)
+  const bool ordered = !C::kWide && bwd_dq_ordered<kB, kP>(p);
   if constexpr (kT) {
     if (lane == 0) tma_prefetch_map(&p.dq_map);
   }

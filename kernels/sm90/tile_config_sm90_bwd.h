@@ -23,8 +23,8 @@
 //    per (query row, kv tile), no RED issue slots in the consumers). Double-buffered: at D = Dv = 128
 //    the request grows from 146 to 214 KiB (2 x 34 KiB), inside the 227 KiB.
 //  stages = 2 (Q, dO, lse, delta per stage). K and V stay resident for the CTA's life.
-//  D or Dv = 256 / 192 are not supported here (registers: dK + dV alone would be 256 per thread);
-//    they run on the sm80 family.
+//  D = Dv = 256 takes the wide kernel (bwd_consumer_wide_sm90.cuh, "Wide head dims" below): dK + dV of a
+//    128-row kv tile would be 256 registers per thread. Other head dims above 128 (192) run on the sm80 family.
 #include "common/params.h"
 #include "sm90/head_groups_sm90.h"
 #include "sm90/tile_config_sm90.h"
@@ -50,9 +50,21 @@ FLEXATTN_HD constexpr int sm90_bwd_consumer_regs(bool dq_bulk, bool v2) {
   return dq_bulk && v2 ? 240 : kSm90BwdConsumerRegs;
 }
 
+// Wide head dims (D = Dv = 256): the wide consumer (bwd_consumer_wide_sm90.cuh). One CTA per 64-row kv tile; both
+// consumer warpgroups hold all 64 kv rows and split every GEMM by columns: S^T and dP^T by query columns (m64 n32
+// k256, 16 + 16 accumulators), dK, dV and dQ by head-dim columns (m64 n128 k64, 64 registers each, 192 in all), so
+// P^T and dS^T go through shared memory (both halves feed both warpgroups). Q and dO have one stage: the layout
+// is 32 KiB each for K, V, Q, dO, 2 x 2 x 8 KiB of P^T / dS^T (double-buffered by query tile: one 256-thread
+// barrier per tile) and the 64 KiB fp32 dQ tile of the TMA reduce path (v3), 225 KiB of the 227. The tile shape
+// (64 x 64, one stage, dQ by a bulk TMA reduction) is the one FlashAttention's Hopper backward takes at hdim
+// 256. NOT MEASURED yet: written without GPU time (session 12).
+FLEXATTN_HD constexpr bool sm90_bwd_wide(int d, int dv) { return d == 256 && dv == 256; }
+FLEXATTN_HD constexpr int sm90_bwd_block_n(int d, int dv) { return sm90_bwd_wide(d, dv) ? 64 : kSm90BwdBlockN; }
+FLEXATTN_HD constexpr int sm90_bwd_stages(int d, int dv) { return sm90_bwd_wide(d, dv) ? 1 : kSm90BwdStages; }
+
 // Head dims the backward main kernel compiles for.
 FLEXATTN_HD constexpr bool sm90_bwd_head_dims_ok(int d, int dv) {
-  return (d == 64 || d == 128) && (dv == 64 || dv == 128);
+  return ((d == 64 || d == 128) && (dv == 64 || dv == 128)) || sm90_bwd_wide(d, dv);
 }
 
 // Head dims of the backward v2 main kernel (FLEXATTN_SM90_BWD_V2): its dQ GEMM gives each consumer
@@ -88,7 +100,38 @@ FLEXATTN_HD constexpr int sm90_bwd_dq_buffers(bool v2) { return v2 ? 1 : kSm90Bw
 struct Sm90BwdSmem {
   int k_half, k, v_half, v, q_stage, q, do_stage, dout, ds_tile, ds, lse, delta, bars, info, total;
   int dq_row, dq_buf, dq, dq_bars, dq_info;
+  int p;  // the wide kernel's P^T tiles (0 elsewhere: P^T stays in registers)
 };
+
+// The wide kernel's layout (sm90_bwd_wide; every tile 1024-aligned, each a multiple of 8 KiB):
+//   k, v: the 64-row kv tile (D / 64 slabs each); q, dout: one stage; ds, p: two [64 kv][64 q] tiles each
+//   (query tile n uses tile n % 2); dq: the v3 dQ tile, D / 32 swizzled [64][32] fp32 slabs; then lse, delta,
+//   bars (kv, full, empty), info, dq_bars (full, empty), dq_info.
+FLEXATTN_HD constexpr Sm90BwdSmem sm90_bwd_wide_smem_layout(int d, int dv) {
+  Sm90BwdSmem s{};
+  s.k_half = 64 * d * 2;
+  s.k = 0;
+  s.v_half = 64 * dv * 2;
+  s.v = s.k + s.k_half;
+  s.q_stage = kSm90BwdBlockM * d * 2;
+  s.q = s.v + s.v_half;
+  s.do_stage = kSm90BwdBlockM * dv * 2;
+  s.dout = s.q + s.q_stage;
+  s.ds_tile = 64 * kSm90BwdBlockM * 2;
+  s.ds = s.dout + s.do_stage;
+  s.p = s.ds + 2 * s.ds_tile;
+  s.dq_row = 128;
+  s.dq_buf = kSm90BwdBlockM * 4 * d;
+  s.dq = s.p + 2 * s.ds_tile;
+  s.lse = s.dq + s.dq_buf;
+  s.delta = s.lse + kSm90BwdBlockM * 4;
+  s.bars = s.delta + kSm90BwdBlockM * 4;
+  s.info = s.bars + 8 * 3;
+  s.dq_bars = s.info + 16;
+  s.dq_info = s.dq_bars + 8 * 2;
+  s.total = s.dq_info + 8;
+  return s;
+}
 
 // Backward v2 (FLEXATTN_SM90_BWD_V2, v2 = true): the dS^T tiles are double-buffered (one set per stage,
 // [stage][consumer warpgroup][64 kv][64 q]) because both warpgroups' dQ GEMMs read both tiles: a tile of
@@ -103,6 +146,7 @@ struct Sm90BwdSmem {
 // warp busy all the time and the consumers waited on dq_empty for ~30 % of their samples).
 FLEXATTN_HD constexpr Sm90BwdSmem sm90_bwd_smem_layout(int d, int dv, bool dq_bulk = false, bool v2 = false,
                                                        bool dq_tma = false) {
+  if (sm90_bwd_wide(d, dv)) return sm90_bwd_wide_smem_layout(d, dv);  // one dQ path (bulk, v3): no flags
   Sm90BwdSmem s{};
   s.k_half = 64 * d * 2;
   s.k = 0;
@@ -139,7 +183,8 @@ FLEXATTN_HD constexpr int sm90_bwd_smem(int d, int dv, bool dq_bulk = false, boo
 // Grid: x = kv tile, y = kv head, z = kv batch (Bkv; with Bkv == 1 one CTA walks every query batch).
 FLEXATTN_HD constexpr Sm90Launch sm90_bwd_launch(int d, int dv, int Bkv, int Hkv, int S, bool dq_bulk = false,
                                                  bool v2 = false, bool dq_tma = false) {
-  return Sm90Launch{(unsigned)((S + kSm90BwdBlockN - 1) / kSm90BwdBlockN), (unsigned)Hkv, (unsigned)Bkv,
+  const int bn = sm90_bwd_block_n(d, dv);
+  return Sm90Launch{(unsigned)((S + bn - 1) / bn), (unsigned)Hkv, (unsigned)Bkv,
                     (unsigned)kSm90Threads, (unsigned)sm90_bwd_smem(d, dv, dq_bulk, v2, dq_tma)};
 }
 
@@ -211,10 +256,10 @@ FLEXATTN_HD constexpr Sm90Launch sm90_bwd_persistent_launch(int d, int dv, int B
                     (unsigned)(sm90_bwd_smem(d, dv, dq_bulk, v2, dq_tma) + kSm90BwdPersistentSmem)};
 }
 
-// Mask tiles the backward accepts: a kv tile of 128 rows must sit inside one mask column, and the query
-// tiles of 64 rows inside one mask row (the no-mask sentinel 1 << 30 qualifies).
-FLEXATTN_HD constexpr bool sm90_bwd_mask_blocks_ok(int q_block, int kv_block) {
-  return q_block > 0 && kv_block > 0 && q_block % kSm90BwdBlockM == 0 && kv_block % kSm90BwdBlockN == 0;
+// Mask tiles the backward accepts: a kv tile (block_n rows: sm90_bwd_block_n) must sit inside one mask column,
+// and the query tiles of 64 rows inside one mask row (the no-mask sentinel 1 << 30 qualifies).
+FLEXATTN_HD constexpr bool sm90_bwd_mask_blocks_ok(int q_block, int kv_block, int block_n = kSm90BwdBlockN) {
+  return q_block > 0 && kv_block > 0 && q_block % kSm90BwdBlockM == 0 && kv_block % block_n == 0;
 }
 
 static_assert(kSm90BwdProducerRegs * 128 + kSm90BwdConsumerRegs * 256 <= 65536, "register file");
@@ -258,5 +303,11 @@ static_assert(sm90_bwd_smem_layout(128, 128, true, true, true).total % 8 == 0 &&
               "the persistent kv_empty barrier after the layout is 8-byte aligned");
 static_assert(sm90_bwd_smem_layout(128, 128).q % 1024 == 0 && sm90_bwd_smem_layout(64, 64).ds % 1024 == 0,
               "tiles stay 1024-aligned");
+static_assert(sm90_bwd_smem(256, 256) <= kSm90SmemLimit && sm90_bwd_smem(256, 256, true, false, true) == sm90_bwd_smem(256, 256),
+              "smem d256 (the wide kernel, one layout whatever the dQ flags)");
+static_assert(sm90_bwd_wide_smem_layout(256, 256).q % 1024 == 0 && sm90_bwd_wide_smem_layout(256, 256).dout % 1024 == 0 &&
+                  sm90_bwd_wide_smem_layout(256, 256).ds % 1024 == 0 && sm90_bwd_wide_smem_layout(256, 256).p % 1024 == 0 &&
+                  sm90_bwd_wide_smem_layout(256, 256).dq % 1024 == 0 && sm90_bwd_wide_smem_layout(256, 256).bars % 8 == 0,
+              "wide kernel: every tile 1024-aligned, barriers 8-aligned");
 
 }  // namespace flexattn::kern

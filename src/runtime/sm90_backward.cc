@@ -42,8 +42,9 @@ bool sm90_bwd_ordered_dq_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_O
 bool sm90_bwd_dq_pipeline_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_DQ_PIPELINE", false); }
 
 bool sm90_bwd_orders_dq(const KernelSet& set) {
+  // Not the wide kernel (D = Dv = 256): the order (bwd_dq_order_sm90.h) counts 128-row kv tiles.
   return set.key.family == KernelFamily::sm90 && set.key.backward && set.sm90_dq_bulk && !set.sm90_bwd_persistent &&
-         sm90_bwd_ordered_dq_requested();
+         !kern::sm90_bwd_wide(set.key.d, set.key.dv) && sm90_bwd_ordered_dq_requested();
 }
 
 BackwardWorkspace backward_workspace(int64_t B, int64_t Hq, int64_t L, int64_t D, bool deterministic) {
@@ -127,10 +128,11 @@ bool sm90_backward_supported(const std::string& arch, const kern::AttnParams& p,
   };
   if (arch != "sm_90a") return no("the device is " + arch + ", the sm90 kernels need sm_90a");
   if (!kern::sm90_bwd_head_dims_ok(p.D, p.Dv))
-    return no("head dims D=" + num(p.D) + ", Dv=" + num(p.Dv) + " (the sm90 backward takes 64 and 128)");
-  if (p.kv_num_blocks != nullptr && !kern::sm90_bwd_mask_blocks_ok(p.q_block, p.kv_block))
+    return no("head dims D=" + num(p.D) + ", Dv=" + num(p.Dv) + " (the sm90 backward takes 64 and 128, and D = Dv = 256)");
+  const int block_n = kern::sm90_bwd_block_n(p.D, p.Dv);
+  if (p.kv_num_blocks != nullptr && !kern::sm90_bwd_mask_blocks_ok(p.q_block, p.kv_block, block_n))
     return no("block mask BLOCK_SIZE (" + num(p.q_block) + ", " + num(p.kv_block) + ") is not a multiple of (" +
-              num(kern::kSm90BwdBlockM) + ", " + num(kern::kSm90BwdBlockN) + ")");
+              num(kern::kSm90BwdBlockM) + ", " + num(block_n) + ")");
   return true;
 }
 
@@ -165,8 +167,11 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   if (key.dtype != DType::BF16 && key.dtype != DType::F16)
     throw Error("dtype: the sm90 backward takes bf16 or f16 tensors, got " + std::string(dtype_name(key.dtype)));
   if (!kern::sm90_bwd_head_dims_ok(key.d, key.dv))
-    throw Error("head dims: the sm90 backward takes 64 or 128, got D=" + std::to_string(key.d) +
+    throw Error("head dims: the sm90 backward takes 64 or 128, or D = Dv = 256, got D=" + std::to_string(key.d) +
                 ", Dv=" + std::to_string(key.dv));
+  // The wide kernel (D = Dv = 256) has one dQ path (bulk, TMA reductions), no persistent form and no per-warp
+  // buffer-gradient sums: those switches do not apply to it (the grouped launch order does).
+  const bool wide = kern::sm90_bwd_wide(key.d, key.dv);
   const std::string t = key.dtype == DType::BF16 ? "bf16" : "fp16";
   const std::string dd = std::to_string(key.d) + ", " + std::to_string(key.dv);
   // The per-element dQ path has no fifth template argument (the kernel that existed before the bulk
@@ -179,12 +184,13 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   const bool v3 = sm90_bwd_v3_requested();
   const std::string v2_bulk = v3 ? ", true, true, true" : ", true, true";
   const std::string v1_bulk = v3 && key.d == 64 ? ", true, false, true" : ", true";
-  const std::string dq_args = sm90_bwd_v2_selected(key.d, key.dv) ? (use_bulk ? v2_bulk : ", false, true")
+  const std::string dq_args = wide                                 ? ", true, false, true"
+                              : sm90_bwd_v2_selected(key.d, key.dv) ? (use_bulk ? v2_bulk : ", false, true")
                               : use_bulk                           ? v1_bulk
                                                                    : "";
   // FLEXATTN_SM90_BWD_PERSISTENT: the eighth, kPersistent = true, after all three dQ arguments.
   const int chosen = persistent >= 0 ? persistent : key.sm90_bwd_persistent;
-  const bool use_persistent = chosen < 0 ? sm90_bwd_persistent_requested() : chosen != 0;
+  const bool use_persistent = !wide && (chosen < 0 ? sm90_bwd_persistent_requested() : chosen != 0);
   const std::string bulk = use_persistent ? sm90_bwd_persistent_args(dq_args) : dq_args;
   auto entry = [](const char* name, const std::string& bounds, const std::string& body) {
     return "extern \"C\" __global__ void __launch_bounds__(" + bounds + ", 1)\n" + name +
@@ -195,7 +201,7 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
     << ", D=" << key.d << ", Dv=" << key.dv << "\n";
   // Buffer gradients summed per warp before the atomics (kernels/sm90/bwd_buffer_grad_sm90.cuh), only in
   // sources whose variant can use it: the others stay byte-identical with the switch on.
-  if (variant.buffer_grad_reduce != 0 && (bg_reduce < 0 ? sm90_bwd_bg_reduce_requested() : bg_reduce != 0))
+  if (!wide && variant.buffer_grad_reduce != 0 && (bg_reduce < 0 ? sm90_bwd_bg_reduce_requested() : bg_reduce != 0))
     s << "#define FLEXATTN_SM90_BWD_BG_REDUCE 1\n";
   // FLEXATTN_SM90_BWD_HEAD_GROUPS: the grouped launch order (sm90_bwd_grid_tile) of the non-persistent kernel. Its
   // index math spilled 16 bytes in the alibi-slopes and t5 (buffer-gradient) v2 kernels at D = 128 (ptxas 13.0):

@@ -64,6 +64,12 @@ def test_long_suite_is_the_long_shape_at_both_head_dims():
     assert bc.DEFAULT_REPS["long"] >= bc.MIN_REPS
 
 
+def test_hd256_suite_is_the_long_shape_at_head_dim_256():
+    assert [(s.B, s.H, s.S, s.D) for s in bc.SUITE_SHAPES["hd256"]] == [(2, 16, 8192, 256)]
+    assert len(bc.jobs("hd256", bc.CASES, bc.IMPLS)) == 20
+    assert bc.DEFAULT_REPS["hd256"] >= bc.MIN_REPS
+
+
 def test_decode_suite_has_no_attention_jobs():
     with pytest.raises(ValueError, match="--suite"):
         bc.jobs("decode", bc.CASES, bc.IMPLS)

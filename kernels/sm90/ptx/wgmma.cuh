@@ -70,6 +70,7 @@ struct WgmmaType<fp16> {
 #define FA_WG_R0   \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define FA_WG_R0_16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
 #define FA_WG_R32   \
   "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
@@ -98,6 +99,8 @@ struct WgmmaType<fp16> {
                : __VA_ARGS__                                                                                  \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(kTransB))
 
+#define FA_WG_SS32(TY) \
+  FA_WG_SS("32", TY, FA_WG_R0_16, "%16", "%17", "%18", "%19", "%20", FA_WG_F8(0), FA_WG_F8(8))
 #define FA_WG_SS64(TY) FA_WG_SS("64", TY, FA_WG_R0, "%32", "%33", "%34", "%35", "%36", FA_WG_F32(0))
 #define FA_WG_SS128(TY) FA_WG_SS("128", TY, FA_WG_R0 ", " FA_WG_R32, "%64", "%65", "%66", "%67", "%68", FA_WG_F32(0), \
                                  FA_WG_F32(32))
@@ -114,12 +117,15 @@ struct WgmmaType<fp16> {
 
 // d (+)= A * B for one k16 step; scale_d = 0 overwrites d. kTransB = 1 for an MN-major B, kTransA = 1
 // for an MN-major A (the backward's dQ = dS K reads dS^T from shared memory). N is the shape actually
-// needed by the kernels: 64 / 128 (the kv tile of Q K^T, the head dims of the backward's GEMMs).
+// needed by the kernels: 64 / 128 (the kv tile of Q K^T, the head dims of the backward's GEMMs), 32 (the
+// wide backward's S^T / dP^T halves).
 template <class T, int N, int kTransB, int kTransA = 0>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], unsigned long long da, unsigned long long db,
                                          int scale_d) {
-  static_assert(N == 64 || N == 128, "wgmma_ss: add the shape to ptx/wgmma.cuh");
-  if constexpr (N == 64) {
+  static_assert(N == 32 || N == 64 || N == 128, "wgmma_ss: add the shape to ptx/wgmma.cuh");
+  if constexpr (N == 32) {
+    if constexpr (WgmmaType<T>::kBf16) FA_WG_SS32("bf16"); else FA_WG_SS32("f16");
+  } else if constexpr (N == 64) {
     if constexpr (WgmmaType<T>::kBf16) FA_WG_SS64("bf16"); else FA_WG_SS64("f16");
   } else {
     if constexpr (WgmmaType<T>::kBf16) FA_WG_SS128("bf16"); else FA_WG_SS128("f16");
@@ -144,6 +150,7 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const unsigned (&a)[
 
 }  // namespace flexattn::kern::sm90
 
+#undef FA_WG_SS32
 #undef FA_WG_SS64
 #undef FA_WG_SS128
 #undef FA_WG_RS64
@@ -155,6 +162,7 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const unsigned (&a)[
 #undef FA_WG_F32
 #undef FA_WG_F8
 #undef FA_WG_R0
+#undef FA_WG_R0_16
 #undef FA_WG_R32
 #undef FA_WG_R64
 #undef FA_WG_R96

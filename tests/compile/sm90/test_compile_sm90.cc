@@ -161,8 +161,9 @@ TEST_F(Sm90Compile, CompileVariantTakesTheFamilyTheDispatchWould) {
   EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 128, 128, "sm_90a", true)), "attn_bwd_sm90a");
   EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 128, 128, "sm_90a", false, /*portable=*/true)), "attn_fwd_sm80");
   EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 128, 128, "sm_80", false)), "attn_fwd_sm80");
-  // Head dims the Hopper backward does not take (256) stay on the portable family.
-  EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 256, 256, "sm_90a", true)), "attn_bwd_sm80");
+  // Head dims the Hopper backward does not take (192) stay on the portable family; 256 takes its wide kernel.
+  EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 192, 192, "sm_90a", true)), "attn_bwd_sm80");
+  EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 256, 256, "sm_90a", true)), "attn_bwd_sm90a");
   setenv("FLEXATTN_SM90", "0", 1);
   EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 128, 128, "sm_90a", false)), "attn_fwd_sm80");
   unsetenv("FLEXATTN_SM90");

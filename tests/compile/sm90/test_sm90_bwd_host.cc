@@ -60,9 +60,13 @@ TEST(Sm90BwdHost, SupportRulesAndReasons) {
       EXPECT_TRUE(runtime::sm90_backward_supported("sm_90a", p, &why)) << d << " " << dv << ": " << why;
     }
   }
-  p.D = p.Dv = 256;
+  p.D = p.Dv = 256;  // the wide kernel
+  EXPECT_TRUE(runtime::sm90_backward_supported("sm_90a", p, &why)) << why;
+  p.D = p.Dv = 192;
   EXPECT_FALSE(runtime::sm90_backward_supported("sm_90a", p, &why));
-  EXPECT_EQ(why, "backward: head dims D=256, Dv=256 (the sm90 backward takes 64 and 128)");
+  EXPECT_EQ(why, "backward: head dims D=192, Dv=192 (the sm90 backward takes 64 and 128, and D = Dv = 256)");
+  p.D = 256, p.Dv = 128;
+  EXPECT_FALSE(runtime::sm90_backward_supported("sm_90a", p, &why));
   p.D = 128, p.Dv = 96;
   EXPECT_FALSE(runtime::sm90_backward_supported("sm_90a", p, &why));
   p = eligible_params();
@@ -77,6 +81,13 @@ TEST(Sm90BwdHost, SupportRulesAndReasons) {
   EXPECT_EQ(why, "backward: block mask BLOCK_SIZE (64, 64) is not a multiple of (64, 128)");
   p.q_block = 32, p.kv_block = 128;
   EXPECT_FALSE(runtime::sm90_backward_supported("sm_90a", p, &why));
+  // The wide kernel's kv tiles are 64 rows: a 64-row kv block is enough there.
+  p.D = p.Dv = 256;
+  p.q_block = 64, p.kv_block = 64;
+  EXPECT_TRUE(runtime::sm90_backward_supported("sm_90a", p, &why)) << why;
+  p.kv_block = 32;
+  EXPECT_FALSE(runtime::sm90_backward_supported("sm_90a", p, &why));
+  EXPECT_EQ(why, "backward: block mask BLOCK_SIZE (64, 32) is not a multiple of (64, 64)");
 }
 
 TEST(Sm90BwdHost, TileTableLayoutAndLaunch) {
@@ -101,6 +112,30 @@ TEST(Sm90BwdHost, TileTableLayoutAndLaunch) {
   EXPECT_EQ(l.grid_z, 1u);  // Bkv = 1: one CTA walks every batch
   EXPECT_EQ(l.block, 384u);
   EXPECT_EQ(l.smem, unsigned(kern::sm90_bwd_smem(128, 128)));
+  // The wide kernel (D = Dv = 256): 64-row kv tiles; K, V, Q, dO 32 KiB each, P^T / dS^T 2 x 2 x 8 KiB, the
+  // 64 KiB fp32 dQ tile, then lse / delta (one stage), barriers (kv, full, empty), info, dQ barriers, dQ info;
+  // the dQ flags do not change it.
+  EXPECT_TRUE(kern::sm90_bwd_head_dims_ok(256, 256));
+  EXPECT_FALSE(kern::sm90_bwd_head_dims_ok(256, 128));
+  const kern::Sm90BwdSmem w = kern::sm90_bwd_smem_layout(256, 256);
+  EXPECT_EQ(w.v, 32 * 1024);
+  EXPECT_EQ(w.q, 64 * 1024);
+  EXPECT_EQ(w.dout, 96 * 1024);
+  EXPECT_EQ(w.ds, 128 * 1024);
+  EXPECT_EQ(w.p, 144 * 1024);
+  EXPECT_EQ(w.dq, 160 * 1024);
+  EXPECT_EQ(w.dq_buf, 64 * 1024);
+  EXPECT_EQ(w.lse, 224 * 1024);
+  EXPECT_EQ(w.bars, 224 * 1024 + 512);
+  EXPECT_EQ(w.dq_bars, w.info + 16);
+  EXPECT_EQ(w.total, w.dq_info + 8);
+  EXPECT_EQ(kern::sm90_bwd_smem(256, 256, true, false, true), kern::sm90_bwd_smem(256, 256));
+  EXPECT_LE(kern::sm90_bwd_smem(256, 256), kern::kSm90SmemLimit);
+  const kern::Sm90Launch wl = kern::sm90_bwd_launch(256, 256, 2, 4, 1000, true, false, true);
+  EXPECT_EQ(wl.grid_x, 16u);  // ceil(1000 / 64)
+  EXPECT_EQ(wl.grid_y, 4u);
+  EXPECT_EQ(wl.grid_z, 2u);
+  EXPECT_EQ(wl.smem, unsigned(kern::sm90_bwd_smem(256, 256)));
 }
 
 TEST(Sm90BwdHost, SourceHasTheHopperMainKernelAndTheSm80Helpers) {
@@ -124,7 +159,11 @@ TEST(Sm90BwdHost, SourceHasTheHopperMainKernelAndTheSm80Helpers) {
   EXPECT_EQ(runtime::kernel_source_sm90(gen, key), src);  // the family's generator dispatches here
   key.d = 256;
   EXPECT_EQ(error_of([&] { runtime::kernel_source_sm90_bwd(gen, key); }),
-            "head dims: the sm90 backward takes 64 or 128, got D=256, Dv=128");
+            "head dims: the sm90 backward takes 64 or 128, or D = Dv = 256, got D=256, Dv=128");
+  // D = Dv = 256: the wide kernel, whose one dQ path is bulk with TMA reductions.
+  key.dtype = DType::BF16, key.dv = 256;
+  EXPECT_NE(runtime::kernel_source_sm90_bwd(gen, key).find("attn_bwd_sm90<FlexVariant, bf16, 256, 256, true, false, true>(p)"),
+            std::string::npos);
 }
 
 TEST(Sm90BwdHost, EncodingWithoutADriverNamesTheTensor) {

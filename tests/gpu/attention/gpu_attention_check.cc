@@ -203,6 +203,11 @@ int main(int argc, char** argv) {
     for (int64_t L : quick ? std::vector<int64_t>{129} : std::vector<int64_t>{17, 129, 1000})
       for (int64_t D : {64, 128})
         cases.push_back({&corpus[i], L, L, D, D, 4, D == 64 ? 1 : 4, 2, DType::BF16, true, false});
+  // Head dim 256 for every other mod too (on sm_90a the backward's wide kernel: 64-row kv tiles, each consumer
+  // warpgroup half of the query columns, so mods see query offsets of 32 inside a tile), GQA 2.
+  for (size_t i = 2; i < corpus.size(); ++i)
+    for (int64_t L : quick ? std::vector<int64_t>{129} : std::vector<int64_t>{17, 1000})
+      cases.push_back({&corpus[i], L, L, 256, 256, 4, 2, 2, DType::BF16, true, false});
   // Unequal lengths, Dv != D, batch broadcast shapes, deterministic mode.
   cases.push_back({&corpus[1], 300, 700, 64, 128, 4, 2, 2, DType::BF16, true, false});
   cases.push_back({&corpus[7], 700, 300, 128, 64, 4, 4, 1, DType::F16, true, false});
@@ -213,7 +218,7 @@ int main(int argc, char** argv) {
   // deterministic case is also run twice and compared bitwise. Quick: one length.
   for (const char* name : {"full", "causal", "document:3", "sliding_window:100", "relbias(learnable)"})
     for (int64_t L : quick ? std::vector<int64_t>{129} : std::vector<int64_t>{1, 129, 1000})
-      for (int64_t D : {64, 128})
+      for (int64_t D : {64, 128, 256})
         cases.push_back({&corpus::corpus_entry(name), L, L, D, D, 4, 2, D == 64 ? 1 : 2, DType::BF16, true, true});
   if (!quick) {
     cases.push_back({&corpus[1], 4097, 4097, 128, 128, 2, 1, 1, DType::F16, true, true});
@@ -222,7 +227,7 @@ int main(int argc, char** argv) {
   // Position offsets: a chunk of a longer sequence (the last 129 queries against 1000 keys) and a
   // context-parallel piece (rows from 300, keys from 100), for the position-reading mods.
   for (const char* name : {"causal", "sliding_window:100", "alibi+causal", "relbias(learnable)"})
-    for (int64_t D : {64, 128}) {
+    for (int64_t D : {64, 128, 256}) {
       cases.push_back({&corpus::corpus_entry(name), 129, 1000, D, D, 4, 2, 1, DType::BF16, true, false, 871, 0});
       cases.push_back({&corpus::corpus_entry(name), 200, 300, D, D, 4, 4, 1, DType::BF16, true, false, 300, 100});
     }
