@@ -182,13 +182,6 @@ uint64_t next_random(uint64_t* state) {
   return z ^ (z >> 31);
 }
 
-double max_abs_of(const HostTensor& t) {
-  double m = 0;
-  for (int64_t i = 0; i < t.numel(); ++i)
-    if (std::isfinite(t.get(i))) m = std::max(m, std::fabs(t.get(i)));
-  return m;
-}
-
 // |got - want|, with matching non-finite values counted as equal and mismatching ones as infinite.
 double difference(double got, double want) {
   if (std::isfinite(got) && std::isfinite(want)) return std::fabs(got - want);
@@ -208,11 +201,19 @@ Discrepancy finish(std::string name, double max_abs, double scale, double tol, i
 
 }  // namespace
 
-Discrepancy compare(const std::string& name, const HostTensor& got, const HostTensor& want, double tol) {
+double max_abs_of(const HostTensor& t) {
+  double m = 0;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (std::isfinite(t.get(i))) m = std::max(m, std::fabs(t.get(i)));
+  return m;
+}
+
+Discrepancy compare(const std::string& name, const HostTensor& got, const HostTensor& want, double tol,
+                    double scale_floor) {
   check(got.shape == want.shape, "compare " + name + ": shapes differ");
   double m = 0;
   for (int64_t i = 0; i < got.numel(); ++i) m = std::max(m, difference(got.get(i), want.get(i)));
-  return finish(name, m, max_abs_of(want), tol, got.numel());
+  return finish(name, m, std::max(max_abs_of(want), scale_floor), tol, got.numel());
 }
 
 void dense_forward(const Problem& p, HostTensor* out, HostTensor* lse, DType precision) {

@@ -25,9 +25,14 @@ struct Discrepancy {
   bool ok() const { return rel <= tol; }
 };
 
+// max |t| over the finite entries (0 if none).
+double max_abs_of(const HostTensor& t);
+
 // Compares two tensors of equal shape element-wise. Non-finite values must match exactly (both NaN, or
-// the same infinity); otherwise the discrepancy is infinite.
-Discrepancy compare(const std::string& name, const HostTensor& got, const HostTensor& want, double tol);
+// the same infinity); otherwise the discrepancy is infinite. scale_floor: rel divides by max(max |want|,
+// scale_floor) (a gradient that cancels to ~0, e.g. dq with a single key, measured against its terms' scale).
+Discrepancy compare(const std::string& name, const HostTensor& got, const HostTensor& want, double tol,
+                    double scale_floor = 0);
 
 // out [B,H,Q,Dv] and lse [B,H,Q] (natural log, F64 tensors) of the dense evaluation: exact double math
 // (precision F64), or torch eager's arithmetic for inputs of dtype `precision` (F32 / F16 / BF16:

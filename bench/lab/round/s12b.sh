@@ -13,7 +13,8 @@ grep ^FAIL $O/check.log | head -5; grep "cases," $O/check.log
 python3 -c "import numpy as np; np.save('$O/doc.npy', (np.arange(4097) * 7 // 4097).astype(np.int32))"
 run_check() {  # NAME ARGS...
   local n=$1; shift
-  timeout $(cap 60 5) $F run --backend cuda --check --backward --dtype bf16 -D 256 "$@" > $O/run_$n.log 2>&1
+  local dt=(--dtype bf16); [[ " $* " == *" --dtype "* ]] && dt=()
+  timeout $(cap 60 5) $F run --backend cuda --check --backward "${dt[@]}" -D 256 "$@" > $O/run_$n.log 2>&1
   echo "run --check $n rc=$? $(grep -E '^check: ' $O/run_$n.log | tail -1) $(grep -E '^  d[qkv] ' $O/run_$n.log | awk '{print $1, $5}' | tr '\n' ' ')"
 }
 for Lq in 1 17 127 129 1000 4097; do run_check causal_$Lq -B 1 -H 4 --hkv 2 -Q $Lq --mask causal; done

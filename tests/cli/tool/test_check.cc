@@ -41,6 +41,18 @@ TEST(Check, CompareMeasuresMaxAbsAndNormwiseRelativeError) {
   EXPECT_FALSE(compare("x", a, b, 1e9).ok()) << "NaN where the reference has -inf";
 }
 
+// A reference that cancels to ~0 (dq with a single key) is measured against the floor, not its own maximum.
+TEST(Check, CompareScaleFloorBoundsTheDenominator) {
+  HostTensor got(DType::F64, {2}), want(DType::F64, {2});
+  want.set(0, 1e-300), want.set(1, 0), got.set(0, 1e-6), got.set(1, -1e-6);
+  EXPECT_FALSE(compare("dq", got, want, 2e-2).ok()) << "relative to 1e-300 the noise is huge";
+  const Discrepancy d = compare("dq", got, want, 2e-2, 4.0 / 256);
+  EXPECT_DOUBLE_EQ(d.rel, 1e-6 / (4.0 / 256));
+  EXPECT_TRUE(d.ok());
+  want.set(0, 3.0), got.set(0, 3.0 + 0.3);  // above the floor the reference's own maximum counts
+  EXPECT_DOUBLE_EQ(compare("dq", got, want, 2e-2, 4.0 / 256).rel, 0.3 / 3.0);
+}
+
 TEST(Check, ReferenceMatchesDenseAndAPerturbedOutputFails) {
   const Problem p = small_problem("sliding_window:5", "softcap:3");
   Execution e = execute(p, "cpu", 8, true);
