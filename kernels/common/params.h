@@ -173,6 +173,13 @@ struct AttnParams {
   // sm90 backward v3 (FLEXATTN_SM90_BWD_V3): dq_accum [B*Hq, L, D] fp32 as a 3-D TMA map, box (32, 64, 1),
   // 128B swizzle; the dQ writer adds the shared dQ tile with D / 32 tensor reductions. Unused otherwise.
   TmaDesc dq_map;
+
+  // sm90 backward (non-persistent kernels): != 0 when dk_map / dv_map hold dK / dV ([Bkv, Hkv, S, D / Dv], 4-D maps
+  // as k_map's, boxes of 64 rows x 64 columns, 128B swizzle): the CTA's epilogue stages dK / dV in the freed K / V
+  // slabs and stores them with TMA (bwd_consumer_sm90.cuh, store_dk_dv_tma); 0: one global store per
+  // accumulator pair (store_dk_dv). Set by runtime/sm90_backward.cc (FLEXATTN_SM90_BWD_TMA_STORE).
+  int dkv_tma;
+  TmaDesc dk_map, dv_map;
 };
 
 static_assert(sizeof(ModParams) == 1024, "ModParams layout is part of the kernel ABI");

@@ -25,6 +25,7 @@
 #include "sm90/ptx/fence.cuh"
 #include "sm90/ptx/mbarrier.cuh"
 #include "sm90/ptx/smem.cuh"
+#include "sm90/ptx/tma.cuh"
 #include "sm90/ptx/wgmma.cuh"
 #include "sm90/rel_affine_sm90.cuh"
 
@@ -306,6 +307,48 @@ __device__ __forceinline__ void store_dk_dv(const AttnParams& p, const float (&d
   store_rows<T, Dv>((unsigned char*)p.dv + 2 * dv_off, p.dv_sl, dv, 1.f, kv_row, p.S, t);
 }
 
+// One warpgroup's rows of an accumulator (C columns: thread rows 16 warp + g, + 8, pairs at columns 8 i + 2 t)
+// rounded to T, times scale, into 64-column slabs of [64 rows][64] from slab0 in the 128B-swizzled layout of the
+// TMA loads (the pair lands in 16-byte chunk (i % 8) ^ (row % 8) of slab i / 8; a warp's 8 rows hit 8 chunks).
+template <class T, int C>
+__device__ __forceinline__ void stage_rows_swizzled(unsigned slab0, const float (&acc)[C / 2], float scale, int warp,
+                                                    int g, int t) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = 16 * warp + g + 8 * r;
+#pragma unroll
+    for (int i = 0; i < C / 8; ++i)
+      st_shared_u32(slab0 + (i >> 3) * (64 * 128) + row * 128 + (((i & 7) ^ (row & 7)) << 4) + 4 * t,
+                    Num<T>::pack(acc[4 * i + 2 * r] * scale, acc[4 * i + 2 * r + 1] * scale));
+  }
+}
+
+// The CTA's epilogue through TMA stores (p.dkv_tma; the non-persistent kernels: the persistent one loads its next
+// work tile into K / V as soon as its consumers reach the end marker). Once every consumer warp has retired its last
+// GEMM (256-thread barrier: the v2's dQ and the wide kernel's S^T read K rows of the other warpgroup), each
+// warpgroup stages its dK (scaled) and dV in the K / V slabs it owns (k_slab0 / v_slab0, the 64-column slabs from
+// col_slab0 on, rows row0 ..) and one of its threads stores them, rows >= S outside the maps skipped. Against one
+// global store per accumulator pair (store_dk_dv): the H200 profile of the D=128 document backward had 6.6 % of
+// all stall samples on those stores (lg throttle), at the end of every CTA, before the next CTA of that SM starts.
+template <class T, int DK, int DV>
+__device__ __forceinline__ void store_dk_dv_tma(const AttnParams& p, unsigned k_slab0, unsigned v_slab0,
+                                                const float (&dk)[DK / 2], const float (&dv)[DV / 2], int wg, int tid,
+                                                int warp, int g, int t, int col_slab0, int row0, int hk, int bz) {
+  named_bar_sync(kBarDkvFree, 256);
+  stage_rows_swizzled<T, DK>(k_slab0, dk, p.scale, warp, g, t);
+  stage_rows_swizzled<T, DV>(v_slab0, dv, 1.f, warp, g, t);
+  fence_proxy_async_smem();  // the generic-proxy stores before the TMA unit reads them
+  named_bar_sync(kBarDkvStaged0 + wg, 128);
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < DK / 64; ++s) tma_store_4d(&p.dk_map, k_slab0 + s * (64 * 128), 64 * (col_slab0 + s), row0, hk, bz);
+#pragma unroll
+    for (int s = 0; s < DV / 64; ++s) tma_store_4d(&p.dv_map, v_slab0 + s * (64 * 128), 64 * (col_slab0 + s), row0, hk, bz);
+    tma_store_commit();
+    tma_store_wait_read();
+  }
+}
+
 // Persistent backward (kP), a consumer warp at its work tile's end marker, once its GEMMs of the tile retired
 // and kv_info was read: releases K / V and the end slot like any other. hk, bz, kv_row (kv_info's kv0 + this
 // thread's row offset) and the next bar_kv parity are read only now, for the epilogue and the next tile (held
@@ -438,7 +481,10 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
   }
 
   // dK = scale * dS^T Q; dV as accumulated. With Bkv == 1 this CTA has summed every query batch.
-  store_dk_dv<T, D, Dv>(p, dk, dv, bz, hk, kv_row, t);
+  if (!kP && p.dkv_tma != 0)
+    store_dk_dv_tma<T, D, Dv>(p, k_half, c.v_half(wg), dk, dv, wg, tid, warp, g, t, 0, kv0 + 64 * wg, hk, bz);
+  else
+    store_dk_dv<T, D, Dv>(p, dk, dv, bz, hk, kv_row, t);
   if constexpr (!kP) break;
   }  // tile loop
 }

@@ -296,7 +296,10 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
     pos.template advance<C::ST>();
   }
 
-  store_dk_dv<T, D, Dv>(p, dk, dv, bz, hk, kv_row, t);
+  if (!kP && p.dkv_tma != 0)
+    store_dk_dv_tma<T, D, Dv>(p, k_half, v_half, dk, dv, wg, tid, warp, g, t, 0, kv0 + 64 * wg, hk, bz);
+  else
+    store_dk_dv<T, D, Dv>(p, dk, dv, bz, hk, kv_row, t);
   if constexpr (!kP) break;
   }  // tile loop
 }

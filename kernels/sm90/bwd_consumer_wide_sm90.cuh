@@ -113,6 +113,11 @@ __device__ __forceinline__ void bwd_consumer_wide(const AttnParams& p, const Bwd
   }
 
   // dK = scale * dS^T Q and dV as accumulated: this warpgroup's 128 columns, rows < S.
+  if (p.dkv_tma != 0) {
+    store_dk_dv_tma<T, 128, 128>(p, k_tile + 2 * wg * C::kSlabBytes, v_tile + 2 * wg * C::kSlabBytes, dk, dv, wg,
+                                 tid, warp, g, t, 2 * wg, kv0, hk, bz);
+    return;
+  }
   const long long dk_off = (long long)bz * p.dk_sb + (long long)hk * p.dk_sh + 128 * wg;
   const long long dv_off = (long long)bz * p.dv_sb + (long long)hk * p.dv_sh + 128 * wg;
   store_rows<T, 128>((unsigned char*)p.dk + 2 * dk_off, p.dk_sl, dk, p.scale, kv_row, p.S, t);

@@ -101,5 +101,9 @@ constexpr int kBarDqStored0 = 7;
 // Backward v2 and the wide kernel with the bulk dQ path: one dQ buffer; every thread of both consumer
 // warpgroups stores its columns and arrives on dq_full (kDqFullArrivals = 256); dq_empty as above.
 constexpr int kBarPdSV2 = 9;
+// The TMA-store epilogue (store_dk_dv_tma): 10 (256 threads) = every consumer warp has retired its last GEMM, the
+// K / V slabs are free; 11, 12 (128 each) = consumer warpgroup 0 / 1 has staged its dK / dV.
+constexpr int kBarDkvFree = 10;
+constexpr int kBarDkvStaged0 = 11;
 
 }  // namespace flexattn::kern::sm90

@@ -41,6 +41,20 @@ bool sm90_bwd_ordered_dq_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_O
 
 bool sm90_bwd_dq_pipeline_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_DQ_PIPELINE", false); }
 
+bool sm90_bwd_tma_store_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_TMA_STORE", true); }
+
+bool encode_sm90_dkv_maps(kern::AttnParams* p, DType dtype) {
+  try {
+    encode_sm90_map(sm90_map_args("dk", p->dk, dtype, p->Bkv, p->Hkv, p->S, p->D, p->dk_sb, p->dk_sh, p->dk_sl, 64), "dk",
+                    &p->dk_map);
+    encode_sm90_map(sm90_map_args("dv", p->dv, dtype, p->Bkv, p->Hkv, p->S, p->Dv, p->dv_sb, p->dv_sh, p->dv_sl, 64),
+                    "dv", &p->dv_map);
+  } catch (const Error&) {  // a layout the TMA unit cannot store (unaligned base or strides): the per-pair stores
+    return false;
+  }
+  return true;
+}
+
 bool sm90_bwd_orders_dq(const KernelSet& set) {
   // Not the wide kernel (D = Dv = 256): the order (bwd_dq_order_sm90.h) counts 128-row kv tiles.
   return set.key.family == KernelFamily::sm90 && set.key.backward && set.sm90_dq_bulk && !set.sm90_bwd_persistent &&
@@ -281,6 +295,9 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
     // L2-sized groups of (kv head, kv batch) pairs (kernels/sm90/tile_config_sm90_bwd.h, sm90_bwd_grid_tile).
     p.bwd_head_group = sm90_bwd_launch_head_group(p, a.deterministic, set.sm90_bwd_grid_order);
   }
+  // FLEXATTN_SM90_BWD_TMA_STORE (default on): dK / dV leave through TMA stores from the freed K / V slabs (not the
+  // persistent kernel, whose K / V slabs take its next work tile).
+  p.dkv_tma = !set.sm90_bwd_persistent && sm90_bwd_tma_store_requested() && encode_sm90_dkv_maps(&p, t) ? 1 : 0;
   launch_backward(*a.fwd.variant, set, p, launch_config(l, a.fwd.stream), a.deterministic && !ordered,
                   a.fwd.stream);
   if (ordered && jit::env_flag("FLEXATTN_JIT_DEBUG")) {

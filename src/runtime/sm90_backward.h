@@ -75,6 +75,13 @@ bool sm90_bwd_ordered_dq_requested();
 // TMA-reduction (v3) paths, the writer releases a query tile after issuing the next one's reductions instead of
 // waiting for its completion first (kernels/sm90/bwd_dq_order_sm90.cuh). Read at every backward.
 bool sm90_bwd_dq_pipeline_requested();
+
+// FLEXATTN_SM90_BWD_TMA_STORE (default on): the non-persistent sm90 backward writes dK / dV with TMA stores.
+bool sm90_bwd_tma_store_requested();
+
+// dk_map and dv_map of p (4-D maps of dK / dV as k_map's, 64-row boxes); false when the TMA unit cannot take the
+// layout (then the kernel stores pair by pair).
+bool encode_sm90_dkv_maps(kern::AttnParams* p, DType dtype);
 // FLEXATTN_SM90_BWD_HEAD_GROUPS: unset / `auto` (the default): the non-persistent main kernel of a variant with a
 // mask_mod is compiled with the grouped launch order (FLEXATTN_SM90_BWD_GRID_ORDER) and launched with
 // p.bwd_head_group from sm90_bwd_head_group when the call has a block mask or is deterministic (H200, session 10:
