@@ -481,8 +481,10 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
   }
 
   // dK = scale * dS^T Q; dV as accumulated. With Bkv == 1 this CTA has summed every query batch.
-  if (!kP && p.dkv_tma != 0)
-    store_dk_dv_tma<T, D, Dv>(p, k_half, c.v_half(wg), dk, dv, wg, tid, warp, g, t, 0, kv0 + 64 * wg, hk, bz);
+  // Not at D + Dv >= 256 (there the v2 is the default; with the epilogue's second path this kernel's softcap + causal
+  // spilled 20-128 bytes, ptxas 13.0).
+  if (!kP && D + Dv < 256 && p.dkv_tma != 0)
+    store_dk_dv_tma<T, D, Dv>(p, k_half, c.v_half(wg), dk, dv, wg, tid, warp, g, t, 0, kv_row - 16 * warp - g, hk, bz);
   else
     store_dk_dv<T, D, Dv>(p, dk, dv, bz, hk, kv_row, t);
   if constexpr (!kP) break;
