@@ -29,6 +29,13 @@
 #include "sm90/ptx/wgmma.cuh"
 #include "sm90/rel_affine_sm90.cuh"
 
+// FLEXATTN_SM90_BWD_TMA_STORE (a #define the host puts into the generated source; runtime/sm90_backward.cc): the
+// TMA-store epilogue (store_dk_dv_tma) is compiled in and taken at launches with p.dkv_tma; 0: only the per-pair
+// stores (the kernels that existed before it).
+#ifndef FLEXATTN_SM90_BWD_TMA_STORE
+#define FLEXATTN_SM90_BWD_TMA_STORE 0
+#endif
+
 namespace flexattn::kern::sm90 {
 
 __device__ __forceinline__ void red_add_v2_f32(float* addr, float x, float y) {
@@ -483,7 +490,7 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
   // dK = scale * dS^T Q; dV as accumulated. With Bkv == 1 this CTA has summed every query batch.
   // Not at D + Dv >= 256 (there the v2 is the default; with the epilogue's second path this kernel's softcap + causal
   // spilled 20-128 bytes, ptxas 13.0).
-  if (!kP && D + Dv < 256 && p.dkv_tma != 0)
+  if (FLEXATTN_SM90_BWD_TMA_STORE && !kP && D + Dv < 256 && p.dkv_tma != 0)
     store_dk_dv_tma<T, D, Dv>(p, k_half, c.v_half(wg), dk, dv, wg, tid, warp, g, t, 0, kv_row - 16 * warp - g, hk, bz);
   else
     store_dk_dv<T, D, Dv>(p, dk, dv, bz, hk, kv_row, t);

@@ -113,7 +113,7 @@ __device__ __forceinline__ void bwd_consumer_wide(const AttnParams& p, const Bwd
   }
 
   // dK = scale * dS^T Q and dV as accumulated: this warpgroup's 128 columns, rows < S.
-  if (p.dkv_tma != 0) {
+  if (FLEXATTN_SM90_BWD_TMA_STORE && p.dkv_tma != 0) {
     store_dk_dv_tma<T, 128, 128>(p, k_tile + 2 * wg * C::kSlabBytes, v_tile + 2 * wg * C::kSlabBytes, dk, dv, wg,
                                  tid, warp, g, t, 2 * wg, kv0, hk, bz);
     return;

@@ -110,6 +110,7 @@ bool sm90_bwd_v2_selected(int d, int dv) { return sm90_bwd_v2_requested() && ker
 
 namespace {
 const char* const kGridOrderDefine = "#define FLEXATTN_SM90_BWD_GRID_ORDER 1\n";
+const char* const kTmaStoreDefine = "#define FLEXATTN_SM90_BWD_TMA_STORE 1\n";
 }  // namespace
 
 Sm90BwdChoice sm90_bwd_source_choice(const std::string& source) {
@@ -131,6 +132,7 @@ Sm90BwdChoice sm90_bwd_source_choice(const std::string& source) {
   c.dq_tma = args.size() > 6 && args[6] == "true";
   c.persistent = args.size() > 7 && args[7] == "true";
   c.grid_order = source.find(kGridOrderDefine) != std::string::npos;
+  c.tma_store = source.find(kTmaStoreDefine) != std::string::npos;
   return c;
 }
 
@@ -177,7 +179,7 @@ void encode_sm90_dq_accum_map(kern::AttnParams* p) {
 }
 
 std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key, int dq_bulk,
-                                   int bg_reduce, int persistent, int grid_order) {
+                                   int bg_reduce, int persistent, int grid_order, int tma_store) {
   if (key.dtype != DType::BF16 && key.dtype != DType::F16)
     throw Error("dtype: the sm90 backward takes bf16 or f16 tensors, got " + std::string(dtype_name(key.dtype)));
   if (!kern::sm90_bwd_head_dims_ok(key.d, key.dv))
@@ -228,6 +230,11 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
                                          : mode == Sm90BwdHeadGroups::always ||
                                                (mode == Sm90BwdHeadGroups::automatic && variant.has_mask_mod);
   if (use_grid_order && !use_persistent) s << kGridOrderDefine;
+  // FLEXATTN_SM90_BWD_TMA_STORE: the TMA-store epilogue compiled in (non-persistent kernels; taken at a launch with
+  // p.dkv_tma). A kernel that spills with it is recompiled without it first (get_kernel_set): compiled in, it pushed
+  // the v2's constant-relbias kernel at D = 128 over its registers, which then lost its bulk dQ path (462 -> 387
+  // TFLOP/s on the H200, session 12).
+  if (!use_persistent && (tma_store < 0 ? sm90_bwd_tma_store_requested() : tma_store != 0)) s << kTmaStoreDefine;
   // FLEXATTN_SM90_AFFINE (default on, as the forward's): ALiBi-shaped score_mods evaluate their bias as an affine
   // function of the position (kernels/sm90/rel_affine_sm90.cuh); only their sources get the define, and not the
   // persistent kernel's at D = 128 (with it ALiBi + causal spilled there, ptxas 13.0; clean at D = 64).

@@ -64,6 +64,7 @@ std::string sm90_bwd_persistent_args(const std::string& args);
 struct Sm90BwdChoice {
   bool dq_bulk = false, v2 = false, dq_tma = false, persistent = false;
   bool grid_order = false;  // FLEXATTN_SM90_BWD_GRID_ORDER compiled in
+  bool tma_store = false;   // FLEXATTN_SM90_BWD_TMA_STORE compiled in
 };
 Sm90BwdChoice sm90_bwd_source_choice(const std::string& source);
 
@@ -126,9 +127,10 @@ void encode_sm90_dq_accum_map(kern::AttnParams* p);
 // dq_bulk: 1 / 0 choose the dQ path, -1 (default) follows FLEXATTN_SM90_BWD_DQ_BULK; bg_reduce likewise
 // for FLEXATTN_SM90_BWD_BG_REDUCE (it reaches the source only for variants with buffer_grad_reduce).
 // persistent likewise for FLEXATTN_SM90_BWD_PERSISTENT; grid_order (the grouped launch order, non-persistent
-// kernel only) for FLEXATTN_SM90_BWD_HEAD_GROUPS != 0.
+// kernel only) for FLEXATTN_SM90_BWD_HEAD_GROUPS != 0; tma_store (the TMA-store epilogue, non-persistent kernel only)
+// for FLEXATTN_SM90_BWD_TMA_STORE.
 std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key, int dq_bulk = -1,
-                                   int bg_reduce = -1, int persistent = -1, int grid_order = -1);
+                                   int bg_reduce = -1, int persistent = -1, int grid_order = -1, int tma_store = -1);
 
 // The dispatch hook of cuda_backward: runs the whole backward on the sm90 set and returns true, or
 // returns false (with the reason under FLEXATTN_JIT_DEBUG=1) and the caller runs the sm80 family.
