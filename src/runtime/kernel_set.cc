@@ -211,6 +211,7 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
     set->sm90_bwd_dq_tma = final_choice.dq_tma;
     set->sm90_bwd_persistent = final_choice.persistent;
     set->sm90_bwd_grid_order = final_choice.grid_order;
+    set->sm90_bwd_tma_store = final_choice.tma_store;
   }
   std::lock_guard<std::mutex> lock(mu);
   auto [it, inserted] = cache->emplace(ck, Entry{variant, std::move(set)});

@@ -58,6 +58,8 @@ struct KernelSet {
   // sm90 backward only: the main kernel has the grouped launch order (FLEXATTN_SM90_BWD_HEAD_GROUPS) compiled in,
   // so p.bwd_head_group > 1 takes effect.
   bool sm90_bwd_grid_order = false;
+  // sm90 backward only: the TMA-store epilogue (FLEXATTN_SM90_BWD_TMA_STORE) is compiled in, so p.dkv_tma takes it.
+  bool sm90_bwd_tma_store = false;
 };
 
 // The generated source of an sm80-family kernel set (exposed for golden-file tests); the sm90 one is

@@ -304,7 +304,7 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
   }
   // FLEXATTN_SM90_BWD_TMA_STORE (default on): dK / dV leave through TMA stores from the freed K / V slabs (not the
   // persistent kernel, whose K / V slabs take its next work tile).
-  p.dkv_tma = !set.sm90_bwd_persistent && sm90_bwd_tma_store_requested() && encode_sm90_dkv_maps(&p, t) ? 1 : 0;
+  p.dkv_tma = set.sm90_bwd_tma_store && sm90_bwd_tma_store_requested() && encode_sm90_dkv_maps(&p, t) ? 1 : 0;
   launch_backward(*a.fwd.variant, set, p, launch_config(l, a.fwd.stream), a.deterministic && !ordered,
                   a.fwd.stream);
   if (ordered && jit::env_flag("FLEXATTN_JIT_DEBUG")) {

@@ -89,6 +89,23 @@ TEST_F(Sm90BwdCompile, BulkDqFallsBackToThePerElementPathWhereItWouldSpill) {
       << "the first kernel's bulk path no longer spills for relbias(learnable) D=128: update the fallback's comment";
 }
 
+// The TMA-store epilogue (FLEXATTN_SM90_BWD_TMA_STORE) is the first thing a spilling kernel gives up: compiled in,
+// it pushed the v2's constant-relbias kernel at D = 128 over its registers (92 bytes, ptxas 13.0), which then fell
+// back to the per-element dQ path (462 -> 387 TFLOP/s on the H200, session 12). The dense kernel keeps it.
+TEST_F(Sm90BwdCompile, TmaStoreEpilogueIsDroppedBeforeTheBulkDqPath) {
+  Variant rel;
+  rel.score_mod = mods::relative_bias(ir::Buffer{"bias", DType::F32});
+  const runtime::KernelSet& set = compile_bwd(rel, DType::BF16, 128, 128);
+  expect_clean(set, "constant relbias D=128");
+  EXPECT_TRUE(set.sm90_dq_bulk && set.sm90_bwd_v2 && set.sm90_bwd_dq_tma) << "keeps the bulk dQ path";
+  EXPECT_FALSE(set.sm90_bwd_tma_store)
+      << "constant relbias D=128 no longer spills with the TMA-store epilogue: update the fallback's comments";
+  Variant dense;
+  const runtime::KernelSet& d = compile_bwd(dense, DType::BF16, 128, 128);
+  EXPECT_TRUE(d.sm90_bwd_tma_store && d.sm90_dq_bulk);
+  EXPECT_TRUE(compile_bwd(dense, DType::BF16, 256, 256).sm90_bwd_tma_store) << "the wide kernel";
+}
+
 TEST_F(Sm90BwdCompile, HeadDimsAndDtypesCompileCleanly) {
   Variant v;
   v.mask_mod = mods::causal();

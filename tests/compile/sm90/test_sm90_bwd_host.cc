@@ -151,6 +151,10 @@ TEST(Sm90BwdHost, SourceHasTheHopperMainKernelAndTheSm80Helpers) {
             std::string::npos)
       << src;
   EXPECT_NE(src.find("__launch_bounds__(kSm90Threads, 1)"), std::string::npos) << src;
+  // The TMA-store epilogue is compiled in by default, not when asked not to nor in the persistent kernel.
+  EXPECT_TRUE(runtime::sm90_bwd_source_choice(src).tma_store);
+  EXPECT_FALSE(runtime::sm90_bwd_source_choice(runtime::kernel_source_sm90_bwd(gen, key, -1, -1, -1, -1, 0)).tma_store);
+  EXPECT_FALSE(runtime::sm90_bwd_source_choice(runtime::kernel_source_sm90_bwd(gen, key, -1, -1, 1)).tma_store);
   for (const char* e : {"flexattn_bwd_preprocess(", "flexattn_bwd_dq_convert("})
     EXPECT_NE(src.find(e), std::string::npos) << e;
   // The deterministic dQ pass is a kernel set of its own (sm80 family, KernelSetKey::dq_pass), compiled at
@@ -454,12 +458,14 @@ TEST(Sm90BwdHost, PersistentIsOptInAndOnlyAddsTheEighthTemplateArgument) {
   const std::string d128_red = runtime::kernel_source_sm90_bwd(gen, key, 0);
   EXPECT_FALSE(runtime::sm90_bwd_source_choice(d128).persistent);
   setenv("FLEXATTN_SM90_BWD_PERSISTENT", "1", 1);
-  // The persistent kernel has no grouped launch order (FLEXATTN_SM90_BWD_HEAD_GROUPS, the default's define).
+  // The persistent kernel has no grouped launch order (FLEXATTN_SM90_BWD_HEAD_GROUPS) and no TMA-store epilogue
+  // (FLEXATTN_SM90_BWD_TMA_STORE), the default's defines.
   auto with = [](std::string src, const std::string& call, const std::string& by) {
-    const std::string grid_order = "#define FLEXATTN_SM90_BWD_GRID_ORDER 1\n";
-    const size_t define = src.find(grid_order);
-    EXPECT_NE(define, std::string::npos);
-    if (define != std::string::npos) src.erase(define, grid_order.size());
+    for (const std::string define_line : {"#define FLEXATTN_SM90_BWD_GRID_ORDER 1\n", "#define FLEXATTN_SM90_BWD_TMA_STORE 1\n"}) {
+      const size_t define = src.find(define_line);
+      EXPECT_NE(define, std::string::npos) << define_line;
+      if (define != std::string::npos) src.erase(define, define_line.size());
+    }
     const size_t at = src.find(call);
     EXPECT_NE(at, std::string::npos) << call;
     if (at != std::string::npos) src.replace(at, call.size(), by);
