@@ -184,6 +184,26 @@ TEST(Sm90BwdHost, EncodingWithoutADriverNamesTheTensor) {
   EXPECT_EQ(msg.rfind("q: the sm90 kernels need the CUDA driver: ", 0), 0u) << msg;
 }
 
+// The dK / dV maps of the TMA-store epilogue: a layout (or a machine) the encoder rejects means the per-pair stores,
+// never an error; the map arguments are k_map's shape over dK.
+TEST(Sm90BwdHost, DkvMapsFallBackQuietly) {
+  kern::AttnParams p{};
+  p.dk = p.dv = g_data;
+  p.Bkv = 2, p.Hkv = 4, p.S = 100, p.D = p.Dv = 128;
+  p.dk_sl = p.dv_sl = 3;  // not a multiple of 8 elements: no TMA map, with or without a driver
+  p.dk_sh = p.dv_sh = 300, p.dk_sb = p.dv_sb = 1200;
+  EXPECT_FALSE(runtime::encode_sm90_dkv_maps(&p, DType::BF16));
+  std::string err;
+  if (jit::try_driver(&err) == nullptr) {
+    p.dk_sl = p.dv_sl = 128, p.dk_sh = p.dv_sh = 12800, p.dk_sb = p.dv_sb = 4 * 12800;
+    EXPECT_FALSE(runtime::encode_sm90_dkv_maps(&p, DType::BF16)) << "no driver: no maps, no throw";
+  }
+  const runtime::TmaMapArgs a = runtime::sm90_map_args("dk", g_data, DType::BF16, 2, 4, 100, 128, 4 * 12800, 12800, 128, 64);
+  EXPECT_EQ(a.dims[1], 100u);  // rows >= S fall outside: the epilogue's boxes skip them
+  EXPECT_EQ(a.dims[2], 4u);
+  EXPECT_EQ(a.dims[3], 2u);
+}
+
 TEST(Sm90BwdHost, DoutMapArgsUse64RowBoxes) {
   // dO [B=2, H=4, L=100, Dv=128], contiguous: the map the producer reads dO through (o_map).
   const runtime::TmaMapArgs a =
