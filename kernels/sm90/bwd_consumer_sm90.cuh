@@ -304,12 +304,13 @@ __device__ __forceinline__ void store_rows(void* base, long long row_stride, con
   }
 }
 
-// The CTA's epilogue (both consumer kernels): dK = scale * dS^T Q and dV as accumulated, rows < S.
+// The CTA's epilogue by per-pair stores (every consumer kernel): dK = scale * dS^T Q and dV as accumulated, rows < S;
+// D / Dv: the columns this thread holds, from column col0 on (the wide kernel's 128-column halves; 0 elsewhere).
 template <class T, int D, int Dv>
 __device__ __forceinline__ void store_dk_dv(const AttnParams& p, const float (&dk)[D / 2], const float (&dv)[Dv / 2],
-                                            int bz, int hk, int kv_row, int t) {
-  const long long dk_off = (long long)bz * p.dk_sb + (long long)hk * p.dk_sh;
-  const long long dv_off = (long long)bz * p.dv_sb + (long long)hk * p.dv_sh;
+                                            int bz, int hk, int kv_row, int t, int col0 = 0) {
+  const long long dk_off = (long long)bz * p.dk_sb + (long long)hk * p.dk_sh + col0;
+  const long long dv_off = (long long)bz * p.dv_sb + (long long)hk * p.dv_sh + col0;
   store_rows<T, D>((unsigned char*)p.dk + 2 * dk_off, p.dk_sl, dk, p.scale, kv_row, p.S, t);
   store_rows<T, Dv>((unsigned char*)p.dv + 2 * dv_off, p.dv_sl, dv, 1.f, kv_row, p.S, t);
 }

@@ -79,7 +79,7 @@ __device__ __forceinline__ void bwd_consumer_wide(const AttnParams& p, const Bwd
     const unsigned q_tile = c.q_tile(pos.stage), do_tile = c.do_tile(pos.stage);
 
     float st[16], dpt[16];
-    issue_sdp_wide<T, D, Dv>(st, dpt, k_tile, v_tile, q_tile + 32 * wg * 128, do_tile + 32 * wg * 128);
+    issue_sdp<T, D, Dv>(st, dpt, k_tile, v_tile, q_tile + 32 * wg * 128, do_tile + 32 * wg * 128);
     wgmma_wait<0>();
     fence_operands(st);
     fence_operands(dpt);
@@ -113,15 +113,11 @@ __device__ __forceinline__ void bwd_consumer_wide(const AttnParams& p, const Bwd
   }
 
   // dK = scale * dS^T Q and dV as accumulated: this warpgroup's 128 columns, rows < S.
-  if (FLEXATTN_SM90_BWD_TMA_STORE && p.dkv_tma != 0) {
+  if (FLEXATTN_SM90_BWD_TMA_STORE && p.dkv_tma != 0)
     store_dk_dv_tma<T, 128, 128>(p, k_tile + 2 * wg * C::kSlabBytes, v_tile + 2 * wg * C::kSlabBytes, dk, dv, wg,
                                  tid, warp, g, t, 2 * wg, kv0, hk, bz);
-    return;
-  }
-  const long long dk_off = (long long)bz * p.dk_sb + (long long)hk * p.dk_sh + 128 * wg;
-  const long long dv_off = (long long)bz * p.dv_sb + (long long)hk * p.dv_sh + 128 * wg;
-  store_rows<T, 128>((unsigned char*)p.dk + 2 * dk_off, p.dk_sl, dk, p.scale, kv_row, p.S, t);
-  store_rows<T, 128>((unsigned char*)p.dv + 2 * dv_off, p.dv_sl, dv, 1.f, kv_row, p.S, t);
+  else
+    store_dk_dv<T, 128, 128>(p, dk, dv, bz, hk, kv_row, t, 128 * wg);
 }
 
 }  // namespace flexattn::kern::sm90

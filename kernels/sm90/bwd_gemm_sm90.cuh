@@ -29,9 +29,10 @@ __device__ __forceinline__ void gemm_k_major(float (&acc)[R], unsigned a_tile, u
   }
 }
 
-// S^T and dP^T in one commit group (the element-wise step needs both).
-template <class T, int D, int Dv>
-__device__ __forceinline__ void issue_sdp(float (&st)[32], float (&dpt)[32], unsigned k_half, unsigned v_half,
+// S^T and dP^T in one commit group (the element-wise step needs both). R = 32: the first kernel's n64 tiles; R = 16:
+// the wide kernel's n32 halves (q_tile / do_tile then point 32 w rows = 4096 w bytes into the stage tiles).
+template <class T, int D, int Dv, int R>
+__device__ __forceinline__ void issue_sdp(float (&st)[R], float (&dpt)[R], unsigned k_half, unsigned v_half,
                                           unsigned q_tile, unsigned do_tile) {
   fence_operands(st);
   fence_operands(dpt);
@@ -136,17 +137,7 @@ __device__ __forceinline__ void issue_dq_v2(float (&dq)[32], unsigned ds0, unsig
 //   dQ_w   = dS K_w      SS m64 n128 k64   A = dS^T tile MN-major (trans-a, as issue_dq), B = K columns 128w..
 // (X_w: columns 128w..128w+127 = 64-wide slabs 2w and 2w+1; LBO 8192 steps between them.)
 
-// S^T_w and dP^T_w in one commit group; q_rows / do_rows: the stage tiles plus 32w rows (4096 w bytes).
-template <class T, int D, int Dv>
-__device__ __forceinline__ void issue_sdp_wide(float (&st)[16], float (&dpt)[16], unsigned k_tile, unsigned v_tile,
-                                               unsigned q_rows, unsigned do_rows) {
-  fence_operands(st);
-  fence_operands(dpt);
-  wgmma_fence();
-  gemm_k_major<T, D>(st, k_tile, q_rows);
-  gemm_k_major<T, Dv>(dpt, v_tile, do_rows);
-  wgmma_commit();
-}
+// (S^T_w and dP^T_w: issue_sdp with R = 16.)
 
 // dV_w += P^T dO_w and dK_w += dS^T Q_w (one commit group); do_cols / q_cols: slab 2w of the stage tiles.
 template <class T>
