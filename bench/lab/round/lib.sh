@@ -92,3 +92,15 @@ for (case, d), r in sorted(rows["default"].items(), key=lambda kv: (kv[0][1], kv
     print(f"{case:16s} D={d:3d} fwd {r.get('fwd_tflops') or 0:5.0f} | bwd {r.get('bwd_tflops') or 0:5.0f} / {a.get('bwd_tflops') or 0:5.0f}")
 PY
 }
+
+# bwd_checks: gpu_attention_check --quick, then --quick with FLEXATTN_SM90_BWD_PERSISTENT=auto on document / relbias,
+# then --quick --deterministic (logs check.log, check_auto.log, det.log in $O; timeouts capped by the deadline), each
+# with its pass / fail line and first failures.
+bwd_checks() {
+  timeout $(cap 200) $CHECK --quick > $O/check.log 2>&1; echo "check --quick rc=$? $(pass_fail $O/check.log) ($(el) s)"
+  grep ^FAIL $O/check.log | head -5
+  FLEXATTN_SM90_BWD_PERSISTENT=auto timeout $(cap 90 5) $CHECK --quick --only document --only relbias > $O/check_auto.log 2>&1
+  echo "check --quick persistent auto doc/relbias rc=$? $(pass_fail $O/check_auto.log) ($(el) s)"; grep ^FAIL $O/check_auto.log | head -3
+  timeout $(cap 90 5) $CHECK --quick --deterministic > $O/det.log 2>&1; echo "check --quick --deterministic rc=$? $(pass_fail $O/det.log) ($(el) s)"
+  grep ^FAIL $O/det.log | head -3
+}

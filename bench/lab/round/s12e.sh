@@ -9,12 +9,7 @@
 out_dir s12e; L=$O
 deadline 580
 BUILD_PY=ON build_gpu $O gpu_attention_check flexattn _C
-timeout $(cap 200) $CHECK --quick > $O/check.log 2>&1; echo "check --quick rc=$? $(pass_fail $O/check.log) ($(el) s)"
-grep ^FAIL $O/check.log | head -5
-FLEXATTN_SM90_BWD_PERSISTENT=auto timeout $(cap 90 5) $CHECK --quick --only document --only relbias > $O/check_auto.log 2>&1
-echo "check --quick persistent auto doc/relbias rc=$? $(pass_fail $O/check_auto.log) ($(el) s)"; grep ^FAIL $O/check_auto.log | head -3
-timeout $(cap 90 5) $CHECK --quick --deterministic > $O/det.log 2>&1; echo "check --quick --deterministic rc=$? $(pass_fail $O/det.log) ($(el) s)"
-grep ^FAIL $O/det.log | head -3
+bwd_checks
 export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python
 cases=full,causal,sliding1024,document,relbias_full
 timeout $(cap 120 5) python3 bench/run.py --suite long --backward --impls flexattn --cases $cases --no-warm --reps 20 --out $O/b_tma > $O/b_tma.log 2>&1

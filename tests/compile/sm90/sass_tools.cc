@@ -82,6 +82,12 @@ int max_register(const std::string& sass) {
   return best;
 }
 
+std::optional<int> producer_max_register(const std::string& sass) {
+  const size_t dealloc = sass.find("USETMAXREG.DEALLOC"), last_exit = sass.rfind("EXIT");
+  if (dealloc == std::string::npos || last_exit == std::string::npos || last_exit < dealloc) return std::nullopt;
+  return max_register(sass.substr(dealloc, last_exit - dealloc));
+}
+
 std::string function_sass(const std::string& sass, const std::string& name) {
   const std::string head = "Function : " + name + "\n";
   const size_t start = sass.find(head);

@@ -24,4 +24,9 @@ std::optional<std::string> elf_section(const std::string& cubin, const std::stri
 // Highest general register index (R<n>) named in the SASS, -1 if none.
 int max_register(const std::string& sass);
 
+// Highest register of a warp-specialized entry's producer code: from its setmaxnreg.dec (USETMAXREG.DEALLOC) to the
+// function's last EXIT (out-of-line subroutines, e.g. the consumers' division slow path, come after it); nullopt
+// when either marker is missing.
+std::optional<int> producer_max_register(const std::string& sass);
+
 }  // namespace flexattn::testing_sass

@@ -6,12 +6,30 @@
 #include <string>
 #include <utility>
 
+#include <gtest/gtest.h>
+
 #include "flexattn/codegen.h"
 #include "flexattn/jit.h"
 #include "runtime/kernel_set.h"
 #include "runtime/sm90_backward.h"
 
 namespace flexattn::sm90_test {
+
+// A compiled sm90 backward set is clean: its three entries without spill or stack frame, the main kernel inside the
+// launch's register cap, ptxas without warnings (no C7510-C7515 wgmma serialization).
+inline void expect_clean(const runtime::KernelSet& set, const std::string& what) {
+  for (const char* name : {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq_convert"}) {
+    ASSERT_EQ(set.compiled.ptxas.count(name), 1u) << what << " " << name << "\n" << set.compiled.log;
+    const jit::PtxasInfo& info = set.compiled.ptxas.at(name);
+    EXPECT_EQ(info.spill_stores + info.spill_loads, 0) << what << " " << name << " spills";
+    EXPECT_EQ(info.stack, 0) << what << " " << name << " has a stack frame";
+  }
+  // __launch_bounds__(384, 1): the entry allocation is capped at 65536 / 384 rounded down to 8.
+  EXPECT_LE(set.compiled.ptxas.at("flexattn_bwd").registers, 168) << what;
+  EXPECT_EQ(set.compiled.log.find("warning"), std::string::npos) << what << " ptxas warned:\n" << set.compiled.log;
+  EXPECT_EQ(set.compiled.log.find("serialized"), std::string::npos) << what << ":\n" << set.compiled.log;
+}
+
 
 struct BwdBuild {
   std::string source;

@@ -32,18 +32,7 @@ const runtime::KernelSet& compile_bwd(const Variant& v, DType t, int d, int dv) 
   return runtime::get_kernel_set(v, key);
 }
 
-void expect_clean(const runtime::KernelSet& set, const std::string& what) {
-  for (const char* name : {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq_convert"}) {
-    ASSERT_EQ(set.compiled.ptxas.count(name), 1u) << what << " " << name << "\n" << set.compiled.log;
-    const jit::PtxasInfo& info = set.compiled.ptxas.at(name);
-    EXPECT_EQ(info.spill_stores + info.spill_loads, 0) << what << " " << name << " spills";
-    EXPECT_EQ(info.stack, 0) << what << " " << name << " has a stack frame";
-  }
-  // __launch_bounds__(384, 1): the entry allocation is capped at 65536 / 384 rounded down to 8.
-  EXPECT_LE(set.compiled.ptxas.at("flexattn_bwd").registers, 168) << what;
-  EXPECT_EQ(set.compiled.log.find("warning"), std::string::npos) << what << " ptxas warned:\n" << set.compiled.log;
-  EXPECT_EQ(set.compiled.log.find("serialized"), std::string::npos) << what << ":\n" << set.compiled.log;
-}
+using sm90_test::expect_clean;
 
 // The first sm90 backward kernel with one dQ path, chosen explicitly: FLEXATTN_SM90_BWD_DQ_BULK=1 (the default: shared dQ tile and bulk
 // reductions) or =0 (red.global.add per element). The in-process set cache (get_kernel_set) is keyed by
@@ -276,13 +265,10 @@ TEST_F(Sm90BwdCompile, V2CompilesCleanlyForEveryCorpusVariant) {
       EXPECT_EQ(testing_sass::count(sass, "STL"), 0) << what << ": local stores";
       const int maxr = testing_sass::max_register(sass);
       EXPECT_LT(maxr, kern::sm90_bwd_consumer_regs(bulk, true)) << what;
-      // The producer warpgroup's code follows its setmaxnreg.dec (24 with the bulk path, 40 without) and
-      // ends with the function's last EXIT; out-of-line subroutines (e.g. the consumers' division slow
-      // path) come after it.
-      const size_t dealloc = sass.find("USETMAXREG.DEALLOC"), last_exit = sass.rfind("EXIT");
-      ASSERT_NE(dealloc, std::string::npos) << what;
-      ASSERT_TRUE(last_exit != std::string::npos && last_exit > dealloc) << what;
-      const int prod = testing_sass::max_register(sass.substr(dealloc, last_exit - dealloc));
+      // The producer warpgroup's registers: 24 with the bulk path, 40 without.
+      const std::optional<int> producer = testing_sass::producer_max_register(sass);
+      ASSERT_TRUE(producer.has_value()) << what << ": no setmaxnreg.dec before the last EXIT";
+      const int prod = *producer;
       EXPECT_LT(prod, kern::sm90_bwd_producer_regs(bulk, true)) << what;
       std::printf("[v2] %s: HGMMA %d, REDG %d, UBLKRED %d, UTMAREDG %d, max register R%d, producer R%d\n",
                   what.c_str(), testing_sass::count(sass, "HGMMA.64x"), testing_sass::count(sass, "REDG"),
@@ -338,10 +324,9 @@ TEST_F(Sm90BwdCompile, V3FirstKernelCompilesCleanlyForEveryCorpusVariant) {
     EXPECT_EQ(testing_sass::count(sass, "STL"), 0) << what << ": local stores";
     const int maxr = testing_sass::max_register(sass);
     EXPECT_LT(maxr, kern::kSm90BwdConsumerRegs) << what;
-    const size_t dealloc = sass.find("USETMAXREG.DEALLOC"), last_exit = sass.rfind("EXIT");
-    ASSERT_NE(dealloc, std::string::npos) << what;
-    ASSERT_TRUE(last_exit != std::string::npos && last_exit > dealloc) << what;
-    const int prod = testing_sass::max_register(sass.substr(dealloc, last_exit - dealloc));
+    const std::optional<int> producer = testing_sass::producer_max_register(sass);
+    ASSERT_TRUE(producer.has_value()) << what << ": no setmaxnreg.dec before the last EXIT";
+    const int prod = *producer;
     EXPECT_LT(prod, kern::kSm90BwdProducerRegs) << what;
     std::printf("[v3 first] %s: %d registers, HGMMA %d, UTMAREDG %d, REDG %d, max register R%d, producer R%d\n",
                 what.c_str(), set.compiled.ptxas.at("flexattn_bwd").registers, testing_sass::count(sass, "HGMMA.64x"),

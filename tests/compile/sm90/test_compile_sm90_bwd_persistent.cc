@@ -69,10 +69,9 @@ void check_set(const runtime::KernelSet& set, const std::string& what) {
   const bool bulk = set.sm90_dq_bulk, v2 = set.sm90_bwd_v2;
   const int maxr = testing_sass::max_register(sass);
   EXPECT_LT(maxr, kern::sm90_bwd_consumer_regs(bulk, v2)) << what;
-  const size_t dealloc = sass.find("USETMAXREG.DEALLOC"), last_exit = sass.rfind("EXIT");
-  ASSERT_NE(dealloc, std::string::npos) << what;
-  ASSERT_TRUE(last_exit != std::string::npos && last_exit > dealloc) << what;
-  const int prod = testing_sass::max_register(sass.substr(dealloc, last_exit - dealloc));
+  const std::optional<int> producer = testing_sass::producer_max_register(sass);
+  ASSERT_TRUE(producer.has_value()) << what << ": no setmaxnreg.dec before the last EXIT";
+  const int prod = *producer;
   EXPECT_LT(prod, kern::sm90_bwd_producer_regs(bulk, v2)) << what;
   std::printf("[persistent] %s: persistent %d bulk %d v2 %d tma %d, %d registers, max register R%d, producer R%d\n",
               what.c_str(), set.sm90_bwd_persistent, bulk, v2, set.sm90_bwd_dq_tma, info.registers, maxr, prod);

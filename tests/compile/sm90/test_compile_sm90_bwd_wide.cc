@@ -26,15 +26,7 @@ namespace {
 
 using Sm90BwdWideCompile = compile_test::CompileTest;
 
-void expect_clean(const runtime::KernelSet& set, const std::string& what) {
-  for (const char* name : {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq_convert"}) {
-    ASSERT_EQ(set.compiled.ptxas.count(name), 1u) << what << " " << name << "\n" << set.compiled.log;
-    const jit::PtxasInfo& info = set.compiled.ptxas.at(name);
-    EXPECT_EQ(info.spill_stores + info.spill_loads, 0) << what << " " << name << " spills";
-    EXPECT_EQ(info.stack, 0) << what << " " << name << " has a stack frame";
-  }
-  EXPECT_EQ(set.compiled.log.find("warning"), std::string::npos) << what << " ptxas warned:\n" << set.compiled.log;
-}
+using sm90_test::expect_clean;
 
 void expect_wide_sass(const runtime::KernelSet& set, const std::string& what, bool learnable) {
   std::string why;
@@ -57,10 +49,9 @@ void expect_wide_sass(const runtime::KernelSet& set, const std::string& what, bo
   EXPECT_EQ(testing_sass::count(sass, "STL"), 0) << what << ": local stores";
   const int maxr = testing_sass::max_register(sass);
   EXPECT_LT(maxr, 240) << what;
-  const size_t dealloc = sass.find("USETMAXREG.DEALLOC"), last_exit = sass.rfind("EXIT");
-  ASSERT_NE(dealloc, std::string::npos) << what;
-  ASSERT_TRUE(last_exit != std::string::npos && last_exit > dealloc) << what;
-  const int prod = testing_sass::max_register(sass.substr(dealloc, last_exit - dealloc));
+  const std::optional<int> producer = testing_sass::producer_max_register(sass);
+  ASSERT_TRUE(producer.has_value()) << what << ": no setmaxnreg.dec before the last EXIT";
+  const int prod = *producer;
   EXPECT_LT(prod, 24) << what;
   std::printf("[wide] %s: %d registers, HGMMA %d, UTMAREDG %d, max register R%d, producer R%d\n", what.c_str(),
               set.compiled.ptxas.at("flexattn_bwd").registers, testing_sass::count(sass, "HGMMA.64x"),
