@@ -109,17 +109,17 @@ __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
       const int warp = __shfl_sync(0xffffffffu, (int)threadIdx.x >> 5, 0);
       if (warp == 0) {
         if constexpr (kPersistent)
-          bwd_producer_persistent<V, D, Dv>(p, c, threadIdx.x & 31);
+          bwd_producer_persistent<D, Dv>(p, c, threadIdx.x & 31);
         else
-          bwd_producer<V, D, Dv>(p, c, kv0, hk, bz, threadIdx.x & 31);
+          bwd_producer<D, Dv>(p, c, kv0, hk, bz, threadIdx.x & 31);
       } else if (warp == 1) {
         bwd_dq_writer<D, Dv, kDqBulk, kV2, kDqTma, kPersistent>(p, c, threadIdx.x & 31, kv_tile);
       }
     } else if (threadIdx.x < 32) {
       if constexpr (kPersistent)
-        bwd_producer_persistent<V, D, Dv>(p, c, threadIdx.x);
+        bwd_producer_persistent<D, Dv>(p, c, threadIdx.x);
       else
-        bwd_producer<V, D, Dv>(p, c, kv0, hk, bz, threadIdx.x);
+        bwd_producer<D, Dv>(p, c, kv0, hk, bz, threadIdx.x);
     }
   } else {
     setmaxnreg_inc<C::kConsumerRegs>();

@@ -13,7 +13,6 @@
 #include "sm90/bwd_dq_order_sm90.cuh"
 #include "sm90/bwd_layout_sm90.cuh"
 #include "sm90/fwd_scheduler_sm90.cuh"
-#include "sm90/mod_prefetch_sm90.cuh"
 #include "sm90/ptx/redux.cuh"
 #include "sm90/ptx/bulk_reduce.cuh"
 #include "sm90/ptx/mbarrier.cuh"
@@ -57,7 +56,7 @@ __device__ __forceinline__ void bwd_fill_stage(const AttnParams& p, const C& c, 
   mbar_arrive(c.full(stage));
 }
 
-template <class V, int D, int Dv, bool kB = false, bool kV2 = false, bool kT = false>
+template <int D, int Dv, bool kB = false, bool kV2 = false, bool kT = false>
 __device__ __forceinline__ void bwd_producer(const AttnParams& p, const BwdCfg<D, Dv, kB, kV2, kT>& c, int kv0, int hk,
                                              int bz, int lane) {
   using C = BwdCfg<D, Dv, kB, kV2, kT>;
@@ -84,7 +83,6 @@ __device__ __forceinline__ void bwd_producer(const AttnParams& p, const BwdCfg<D
   it.init(p, bz, hk, kv0, C::BM);
   RingPos pos{0, 0u};
   while (it.next(p)) {
-    if (lane == 0) prefetch_mods<V, C::BM, C::BN>(p, it.cur.b, it.cur.h, it.cur.q0, kv0, it.cur.full);
     mbar_wait(c.empty(pos.stage), pos.phase ^ 1u);
     bwd_fill_stage<D, Dv>(p, c, pos.stage, it.cur, lane);
     pos.template advance<C::ST>();
@@ -106,7 +104,7 @@ __device__ __forceinline__ void bwd_producer(const AttnParams& p, const BwdCfg<D
 //      into L2, so step 1 of the next tile reads them from L2 while the consumers run this tile's epilogue;
 //   4. a ring slot with start -1 ends this tile's query tiles (the consumers release it like any other).
 // After the last tile, kv_info gets -1 and bar_kv a plain arrival: the consumers leave their tile loop.
-template <class V, int D, int Dv, bool kB = false, bool kV2 = false, bool kT = false>
+template <int D, int Dv, bool kB = false, bool kV2 = false, bool kT = false>
 __device__ __forceinline__ void bwd_producer_persistent(const AttnParams& p, const BwdCfg<D, Dv, kB, kV2, kT>& c,
                                                         int lane) {
   using C = BwdCfg<D, Dv, kB, kV2, kT>;
@@ -152,7 +150,6 @@ __device__ __forceinline__ void bwd_producer_persistent(const AttnParams& p, con
     BwdTileIter it;
     it.init(p, w.bz, w.hk, w.kv0, C::BM);
     while (it.next(p)) {
-      if (lane == 0) prefetch_mods<V, C::BM, C::BN>(p, it.cur.b, it.cur.h, it.cur.q0, w.kv0, it.cur.full);
       mbar_wait(c.empty(pos.stage), pos.phase ^ 1u);
       bwd_fill_stage<D, Dv>(p, c, pos.stage, it.cur, lane);
       pos.template advance<C::ST>();

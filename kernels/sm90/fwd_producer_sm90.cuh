@@ -13,20 +13,36 @@
 // an end-marker Q use (fwd_scheduler_sm90.cuh, "Handshake").
 #include "common/mask_iter.cuh"
 #include "common/params.h"
+#include "common/variant.cuh"
 #include "sm90/fwd_layout_sm90.cuh"
 #include "sm90/fwd_scheduler_sm90.cuh"
-#include "sm90/mod_prefetch_sm90.cuh"
 #include "sm90/ptx/mbarrier.cuh"
 #include "sm90/ptx/smem.cuh"
 #include "sm90/ptx/tma.cuh"
 
 namespace flexattn::kern::sm90 {
 
+// The mods' buffer reads of one kv tile into L1 (codegen's V::prefetch; FLEXATTN_SM90_MOD_PREFETCH, set in
+// the generated source of such variants), issued before the producer waits for the tile's slot, a stage or
+// more ahead of its use. Without it a gather such as bias[h, q_idx - kv_idx] starts when the consumer has
+// its scores: the relbias SASS issues its 64 LDGs right after the S wait, and the softmax waits an L2
+// round trip per tile.
+template <class V, int BM, int BN>
+__device__ __forceinline__ void prefetch_mods(const AttnParams& p, const FwdTile& tile, int kv0, bool full) {
+#if defined(FLEXATTN_SM90_MOD_PREFETCH)
+  if constexpr (PrefetchOf<V>::value) {
+    const int q_hi = min(tile.q0 + BM, p.L) - 1, kv_hi = min(kv0 + BN, p.S) - 1;
+    V::prefetch(p.mod, tile.b, tile.h, tile.q0 + p.q_offset, q_hi + p.q_offset, kv0 + p.kv_offset, kv_hi + p.kv_offset,
+                !full);
+  }
+#endif
+}
+
 template <class V, int D, int Dv, bool kNarrow, bool kPersistent>
 __device__ __forceinline__ void produce_kv(const AttnParams& p, const FwdCfg<D, Dv, kNarrow, kPersistent>& c, RingPos& pos,
                                            const FwdTile& tile, int kv0, bool full, int hk, int bk) {
   using C = FwdCfg<D, Dv, kNarrow, kPersistent>;
-  prefetch_mods<V, C::BM, C::BN>(p, tile.b, tile.h, tile.q0, kv0, full);
+  prefetch_mods<V, C::BM, C::BN>(p, tile, kv0, full);
   mbar_wait(c.empty_k(pos.stage), pos.phase ^ 1u);
   st_shared_s32(c.info(pos.stage), kv0);
   st_shared_s32(c.info(pos.stage) + 4, full ? 1 : 0);

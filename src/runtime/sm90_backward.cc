@@ -240,9 +240,6 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   // persistent kernel's at D = 128 (with it ALiBi + causal spilled there, ptxas 13.0; clean at D = 64).
   if (variant.rel_affine && (!use_persistent || key.d <= 64) && jit::env_flag("FLEXATTN_SM90_AFFINE", true))
     s << "#define FLEXATTN_SM90_REL_AFFINE 1\n";
-  // FLEXATTN_SM90_PREFETCH (default on), as the forward's: the producer prefetches into L1 what each query tile's
-  // mods will read (kernels/sm90/mod_prefetch_sm90.cuh); only sources of variants with such loads get the define.
-  if (variant.prefetch && jit::env_flag("FLEXATTN_SM90_PREFETCH", true)) s << "#define FLEXATTN_SM90_MOD_PREFETCH 1\n";
   s << "#include \"common/mod_ops.cuh\"\n";
   s << "#include \"sm80/attn_bwd_sm80.cuh\"\n";
   s << "#include \"sm90/attn_bwd_sm90.cuh\"\n";
