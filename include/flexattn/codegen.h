@@ -35,7 +35,6 @@ struct GeneratedVariant {
   int buffer_grad_reduce = 0;
   bool has_mask_mod = false;  // kHasMaskMod: a mask_mod that is not constant true
   bool rel_affine = false;    // kRelAffine: score_mod = score + rel_slope(b, h) * (kv_idx - q_idx)
-  bool prefetch = false;      // kPrefetch: the mods read buffers at indices of the positions alone (V::prefetch)
 };
 
 // Simplifies and differentiates (when with_backward) the mods and emits the functor.

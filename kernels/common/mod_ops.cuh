@@ -233,31 +233,3 @@ FA_MOD_FN unsigned fa_clamp_index32(int i, long long size) {
 // as faithful as torch flex, whose Triton kernels compile f32 `/` to div.full.f32 (2 ulp;
 // triton-lang/triton#10661), where the IEEE division is ~10 instructions and a slow-path call per entry.
 FA_MOD_FN float fa_rcp(float d) { return 1.0f / d; }
-
-// The 128-byte lines holding elements [min, max] of four flat offsets (a tile's corners: codegen's
-// V::prefetch) of a buffer at `base` with `es`-byte elements: the first line's address in *first and
-// their count, or 0 when the span is empty (an offset below 0) or wider than FA_PREFETCH_MAX_LINES (an
-// index that is not monotone in the positions, or a 2-D gather such as bias[q_idx, kv_idx]: not worth
-// the producer's time). A line that holds a valid element lies inside the allocation's pages.
-#define FA_PREFETCH_MAX_LINES 16
-FA_MOD_FN int fa_prefetch_lines(unsigned long long base, int es, long long a, long long b, long long c, long long d,
-                                unsigned long long* first) {
-  const long long lo = (a < b ? a : b) < (c < d ? c : d) ? (a < b ? a : b) : (c < d ? c : d);
-  const long long hi = (a > b ? a : b) > (c > d ? c : d) ? (a > b ? a : b) : (c > d ? c : d);
-  if (lo < 0) return 0;
-  const unsigned long long f = (base + (unsigned long long)lo * (unsigned long long)es) & ~127ull;
-  const unsigned long long l = (base + (unsigned long long)hi * (unsigned long long)es + (unsigned long long)(es - 1)) & ~127ull;
-  const unsigned long long n = ((l - f) >> 7) + 1;
-  *first = f;
-  return n > FA_PREFETCH_MAX_LINES ? 0 : (int)n;
-}
-// Issues them (prefetch.L1, generic addressing; a hint: no result, no fault on a valid address). Host builds: nothing.
-FA_MOD_FN void fa_prefetch_l1(const void* base, int es, long long a, long long b, long long c, long long d) {
-#if defined(__CUDA_ARCH__)
-  unsigned long long line;
-  const int n = fa_prefetch_lines((unsigned long long)base, es, a, b, c, d, &line);
-  for (int i = 0; i < n; ++i, line += 128) asm volatile("prefetch.L1 [%0];" ::"l"(line));
-#else
-  (void)base, (void)es, (void)a, (void)b, (void)c, (void)d;
-#endif
-}

@@ -78,8 +78,6 @@ __device__ __forceinline__ int wrap_index(int i, int n) { return i < n ? i : i %
   struct Name<V, decltype(void(V::member))> {                   \
     static constexpr T value = V::member;                       \
   };
-// V::prefetch (codegen's kPrefetch): the mods read buffers at indices of the positions alone.
-FLEXATTN_VARIANT_HOOK(PrefetchOf, kPrefetch, bool, false)
 
 // The identity variant: plain softmax attention (block mask still honoured).
 struct IdentityVariant {

@@ -70,7 +70,7 @@ __device__ __forceinline__ void attn_fwd_sm90(const AttnParams& p) {
   // One branch per role, each starting with its setmaxnreg (ptxas ignores them otherwise, C7508).
   if (wg == 0) {
     setmaxnreg_dec<kSm90ProducerRegs>();
-    if (threadIdx.x == 0) fwd_producer<V, D, Dv, kNarrow>(p, c, order);
+    if (threadIdx.x == 0) fwd_producer<D, Dv, kNarrow>(p, c, order);
   } else {
     setmaxnreg_inc<kSm90ConsumerRegs>();
     fwd_consumer<V, T, D, Dv, kNarrow, kPingPong>(p, c, wg - 1, order);

@@ -13,7 +13,6 @@
 // an end-marker Q use (fwd_scheduler_sm90.cuh, "Handshake").
 #include "common/mask_iter.cuh"
 #include "common/params.h"
-#include "common/variant.cuh"
 #include "sm90/fwd_layout_sm90.cuh"
 #include "sm90/fwd_scheduler_sm90.cuh"
 #include "sm90/ptx/mbarrier.cuh"
@@ -22,27 +21,10 @@
 
 namespace flexattn::kern::sm90 {
 
-// The mods' buffer reads of one kv tile into L1 (codegen's V::prefetch; FLEXATTN_SM90_MOD_PREFETCH, set in
-// the generated source of such variants), issued before the producer waits for the tile's slot, a stage or
-// more ahead of its use. Without it a gather such as bias[h, q_idx - kv_idx] starts when the consumer has
-// its scores: the relbias SASS issues its 64 LDGs right after the S wait, and the softmax waits an L2
-// round trip per tile.
-template <class V, int BM, int BN>
-__device__ __forceinline__ void prefetch_mods(const AttnParams& p, const FwdTile& tile, int kv0, bool full) {
-#if defined(FLEXATTN_SM90_MOD_PREFETCH)
-  if constexpr (PrefetchOf<V>::value) {
-    const int q_hi = min(tile.q0 + BM, p.L) - 1, kv_hi = min(kv0 + BN, p.S) - 1;
-    V::prefetch(p.mod, tile.b, tile.h, tile.q0 + p.q_offset, q_hi + p.q_offset, kv0 + p.kv_offset, kv_hi + p.kv_offset,
-                !full);
-  }
-#endif
-}
-
-template <class V, int D, int Dv, bool kNarrow, bool kPersistent>
+template <int D, int Dv, bool kNarrow, bool kPersistent>
 __device__ __forceinline__ void produce_kv(const AttnParams& p, const FwdCfg<D, Dv, kNarrow, kPersistent>& c, RingPos& pos,
-                                           const FwdTile& tile, int kv0, bool full, int hk, int bk) {
+                                           int kv0, bool full, int hk, int bk) {
   using C = FwdCfg<D, Dv, kNarrow, kPersistent>;
-  prefetch_mods<V, C::BM, C::BN>(p, tile, kv0, full);
   mbar_wait(c.empty_k(pos.stage), pos.phase ^ 1u);
   st_shared_s32(c.info(pos.stage), kv0);
   st_shared_s32(c.info(pos.stage) + 4, full ? 1 : 0);
@@ -59,7 +41,7 @@ __device__ __forceinline__ void produce_kv(const AttnParams& p, const FwdCfg<D, 
 }
 
 // One tile; `it` counts the CTA's tiles (the Q barriers' phase), `pos` is the ring position.
-template <class V, int D, int Dv, bool kNarrow>
+template <int D, int Dv, bool kNarrow>
 __device__ __forceinline__ void fwd_produce_tile(const AttnParams& p, const FwdCfg<D, Dv, kNarrow>& c, const FwdTile& tile,
                                                  int it, RingPos& pos) {
   using C = FwdCfg<D, Dv, kNarrow>;
@@ -68,7 +50,7 @@ __device__ __forceinline__ void fwd_produce_tile(const AttnParams& p, const FwdC
   TileWalker walk;
   init_kv_walker(walk, p, b, h, q0, C::BN);
   const bool first = walk.next();
-  if (first) produce_kv<V>(p, c, pos, tile, walk.start, walk.full, hk, bk);
+  if (first) produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
 
   // Rows past L come back as zeros (TMA bounds), and the full box bytes are still credited.
   if (it > 0) mbar_wait(c.q_free(), unsigned(it - 1) & 1u);
@@ -81,7 +63,7 @@ __device__ __forceinline__ void fwd_produce_tile(const AttnParams& p, const FwdC
   }
 
   if (first)
-    while (walk.next()) produce_kv<V>(p, c, pos, tile, walk.start, walk.full, hk, bk);
+    while (walk.next()) produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
   mbar_wait(c.empty_k(pos.stage), pos.phase ^ 1u);
   st_shared_s32(c.info(pos.stage), -1);
   mbar_arrive(c.full_k(pos.stage));
@@ -93,7 +75,7 @@ __device__ __forceinline__ void fwd_produce_tile(const AttnParams& p, const FwdC
 // One tile of the persistent kernel: Q with the tile's {kv-tile count, tile index} into buffer it % QB,
 // then its kv tiles; no end marker. The order of the Q load and the first K/V follows handshake 3 of
 // fwd_scheduler_sm90.cuh. Returns the CTA's next tile index, taken once the tile's last K/V is issued.
-template <class V, int D, int Dv, bool kNarrow>
+template <int D, int Dv, bool kNarrow>
 __device__ __forceinline__ int fwd_produce_tile_persistent(const AttnParams& p, const FwdCfg<D, Dv, kNarrow, true>& c,
                                                            const FwdTileOrder& order, int t, int it, RingPos& pos) {
   using C = FwdCfg<D, Dv, kNarrow, true>;
@@ -126,13 +108,13 @@ __device__ __forceinline__ int fwd_produce_tile_persistent(const AttnParams& p, 
   };
   if constexpr (C::QB == 2) {
     load_q();
-    while (walk.next()) produce_kv<V>(p, c, pos, tile, walk.start, walk.full, hk, bk);
+    while (walk.next()) produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
   } else {
     const bool first = walk.next();
-    if (first) produce_kv<V>(p, c, pos, tile, walk.start, walk.full, hk, bk);
+    if (first) produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
     load_q();
     if (first)
-      while (walk.next()) produce_kv<V>(p, c, pos, tile, walk.start, walk.full, hk, bk);
+      while (walk.next()) produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
   }
   // Taken now, not when the tile starts: a CTA claims its next tile only when it is about to need it
   // (the greedy order; a claim one tile ahead left causal 11 % over the queue's makespan in the
@@ -151,7 +133,7 @@ __device__ __forceinline__ void fwd_produce_end_persistent(const FwdCfg<D, Dv, k
   mbar_arrive(c.bar_q(qb));
 }
 
-template <class V, int D, int Dv, bool kNarrow, bool kPersistent>
+template <int D, int Dv, bool kNarrow, bool kPersistent>
 __device__ __forceinline__ void fwd_producer(const AttnParams& p, const FwdCfg<D, Dv, kNarrow, kPersistent>& c,
                                              const FwdTileOrder& order) {
   tma_prefetch_map(&p.q_map);
@@ -161,11 +143,11 @@ __device__ __forceinline__ void fwd_producer(const AttnParams& p, const FwdCfg<D
   int it = 0;
   if constexpr (kPersistent) {
     // Tiles from the queue (fwd_scheduler_sm90.cuh); the first one is blockIdx.x, with no atomic.
-    for (int t = blockIdx.x; t < order.count; ++it) t = fwd_produce_tile_persistent<V>(p, c, order, t, it, pos);
+    for (int t = blockIdx.x; t < order.count; ++it) t = fwd_produce_tile_persistent(p, c, order, t, it, pos);
     fwd_produce_end_persistent(c, it);
   } else {
     for (int t = blockIdx.x; t < order.count; t += gridDim.x, ++it)
-      fwd_produce_tile<V>(p, c, fwd_tile_at<FwdCfg<D, Dv, kNarrow>::BM>(order, p, t), it, pos);
+      fwd_produce_tile(p, c, fwd_tile_at<FwdCfg<D, Dv, kNarrow>::BM>(order, p, t), it, pos);
   }
 }
 

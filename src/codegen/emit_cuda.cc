@@ -4,7 +4,6 @@
 // the stated accuracy: integer literal divisors of // and % compiled in (divisor()), float division by
 // a uniform value as a reciprocal multiply (uniform()), i32 gather indices clamped in 32 bits with the
 // row offset apart (flat_index()).
-#include <algorithm>
 #include <functional>
 #include <set>
 #include <utility>
@@ -376,67 +375,8 @@ int buffer_grad_reduce(const std::vector<ir::LoadGrad>& grads) {
   return 0;
 }
 
-// Loads of `e` whose indices read neither the score nor another load but do read q_idx or kv_idx, so
-// that their addresses move with the tile and follow from its position alone (what a producer can
-// prefetch); each node once, in topological order.
-void prefetchable_loads(const ir::Expr& e, std::vector<const Node*>& out) {
-  if (e.empty()) return;
-  std::unordered_map<const Node*, bool> plain;  // free of Score and Load
-  for (const Node* n : ir::topo_order(e)) {
-    bool args_plain = true;
-    for (const ir::NodePtr& a : n->args) args_plain = args_plain && plain.at(a.get());
-    plain[n] = args_plain && n->op != Op::Score && n->op != Op::Load;
-    bool moves = false;  // a load at one index per (b, h), such as ALiBi's slopes[h], stays in L1 by itself
-    for (const ir::NodePtr& a : n->args) moves = moves || depends_on_position(a.get());
-    if (n->op == Op::Load && args_plain && moves && std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
-  }
-}
-
-int element_bytes(DType buffer_dtype) {
-  switch (buffer_dtype) {
-    case DType::BF16: case DType::F16: return 2;
-    case DType::I64: return 8;
-    case DType::Bool: return 1;
-    default: return 4;
-  }
-}
-
 const char* kSignature = "const ModParams& p, float score, int b, int h, int q_idx, int kv_idx";
 const char* kMaskSignature = "const ModParams& p, int b, int h, int q_idx, int kv_idx";
-
-// V::prefetch (kPrefetch; only for mods with prefetchable loads, other sources stay as they were): the
-// L1 prefetch of the elements a tile's entries read, from the flat offsets at the tile's four corners
-// (fa_prefetch_l1). The range is every element read when each index is monotone in q_idx and kv_idx
-// (bias[h, q_idx - kv_idx + c], doc_ids[kv_idx]); otherwise a hint that may miss or be skipped.
-// mask_mod's loads only for partial tiles (full tiles never evaluate it).
-void emit_prefetch(const ir::Expr& score_mod, const ir::Expr& mask_mod, const VariantLayout& layout,
-                   std::ostringstream& out, GeneratedVariant* gen) {
-  std::vector<const Node*> loads;
-  prefetchable_loads(score_mod, loads);
-  const size_t n_score = loads.size();
-  prefetchable_loads(mask_mod, loads);
-  if (loads.empty()) return;
-  gen->prefetch = true;
-  out << "\n  // The mods' buffer reads of a tile, for an L1 prefetch ahead of the tile (the sm90 forward's producer):\n";
-  out << "  // flat element offsets at the tile's corners; mask_mod's only for partial tiles.\n";
-  out << "  static constexpr bool kPrefetch = true;\n";
-  for (size_t i = 0; i < loads.size(); ++i) {
-    out << "  __device__ __forceinline__ static long long prefetch_at_" << i << "(" << kMaskSignature << ") {\n";
-    FunctionEmitter fe(layout, out);
-    const auto at = fe.flat_index(*loads[i], layout.buffer_slot(loads[i]->name));
-    out << "    return " << (at.col.empty() ? at.row : "(" + at.row + ") + (long long)" + at.col) << ";\n  }\n";
-  }
-  out << "  __device__ __forceinline__ static void prefetch(const ModParams& p, int b, int h, int q_lo, int q_hi, "
-         "int kv_lo, int kv_hi, bool partial) {\n";
-  for (size_t i = 0; i < loads.size(); ++i) {
-    const std::string f = "prefetch_at_" + std::to_string(i) + "(p, b, h, ";
-    const std::string call = "fa_prefetch_l1(p.buf[" + std::to_string(layout.buffer_slot(loads[i]->name)) + "], " +
-                             std::to_string(element_bytes(loads[i]->buffer_dtype)) + ", " + f + "q_lo, kv_lo), " + f +
-                             "q_lo, kv_hi), " + f + "q_hi, kv_lo), " + f + "q_hi, kv_hi));\n";
-    out << (i < n_score ? "    " : "    if (partial) ") << call;
-  }
-  out << "  }\n";
-}
 
 }  // namespace
 
@@ -568,7 +508,6 @@ GeneratedVariant emit_cuda_variant(const Variant& variant, bool with_backward) {
     }
     out << "  }\n";
   }
-  emit_prefetch(score_mod, mask_mod, layout, out, &gen);
   out << "};\n";
   gen.source = out.str();
   return gen;

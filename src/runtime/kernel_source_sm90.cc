@@ -49,10 +49,6 @@ std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const K
   // session 10): a smaller last head group runs first (fwd_scheduler_sm90.cuh, FwdTileOrder::span). 0: last, as
   // before; an A/B knob.
   if (!jit::env_flag("FLEXATTN_SM90_SMALL_GROUP_FIRST", true)) s << "#define FLEXATTN_SM90_SMALL_GROUP_LAST 1\n";
-  // FLEXATTN_SM90_PREFETCH (default on; only variants whose mods read buffers at indices of the positions
-  // alone, codegen's kPrefetch): the producer prefetches into L1 what each kv tile's mods will read
-  // (fwd_producer_sm90.cuh prefetch_mods). 0: the consumers' gathers go to L2 as before; an A/B knob.
-  if (variant.prefetch && jit::env_flag("FLEXATTN_SM90_PREFETCH", true)) s << "#define FLEXATTN_SM90_MOD_PREFETCH 1\n";
   s << "#include \"common/mod_ops.cuh\"\n";
   s << "#include \"sm90/attn_fwd_sm90.cuh\"\n";
   s << "using namespace flexattn::kern;\n\n";

@@ -36,20 +36,6 @@ struct FlexVariant {
   // Accumulates g * d score_mod / d load into the gradient of every learnable buffer.
   __device__ __forceinline__ static void buffer_grad(const ModParams& p, float score, int b, int h, int q_idx, int kv_idx, float g) {
   }
-
-  // The mods' buffer reads of a tile, for an L1 prefetch ahead of the tile (the sm90 forward's producer):
-  // flat element offsets at the tile's corners; mask_mod's only for partial tiles.
-  static constexpr bool kPrefetch = true;
-  __device__ __forceinline__ static long long prefetch_at_0(const ModParams& p, int b, int h, int q_idx, int kv_idx) {
-    return (0LL) + (long long)fa_clamp_index32(q_idx, p.buf_shape[0][0]);
-  }
-  __device__ __forceinline__ static long long prefetch_at_1(const ModParams& p, int b, int h, int q_idx, int kv_idx) {
-    return (0LL) + (long long)fa_clamp_index32(kv_idx, p.buf_shape[0][0]);
-  }
-  __device__ __forceinline__ static void prefetch(const ModParams& p, int b, int h, int q_lo, int q_hi, int kv_lo, int kv_hi, bool partial) {
-    if (partial) fa_prefetch_l1(p.buf[0], 4, prefetch_at_0(p, b, h, q_lo, kv_lo), prefetch_at_0(p, b, h, q_lo, kv_hi), prefetch_at_0(p, b, h, q_hi, kv_lo), prefetch_at_0(p, b, h, q_hi, kv_hi));
-    if (partial) fa_prefetch_l1(p.buf[0], 4, prefetch_at_1(p, b, h, q_lo, kv_lo), prefetch_at_1(p, b, h, q_lo, kv_hi), prefetch_at_1(p, b, h, q_hi, kv_lo), prefetch_at_1(p, b, h, q_hi, kv_hi));
-  }
 };
 
 extern "C" __global__ void __launch_bounds__(sm80_aux_threads(), 1)

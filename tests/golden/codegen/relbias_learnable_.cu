@@ -55,19 +55,6 @@ struct FlexVariant {
     const int t2 = fa_sub(t1, ((int)((long long)p.lit[0])));
     atomicAdd(p.buf_grad[0] + (((long long)fa_clamp_index32(h, p.buf_shape[0][0])) * p.buf_shape[0][1]) + fa_clamp_index32(t2, p.buf_shape[0][1]), v);
   }
-
-  // The mods' buffer reads of a tile, for an L1 prefetch ahead of the tile (the sm90 forward's producer):
-  // flat element offsets at the tile's corners; mask_mod's only for partial tiles.
-  static constexpr bool kPrefetch = true;
-  __device__ __forceinline__ static long long prefetch_at_0(const ModParams& p, int b, int h, int q_idx, int kv_idx) {
-    const int t0 = fa_sub(q_idx, kv_idx);
-    const int t1 = fa_add(t0, ((int)p.scalar[0]));
-    const int t2 = fa_sub(t1, ((int)((long long)p.lit[0])));
-    return (((long long)fa_clamp_index32(h, p.buf_shape[0][0])) * p.buf_shape[0][1]) + (long long)fa_clamp_index32(t2, p.buf_shape[0][1]);
-  }
-  __device__ __forceinline__ static void prefetch(const ModParams& p, int b, int h, int q_lo, int q_hi, int kv_lo, int kv_hi, bool partial) {
-    fa_prefetch_l1(p.buf[0], 4, prefetch_at_0(p, b, h, q_lo, kv_lo), prefetch_at_0(p, b, h, q_lo, kv_hi), prefetch_at_0(p, b, h, q_hi, kv_lo), prefetch_at_0(p, b, h, q_hi, kv_hi));
-  }
 };
 
 extern "C" __global__ void __launch_bounds__(sm80_aux_threads(), 1)

@@ -51,32 +51,6 @@ struct FlexVariant {
   // Accumulates g * d score_mod / d load into the gradient of every learnable buffer.
   __device__ __forceinline__ static void buffer_grad(const ModParams& p, float score, int b, int h, int q_idx, int kv_idx, float g) {
   }
-
-  // The mods' buffer reads of a tile, for an L1 prefetch ahead of the tile (the sm90 forward's producer):
-  // flat element offsets at the tile's corners; mask_mod's only for partial tiles.
-  static constexpr bool kPrefetch = true;
-  __device__ __forceinline__ static long long prefetch_at_0(const ModParams& p, int b, int h, int q_idx, int kv_idx) {
-    const int t0 = fa_sub(kv_idx, q_idx);
-    const bool t1 = (t0 > ((int)((long long)p.lit[0])));
-    const long long t2 = (t1 ? ((long long)p.lit[1]) : ((long long)p.lit[0]));
-    const int t3 = fa_abs(t0);
-    const bool t4 = (t3 < ((int)((long long)p.lit[2])));
-    const int t5 = fa_max_i(t3, ((int)((long long)p.lit[2])));
-    const float t6 = ((float)t5);
-    const float t7 = (t6 * fa_rcp(((float)((long long)p.lit[2]))));
-    const float t8 = log2f(t7);
-    const float t9 = (t8 * fa_rcp(((float)p.lit[3])));
-    const float t10 = (t9 * ((float)((long long)p.lit[2])));
-    const int t11 = fa_f2i(t10);
-    const int t12 = fa_add(((int)((long long)p.lit[2])), t11);
-    const int t13 = fa_min_i(t12, ((int)((long long)p.lit[4])));
-    const int t14 = (t4 ? t3 : t13);
-    const int t15 = fa_add(((int)t2), t14);
-    return (((long long)fa_clamp_index32(h, p.buf_shape[0][0])) * p.buf_shape[0][1]) + (long long)fa_clamp_index32(t15, p.buf_shape[0][1]);
-  }
-  __device__ __forceinline__ static void prefetch(const ModParams& p, int b, int h, int q_lo, int q_hi, int kv_lo, int kv_hi, bool partial) {
-    fa_prefetch_l1(p.buf[0], 4, prefetch_at_0(p, b, h, q_lo, kv_lo), prefetch_at_0(p, b, h, q_lo, kv_hi), prefetch_at_0(p, b, h, q_hi, kv_lo), prefetch_at_0(p, b, h, q_hi, kv_hi));
-  }
 };
 
 extern "C" __global__ void __launch_bounds__(sm80_aux_threads(), 1)

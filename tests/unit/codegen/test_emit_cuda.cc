@@ -255,50 +255,6 @@ TEST(EmitCuda, BufferGradientsWithADiagonalOrUniformIndexGetTheReductionHooks) {
   EXPECT_EQ(codegen::emit_cuda_variant(frozen, true).buffer_grad_reduce, 0);
 }
 
-// Mods that read a buffer at an index of q_idx / kv_idx (and not of the score or another load) get
-// V::prefetch, the L1 prefetch the sm90 forward's producer issues per kv tile (fwd_producer_sm90.cuh):
-// one prefetch_at_<i> per such load returning its flat offset, evaluated at the tile's four corners;
-// mask_mod's loads only for partial tiles. Loads at one index per (b, h) (ALiBi's slopes[h]) and
-// mods without loads get no block, so their sources stay as they were.
-TEST(EmitCuda, GathersAtPositionsGetThePrefetchHook) {
-  auto gen = [](const Expr& score_mod, const Expr& mask_mod) {
-    Variant v;
-    v.score_mod = score_mod;
-    v.mask_mod = mask_mod;
-    return codegen::emit_cuda_variant(v, false);
-  };
-  const Buffer bias{"bias", DType::F32}, doc{"doc_ids", DType::I32}, slopes{"slopes", DType::F32};
-  const codegen::GeneratedVariant rel = gen(mods::relative_bias(bias, "S"), Expr());
-  EXPECT_TRUE(rel.prefetch);
-  EXPECT_TRUE(has(rel.source, "static constexpr bool kPrefetch = true;")) << rel.source;
-  EXPECT_TRUE(has(rel.source, "const int t0 = fa_sub(q_idx, kv_idx);")) << rel.source;
-  EXPECT_TRUE(has(rel.source, "    fa_prefetch_l1(p.buf[0], 4, prefetch_at_0(p, b, h, q_lo, kv_lo), "
-                              "prefetch_at_0(p, b, h, q_lo, kv_hi), prefetch_at_0(p, b, h, q_hi, kv_lo), "
-                              "prefetch_at_0(p, b, h, q_hi, kv_hi));\n")) << rel.source;
-  // document: two mask loads, partial tiles only.
-  const codegen::GeneratedVariant d = gen(Expr(), mods::document(doc));
-  EXPECT_TRUE(d.prefetch);
-  EXPECT_TRUE(has(d.source, "return (0LL) + (long long)fa_clamp_index32(q_idx, p.buf_shape[0][0]);")) << d.source;
-  EXPECT_TRUE(has(d.source, "return (0LL) + (long long)fa_clamp_index32(kv_idx, p.buf_shape[0][0]);")) << d.source;
-  EXPECT_TRUE(has(d.source, "    if (partial) fa_prefetch_l1(p.buf[0], 4, prefetch_at_1(")) << d.source;
-  // A score_mod load and a mask_mod load: the score's always, the mask's for partial tiles.
-  const codegen::GeneratedVariant both = gen(score() + bias(head(), kv_idx()), mods::document(doc));
-  EXPECT_TRUE(has(both.source, "    fa_prefetch_l1(p.buf[0], 4, prefetch_at_0(")) << both.source;
-  EXPECT_TRUE(has(both.source, "    if (partial) fa_prefetch_l1(p.buf[1], 4, prefetch_at_2(")) << both.source;
-  // bf16 elements are 2 bytes.
-  EXPECT_TRUE(has(gen(score() + Buffer{"b16", DType::BF16}(kv_idx()), Expr()).source, "fa_prefetch_l1(p.buf[0], 2, "));
-  // No block: a load at one index per head, a load whose index reads another load (only the inner one
-  // moves with the tile), no loads at all.
-  for (const codegen::GeneratedVariant& g : {gen(mods::alibi(slopes), Expr()), gen(mods::softcap(30), mods::causal())}) {
-    EXPECT_FALSE(g.prefetch);
-    EXPECT_FALSE(has(g.source, "kPrefetch")) << g.source;
-  }
-  const codegen::GeneratedVariant nested = gen(score() + bias(head(), doc[kv_idx()]), Expr());
-  EXPECT_TRUE(has(nested.source, "prefetch_at_0(")) << nested.source;
-  EXPECT_FALSE(has(nested.source, "prefetch_at_1(")) << nested.source;
-  EXPECT_TRUE(has(nested.source, "return (0LL) + (long long)fa_clamp_index32(kv_idx, p.buf_shape[")) << nested.source;
-}
-
 // Softcap's shape, u * tanh(score * k) with u and k uniform (literals, scalars; k also as a divisor), gets
 // the kSoftcap block the sm90 forward's folded path reads (fwd_softmax_sm90.cuh, FLEXATTN_SM90_SOFTCAP);
 // any other shape gets no block at all, so its source is unchanged.

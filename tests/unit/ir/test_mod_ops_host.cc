@@ -2,7 +2,6 @@
 // interpreter's values (src/ir/eval.cc is the definition), on both the 32-bit and 64-bit paths.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <random>
@@ -81,36 +80,5 @@ TEST(ModOpsHost, ThirtyTwoBitClampMatchesTheSixtyFourBitOne) {
     for (int k = 0; k < 300; ++k) idx.push_back(any(rng) >> (k % 32));
     for (int i : idx)
       ASSERT_EQ((long long)fa_clamp_index32(i, size), fa_clamp_index((long long)i, size)) << i << " in " << size;
-  }
-}
-
-// fa_prefetch_lines (the lines V::prefetch issues): every byte of elements [min, max] of the four
-// corner offsets lies in the lines it returns, which start 128-byte aligned and number at most
-// FA_PREFETCH_MAX_LINES; a wider span or an offset below 0 gives none.
-TEST(ModOpsHost, PrefetchLinesCoverTheCornerSpanOrNothing) {
-  unsigned long long first = 0;
-  // relbias at a 128 x 128 tile: elements 100 .. 354 of an f32 row at 0x10000.
-  EXPECT_EQ(fa_prefetch_lines(0x10000ull, 4, 354, 227, 227, 100, &first), 9);
-  EXPECT_EQ(first, 0x10000ull + 384);
-  EXPECT_EQ(fa_prefetch_lines(0x10000ull, 4, -1, 5, 5, 10, &first), 0);
-  EXPECT_EQ(fa_prefetch_lines(0x10000ull, 4, 0, 0, 0, 16 * 32 - 1, &first), 16);
-  EXPECT_EQ(fa_prefetch_lines(0x10000ull, 4, 0, 0, 0, 16 * 32, &first), 0);
-  std::mt19937_64 rng(7);
-  for (int it = 0; it < 20000; ++it) {
-    const int es = 1 << int(rng() % 4);
-    const unsigned long long base = 0x100000ull + 256ull * (rng() % 1000);
-    long long c[4];
-    for (long long& x : c) x = (long long)(rng() % 3000) - 10;
-    const long long lo = std::min(std::min(c[0], c[1]), std::min(c[2], c[3]));
-    const long long hi = std::max(std::max(c[0], c[1]), std::max(c[2], c[3]));
-    const int n = fa_prefetch_lines(base, es, c[0], c[1], c[2], c[3], &first);
-    const unsigned long long a = base + (unsigned long long)(lo * es), z = base + (unsigned long long)(hi * es + es - 1);
-    const bool fits = lo >= 0 && (z / 128 - a / 128 + 1) <= FA_PREFETCH_MAX_LINES;
-    ASSERT_EQ(n > 0, fits) << lo << " " << hi << " " << es;
-    if (n == 0) continue;
-    ASSERT_EQ(first % 128, 0u);
-    ASSERT_LE(first, a);
-    ASSERT_GT(first + 128ull * (unsigned long long)n, z);
-    ASSERT_GT(first + 128, a);  // no line before the first element's
   }
 }
