@@ -35,6 +35,7 @@ struct GeneratedVariant {
   int buffer_grad_reduce = 0;
   bool has_mask_mod = false;  // kHasMaskMod: a mask_mod that is not constant true
   bool rel_affine = false;    // kRelAffine: score_mod = score + rel_slope(b, h) * (kv_idx - q_idx)
+  int rel_gather = 0;         // kRelGather: score_mod = score + row(b, h)[+-(q_idx - kv_idx) + c] (the sign, 0: no)
 };
 
 // Simplifies and differentiates (when with_backward) the mods and emits the functor.

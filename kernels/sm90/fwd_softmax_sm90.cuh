@@ -82,6 +82,60 @@ __device__ __forceinline__ void scores_inside_affine(float (&s)[BN / 2], const A
   }
 }
 
+// Relative-position gathers (codegen's kRelGather: score_mod = score + row(b, h)[sign * (q - kv) + c], an f32 row)
+// with FLEXATTN_SM90_REL_GATHER (the source generator defines it; FLEXATTN_SM90_GATHER=0 leaves it out). A thread's
+// entry (i, e) of row r reads row[base_r - sign * (8i + (e & 1))], base_r = sign * (qw[r] - kv0 - 2t) + c, and
+// base_1 = base_0 + 8 sign when the thread's two rows are 8 apart (always, unless rows wrap past L), so row 1's
+// entry i is row 0's entry i - 1: 34 loads at compile-time offsets of one pointer serve the 64 entries, and
+// the clamp of the general form is one range check per tile (rel_gather_ok). The general form cost ~8
+// instructions per entry (index, clamp, address, load, add): the relbias forward ran at half the dense speed.
+FLEXATTN_VARIANT_HOOK(RelGatherOf, kRelGather, int, 0)
+template <class V>
+__device__ __forceinline__ constexpr bool use_rel_gather() {
+#if defined(FLEXATTN_SM90_REL_GATHER)
+  return RelGatherOf<V>::value != 0;
+#else
+  return false;
+#endif
+}
+// g[j][e] = row[base_0 + sign * (8 - 8j - e)], j = 0 .. BN/8: offsets sign * [7 - BN, 8] around base_0.
+// Null when a thread's rows are not 8 apart or an offset leaves [0, n) (the general form clamps): the
+// caller then takes the general path for the whole warp (rel_gather_ok).
+template <class V, int BN>
+__device__ __forceinline__ const float* rel_gather_base(const AttnParams& p, int b, int h, const int (&qw)[2], int kv0, int t) {
+  int c, n;
+  const float* row = V::rel_gather(p.mod, b, h, c, n);
+  constexpr int sg = RelGatherOf<V>::value;
+  const long long base = sg * ((long long)qw[0] - (kv0 + p.kv_offset + 2 * t)) + c;
+  const long long lo = base + (sg > 0 ? 7 - BN : -8), hi = base + (sg > 0 ? 8 : BN - 7);
+  return qw[1] == qw[0] + 8 && lo >= 0 && hi < n ? row + base : nullptr;
+}
+__device__ __forceinline__ bool rel_gather_ok(const float* base) { return __all_sync(0xffffffffu, base != nullptr); }
+
+template <class V, bool kFull, int BN>
+__device__ __forceinline__ void scores_inside_rel_gather(float (&s)[BN / 2], const AttnParams& p, int b, int h,
+                                                         const int (&qw)[2], int kv0, int t, const float* base) {
+  constexpr int sg = RelGatherOf<V>::value;
+  float g[BN / 8 + 1][2];
+#pragma unroll
+  for (int j = 0; j <= BN / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) g[j][e] = __ldg(base + sg * (8 - 8 * j - e));
+  }
+  const int kvb = kv0 + p.kv_offset + 2 * t;
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float u = fmaf(s[4 * i + e], p.scale, e < 2 ? g[i + 1][e] : g[i][e - 2]);
+      if constexpr (!kFull && V::kHasMaskMod) {
+        if (!V::mask_mod(p.mod, b, h, qw[e >> 1], kvb + 8 * i + (e & 1))) u = neg_inf();
+      }
+      s[4 * i + e] = u;
+    }
+  }
+}
+
 // Independent chains for the row max and the row sum of online_softmax: four with
 // FLEXATTN_SM90_SOFTMAX_ILP (max chains 4 deep instead of 16 at block_n 128, FADD chains 8 deep instead
 // of 32), else one. One chain is the plain sequential loop (same operations in the same order, so the
@@ -292,12 +346,21 @@ __device__ __forceinline__ void scores_softmax(float (&s)[BN / 2], const AttnPar
     return;
   }
   const float c = softmax_log2_factor<V>(p);
-  if (!tail && (full || !V::kHasMaskMod)) {
+  // Rel-gather variants send a tile whose gathers leave the row (clamped indices) to the general branch.
+  const float* gather = nullptr;
+  bool general = tail;
+  if constexpr (use_rel_gather<V>()) {
+    gather = rel_gather_base<V, BN>(p, b, h, qw, kv0, t);
+    general = tail || !rel_gather_ok(gather);
+  }
+  if (!general && (full || !V::kHasMaskMod)) {
     if constexpr (use_rel_affine<V>()) scores_inside_affine<V, true, BN>(s, p, b, h, qw, kv0, t, slope);
+    else if constexpr (use_rel_gather<V>()) scores_inside_rel_gather<V, true, BN>(s, p, b, h, qw, kv0, t, gather);
     else scores_inside<V, true, BN>(s, p, b, h, qw, kv0, t);
     online_softmax<BN>(s, m, l, alpha, c, mr);
-  } else if (!tail) {
+  } else if (!general) {
     if constexpr (use_rel_affine<V>()) scores_inside_affine<V, false, BN>(s, p, b, h, qw, kv0, t, slope);
+    else if constexpr (use_rel_gather<V>()) scores_inside_rel_gather<V, false, BN>(s, p, b, h, qw, kv0, t, gather);
     else scores_inside<V, false, BN>(s, p, b, h, qw, kv0, t);
     online_softmax<BN>(s, m, l, alpha, c, mr);
   } else {

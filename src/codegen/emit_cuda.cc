@@ -104,24 +104,39 @@ class FunctionEmitter {
     std::string row, col;  // col empty: row is the whole flat offset
   };
   FlatIndex flat_index(const Node& load, int slot) {
-    auto size = [&](size_t d) { return "p.buf_shape[" + std::to_string(slot) + "][" + std::to_string(d) + "]"; };
-    auto clamped = [&](size_t d) {
-      const Node* i = load.args[d].get();
-      if (i->type == DType::I32) return "(long long)fa_clamp_index32(" + value(i) + ", " + size(d) + ")";
-      return "fa_clamp_index((long long)" + value(i) + ", " + size(d) + ")";
-    };
     const size_t last = load.args.size() - 1;
-    std::string row;
-    for (size_t d = 0; d < last; ++d) row = d == 0 ? clamped(d) : "(" + row + ") * " + size(d) + " + " + clamped(d);
+    const std::string row = rows_before_last(load, slot);
     if (load.args[last]->type == DType::I32) {
-      const std::string col = "fa_clamp_index32(" + value(load.args[last].get()) + ", " + size(last) + ")";
-      return {last == 0 ? std::string("0LL") : "(" + row + ") * " + size(last), col};
+      const std::string col = "fa_clamp_index32(" + value(load.args[last].get()) + ", " + buf_size(slot, last) + ")";
+      return {last == 0 ? std::string("0LL") : "(" + row + ") * " + buf_size(slot, last), col};
     }
-    return {last == 0 ? clamped(last) : "(" + row + ") * " + size(last) + " + " + clamped(last), ""};
+    return {last == 0 ? clamped(load, slot, last) : "(" + row + ") * " + buf_size(slot, last) + " + " + clamped(load, slot, last),
+            ""};
+  }
+  // The element offset of the row that a load's last index walks (every index but the last, clamped): the
+  // "row" of an i32-indexed FlatIndex.
+  std::string row_offset(const Node& load, int slot) {
+    const size_t last = load.args.size() - 1;
+    return last == 0 ? std::string("0LL") : "(" + rows_before_last(load, slot) + ") * " + buf_size(slot, last);
+  }
+  std::string buf_size(int slot, size_t d) {
+    return "p.buf_shape[" + std::to_string(slot) + "][" + std::to_string(d) + "]";
   }
 
  private:
   using NodePtrRef = ir::NodePtr;
+
+  std::string clamped(const Node& load, int slot, size_t d) {
+    const Node* i = load.args[d].get();
+    if (i->type == DType::I32) return "(long long)fa_clamp_index32(" + value(i) + ", " + buf_size(slot, d) + ")";
+    return "fa_clamp_index((long long)" + value(i) + ", " + buf_size(slot, d) + ")";
+  }
+  std::string rows_before_last(const Node& load, int slot) {
+    std::string row;
+    for (size_t d = 0; d + 1 < load.args.size(); ++d)
+      row = d == 0 ? clamped(load, slot, d) : "(" + row + ") * " + buf_size(slot, d) + " + " + clamped(load, slot, d);
+    return row;
+  }
 
   std::string call(const char* f, const std::string& a) { return std::string(f) + "(" + a + ")"; }
 
@@ -362,6 +377,52 @@ RelAffine rel_affine(const ir::Expr& e) {
   return {};
 }
 
+// score_mod = score + buf[i0, .., sign * (q_idx - kv_idx) + c] (either operand order; a relative-position
+// bias such as bias[h, q_idx - kv_idx + S - 1]): an f32 buffer, the last index i32 and a sum / difference
+// of q_idx, kv_idx (coefficients +-1, opposite) and terms free of the positions and the score (c), every
+// other index free of them too. The sm90 forward (fwd_softmax_sm90.cuh, scores_inside_rel_gather) then
+// reads the row once per tile as row[base - 8i - e] at compile-time offsets, 34 loads per thread and tile
+// for 64 entries, instead of an index, a clamp and an address per entry; the clamp is checked per tile.
+struct RelGather {
+  const Node* load = nullptr;
+  int sign = 0;                                  // +1: q_idx - kv_idx, -1: kv_idx - q_idx
+  std::vector<std::pair<const Node*, int>> c;   // the constant terms and their signs
+};
+bool rel_gather_terms(const Node* n, int sign, int* q, int* kv, std::vector<std::pair<const Node*, int>>* c) {
+  if (!depends_on_position(n)) {  // an i32 / i64 term, taken as i32 as the node using it takes it
+    if (n->type != DType::I32 && n->type != DType::I64) return false;
+    c->push_back({n, sign});
+    return true;
+  }
+  if (n->type != DType::I32) return false;
+  if (n->op == Op::QIdx) return *q += sign, true;
+  if (n->op == Op::KvIdx) return *kv += sign, true;
+  if (n->op == Op::Add || n->op == Op::Sub)
+    return rel_gather_terms(n->args[0].get(), sign, q, kv, c) &&
+           rel_gather_terms(n->args[1].get(), n->op == Op::Sub ? -sign : sign, q, kv, c);
+  return false;
+}
+RelGather rel_gather(const ir::Expr& e) {
+  const Node* n = e.get();
+  if (n == nullptr || n->type != DType::F32 || n->op != Op::Add) return {};
+  for (int si : {0, 1}) {
+    const Node* sc = n->args[size_t(si)].get();
+    const Node* ld = n->args[size_t(1 - si)].get();
+    if (sc->op != Op::Score || ld->op != Op::Load || ld->type != DType::F32 || ld->buffer_dtype != DType::F32) continue;
+    bool rows_fixed = true;
+    for (size_t d = 0; d + 1 < ld->args.size(); ++d) rows_fixed = rows_fixed && !depends_on_position(ld->args[d].get());
+    RelGather g;
+    int q = 0, kv = 0;
+    if (!rows_fixed || !rel_gather_terms(ld->args.back().get(), 1, &q, &kv, &g.c) || q == 0 || q != -kv ||
+        (q != 1 && q != -1))
+      continue;
+    g.load = ld;
+    g.sign = q;
+    return g;
+  }
+  return {};
+}
+
 // 1: the one gradient load's index is free of q_idx / kv_idx (alibi_slopes' slopes[h]); 2: it depends on
 // them only through q_idx - kv_idx (relative bias, T5); 0: per-entry atomics only. Several gradient
 // loads keep the per-entry path (one reduction each would hold that many more accumulators).
@@ -446,6 +507,27 @@ GeneratedVariant emit_cuda_variant(const Variant& variant, bool with_backward) {
     out << "    return 0.0f;\n";
   }
   out << "  }\n\n";
+  // Only variants of the rel-gather shape get the block (other sources stay as they were): the kernels test
+  // for V::kRelGather (fwd_softmax_sm90.cuh RelGatherOf).
+  if (const RelGather g = rel_gather(score_mod); g.load != nullptr) {
+    const int slot = layout.buffer_slot(g.load->name);
+    const size_t last = g.load->args.size() - 1;
+    out << "  // score_mod == score + row(b, h)[" << (g.sign > 0 ? "q_idx - kv_idx" : "kv_idx - q_idx")
+        << " + c], f32, row and c from rel_gather: yes\n";
+    out << "  static constexpr int kRelGather = " << g.sign << ";\n";
+    out << "  __device__ __forceinline__ static const float* rel_gather(const ModParams& p, int b, int h, int& c, int& n) {\n";
+    FunctionEmitter fe(layout, out);
+    std::string c;
+    for (const auto& [term, sign] : g.c) {
+      const std::string v = fe.as(term, DType::I32);
+      c = c.empty() ? (sign > 0 ? v : "fa_neg(" + v + ")") : (sign > 0 ? "fa_add(" : "fa_sub(") + c + ", " + v + ")";
+    }
+    const std::string row = fe.row_offset(*g.load, slot);
+    out << "    c = " << (c.empty() ? "0" : c) << ";\n";
+    out << "    n = (int)" << fe.buf_size(slot, last) << ";\n";
+    out << "    return (const float*)p.buf[" << slot << "] + (" << row << ");\n  }\n\n";
+    gen.rel_gather = g.sign;
+  }
   // Only variants of the softcap shape get the block (other sources stay as they were): the kernels test
   // for V::kSoftcap (fwd_softmax_sm90.cuh SoftcapOf).
   if (!score_mod.empty()) {

@@ -49,6 +49,10 @@ std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const K
   // session 10): a smaller last head group runs first (fwd_scheduler_sm90.cuh, FwdTileOrder::span). 0: last, as
   // before; an A/B knob.
   if (!jit::env_flag("FLEXATTN_SM90_SMALL_GROUP_FIRST", true)) s << "#define FLEXATTN_SM90_SMALL_GROUP_LAST 1\n";
+  // FLEXATTN_SM90_GATHER (default on): relative-position-bias score_mods (codegen's kRelGather) read their row at
+  // compile-time offsets per tile (fwd_softmax_sm90.cuh scores_inside_rel_gather); only their sources get the
+  // define. 0: the general per-entry gather; an A/B knob.
+  if (variant.rel_gather != 0 && jit::env_flag("FLEXATTN_SM90_GATHER", true)) s << "#define FLEXATTN_SM90_REL_GATHER 1\n";
   s << "#include \"common/mod_ops.cuh\"\n";
   s << "#include \"sm90/attn_fwd_sm90.cuh\"\n";
   s << "using namespace flexattn::kern;\n\n";

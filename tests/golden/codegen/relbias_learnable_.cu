@@ -30,6 +30,14 @@ struct FlexVariant {
     return 0.0f;
   }
 
+  // score_mod == score + row(b, h)[q_idx - kv_idx + c], f32, row and c from rel_gather: yes
+  static constexpr int kRelGather = 1;
+  __device__ __forceinline__ static const float* rel_gather(const ModParams& p, int b, int h, int& c, int& n) {
+    c = fa_sub(((int)p.scalar[0]), ((int)((long long)p.lit[0])));
+    n = (int)p.buf_shape[0][1];
+    return (const float*)p.buf[0] + (((long long)fa_clamp_index32(h, p.buf_shape[0][0])) * p.buf_shape[0][1]);
+  }
+
   // g * d score_mod / d score
   __device__ __forceinline__ static float score_grad(const ModParams& p, float score, int b, int h, int q_idx, int kv_idx, float g) {
     return g * ((float)p.lit[1]);

@@ -181,6 +181,40 @@ TEST(EmitCuda, RelAffineScoreModsAreRecognised) {
   }
 }
 
+// A relative-position bias, score + row(b, h)[+-(q_idx - kv_idx) + c] of an f32 buffer, is recognised
+// (kRelGather = the sign; rel_gather gives the row, c and the row length) for the sm90 forward's per-tile
+// gather (fwd_softmax_sm90.cuh, FLEXATTN_SM90_GATHER); any other shape gets no block.
+TEST(EmitCuda, RelativeBiasGathersAreRecognised) {
+  auto gen = [](const Expr& score_mod) {
+    Variant v;
+    v.score_mod = score_mod;
+    return codegen::emit_cuda_variant(v, false);
+  };
+  const Buffer bias{"bias", DType::F32}, b16{"b16", DType::BF16};
+  const codegen::GeneratedVariant rel = gen(mods::relative_bias(bias, "S"));
+  EXPECT_EQ(rel.rel_gather, 1);
+  EXPECT_TRUE(has(rel.source, "static constexpr int kRelGather = 1;")) << rel.source;
+  EXPECT_TRUE(has(rel.source, "    n = (int)p.buf_shape[0][1];\n    return (const float*)p.buf[0] + "
+                              "(((long long)fa_clamp_index32(h, p.buf_shape[0][0])) * p.buf_shape[0][1]);"))
+      << rel.source;
+  // kv - q with the constant first, the bias first: sign -1, c = 5 - 2 (literals live in slots).
+  const codegen::GeneratedVariant mirrored = gen(bias(head(), Expr(5) + kv_idx() - q_idx() - 2) + score());
+  EXPECT_EQ(mirrored.rel_gather, -1);
+  EXPECT_TRUE(has(mirrored.source, "    c = fa_sub(")) << mirrored.source;
+  // A one-dimensional bias: the row is the buffer.
+  EXPECT_TRUE(has(gen(score() + bias[q_idx() - kv_idx()]).source, "return (const float*)p.buf[0] + (0LL);"));
+  // Not of the shape: a bf16 buffer, a position in the row index, a scaled difference, a scaled score,
+  // T5's buckets, a product with the bias.
+  for (const Expr& e : {score() + b16(head(), q_idx() - kv_idx()), score() + bias(q_idx(), q_idx() - kv_idx()),
+                        score() + bias(head(), q_idx() * 2 - kv_idx()), score() * 2.0 + bias(head(), q_idx() - kv_idx()),
+                        mods::t5_bias(bias, 32, 128, true), score() * bias(head(), q_idx() - kv_idx()),
+                        score() + bias(head(), q_idx() + kv_idx())}) {
+    const codegen::GeneratedVariant g = gen(e);
+    EXPECT_EQ(g.rel_gather, 0);
+    EXPECT_FALSE(has(g.source, "kRelGather")) << g.source;
+  }
+}
+
 // The arithmetic of the sm90 forward's affine ALiBi path (scores_inside_affine, FLEXATTN_SM90_AFFINE) in
 // f32 on the host, against the interpreter (double): u = fma(slope, k, fma(raw, scale, slope * (kv0 + 2t
 // - q))) with k the column inside the tile. Its error stays within that of the per-entry form the default
