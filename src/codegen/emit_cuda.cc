@@ -413,8 +413,7 @@ RelGather rel_gather(const ir::Expr& e) {
     for (size_t d = 0; d + 1 < ld->args.size(); ++d) rows_fixed = rows_fixed && !depends_on_position(ld->args[d].get());
     RelGather g;
     int q = 0, kv = 0;
-    if (!rows_fixed || !rel_gather_terms(ld->args.back().get(), 1, &q, &kv, &g.c) || q == 0 || q != -kv ||
-        (q != 1 && q != -1))
+    if (!rows_fixed || !rel_gather_terms(ld->args.back().get(), 1, &q, &kv, &g.c) || (q != 1 && q != -1) || kv != -q)
       continue;
     g.load = ld;
     g.sign = q;

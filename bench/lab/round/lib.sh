@@ -104,3 +104,35 @@ bwd_checks() {
   timeout $(cap 90 5) $CHECK --quick --deterministic > $O/det.log 2>&1; echo "check --quick --deterministic rc=$? $(pass_fail $O/det.log) ($(el) s)"
   grep ^FAIL $O/det.log | head -3
 }
+
+# quick_check CAP ARG...: gpu_attention_check --quick ARG... under min(CAP, left) s into $O/check.log, then
+# "check rc=<rc> PASS <n> FAIL <m> (<seconds> s)" and the first FAIL lines.
+quick_check() {
+  local c=$1; shift
+  timeout $(cap $c 5) $CHECK --quick "$@" > $O/check.log 2>&1
+  echo "check rc=$? $(pass_fail $O/check.log) ($(el) s)"
+  grep ^FAIL $O/check.log | head -3
+}
+
+# run_check ARG...: `flexattn run --backend cuda --check -B 1 -H 4 ARG...` (60 s cap, log in $O/run.log), counted in
+# RUN_OK / RUN_BAD; a failure prints its arguments and the log's last lines. run_check_summary prints the counts.
+RUN_OK=0; RUN_BAD=0
+run_check() {
+  if timeout 60 $F run --backend cuda --check -B 1 -H 4 "$@" > $O/run.log 2>&1; then RUN_OK=$((RUN_OK + 1))
+  else RUN_BAD=$((RUN_BAD + 1)); echo "FAIL run $*"; tail -3 $O/run.log; fi
+}
+run_check_summary() { echo "run --check: $RUN_OK ok, $RUN_BAD failed ($(el) s)"; }
+
+# record_suites: the record run's two benches on build-gpu's _C (build it first, BUILD_PY=ON): bench/run.py --suite
+# long --backward (every case, all peers) and --suite decode into $OUT/bench/{long,decode}, then their tables.
+# Record them here with `python3 bench/run.py --record DIR/bench/long DIR/bench/decode`.
+record_suites() {
+  mkdir -p $OUT/bench
+  export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
+  timeout $(cap 330 30) python3 bench/run.py --suite long --backward --no-warm --reps 20 --out $OUT/bench/long > $OUT/bench/long.log 2>&1
+  echo "long rc=$? ($(el) s)"
+  timeout $(cap 90 10) python3 bench/run.py --suite decode --out $OUT/bench/decode > $OUT/bench/decode.log 2>&1
+  echo "decode rc=$? ($(el) s)"
+  grep -E "^\|" $OUT/bench/long.log | tail -18 | cut -d'|' -f2,4,6,7,8,10,11,12,14,15
+  grep -E "^\| flexattn" $OUT/bench/decode.log | head -8
+}

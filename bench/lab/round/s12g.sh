@@ -6,8 +6,7 @@
 out_dir s12g; L=$O
 deadline 170
 BUILD_PY=ON build_gpu $O gpu_attention_check flexattn _C
-timeout $(cap 60 5) $CHECK --quick --only relbias --only causal --only document > $O/check.log 2>&1; echo "check rc=$? $(pass_fail $O/check.log) ($(el) s)"
-grep ^FAIL $O/check.log | head -3
+quick_check 60 --only relbias --only causal --only document
 export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python
 timeout $(cap 80 5) python3 bench/run.py --suite long --backward --impls flexattn --cases relbias_full,causal,document --no-warm --reps 20 --out $O/b > $O/b.log 2>&1
 echo "bench rc=$? ($(el) s)"; grep -E "^\| " $O/b.log | tail -7 | cut -d'|' -f2,4,6,7

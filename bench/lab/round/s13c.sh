@@ -8,21 +8,18 @@
 out_dir s13c; L=$O
 deadline 400
 BUILD_PY=ON build_gpu $O gpu_attention_check flexattn _C
-timeout $(cap 90 5) $CHECK --quick --only relbias --only t5 --only text > $O/check.log 2>&1
-echo "check rc=$? $(pass_fail $O/check.log) ($(el) s)"; grep ^FAIL $O/check.log | head -3
+quick_check 90 --only relbias --only t5 --only text
 python3 -c "
 import numpy as np; r = np.random.default_rng(3)
 np.save('$O/short.npy', r.standard_normal((4, 300)).astype(np.float32))
 np.save('$O/long.npy', r.standard_normal((4, 9000)).astype(np.float32))"
-ok=0; bad=0
-chk() { if timeout 60 $F run --backend cuda --check --dtype bf16 -B 1 -H 4 "$@" > $O/run.log 2>&1; then ok=$((ok+1)); else bad=$((bad+1)); echo "FAIL run $*"; tail -3 $O/run.log; fi; }
-for q in 1 17 127 129 1000 4097; do chk -Q $q -D 128 --score relbias; done
-chk -Q 1000 --kv 700 -D 64 --score relbias
-chk -Q 777 -D 128 --dtype f16 --score relbias --mask causal
-chk -Q 1000 -D 128 --score-expr "score + bias[h, q_idx - kv_idx]" --buffer bias=$O/short.npy
-chk -Q 1000 -D 128 --score-expr "bias[h, kv_idx - q_idx + 4000] + score" --buffer bias=$O/long.npy
-chk -Q 4097 -D 128 --score-expr "score + bias[h, 5000 - kv_idx + q_idx]" --buffer bias=$O/long.npy --mask sliding_window:300
-echo "run --check: $ok ok, $bad failed ($(el) s)"
+for q in 1 17 127 129 1000 4097; do run_check --dtype bf16 -Q $q -D 128 --score relbias; done
+run_check --dtype bf16 -Q 1000 --kv 700 -D 64 --score relbias
+run_check -Q 777 -D 128 --dtype f16 --score relbias --mask causal
+run_check --dtype bf16 -Q 1000 -D 128 --score-expr "score + bias[h, q_idx - kv_idx]" --buffer bias=$O/short.npy
+run_check --dtype bf16 -Q 1000 -D 128 --score-expr "bias[h, kv_idx - q_idx + 4000] + score" --buffer bias=$O/long.npy
+run_check --dtype bf16 -Q 4097 -D 128 --score-expr "score + bias[h, 5000 - kv_idx + q_idx]" --buffer bias=$O/long.npy --mask sliding_window:300
+run_check_summary
 timeout $(cap 60 5) compute-sanitizer --tool memcheck $F run --backend cuda --dtype bf16 -B 1 -H 2 -Q 129 -D 128 --score relbias > $O/memcheck.log 2>&1
 echo "memcheck rc=$? $(grep -c 'Invalid' $O/memcheck.log) invalid ($(el) s)"; grep "ERROR SUMMARY" $O/memcheck.log
 export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
