@@ -135,8 +135,18 @@ def _flush_l2():
     _flush_buf[0].zero_()
 
 
+# GPU cycles of torch.cuda._sleep queued after each flush (~1 ms at the H200's 1.98 GHz): the host path of
+# the timed call (Python, argument checks, the launch itself: 50-130 µs for flexattn's masked calls, similar
+# for torch's) then finishes while the GPU still sleeps, so the start event does not fire on an idle GPU
+# that waits for the launch. Without it a call whose host path outlasted the ~70 µs flush was timed as
+# kernel + host gap: the sliding1024 forward row came out 18-20 % low in 5 of 8 record runs (sessions
+# 12-13) while the CLI and a back-to-back probe measured the kernel at the high value.
+_HOLD_CYCLES = 2_000_000
+
+
 def time_ms(fn, reps: int, warmup: int = 5) -> float:
-    """Median of `reps` CUDA-event timings of fn(), each after an L2 flush, after `warmup` calls."""
+    """Median of `reps` CUDA-event timings of fn(), each after an L2 flush and a GPU-side hold that
+    covers the call's host time, after `warmup` calls: the GPU time of the call."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -144,6 +154,7 @@ def time_ms(fn, reps: int, warmup: int = 5) -> float:
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     for s, e in zip(starts, ends):
         _flush_l2()
+        torch.cuda._sleep(_HOLD_CYCLES)
         s.record()
         fn()
         e.record()

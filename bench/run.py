@@ -45,8 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reps", type=int, help=f"timed repetitions, median reported (>= {bc.MIN_REPS}; default "
                    + ", ".join(f"{k} {v}" for k, v in bc.DEFAULT_REPS.items()) + ")")
     p.add_argument("--warmup", type=int, default=5, help="untimed calls before timing (default 5)")
-    p.add_argument("--compile-jobs", type=int, default=8, help="threads compiling flexattn's kernels up front "
-                   "(each variant's own compile is timed); 1: compile at the first call (default 8)")
+    p.add_argument("--compile-jobs", type=int, default=2, help="threads compiling flexattn's kernels up front "
+                   "(each variant's own compile is timed; 2: a variant's forward and backward side by side, as "
+                   "in a training step's first call); 1: compile at the first call (default 2)")
     p.add_argument("--no-warm", action="store_true", help="skip the warm-compile measurement (a second process "
                    "that finds the on-disk caches filled)")
     p.add_argument("--cache-dir", help="folder for the flexattn, inductor and Triton caches (default: a new empty "

@@ -13,15 +13,6 @@
 
 namespace flexattn::kern::sm90 {
 
-// wrap_index(kv, S) for a lane of a tile starting below S: one conditional subtract covers every lane
-// unless S is shorter than the tile; the rare remainder takes a subtraction loop instead of a
-// per-lane integer division (which bloated the general path into spills with gather mods).
-__device__ __forceinline__ int wrap_kv(int kv, int S) {
-  int w = kv < S ? kv : kv - S;
-  while (w >= S) w -= S;
-  return w;
-}
-
 // The softmax runs on u, an order-preserving stand-in for the log2-unit score s' = u * c, c > 0, so that
 // each entry's exp2 is one FFMA (u * c - m * c) plus the MUFU op, and the row max needs no multiply:
 //   no score_mod: u = raw QK^T and c = scale * log2(e) (the host requires scale > 0 for this family,
@@ -98,6 +89,35 @@ __device__ __forceinline__ constexpr bool use_rel_gather() {
   return false;
 #endif
 }
+
+// wrap_index(kv, S) for a lane of a tail tile in the general branch (rel-gather variants only, below):
+// one conditional subtract covers every lane unless S is shorter than the tile; the rare remainder takes
+// a subtraction loop instead of a per-lane integer division (which bloated the branch into spills).
+// Without the loops ptxas schedules the branch's 64 gathers together and spills 92-192 bytes, some of it
+// in the main loop (session 14, locally); their basic blocks keep the gathers apart.
+__device__ __forceinline__ int wrap_kv(int kv, int S) {
+  int w = kv < S ? kv : kv - S;
+  while (w >= S) w -= S;
+  return w;
+}
+
+// The tail tile (kv0 + BN > S) takes the same branch as a tile inside [0, S) of its kind, then this sets
+// its lanes past S to `fill` (-inf; the softcap path's +inf). Those lanes' mods ran on kv itself, not on
+// torch's kv % S: harmless, as their results are dropped here and the forward's mods have no side effects
+// (codegen clamps buffer reads). A separate tail branch (a third copy of the tile's scores and softmax,
+// with wrapped indices) was most of ptxas's and NVVM's time: the causal kernel compiled in 1.3-2.1 s of
+// ptxas with it and 0.6 s without, the document kernel 2.4 s and 0.8 s (locally, session 14).
+template <int BN>
+__device__ __forceinline__ void drop_past_end(float (&s)[BN / 2], int kv0, int t, int S, float fill) {
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (kv0 + 8 * i + 2 * t + (e & 1) >= S) s[4 * i + e] = fill;
+    }
+  }
+}
+
 // g[j][e] = row[base_0 + sign * (8 - 8j - e)], j = 0 .. BN/8: offsets sign * [7 - BN, 8] around base_0.
 // Null when a thread's rows are not 8 apart or an offset leaves [0, n) (the general form clamps): the
 // caller then takes the general path for the whole warp (rel_gather_ok).
@@ -280,11 +300,10 @@ __device__ __forceinline__ SoftcapTile softcap_tile(const AttnParams& p) {
   }
 }
 
-// r of every entry (+inf where masked); kMask: mask_mod per entry; kTail: bounds and kv wrap as the tail
-// tile of scores_softmax.
-template <class V, bool kMask, bool kTail, int BN>
+// r of every entry (+inf where masked); kMask: mask_mod per entry.
+template <class V, bool kMask, int BN>
 __device__ __forceinline__ void scores_softcap(float (&s)[BN / 2], const AttnParams& p, int b, int h,
-                                               const int (&qw)[2], int kv0, int t, bool full, const SoftcapTile& sc) {
+                                               const int (&qw)[2], int kv0, int t, const SoftcapTile& sc) {
 #pragma unroll
   for (int i = 0; i < BN / 8; ++i) {
 #pragma unroll
@@ -292,12 +311,7 @@ __device__ __forceinline__ void scores_softcap(float (&s)[BN / 2], const AttnPar
       const int kv = kv0 + 8 * i + 2 * t + (e & 1);
       const float r = fa_tanh_rcp(s[4 * i + e] * sc.k2);
       bool keep = true;
-      if constexpr (kTail) {
-        keep = kv < p.S;
-        if constexpr (V::kHasMaskMod) keep = keep && (full || V::mask_mod(p.mod, b, h, qw[e >> 1], wrap_kv(kv, p.S) + p.kv_offset));
-      } else if constexpr (kMask && V::kHasMaskMod) {
-        keep = V::mask_mod(p.mod, b, h, qw[e >> 1], kv + p.kv_offset);
-      }
+      if constexpr (kMask && V::kHasMaskMod) keep = V::mask_mod(p.mod, b, h, qw[e >> 1], kv + p.kv_offset);
       s[4 * i + e] = keep ? r : pos_inf();
     }
   }
@@ -318,52 +332,60 @@ __device__ __forceinline__ void online_softmax_softcap(float (&s)[BN / 2], float
   }
 }
 
-// Scores then softmax of one tile, in three specialisations: a tile inside [0, S) that needs no
-// mask_mod (a full tile, or any tile of a variant without mask_mod); a partial tile inside [0, S)
-// (mask_mod, no wrap, no bounds: the diagonal of causal and the edges of windows and documents, most
-// tiles of sparse masks); and the tail tile, which checks kv < S, wraps kv for the mods and applies
-// mask_mod unless the tile is full.
+// Scores then softmax of one tile, in two specialisations: a tile that needs no mask_mod (a full tile,
+// or any tile of a variant without mask_mod) and a partial tile (mask_mod: the diagonal of causal and the
+// edges of windows and documents, most tiles of sparse masks); the tail tile (kv0 + BN > S) takes its
+// kind's branch and drop_past_end (a variant without mask_mod: the second branch). Rel-gather variants
+// have a third, general branch (score_mod itself, wrapped kv, bounds) for their tail and for tiles whose
+// gathers leave the row.
 // The softmax sits *inside* each branch on purpose: ptxas 13.0 hoists a wgmma.wait_group to the top of
 // the basic block it lives in, so with the branch join before the softmax the wait for the in-flight
-// P V landed above the row max and the exp2s no longer overlapped it (seen in the SASS).
+// P V landed above the row max and the exp2s no longer overlapped it (seen in the SASS; session 14's
+// first cut had a single branch for variants without mask_mod, and so that hoist: full D=128 654 vs 677).
 template <class V, int BN>
 __device__ __forceinline__ void scores_softmax(float (&s)[BN / 2], const AttnParams& p, int b, int h,
                                                const int (&qw)[2], int kv0, bool full, int t, float (&m)[2],
                                                float (&l)[2], float (&alpha)[2], float (&mr)[2], float slope,
                                                const SoftcapTile& sc) {
   const bool tail = kv0 + BN > p.S;
+  // The first branch: a tile that needs no mask_mod; for a variant without mask_mod only the tiles that are
+  // not the tail, so that it still has two branches and the softmax a branch join below it (see above);
+  // the rel-gather variants' tails take their general branch instead.
+  const bool no_mask = V::kHasMaskMod ? full : use_rel_gather<V>() || !tail;
   if constexpr (use_softcap<V>()) {
-    if (!tail && (full || !V::kHasMaskMod)) {
-      scores_softcap<V, false, false, BN>(s, p, b, h, qw, kv0, t, full, sc);
-      online_softmax_softcap<BN>(s, m, l, alpha, mr, sc);
-    } else if (!tail) {
-      scores_softcap<V, true, false, BN>(s, p, b, h, qw, kv0, t, full, sc);
+    if (no_mask) {
+      scores_softcap<V, false, BN>(s, p, b, h, qw, kv0, t, sc);
+      if (tail) drop_past_end<BN>(s, kv0, t, p.S, pos_inf());
       online_softmax_softcap<BN>(s, m, l, alpha, mr, sc);
     } else {
-      scores_softcap<V, true, true, BN>(s, p, b, h, qw, kv0, t, full, sc);
+      scores_softcap<V, true, BN>(s, p, b, h, qw, kv0, t, sc);
+      if (tail) drop_past_end<BN>(s, kv0, t, p.S, pos_inf());
       online_softmax_softcap<BN>(s, m, l, alpha, mr, sc);
     }
     return;
   }
   const float c = softmax_log2_factor<V>(p);
   // Rel-gather variants send a tile whose gathers leave the row (clamped indices) to the general branch.
+  // (The tail of a rel-gather variant also goes there: its lanes past S leave the row.)
   const float* gather = nullptr;
-  bool general = tail;
+  bool general = false;
   if constexpr (use_rel_gather<V>()) {
     gather = rel_gather_base<V, BN>(p, b, h, qw, kv0, t);
     general = tail || !rel_gather_ok(gather);
   }
-  if (!general && (full || !V::kHasMaskMod)) {
+  if (!general && no_mask) {
     if constexpr (use_rel_affine<V>()) scores_inside_affine<V, true, BN>(s, p, b, h, qw, kv0, t, slope);
     else if constexpr (use_rel_gather<V>()) scores_inside_rel_gather<V, true, BN>(s, p, b, h, qw, kv0, t, gather);
     else scores_inside<V, true, BN>(s, p, b, h, qw, kv0, t);
+    if (tail) drop_past_end<BN>(s, kv0, t, p.S, neg_inf());
     online_softmax<BN>(s, m, l, alpha, c, mr);
   } else if (!general) {
     if constexpr (use_rel_affine<V>()) scores_inside_affine<V, false, BN>(s, p, b, h, qw, kv0, t, slope);
     else if constexpr (use_rel_gather<V>()) scores_inside_rel_gather<V, false, BN>(s, p, b, h, qw, kv0, t, gather);
     else scores_inside<V, false, BN>(s, p, b, h, qw, kv0, t);
+    if (tail) drop_past_end<BN>(s, kv0, t, p.S, neg_inf());
     online_softmax<BN>(s, m, l, alpha, c, mr);
-  } else {
+  } else if constexpr (use_rel_gather<V>()) {
 #pragma unroll
     for (int i = 0; i < BN / 8; ++i) {
 #pragma unroll

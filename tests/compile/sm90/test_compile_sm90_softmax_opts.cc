@@ -73,9 +73,10 @@ TEST_F(Sm90SoftmaxOptsCompile, PolyExp2CompilesCleanlyAndLeavesTheMufu) {
         ffma[k / 2] = testing_sass::count(*sass, "FFMA ");
       }
       if (ex2[0] == 0) continue;  // no disassembler
-      // Two eighths of the row exp2s leave (16 per softmax copy of a 64 x 128 tile; the alpha and tanh
-      // exp2s stay; nvdisasm 13.0, causal D=64: 594 -> 450), five FFMA each in their place.
-      EXPECT_GE(ex2[0] - ex2[1], 64) << what << ": " << ex2[0] << " -> " << ex2[1];
+      // Two eighths of the row exp2s leave (16 per softmax copy of a 64 x 128 tile, at least two copies:
+      // the peeled first tile and the loop's; the alpha and tanh exp2s stay; nvdisasm 13.0, full D=64
+      // since the tail branch went (session 14): 132 -> 100), five FFMA each in their place.
+      EXPECT_GE(ex2[0] - ex2[1], 32) << what << ": " << ex2[0] << " -> " << ex2[1];
       EXPECT_GE(ffma[1] - ffma[0], 5 * (ex2[0] - ex2[1])) << what;
     }
 }
