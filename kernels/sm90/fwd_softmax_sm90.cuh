@@ -90,17 +90,6 @@ __device__ __forceinline__ constexpr bool use_rel_gather() {
 #endif
 }
 
-// wrap_index(kv, S) for a lane of a tail tile in the general branch (rel-gather variants only, below):
-// one conditional subtract covers every lane unless S is shorter than the tile; the rare remainder takes
-// a subtraction loop instead of a per-lane integer division (which bloated the branch into spills).
-// Without the loops ptxas schedules the branch's 64 gathers together and spills 92-192 bytes, some of it
-// in the main loop (session 14, locally); their basic blocks keep the gathers apart.
-__device__ __forceinline__ int wrap_kv(int kv, int S) {
-  int w = kv < S ? kv : kv - S;
-  while (w >= S) w -= S;
-  return w;
-}
-
 // The tail tile (kv0 + BN > S) takes the same branch as a tile inside [0, S) of its kind, then this sets
 // its lanes past S to `fill` (-inf; the softcap path's +inf). Those lanes' mods ran on kv itself, not on
 // torch's kv % S: harmless, as their results are dropped here and the forward's mods have no side effects
@@ -118,29 +107,49 @@ __device__ __forceinline__ void drop_past_end(float (&s)[BN / 2], int kv0, int t
   }
 }
 
-// g[j][e] = row[base_0 + sign * (8 - 8j - e)], j = 0 .. BN/8: offsets sign * [7 - BN, 8] around base_0.
-// Null when a thread's rows are not 8 apart or an offset leaves [0, n) (the general form clamps): the
-// caller then takes the general path for the whole warp (rel_gather_ok).
+// A tile's relative-bias row: g[j][e] = row[base_0 + sign * (8 - 8j - e)], j = 0 .. BN/8, the offsets
+// sign * [7 - BN, 8] around base_0 = sign * (q_0 - kv_0) + c (row 0's index at the thread's first column).
+// ok: the offsets stay inside [0, n) and the thread's rows are 8 apart, so the fast path needs no clamp;
+// otherwise (a bias shorter than the positions need, the tail tile, rows wrapping past L) the warp takes
+// the clamped form (rel_gather_ok).
+struct RelGatherTile {
+  const float* row;
+  long long base;
+  int n;
+  bool ok;
+};
 template <class V, int BN>
-__device__ __forceinline__ const float* rel_gather_base(const AttnParams& p, int b, int h, const int (&qw)[2], int kv0, int t) {
+__device__ __forceinline__ RelGatherTile rel_gather_tile(const AttnParams& p, int b, int h, const int (&qw)[2], int kv0,
+                                                         int t) {
   int c, n;
   const float* row = V::rel_gather(p.mod, b, h, c, n);
   constexpr int sg = RelGatherOf<V>::value;
   const long long base = sg * ((long long)qw[0] - (kv0 + p.kv_offset + 2 * t)) + c;
   const long long lo = base + (sg > 0 ? 7 - BN : -8), hi = base + (sg > 0 ? 8 : BN - 7);
-  return qw[1] == qw[0] + 8 && lo >= 0 && hi < n ? row + base : nullptr;
+  return {row, base, n, qw[1] == qw[0] + 8 && lo >= 0 && hi < n};
 }
-__device__ __forceinline__ bool rel_gather_ok(const float* base) { return __all_sync(0xffffffffu, base != nullptr); }
+__device__ __forceinline__ bool rel_gather_ok(const RelGatherTile& g) { return __all_sync(0xffffffffu, g.ok); }
 
-template <class V, bool kFull, int BN>
+// kClamp = false: the fast path, 34 loads at immediate offsets of one pointer. kClamp = true: the general
+// form, each of the 34 indices clamped as codegen clamps score_mod's (fa_clamp_index32), so the result is
+// score_mod's own; rows past L, whose second row is not 8 above the first, and lanes past S (dropped by the
+// caller) read clamped entries that nothing uses. full (kClamp only): the tile skips mask_mod. This form
+// replaced score_mod per entry with wrapped kv (session 14): that branch's 32 wrap loops were 0.8 s of
+// NVVM's time, and without the loops ptxas gathered its 64 loads together and spilled 92-192 bytes.
+template <class V, bool kFull, bool kClamp, int BN>
 __device__ __forceinline__ void scores_inside_rel_gather(float (&s)[BN / 2], const AttnParams& p, int b, int h,
-                                                         const int (&qw)[2], int kv0, int t, const float* base) {
+                                                         const int (&qw)[2], int kv0, int t, const RelGatherTile& gt,
+                                                         bool full = false) {
   constexpr int sg = RelGatherOf<V>::value;
   float g[BN / 8 + 1][2];
+  const float* base = gt.row + gt.base;
 #pragma unroll
   for (int j = 0; j <= BN / 8; ++j) {
 #pragma unroll
-    for (int e = 0; e < 2; ++e) g[j][e] = __ldg(base + sg * (8 - 8 * j - e));
+    for (int e = 0; e < 2; ++e) {
+      const int off = sg * (8 - 8 * j - e);
+      g[j][e] = kClamp ? __ldg(gt.row + fa_clamp_index32(int(gt.base + off), gt.n)) : __ldg(base + off);
+    }
   }
   const int kvb = kv0 + p.kv_offset + 2 * t;
 #pragma unroll
@@ -149,7 +158,7 @@ __device__ __forceinline__ void scores_inside_rel_gather(float (&s)[BN / 2], con
     for (int e = 0; e < 4; ++e) {
       float u = fmaf(s[4 * i + e], p.scale, e < 2 ? g[i + 1][e] : g[i][e - 2]);
       if constexpr (!kFull && V::kHasMaskMod) {
-        if (!V::mask_mod(p.mod, b, h, qw[e >> 1], kvb + 8 * i + (e & 1))) u = neg_inf();
+        if (!(kClamp && full) && !V::mask_mod(p.mod, b, h, qw[e >> 1], kvb + 8 * i + (e & 1))) u = neg_inf();
       }
       s[4 * i + e] = u;
     }
@@ -336,8 +345,8 @@ __device__ __forceinline__ void online_softmax_softcap(float (&s)[BN / 2], float
 // or any tile of a variant without mask_mod) and a partial tile (mask_mod: the diagonal of causal and the
 // edges of windows and documents, most tiles of sparse masks); the tail tile (kv0 + BN > S) takes its
 // kind's branch and drop_past_end (a variant without mask_mod: the second branch). Rel-gather variants
-// have a third, general branch (score_mod itself, wrapped kv, bounds) for their tail and for tiles whose
-// gathers leave the row.
+// have a third branch, the clamped form of their gathers, for their tail and for tiles whose gathers leave
+// the row.
 // The softmax sits *inside* each branch on purpose: ptxas 13.0 hoists a wgmma.wait_group to the top of
 // the basic block it lives in, so with the branch join before the softmax the wait for the in-flight
 // P V landed above the row max and the exp2s no longer overlapped it (seen in the SASS; session 14's
@@ -350,7 +359,7 @@ __device__ __forceinline__ void scores_softmax(float (&s)[BN / 2], const AttnPar
   const bool tail = kv0 + BN > p.S;
   // The first branch: a tile that needs no mask_mod; for a variant without mask_mod only the tiles that are
   // not the tail, so that it still has two branches and the softmax a branch join below it (see above);
-  // the rel-gather variants' tails take their general branch instead.
+  // the rel-gather variants' tails take their clamped form instead.
   const bool no_mask = V::kHasMaskMod ? full : use_rel_gather<V>() || !tail;
   if constexpr (use_softcap<V>()) {
     if (no_mask) {
@@ -365,40 +374,28 @@ __device__ __forceinline__ void scores_softmax(float (&s)[BN / 2], const AttnPar
     return;
   }
   const float c = softmax_log2_factor<V>(p);
-  // Rel-gather variants send a tile whose gathers leave the row (clamped indices) to the general branch.
-  // (The tail of a rel-gather variant also goes there: its lanes past S leave the row.)
-  const float* gather = nullptr;
+  // Rel-gather variants send a tile whose gathers leave the row, and their tail, to the clamped form.
+  RelGatherTile gather{};
   bool general = false;
   if constexpr (use_rel_gather<V>()) {
-    gather = rel_gather_base<V, BN>(p, b, h, qw, kv0, t);
+    gather = rel_gather_tile<V, BN>(p, b, h, qw, kv0, t);
     general = tail || !rel_gather_ok(gather);
   }
   if (!general && no_mask) {
     if constexpr (use_rel_affine<V>()) scores_inside_affine<V, true, BN>(s, p, b, h, qw, kv0, t, slope);
-    else if constexpr (use_rel_gather<V>()) scores_inside_rel_gather<V, true, BN>(s, p, b, h, qw, kv0, t, gather);
+    else if constexpr (use_rel_gather<V>()) scores_inside_rel_gather<V, true, false, BN>(s, p, b, h, qw, kv0, t, gather);
     else scores_inside<V, true, BN>(s, p, b, h, qw, kv0, t);
     if (tail) drop_past_end<BN>(s, kv0, t, p.S, neg_inf());
     online_softmax<BN>(s, m, l, alpha, c, mr);
   } else if (!general) {
     if constexpr (use_rel_affine<V>()) scores_inside_affine<V, false, BN>(s, p, b, h, qw, kv0, t, slope);
-    else if constexpr (use_rel_gather<V>()) scores_inside_rel_gather<V, false, BN>(s, p, b, h, qw, kv0, t, gather);
+    else if constexpr (use_rel_gather<V>()) scores_inside_rel_gather<V, false, false, BN>(s, p, b, h, qw, kv0, t, gather);
     else scores_inside<V, false, BN>(s, p, b, h, qw, kv0, t);
     if (tail) drop_past_end<BN>(s, kv0, t, p.S, neg_inf());
     online_softmax<BN>(s, m, l, alpha, c, mr);
   } else if constexpr (use_rel_gather<V>()) {
-#pragma unroll
-    for (int i = 0; i < BN / 8; ++i) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int kv = kv0 + 8 * i + 2 * t + (e & 1);
-        const int kvw = wrap_kv(kv, p.S) + p.kv_offset;
-        float u = s[4 * i + e];
-        if constexpr (V::kHasScoreMod) u = V::score_mod(p.mod, u * p.scale, b, h, qw[e >> 1], kvw);
-        bool keep = kv < p.S;
-        if constexpr (V::kHasMaskMod) keep = keep && (full || V::mask_mod(p.mod, b, h, qw[e >> 1], kvw));
-        s[4 * i + e] = keep ? u : neg_inf();
-      }
-    }
+    scores_inside_rel_gather<V, false, true, BN>(s, p, b, h, qw, kv0, t, gather, full);
+    if (tail) drop_past_end<BN>(s, kv0, t, p.S, neg_inf());
     online_softmax<BN>(s, m, l, alpha, c, mr);
   }
 }
