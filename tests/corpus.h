@@ -29,6 +29,7 @@ inline const std::vector<CorpusEntry>& mod_corpus() {
       {"softcap:30+causal", "causal", "softcap:30"},
       {"alibi+causal", "causal", "alibi"},
       {"relbias(learnable)", "", "relbias", true},
+      {"relbias+causal", "causal", "relbias:const"},
       {"alibi_slopes(learnable)+causal", "causal", "alibi_slopes", true},
       {"t5", "", "t5"},
       {"text:mixed", "expr:q_idx >= kv_idx", "expr:where(score > 0, score * 0.5, score) + 1.0 / (abs(score) + 1.0)"},

@@ -34,6 +34,7 @@ struct GeneratedVariant {
   // index depends on the positions only through q_idx - kv_idx, 1 when not at all (ir::position_dependence).
   int buffer_grad_reduce = 0;
   bool has_mask_mod = false;  // kHasMaskMod: a mask_mod that is not constant true
+  bool has_buffer_grad = false;  // kHasBufferGrad: a learnable buffer (backward only)
   bool rel_affine = false;    // kRelAffine: score_mod = score + rel_slope(b, h) * (kv_idx - q_idx)
   int rel_gather = 0;         // kRelGather: score_mod = score + row(b, h)[+-(q_idx - kv_idx) + c] (the sign, 0: no)
 };

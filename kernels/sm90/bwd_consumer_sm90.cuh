@@ -22,6 +22,7 @@
 #include "sm90/bwd_gemm_sm90.cuh"
 #include "sm90/bwd_dq_order_sm90.cuh"
 #include "sm90/bwd_layout_sm90.cuh"
+#include "sm90/bwd_rel_gather_sm90.cuh"
 #include "sm90/ptx/fence.cuh"
 #include "sm90/ptx/mbarrier.cuh"
 #include "sm90/ptx/smem.cuh"
@@ -110,19 +111,28 @@ template <class V, bool kFull, bool kInB, int R>
 __device__ __forceinline__ void bwd_tile_scores(float (&st)[R], float (&dpt)[R], const AttnParams& p,
                                                 float scale_log2, unsigned s_lse, unsigned s_delta, int b, int h,
                                                 int q0, int kv_row, int t, bool mask_on = true) {
-  constexpr bool kAffine = bwd_rel_affine<V>();
+  constexpr bool kAffine = bwd_rel_affine<V>(), kGather = bwd_rel_gather<V>();
   const BwdAffine aff = BwdAffine::of<V>(p, b, h, q0, kv_row, t);
+  const BwdRelGather gat = BwdRelGather::of<V, R>(p, b, h, q0, kv_row, t);
+  float g_prev[2] = {0.f, 0.f}, g_cur[2] = {0.f, 0.f};  // kGather: row values at j = i - 1 and i
+  if constexpr (kGather) gat.load<V>(g_prev, -1);
 #pragma unroll
   for (int i = 0; i < R / 4; ++i) {
+    if constexpr (kGather) {
+      if (i > 0) g_prev[0] = g_cur[0], g_prev[1] = g_cur[1];
+      gat.load<V>(g_cur, i);
+    }
     float lse2[2], del[2];
     ld_shared_v2_f32(s_lse + 4 * (8 * i + 2 * t), lse2[0], lse2[1]);
     ld_shared_v2_f32(s_delta + 4 * (8 * i + 2 * t), del[0], del[1]);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int kv = kv_row + 8 * (e >> 1), q = q0 + 8 * i + 2 * t + (e & 1);
-      const float u = kAffine ? aff.u(st[4 * i + e], p.scale, i, e) : 0.f;
-      bwd_entry<V, kFull, kInB, kAffine>(p, st[4 * i + e], dpt[4 * i + e], scale_log2, lse2[e & 1], del[e & 1], b, h,
-                                         q, kv, st[4 * i + e], dpt[4 * i + e], u, mask_on);
+      const float u = kAffine   ? aff.u(st[4 * i + e], p.scale, i, e)
+                      : kGather ? fmaf(st[4 * i + e], p.scale, (e >> 1) ? g_prev[e & 1] : g_cur[e & 1])
+                                : 0.f;
+      bwd_entry<V, kFull, kInB, kAffine || kGather>(p, st[4 * i + e], dpt[4 * i + e], scale_log2, lse2[e & 1],
+                                                    del[e & 1], b, h, q, kv, st[4 * i + e], dpt[4 * i + e], u, mask_on);
     }
   }
 }

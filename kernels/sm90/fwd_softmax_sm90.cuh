@@ -80,15 +80,7 @@ __device__ __forceinline__ void scores_inside_affine(float (&s)[BN / 2], const A
 // entry i is row 0's entry i - 1: 34 loads at compile-time offsets of one pointer serve the 64 entries, and
 // the clamp of the general form is one range check per tile (rel_gather_ok). The general form cost ~8
 // instructions per entry (index, clamp, address, load, add): the relbias forward ran at half the dense speed.
-FLEXATTN_VARIANT_HOOK(RelGatherOf, kRelGather, int, 0)
-template <class V>
-__device__ __forceinline__ constexpr bool use_rel_gather() {
-#if defined(FLEXATTN_SM90_REL_GATHER)
-  return RelGatherOf<V>::value != 0;
-#else
-  return false;
-#endif
-}
+// (RelGatherOf and use_rel_gather: rel_affine_sm90.cuh.)
 
 // The tail tile (kv0 + BN > S) takes the same branch as a tile inside [0, S) of its kind, then this sets
 // its lanes past S to `fill` (-inf; the softcap path's +inf). Those lanes' mods ran on kv itself, not on

@@ -20,6 +20,18 @@ __device__ __forceinline__ constexpr bool use_rel_affine() {
   return false;
 #endif
 }
+// Relative-position gathers (codegen's kRelGather), with FLEXATTN_SM90_REL_GATHER: the forward's
+// scores_inside_rel_gather (fwd_softmax_sm90.cuh) and the backward's BwdRelGather (bwd_rel_gather_sm90.cuh).
+FLEXATTN_VARIANT_HOOK(RelGatherOf, kRelGather, int, 0)
+template <class V>
+__device__ __forceinline__ constexpr bool use_rel_gather() {
+#if defined(FLEXATTN_SM90_REL_GATHER)
+  return RelGatherOf<V>::value != 0;
+#else
+  return false;
+#endif
+}
+
 template <class V>
 __device__ __forceinline__ float rel_slope_of(const AttnParams& p, int b, int h) {
   if constexpr (use_rel_affine<V>()) return V::rel_slope(p.mod, b, h);

@@ -472,6 +472,7 @@ GeneratedVariant emit_cuda_variant(const Variant& variant, bool with_backward) {
   out << "  static constexpr bool kHasScoreMod = " << (score_mod.empty() ? "false" : "true") << ";\n";
   out << "  static constexpr bool kHasMaskMod = " << (mask_mod.empty() ? "false" : "true") << ";\n";
   out << "  static constexpr bool kHasBufferGrad = " << (grads.empty() ? "false" : "true") << ";\n\n";
+  gen.has_buffer_grad = !grads.empty();
 
   out << "  __device__ __forceinline__ static float score_mod(" << kSignature << ") {\n";
   if (score_mod.empty()) {

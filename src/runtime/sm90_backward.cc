@@ -215,10 +215,16 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   std::ostringstream s;
   s << "// flexattn backward kernels, sm90 family (sm_90a; preprocess and dQ convert from sm80), " << t
     << ", D=" << key.d << ", Dv=" << key.dv << "\n";
+  // FLEXATTN_SM90_GATHER (default on, as the forward's): constant relative-position-bias score_mods read their row
+  // at immediate offsets of one pointer (kernels/sm90/bwd_rel_gather_sm90.cuh); learnable rows keep the general
+  // form, so only constant ones get the define (the others' sources stay byte-identical).
+  const bool gather_define =
+      variant.rel_gather != 0 && !variant.has_buffer_grad && jit::env_flag("FLEXATTN_SM90_GATHER", true);
   // Buffer gradients summed per warp before the atomics (kernels/sm90/bwd_buffer_grad_sm90.cuh), only in
   // sources whose variant can use it: the others stay byte-identical with the switch on.
-  if (!wide && variant.buffer_grad_reduce != 0 && (bg_reduce < 0 ? sm90_bwd_bg_reduce_requested() : bg_reduce != 0))
-    s << "#define FLEXATTN_SM90_BWD_BG_REDUCE 1\n";
+  const bool bg_define =
+      !wide && variant.buffer_grad_reduce != 0 && (bg_reduce < 0 ? sm90_bwd_bg_reduce_requested() : bg_reduce != 0);
+  if (bg_define) s << "#define FLEXATTN_SM90_BWD_BG_REDUCE 1\n";
   // FLEXATTN_SM90_BWD_HEAD_GROUPS: the grouped launch order (sm90_bwd_grid_tile) of the non-persistent kernel. Its
   // index math spilled 16 bytes in the alibi-slopes and t5 (buffer-gradient) v2 kernels at D = 128 (ptxas 13.0):
   // get_kernel_set recompiles a kernel that spills without it first.
@@ -234,12 +240,22 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   // p.dkv_tma). A kernel that spills with it is recompiled without it first (get_kernel_set): compiled in, it pushed
   // the v2's constant-relbias kernel at D = 128 over its registers, which then lost its bulk dQ path (462 -> 387
   // TFLOP/s on the H200, session 12).
-  if (!use_persistent && (tma_store < 0 ? sm90_bwd_tma_store_requested() : tma_store != 0)) s << kTmaStoreDefine;
+  // The v2 kernel compiles it in only beside the bulk dQ path and without the buffer-gradient sums
+  // (bwd_consumer_v2_sm90.cuh kTmaEpilogue); elsewhere the define would only make a different source of the same
+  // kernel, which get_kernel_set's spill fallbacks then recompiled for nothing (learnable relbias + causal at D = 128:
+  // three compiles, session 15). By default (tma_store < 0) the v2's relative-bias gather without a mask_mod goes
+  // without it: measured on the H200 (session 15, B=2 H=16 S=8192 D=128 backward ms, two runs each) 6.10 with it,
+  // 5.78 without; with a causal mask it helps (3.09 / 3.16), as for dense attention (4.79 / 4.85).
+  const bool v2 = !wide && sm90_bwd_v2_selected(key.d, key.dv);
+  const bool tma_inert = v2 && (bg_define || !use_bulk);
+  const bool tma_default = sm90_bwd_tma_store_requested() && !(v2 && gather_define && !variant.has_mask_mod);
+  if (!use_persistent && !tma_inert && (tma_store < 0 ? tma_default : tma_store != 0)) s << kTmaStoreDefine;
   // FLEXATTN_SM90_AFFINE (default on, as the forward's): ALiBi-shaped score_mods evaluate their bias as an affine
   // function of the position (kernels/sm90/rel_affine_sm90.cuh); only their sources get the define, and not the
   // persistent kernel's at D = 128 (with it ALiBi + causal spilled there, ptxas 13.0; clean at D = 64).
   if (variant.rel_affine && (!use_persistent || key.d <= 64) && jit::env_flag("FLEXATTN_SM90_AFFINE", true))
     s << "#define FLEXATTN_SM90_REL_AFFINE 1\n";
+  if (gather_define) s << "#define FLEXATTN_SM90_REL_GATHER 1\n";
   s << "#include \"common/mod_ops.cuh\"\n";
   s << "#include \"sm80/attn_bwd_sm80.cuh\"\n";
   s << "#include \"sm90/attn_bwd_sm90.cuh\"\n";
