@@ -107,7 +107,8 @@ class FunctionEmitter {
     const size_t last = load.args.size() - 1;
     const std::string row = rows_before_last(load, slot);
     if (load.args[last]->type == DType::I32) {
-      const std::string col = "fa_clamp_index32(" + value(load.args[last].get()) + ", " + buf_size(slot, last) + ")";
+      const std::string col = clamp32(load.args[last].get()) + "(" + value(load.args[last].get()) + ", " +
+                              buf_size(slot, last) + ")";
       return {last == 0 ? std::string("0LL") : "(" + row + ") * " + buf_size(slot, last), col};
     }
     return {last == 0 ? clamped(load, slot, last) : "(" + row + ") * " + buf_size(slot, last) + " + " + clamped(load, slot, last),
@@ -128,8 +129,15 @@ class FunctionEmitter {
 
   std::string clamped(const Node& load, int slot, size_t d) {
     const Node* i = load.args[d].get();
-    if (i->type == DType::I32) return "(long long)fa_clamp_index32(" + value(i) + ", " + buf_size(slot, d) + ")";
+    if (i->type == DType::I32) return "(long long)" + clamp32(i) + "(" + value(i) + ", " + buf_size(slot, d) + ")";
     return "fa_clamp_index((long long)" + value(i) + ", " + buf_size(slot, d) + ")";
+  }
+  // The kernels hand the mods b, h, q_idx and kv_idx never negative (padded lanes see positions past the end,
+  // not before the start), so an index that is one of them needs only the upper clamp: fewer instructions per
+  // entry, and a shorter compile (the document mask's forward at D = 128: ... ).
+  static std::string clamp32(const Node* i) {
+    const bool position = i->op == Op::Batch || i->op == Op::Head || i->op == Op::QIdx || i->op == Op::KvIdx;
+    return position ? "fa_clamp_position32" : "fa_clamp_index32";
   }
   std::string rows_before_last(const Node& load, int slot) {
     std::string row;

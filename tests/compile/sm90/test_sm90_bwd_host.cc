@@ -314,9 +314,13 @@ TEST(Sm90BwdHost, V2IsTheDefaultForD128AndOnlyChangesTheMainKernelsTemplate) {
   EXPECT_EQ(v2_bulk, expect);
   EXPECT_TRUE(runtime::sm90_bwd_source_choice(v2_bulk).dq_bulk);
   EXPECT_TRUE(runtime::sm90_bwd_source_choice(v2_bulk).v2);
-  // The per-element fallback of get_kernel_set (dq_bulk = 0) keeps v2.
+  // The per-element fallback of get_kernel_set (dq_bulk = 0) keeps v2, without the TMA-store define: the v2 kernel
+  // compiles that epilogue in only beside the bulk path.
   expect = red;
   expect.replace(red.find(call_red), call_red.size(), "attn_bwd_sm90<FlexVariant, bf16, 128, 128, false, true>(p)");
+  const std::string tma_define = "#define FLEXATTN_SM90_BWD_TMA_STORE 1\n";
+  ASSERT_NE(expect.find(tma_define), std::string::npos);
+  expect.erase(expect.find(tma_define), tma_define.size());
   const std::string v2_red = runtime::kernel_source_sm90_bwd(gen, key, 0);
   EXPECT_EQ(v2_red, expect);
   EXPECT_FALSE(runtime::sm90_bwd_source_choice(v2_red).dq_bulk);
@@ -480,9 +484,14 @@ TEST(Sm90BwdHost, PersistentIsOptInAndOnlyAddsTheEighthTemplateArgument) {
   setenv("FLEXATTN_SM90_BWD_PERSISTENT", "1", 1);
   // The persistent kernel has no grouped launch order (FLEXATTN_SM90_BWD_HEAD_GROUPS) and no TMA-store epilogue
   // (FLEXATTN_SM90_BWD_TMA_STORE), the default's defines.
-  auto with = [](std::string src, const std::string& call, const std::string& by) {
+  // (The v2's per-element path has no TMA-store define to begin with: tma = false.)
+  auto with = [](std::string src, const std::string& call, const std::string& by, bool tma = true) {
     for (const std::string define_line : {"#define FLEXATTN_SM90_BWD_GRID_ORDER 1\n", "#define FLEXATTN_SM90_BWD_TMA_STORE 1\n"}) {
       const size_t define = src.find(define_line);
+      if (!tma && define_line.find("TMA_STORE") != std::string::npos) {
+        EXPECT_EQ(define, std::string::npos) << define_line;
+        continue;
+      }
       EXPECT_NE(define, std::string::npos) << define_line;
       if (define != std::string::npos) src.erase(define, define_line.size());
     }
@@ -502,7 +511,7 @@ TEST(Sm90BwdHost, PersistentIsOptInAndOnlyAddsTheEighthTemplateArgument) {
   EXPECT_TRUE(c64.dq_bulk && !c64.v2 && c64.dq_tma && c64.persistent);
   // The spill fallback's per-element dQ path (v2 without bulk) keeps the switch.
   const std::string p128_red = runtime::kernel_source_sm90_bwd(gen, key, 0);
-  EXPECT_EQ(p128_red, with(d128_red, "128, 128, false, true>(p)", "128, 128, false, true, false, true>(p)"));
+  EXPECT_EQ(p128_red, with(d128_red, "128, 128, false, true>(p)", "128, 128, false, true, false, true>(p)", false));
   const runtime::Sm90BwdChoice cr = runtime::sm90_bwd_source_choice(p128_red);
   EXPECT_TRUE(!cr.dq_bulk && cr.v2 && !cr.dq_tma && cr.persistent);
   // The spill fallback of kernel_set.cc asks for the default kernel explicitly, whatever the switch says.

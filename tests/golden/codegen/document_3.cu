@@ -16,8 +16,8 @@ struct FlexVariant {
   }
 
   __device__ __forceinline__ static bool mask_mod(const ModParams& p, int b, int h, int q_idx, int kv_idx) {
-    const int t0 = fa_read_i32(p.buf[0], 0LL, fa_clamp_index32(q_idx, p.buf_shape[0][0]));
-    const int t1 = fa_read_i32(p.buf[0], 0LL, fa_clamp_index32(kv_idx, p.buf_shape[0][0]));
+    const int t0 = fa_read_i32(p.buf[0], 0LL, fa_clamp_position32(q_idx, p.buf_shape[0][0]));
+    const int t1 = fa_read_i32(p.buf[0], 0LL, fa_clamp_position32(kv_idx, p.buf_shape[0][0]));
     const bool t2 = (t0 == t1);
     return t2;
   }

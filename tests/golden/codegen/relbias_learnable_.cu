@@ -15,7 +15,7 @@ struct FlexVariant {
     const int t0 = fa_sub(q_idx, kv_idx);
     const int t1 = fa_add(t0, ((int)p.scalar[0]));
     const int t2 = fa_sub(t1, ((int)((long long)p.lit[0])));
-    const float t3 = fa_read_f32(p.buf[0], ((long long)fa_clamp_index32(h, p.buf_shape[0][0])) * p.buf_shape[0][1], fa_clamp_index32(t2, p.buf_shape[0][1]));
+    const float t3 = fa_read_f32(p.buf[0], ((long long)fa_clamp_position32(h, p.buf_shape[0][0])) * p.buf_shape[0][1], fa_clamp_index32(t2, p.buf_shape[0][1]));
     const float t4 = (score + t3);
     return t4;
   }
@@ -35,7 +35,7 @@ struct FlexVariant {
   __device__ __forceinline__ static const float* rel_gather(const ModParams& p, int b, int h, int& c, int& n) {
     c = fa_sub(((int)p.scalar[0]), ((int)((long long)p.lit[0])));
     n = (int)p.buf_shape[0][1];
-    return (const float*)p.buf[0] + (((long long)fa_clamp_index32(h, p.buf_shape[0][0])) * p.buf_shape[0][1]);
+    return (const float*)p.buf[0] + (((long long)fa_clamp_position32(h, p.buf_shape[0][0])) * p.buf_shape[0][1]);
   }
 
   // g * d score_mod / d score
@@ -48,7 +48,7 @@ struct FlexVariant {
     const int t0 = fa_sub(q_idx, kv_idx);
     const int t1 = fa_add(t0, ((int)p.scalar[0]));
     const int t2 = fa_sub(t1, ((int)((long long)p.lit[0])));
-    atomicAdd(p.buf_grad[0] + (((long long)fa_clamp_index32(h, p.buf_shape[0][0])) * p.buf_shape[0][1]) + fa_clamp_index32(t2, p.buf_shape[0][1]), g * ((float)p.lit[1]));
+    atomicAdd(p.buf_grad[0] + (((long long)fa_clamp_position32(h, p.buf_shape[0][0])) * p.buf_shape[0][1]) + fa_clamp_index32(t2, p.buf_shape[0][1]), g * ((float)p.lit[1]));
   }
 
   // The gradient index depends on q_idx, kv_idx only through q_idx - kv_idx (2) or not at all (1):
@@ -61,7 +61,7 @@ struct FlexVariant {
     const int t0 = fa_sub(q_idx, kv_idx);
     const int t1 = fa_add(t0, ((int)p.scalar[0]));
     const int t2 = fa_sub(t1, ((int)((long long)p.lit[0])));
-    atomicAdd(p.buf_grad[0] + (((long long)fa_clamp_index32(h, p.buf_shape[0][0])) * p.buf_shape[0][1]) + fa_clamp_index32(t2, p.buf_shape[0][1]), v);
+    atomicAdd(p.buf_grad[0] + (((long long)fa_clamp_position32(h, p.buf_shape[0][0])) * p.buf_shape[0][1]) + fa_clamp_index32(t2, p.buf_shape[0][1]), v);
   }
 };
 

@@ -28,7 +28,7 @@ struct FlexVariant {
     const int t13 = fa_min_i(t12, ((int)((long long)p.lit[4])));
     const int t14 = (t4 ? t3 : t13);
     const int t15 = fa_add(((int)t2), t14);
-    const float t16 = fa_read_f32(p.buf[0], ((long long)fa_clamp_index32(h, p.buf_shape[0][0])) * p.buf_shape[0][1], fa_clamp_index32(t15, p.buf_shape[0][1]));
+    const float t16 = fa_read_f32(p.buf[0], ((long long)fa_clamp_position32(h, p.buf_shape[0][0])) * p.buf_shape[0][1], fa_clamp_index32(t15, p.buf_shape[0][1]));
     const float t17 = (score + t16);
     return t17;
   }

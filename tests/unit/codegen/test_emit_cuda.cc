@@ -103,12 +103,16 @@ TEST(EmitCuda, ReciprocalMultiplyIsWithinTwoUlpOfTheInterpreter) {
 TEST(EmitCuda, Int32GatherIndicesClampInThirtyTwoBits) {
   const Buffer bias{"bias", DType::F32};
   const std::string rel = score_mod_source(score() + bias(head(), q_idx() - kv_idx() + 7));
-  EXPECT_TRUE(has(rel, "fa_read_f32(p.buf[0], ((long long)fa_clamp_index32(h, p.buf_shape[0][0])) * "
+  // h (a position: never negative) takes the upper clamp only; q_idx - kv_idx + 7 the whole rule.
+  EXPECT_TRUE(has(rel, "fa_read_f32(p.buf[0], ((long long)fa_clamp_position32(h, p.buf_shape[0][0])) * "
                        "p.buf_shape[0][1], fa_clamp_index32(")) << rel;
   EXPECT_FALSE(has(rel, "fa_clamp_index((long long)")) << rel;
   // A one-dimensional gather has no row.
   const std::string one = score_mod_source(score() + bias(kv_idx()));
-  EXPECT_TRUE(has(one, "fa_read_f32(p.buf[0], 0LL, fa_clamp_index32(kv_idx, p.buf_shape[0][0]))")) << one;
+  EXPECT_TRUE(has(one, "fa_read_f32(p.buf[0], 0LL, fa_clamp_position32(kv_idx, p.buf_shape[0][0]))")) << one;
+  const std::string shifted = score_mod_source(score() + bias(kv_idx() - 1));
+  EXPECT_TRUE(has(shifted, "fa_clamp_index32(")) << shifted;
+  EXPECT_FALSE(has(shifted, "fa_clamp_position32(")) << shifted;
   // An i64 index keeps the 64-bit clamp and one flat offset.
   const std::string wide = score_mod_source(score() + bias(cast(q_idx(), DType::I64) * 3));
   EXPECT_TRUE(has(wide, "fa_read_f32(p.buf[0], fa_clamp_index((long long)")) << wide;
@@ -163,7 +167,7 @@ TEST(EmitCuda, RelAffineScoreModsAreRecognised) {
   EXPECT_TRUE(has(alibi, "exp2f(")) << alibi;  // the slope formula lives in rel_slope
   const std::string buf = source(mods::alibi(slopes));
   EXPECT_TRUE(has(buf, "static constexpr bool kRelAffine = true;")) << buf;
-  EXPECT_TRUE(has(buf, "const float t0 = fa_read_f32(p.buf[0], 0LL, fa_clamp_index32(h, p.buf_shape[0][0]));\n    return t0;")) << buf;
+  EXPECT_TRUE(has(buf, "const float t0 = fa_read_f32(p.buf[0], 0LL, fa_clamp_position32(h, p.buf_shape[0][0]));\n    return t0;")) << buf;
   // Mirrored difference or a subtracted term: the sign goes into rel_slope.
   const std::string mirrored = source(score() + (q_idx() - kv_idx()) * slopes(head()));
   EXPECT_TRUE(has(mirrored, "kRelAffine = true;")) << mirrored;
@@ -195,7 +199,7 @@ TEST(EmitCuda, RelativeBiasGathersAreRecognised) {
   EXPECT_EQ(rel.rel_gather, 1);
   EXPECT_TRUE(has(rel.source, "static constexpr int kRelGather = 1;")) << rel.source;
   EXPECT_TRUE(has(rel.source, "    n = (int)p.buf_shape[0][1];\n    return (const float*)p.buf[0] + "
-                              "(((long long)fa_clamp_index32(h, p.buf_shape[0][0])) * p.buf_shape[0][1]);"))
+                              "(((long long)fa_clamp_position32(h, p.buf_shape[0][0])) * p.buf_shape[0][1]);"))
       << rel.source;
   // kv - q with the constant first, the bias first: sign -1, c = 5 - 2 (literals live in slots).
   const codegen::GeneratedVariant mirrored = gen(bias(head(), Expr(5) + kv_idx() - q_idx() - 2) + score());

@@ -78,7 +78,10 @@ TEST(ModOpsHost, ThirtyTwoBitClampMatchesTheSixtyFourBitOne) {
     std::vector<int> idx = {0, 1, -1, s - 1, s, -s, -s + 1, -s - 1, INT_MAX, INT_MIN, INT_MIN + 1, INT_MAX - 1};
     if (s < INT_MAX) idx.push_back(s + 1);
     for (int k = 0; k < 300; ++k) idx.push_back(any(rng) >> (k % 32));
-    for (int i : idx)
+    for (int i : idx) {
       ASSERT_EQ((long long)fa_clamp_index32(i, size), fa_clamp_index((long long)i, size)) << i << " in " << size;
+      // Positions (b, h, q_idx, kv_idx) are never negative: there the upper clamp alone is the same rule.
+      if (i >= 0) ASSERT_EQ(fa_clamp_position32(i, size), fa_clamp_index32(i, size)) << i << " in " << size;
+    }
   }
 }
