@@ -33,6 +33,11 @@
 namespace flexattn::kern {
 
 constexpr int kBmRowsPerLane = 16;
+// kv columns per step of bm_tile_uniform (each step evaluates kBmRowsPerLane x this many entries per lane).
+#ifndef FLEXATTN_BM_UNROLL
+#define FLEXATTN_BM_UNROLL 4
+#endif
+constexpr int kBmUnroll = FLEXATTN_BM_UNROLL;
 constexpr unsigned char kBmSkipped = 0, kBmPartial = 1, kBmFull = 2;
 
 // min(base + off, last) for base + off < 2^32 and last <= INT_MAX: in unsigned, so that the sum cannot
@@ -50,7 +55,7 @@ __device__ __forceinline__ int bm_clamp_to(unsigned base, unsigned off, unsigned
 template <class V, bool kWant>
 __device__ __forceinline__ bool bm_tile_uniform(const ModParams& m, int b, int h, int q0, int q1, int k0, int k1,
                                                 int rl_log2, int lane) {
-  constexpr int R = kBmRowsPerLane, kUnroll = 4;
+  constexpr int R = kBmRowsPerLane, kUnroll = kBmUnroll;
   const unsigned rl_count = 1u << rl_log2, cl_count = 32u >> rl_log2;
   const unsigned rl = lane & (rl_count - 1u), cl = lane >> rl_log2;
   const int steps = (int)(((long long)k1 - k0 + cl_count - 1) / cl_count);  // the same for every lane
