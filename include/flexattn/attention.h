@@ -64,7 +64,7 @@ struct ForwardArgs {
   double scale = std::numeric_limits<double>::quiet_NaN();  // NaN = 1/sqrt(D)
   // Positions the mods see: query row i is at q_offset + i, kv row j at kv_offset + j (a chunk of a
   // longer sequence, a context-parallel piece). The block mask, the bounds and the outputs stay in the
-  // call's own rows and columns. The backward uses its forward args' offsets. |offset| + length < 2^30.
+  // call's own rows and columns. The backward uses its forward args' offsets. 0 <= offset, offset + length <= 2^30.
   int64_t q_offset = 0, kv_offset = 0;
   int device = 0;
   void* stream = nullptr;  // CUstream / cudaStream_t; null = legacy default stream

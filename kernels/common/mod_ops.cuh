@@ -227,11 +227,13 @@ FA_MOD_FN unsigned fa_clamp_index32(int i, long long size) {
   const int j = i < 0 ? (lo < 0 ? 0 : lo) : (i >= s ? s - 1 : i);
   return (unsigned)j;
 }
-// fa_clamp_index32 for an index that is never negative (b, h, q_idx, kv_idx as the kernels pass them; codegen
-// decides): the same result there, without the negative-index half.
+// fa_clamp_index32 for an index that is never negative (b, h, q_idx, kv_idx: the kernels pass positions in
+// [0, 2^30), the hosts refuse negative offsets; codegen decides): the same result there, one unsigned min. A
+// negative value (a bad device array behind a call that skipped its checks) still reads inside the buffer (its
+// last element).
 FA_MOD_FN unsigned fa_clamp_position32(int i, long long size) {
-  const int last = (int)size - 1;
-  return (unsigned)(i < last ? i : last);
+  const unsigned last = (unsigned)((int)size - 1);
+  return (unsigned)i < last ? (unsigned)i : last;
 }
 // 1 / d in IEEE f32, for a divisor that is the same for every entry of a kernel (a literal, a scalar or an
 // expression of those; codegen decides): x / d is emitted as x * fa_rcp(d), which the compiler computes

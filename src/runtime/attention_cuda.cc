@@ -99,9 +99,11 @@ Problem check_forward(const ForwardArgs& a, AttnParams* p) {
   check_view(a.out, "out", {pr.B, pr.Hq, pr.L, pr.Dv}, q.dtype, s);
   p->out = a.out.data, p->out_sb = s[0], p->out_sh = s[1], p->out_sl = s[2];
   for (const auto& [name, off, len] : {std::tuple{"q_offset", a.q_offset, pr.L}, {"kv_offset", a.kv_offset, pr.S}})
-    if (off <= -(int64_t(1) << 30) || off + len >= (int64_t(1) << 30))
-      throw Error(std::string(name) + ": positions offset + length must stay inside (-2^30, 2^30), got " +
-                  std::to_string(off) + " + " + std::to_string(len));
+    // Never negative, as FlexAttention's own indices: generated gathers indexed by a position clamp it from above
+    // only (codegen's fa_clamp_position32).
+    if (off < 0 || off + len > (int64_t(1) << 30))
+      throw Error(std::string(name) + ": the positions the mods see are offset + row, in [0, 2^30): expected 0 <= "
+                  "offset and offset + length <= 2^30, got " + std::to_string(off) + " + " + std::to_string(len));
   p->q_offset = int(a.q_offset);
   p->kv_offset = int(a.kv_offset);
   p->lse = a.lse;

@@ -82,6 +82,7 @@ TEST(ModOpsHost, ThirtyTwoBitClampMatchesTheSixtyFourBitOne) {
       ASSERT_EQ((long long)fa_clamp_index32(i, size), fa_clamp_index((long long)i, size)) << i << " in " << size;
       // Positions (b, h, q_idx, kv_idx) are never negative: there the upper clamp alone is the same rule.
       if (i >= 0) ASSERT_EQ(fa_clamp_position32(i, size), fa_clamp_index32(i, size)) << i << " in " << size;
+      else ASSERT_EQ((long long)fa_clamp_position32(i, size), size - 1) << i << " in " << size << ": stays inside";
     }
   }
 }

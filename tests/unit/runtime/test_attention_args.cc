@@ -68,9 +68,11 @@ TEST(AttentionArgs, ForwardErrorsNameTheArgument) {
       {"inner stride", [](ForwardArgs& a) { a.q.strides = {8448, 2112, 64, 2}; },
        "q: the last dimension must be contiguous (stride 1)"},
       {"q offset", [](ForwardArgs& a) { a.q_offset = (int64_t(1) << 30) - 10; },
-       "q_offset: positions offset + length must stay inside (-2^30, 2^30), got 1073741814 + 33"},
-      {"kv offset", [](ForwardArgs& a) { a.kv_offset = -(int64_t(1) << 30); },
-       "kv_offset: positions offset + length must stay inside (-2^30, 2^30), got -1073741824 + 40"},
+       "q_offset: the positions the mods see are offset + row, in [0, 2^30): expected 0 <= offset and offset + "
+       "length <= 2^30, got 1073741814 + 33"},
+      {"kv offset", [](ForwardArgs& a) { a.kv_offset = -1; },
+       "kv_offset: the positions the mods see are offset + row, in [0, 2^30): expected 0 <= offset and offset + "
+       "length <= 2^30, got -1 + 40"},
   };
   for (const ForwardCase& c : cases) {
     Fixture f;
