@@ -11,7 +11,7 @@
 // ran at 343 TFLOP/s against causal's 551.
 //
 // Indices are score_mod's own: each clamped as codegen clamps them (fa_clamp_index32) unless the warp's whole range
-// lies inside the row (`ok`, one vote per tile), where the clamp is the identity. Entries past L or S read clamped
+// lies inside the row (`fast`, one vote per tile), where the clamp is the identity. Entries past L or S read clamped
 // entries of unwrapped positions: backward_entry zeroes them (in_bounds), as it does every out-of-bounds entry.
 // Learnable rows (buffer gradients) keep the general form: their buffer_grad needs the per-entry positions.
 #include "common/params.h"
