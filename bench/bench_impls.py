@@ -116,6 +116,16 @@ def _arch():
     return f"sm_{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")  # as src/jit/device.cc names it
 
 
+def flexattn_variant(score_mod, mask_mod):
+    """flexattn's compiled variant (_C.Variant) of a (score_mod, mask_mod) pair, no buffer gradients: what its
+    first forward call compiles."""
+    from flexattn import _torch_api, _torch_ops
+    from flexattn.masks import noop_mask
+
+    spec = _torch_api._bound_values(score_mod, mask_mod or noop_mask)[0]
+    return _torch_ops._decode(spec, "")[0]
+
+
 def prewarm_flexattn(variants, jobs, backward):
     """Compiles flexattn's kernels of every (case, D) in `variants` ({(case, D): (score_mod, mask_mod)})
     on `jobs` threads (NVRTC runs outside the GIL, one compile per thread). Returns ({(case, D): (seconds,
@@ -123,15 +133,13 @@ def prewarm_flexattn(variants, jobs, backward):
     backward compile side by side (adjacent tasks of the pool), as in an eager training call's first step,
     whose forward starts the backward's compile on a thread (FLEXATTN_PREFETCH_BACKWARD), so the longer of the
     two; forward seconds the forward's compile alone (what an inference call waits; None if it failed)."""
-    from flexattn import _native, _torch_api, _torch_ops
-    from flexattn.masks import noop_mask
+    from flexattn import _native
 
     C = _native.require("the benchmark")
     arch = _arch()
     tasks = []
     for (case, D), (score_mod, mask_mod) in variants.items():
-        spec = _torch_api._bound_values(score_mod, mask_mod or noop_mask)[0]
-        variant = _torch_ops._decode(spec, "")[0]
+        variant = flexattn_variant(score_mod, mask_mod)
         tasks += [((case, D), variant, D, bw) for bw in ((False, True) if backward else (False,))]
 
     def compile_one(task):

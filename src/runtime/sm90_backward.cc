@@ -188,6 +188,7 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   // The wide kernel (D = Dv = 256) has one dQ path (bulk, TMA reductions), no persistent form and no per-warp
   // buffer-gradient sums: those switches do not apply to it (the grouped launch order does).
   const bool wide = kern::sm90_bwd_wide(key.d, key.dv);
+  const bool v2 = !wide && sm90_bwd_v2_selected(key.d, key.dv);
   const std::string t = key.dtype == DType::BF16 ? "bf16" : "fp16";
   const std::string dd = std::to_string(key.d) + ", " + std::to_string(key.dv);
   // The per-element dQ path has no fifth template argument (the kernel that existed before the bulk
@@ -201,9 +202,9 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   const std::string v2_bulk = v3 ? ", true, true, true" : ", true, true";
   const std::string v1_bulk = v3 && key.d == 64 ? ", true, false, true" : ", true";
   const std::string dq_args = wide                                 ? ", true, false, true"
-                              : sm90_bwd_v2_selected(key.d, key.dv) ? (use_bulk ? v2_bulk : ", false, true")
-                              : use_bulk                           ? v1_bulk
-                                                                   : "";
+                              : v2       ? (use_bulk ? v2_bulk : ", false, true")
+                              : use_bulk ? v1_bulk
+                                         : "";
   // FLEXATTN_SM90_BWD_PERSISTENT: the eighth, kPersistent = true, after all three dQ arguments.
   const int chosen = persistent >= 0 ? persistent : key.sm90_bwd_persistent;
   const bool use_persistent = !wide && (chosen < 0 ? sm90_bwd_persistent_requested() : chosen != 0);
@@ -246,7 +247,6 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   // three compiles, session 15). By default (tma_store < 0) the v2's relative-bias gather without a mask_mod goes
   // without it: measured on the H200 (session 15, B=2 H=16 S=8192 D=128 backward ms, two runs each) 6.10 with it,
   // 5.78 without; with a causal mask it helps (3.09 / 3.16), as for dense attention (4.79 / 4.85).
-  const bool v2 = !wide && sm90_bwd_v2_selected(key.d, key.dv);
   const bool tma_inert = v2 && (bg_define || !use_bulk);
   const bool tma_default = sm90_bwd_tma_store_requested() && !(v2 && gather_define && !variant.has_mask_mod);
   if (!use_persistent && !tma_inert && (tma_store < 0 ? tma_default : tma_store != 0)) s << kTmaStoreDefine;
