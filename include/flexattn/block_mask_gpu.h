@@ -60,9 +60,11 @@ BlockMask build_block_mask_gpu_host(const ir::Expr& mask_mod, const ModBindings&
                                     int64_t q_len, int64_t kv_len, int q_block = 128, int kv_block = 128,
                                     int device = 0);
 
-// The CUDA translation unit compiled for a generated variant (`struct FlexVariant`, codegen.h): the
-// builder header, the variant, and the two entry points below. Exposed for compile tests.
+// The CUDA translation units of the builder, exposed for compile tests: the classify kernel of a
+// generated variant (`struct FlexVariant`, codegen.h: the builder header, the variant and the classify
+// entry point), and the compact kernel, the same for every mask (its own program, compiled once).
 std::string block_mask_build_source(const std::string& variant_source);
+std::string block_mask_compact_source();
 inline constexpr const char* kBlockMaskClassifyEntry = "flexattn_bm_classify";
 inline constexpr const char* kBlockMaskCompactEntry = "flexattn_bm_compact";
 

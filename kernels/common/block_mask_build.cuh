@@ -7,23 +7,29 @@
 // array and a column-major [BH, nkv, nq] array, so that phase 2 reads both sides contiguously.
 // Phase 2 (block_mask_compact): one warp per row of either array writes the count and torch's ordered
 // index row (members ascending, then the other ids ascending) for partial and for full blocks.
+// Phase 2 does not depend on the mask: it is its own NVRTC program, compiled once per architecture
+// (and beside the first classify compile), so a new mask_mod compiles phase 1 only.
 //
 // Correctness never rests on sampling: a tile is full only after every in-range element was evaluated
 // True, skipped only after every one was evaluated False. The only shortcut is that a tile is partial
 // as soon as it has shown both values; padding past q_len / kv_len counts as False, so a tail tile whose
 // first element is True is partial at once. Most tiles of common masks (all of causal's, except the
 // diagonal) are uniform, so their cost is the full q_block * kv_block evaluations; the scan is laid out
-// so that one evaluation of a cheap mask costs about one instruction:
+// so that one evaluation of a cheap mask costs one or two instructions:
 //   a lane holds R = 16 query rows in registers (indices clamped to the tile once) and walks kv columns;
 //   per column it pays the index math once and evaluates all 16 rows, which the compiler folds into
-//   `bad |= (mask != want)` with `want` a template constant (a single ISETP with predicate OR for a
-//   comparison mask). Loads a mask makes on q (doc_ids[q]) are loop-invariant and hoisted.
+//   `bad |= (mask != want)` (for a comparison mask an ISETP.XOR, and a PLOP3 per two evaluations).
+//   Loads a mask makes on q (doc_ids[q]) are loop-invariant and hoisted.
+// `want` (the tile's first element) is a runtime value: one inlined copy of the scan instead of one per
+// value halves the mask_mod copies NVVM and ptxas optimize (local NVRTC, document mask: classify
+// 241 -> 167 ms), for ~1.5 instead of 1 instruction per evaluation of a comparison mask, which shows
+// only at S >> 10^4 (causal S = 131072: 2^34 evaluations, 1.47 ms with a compile-time `want`).
 // Lanes past the tile edge evaluate a clamped in-tile element again; a duplicate cannot change whether
 // a tile is uniform. Measured on an H200 (bench/lab/block_mask/README.md): causal at S = 131072, block
 // 128, is 2^34 evaluations in 1.47 ms, 70% of the one-compare-per-evaluation bound of 1.03 ms.
 //
-// Entry points are instantiated by generated source next to `struct FlexVariant` (the variant contract
-// of common/variant.cuh; only mask_mod is used):
+// Entry points are instantiated by generated source, phase 1 next to `struct FlexVariant` (the variant
+// contract of common/variant.cuh; only mask_mod is used), phase 2 alone (runtime/block_mask_gpu.cc):
 //   extern "C" __global__ void __launch_bounds__(kBmThreads, kBmMinBlocks)
 //   flexattn_bm_classify(const __grid_constant__ BlockMaskBuildParams p) { block_mask_classify<FlexVariant>(p); }
 //   extern "C" __global__ void __launch_bounds__(kBmThreads)
@@ -47,14 +53,14 @@ __device__ __forceinline__ int bm_clamp_to(unsigned base, unsigned off, unsigned
   return (int)(v < last ? v : last);
 }
 
-// True when every element of rows [q0, q1) x columns [k0, k1) evaluates to kWant. The warp's lanes
+// True when every element of rows [q0, q1) x columns [k0, k1) evaluates to `want`. The warp's lanes
 // form rl_count row lanes x (32 / rl_count) column lanes (rl_count = 1 << rl_log2); rl_count * 16 rows
-// are covered per pass. The lane split is a runtime value (one instantiation per kWant keeps NVRTC
-// compile time down); it costs one IMAD per column. Two independent `bad` chains per step keep the
-// predicate dependency chains short.
-template <class V, bool kWant>
+// are covered per pass. The lane split is a runtime value (one instantiation keeps NVRTC compile time
+// down); it costs one IMAD per column. Two independent `bad` chains per step keep the predicate
+// dependency chains short.
+template <class V>
 __device__ __forceinline__ bool bm_tile_uniform(const ModParams& m, int b, int h, int q0, int q1, int k0, int k1,
-                                                int rl_log2, int lane) {
+                                                int rl_log2, int lane, bool want) {
   constexpr int R = kBmRowsPerLane, kUnroll = kBmUnroll;
   const unsigned rl_count = 1u << rl_log2, cl_count = 32u >> rl_log2;
   const unsigned rl = lane & (rl_count - 1u), cl = lane >> rl_log2;
@@ -76,7 +82,7 @@ __device__ __forceinline__ bool bm_tile_uniform(const ModParams& m, int b, int h
         const int kv = bm_clamp_to(kv_first, cl_count * (unsigned)(s + u), kv_last);
         __builtin_assume(kv >= 0);
 #pragma unroll
-        for (int i = 0; i < R; ++i) bad[u & 1] |= V::mask_mod(m, b, h, q[i], kv) != kWant;
+        for (int i = 0; i < R; ++i) bad[u & 1] |= V::mask_mod(m, b, h, q[i], kv) != want;
       }
       if (__any_sync(0xffffffffu, bad[0] || bad[1])) return false;
     }
@@ -102,15 +108,9 @@ __device__ __forceinline__ void block_mask_classify(const BlockMaskBuildParams& 
     const bool first = V::mask_mod(p.mod, b, h, q0, k0);
     // Fewer row lanes for short query blocks, so that few lanes evaluate duplicate rows.
     const int rl_log2 = p.q_block > 64 ? 3 : p.q_block > 32 ? 2 : p.q_block > 16 ? 1 : 0;
-    unsigned char cls;
-    if (first) {
-      // Padding is False: a True beside it makes the tile partial without further evaluation.
-      cls = padded || !bm_tile_uniform<V, true>(p.mod, b, h, q0, q1, k0, k1, rl_log2, lane)
-                ? kBmPartial
-                : kBmFull;
-    } else {
-      cls = bm_tile_uniform<V, false>(p.mod, b, h, q0, q1, k0, k1, rl_log2, lane) ? kBmSkipped : kBmPartial;
-    }
+    // Padding is False: a True beside it makes the tile partial without further evaluation.
+    const bool uniform = !(first && padded) && bm_tile_uniform<V>(p.mod, b, h, q0, q1, k0, k1, rl_log2, lane, first);
+    const unsigned char cls = !uniform ? kBmPartial : first ? kBmFull : kBmSkipped;
     if (lane == 0) {
       p.cls_rows[t] = cls;
       p.cls_cols[((long long)bh * p.nkv + ki) * p.nq + qi] = cls;
@@ -125,6 +125,8 @@ __device__ __forceinline__ void bm_compact_row(const unsigned char* cls, int n, 
                                                int* idx_f, int lane) {
   const unsigned lt = (1u << lane) - 1u;
   int total_p = 0, total_f = 0;
+  // Not unrolled: a row is nkv / 32 steps (4 at S = 16384), and unrolled copies only cost compile time.
+#pragma unroll 1
   for (long long j0 = 0; j0 < n; j0 += 32) {
     const long long j = j0 + lane;
     const unsigned char c = j < n ? cls[j] : kBmSkipped;
@@ -132,6 +134,7 @@ __device__ __forceinline__ void bm_compact_row(const unsigned char* cls, int n, 
     total_f += __popc(__ballot_sync(0xffffffffu, c == kBmFull));
   }
   long long before_p = 0, before_f = 0;  // members among ids < j0
+#pragma unroll 1
   for (long long j0 = 0; j0 < n; j0 += 32) {
     const long long j = j0 + lane;
     const unsigned char c = j < n ? cls[j] : kBmSkipped;
@@ -157,15 +160,15 @@ __device__ __forceinline__ void block_mask_compact(const BlockMaskBuildParams& p
   const long long kv_rows = bh * p.nq, rows = kv_rows + bh * p.nkv;
   const long long warps = (long long)gridDim.x * (kBmThreads / 32);
   for (long long r = (long long)blockIdx.x * (kBmThreads / 32) + threadIdx.x / 32; r < rows; r += warps) {
-    if (r < kv_rows) {
-      const long long o = r * p.nkv;
-      bm_compact_row(p.cls_rows + o, p.nkv, p.kv_num_blocks + r, p.kv_indices + o, p.full_kv_num_blocks + r,
-                     p.full_kv_indices + o, lane);
-    } else {
-      const long long c = r - kv_rows, o = c * p.nq;
-      bm_compact_row(p.cls_cols + o, p.nq, p.q_num_blocks + c, p.q_indices + o, p.full_q_num_blocks + c,
-                     p.full_q_indices + o, lane);
-    }
+    // One call site for both sides (two inlined copies doubled the kernel's NVRTC time).
+    const bool kv_side = r < kv_rows;
+    const long long c = kv_side ? r : r - kv_rows;
+    const int n = kv_side ? p.nkv : p.nq;
+    const long long o = c * n;
+    bm_compact_row((kv_side ? p.cls_rows : p.cls_cols) + o, n, (kv_side ? p.kv_num_blocks : p.q_num_blocks) + c,
+                   (kv_side ? p.kv_indices : p.q_indices) + o,
+                   (kv_side ? p.full_kv_num_blocks : p.full_q_num_blocks) + c,
+                   (kv_side ? p.full_kv_indices : p.full_q_indices) + o, lane);
   }
 }
 

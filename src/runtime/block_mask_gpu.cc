@@ -1,8 +1,10 @@
 // build_block_mask_gpu: codegen of the mask_mod, JIT compile of the builder kernels, one device
 // allocation for the outputs, two launches (classify, compact).
+
 #include "flexattn/block_mask_gpu.h"
 
 #include <algorithm>
+#include <future>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -58,7 +60,7 @@ BuildVariant& build_variant(const ir::Expr& mask_mod) {
 }
 
 // Compiled once per (variant, arch) per process; the JIT's disk cache spans processes.
-jit::CompiledKernel compiled_for(BuildVariant& v, const std::string& arch) {
+jit::CompiledKernel classify_for(BuildVariant& v, const std::string& arch) {
   {
     std::lock_guard<std::mutex> lock(g_mu);
     auto it = v.by_arch.find(arch);
@@ -68,10 +70,46 @@ jit::CompiledKernel compiled_for(BuildVariant& v, const std::string& arch) {
   req.prefix = "block_mask_build";
   req.source = block_mask_build_source(v.gen.source);
   req.arch = arch;
-  req.kernel_names = {kBlockMaskClassifyEntry, kBlockMaskCompactEntry};
+  req.kernel_names = {kBlockMaskClassifyEntry};
   jit::CompiledKernel c = jit::get_or_compile(req);
   std::lock_guard<std::mutex> lock(g_mu);
   return v.by_arch.emplace(arch, std::move(c)).first->second;
+}
+
+// The compact kernel, the same for every mask: once per arch per process.
+std::map<std::string, jit::CompiledKernel>& compact_by_arch() {
+  static auto* m = new std::map<std::string, jit::CompiledKernel>();
+  return *m;
+}
+
+bool compact_known(const std::string& arch) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return compact_by_arch().count(arch) != 0;
+}
+
+jit::CompiledKernel compact_for(const std::string& arch) {
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = compact_by_arch().find(arch);
+    if (it != compact_by_arch().end()) return it->second;
+  }
+  jit::KernelRequest req;
+  req.prefix = "block_mask_compact";
+  req.source = block_mask_compact_source();
+  req.arch = arch;
+  req.kernel_names = {kBlockMaskCompactEntry};
+  jit::CompiledKernel c = jit::get_or_compile(req);
+  std::lock_guard<std::mutex> lock(g_mu);
+  return compact_by_arch().emplace(arch, std::move(c)).first->second;
+}
+
+// Both builder kernels of `v`: the compact kernel, when this process has not loaded it yet, on a thread
+// beside the classify kernel (with an empty cache the build waits for the longer compile, not the sum).
+std::pair<jit::CompiledKernel, jit::CompiledKernel> builder_kernels(BuildVariant& v, const std::string& arch) {
+  if (compact_known(arch)) return {classify_for(v, arch), compact_for(arch)};
+  std::future<jit::CompiledKernel> compact = std::async(std::launch::async, [arch] { return compact_for(arch); });
+  jit::CompiledKernel classify = classify_for(v, arch);  // on an error, the future's destructor joins the thread
+  return {std::move(classify), compact.get()};
 }
 
 void check_args(int64_t B, int64_t H, int64_t q_len, int64_t kv_len, int q_block, int kv_block) {
@@ -109,7 +147,7 @@ Layout plan(int64_t rows, int64_t cols, int64_t tiles) {
 
 std::string block_mask_build_source(const std::string& variant_source) {
   std::ostringstream s;
-  s << "// flexattn block-mask build kernels\n";
+  s << "// flexattn block-mask classify kernel\n";
   s << "#include \"common/mod_ops.cuh\"\n";
   s << "#include \"common/block_mask_build.cuh\"\n";
   s << "using namespace flexattn::kern;\n\n";
@@ -117,6 +155,14 @@ std::string block_mask_build_source(const std::string& variant_source) {
   s << "extern \"C\" __global__ void __launch_bounds__(kBmThreads, kBmMinBlocks)\n"
     << kBlockMaskClassifyEntry
     << "(const __grid_constant__ BlockMaskBuildParams p) { block_mask_classify<FlexVariant>(p); }\n";
+  return s.str();
+}
+
+std::string block_mask_compact_source() {
+  std::ostringstream s;
+  s << "// flexattn block-mask compact kernel (the same for every mask)\n";
+  s << "#include \"common/block_mask_build.cuh\"\n";
+  s << "using namespace flexattn::kern;\n\n";
   s << "extern \"C\" __global__ void __launch_bounds__(kBmThreads)\n"
     << kBlockMaskCompactEntry << "(const __grid_constant__ BlockMaskBuildParams p) { block_mask_compact(p); }\n";
   return s.str();
@@ -131,7 +177,7 @@ GpuBlockMask build_block_mask_gpu(const ir::Expr& mask_mod, const DeviceBindings
   runtime::fill_mod_params(variant.gen.layout, bindings, false, &p.mod);
   jit::use_device(device);
   const jit::DeviceProps& props = jit::device_props(device);
-  const jit::CompiledKernel compiled = compiled_for(variant, props.arch);
+  const auto [classify_kernel, compact_kernel] = builder_kernels(variant, props.arch);
 
   const int64_t nq = block_mask_detail::ceil_div(q_len, q_block), nkv = block_mask_detail::ceil_div(kv_len, kv_block);
   const int64_t rows = B * H * nq, cols = B * H * nkv, tiles = rows * nkv;
@@ -154,8 +200,8 @@ GpuBlockMask build_block_mask_gpu(const ir::Expr& mask_mod, const DeviceBindings
   p.B = int(B), p.H = int(H), p.q_len = int(q_len), p.kv_len = int(kv_len);
   p.q_block = q_block, p.kv_block = kv_block, p.nq = int(nq), p.nkv = int(nkv);
 
-  const jit::CUfunction classify = jit::get_function(compiled, kBlockMaskClassifyEntry);
-  const jit::CUfunction compact = jit::get_function(compiled, kBlockMaskCompactEntry);
+  const jit::CUfunction classify = jit::get_function(classify_kernel, kBlockMaskClassifyEntry);
+  const jit::CUfunction compact = jit::get_function(compact_kernel, kBlockMaskCompactEntry);
   constexpr int64_t kWarps = kern::kBmThreads / 32;
   // Grid-stride kernels: one resident wave of CTAs, fewer when there is less work than warps.
   const int64_t resident = int64_t(props.sm_count) *

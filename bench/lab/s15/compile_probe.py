@@ -2,7 +2,9 @@
 (fresh in-process caches; the caller sets FLEXATTN_CACHE_DIR to a new folder). Usage: compile_probe.py CASE D MODE,
 MODE one of: alone (the block-mask builder's compile, create_block_mask cold then warm, then the forward compile
 alone: what an inference call waits), beside (the forward compile with the backward compiling beside it: a training
-call's first step, the bench's --compile-jobs 2), bwd (the backward compile alone). Prints one line;
+call's first step, the bench's --compile-jobs 2), bwd (the backward compile alone), builder (session 16: the
+builder's cold create_block_mask with only the CUDA context made before, so that the mask-independent compact
+kernel compiles too, beside the classify kernel; NVRTC's first load included). Prints one line;
 FLEXATTN_JIT_DEBUG=1 shows each NVRTC compile."""
 import os
 import sys
@@ -26,6 +28,13 @@ def variant_of(case):
 def main():
     case, D, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]  # mode: alone (block mask, then forward) | beside | bwd
     arch = C.cuda_device_arch(0)
+    if mode == "builder":
+        import torch
+        torch.zeros(1, device="cuda")
+        mask = bt.make_mask_mod(case, S)
+        t, _ = bt.first_call(lambda: _torch_api.create_block_mask(mask, 1, 1, S, S, device="cuda"))
+        print(f"{case:14s} D={D:3d} {mode:6s} bm_cold_all={t:.2f}", flush=True)
+        return
     # start-up outside the timings (driver, NVRTC load): one small mask, compiled into the same fresh cache
     _torch_api.create_block_mask(lambda b, h, q, kv: kv <= q + 7, 1, 1, 256, 256, device="cuda")
     variant, mask = variant_of(case)

@@ -30,23 +30,44 @@ jit::CompiledKernel compile(const ir::Expr& mask, const std::string& arch) {
   req.prefix = "block_mask_build_test";
   req.source = block_mask_build_source(codegen::emit_cuda_variant(v, false).source);
   req.arch = arch;
-  req.kernel_names = {kBlockMaskClassifyEntry, kBlockMaskCompactEntry};
+  req.kernel_names = {kBlockMaskClassifyEntry};
   return jit::get_or_compile(req);
+}
+
+jit::CompiledKernel compile_compact(const std::string& arch) {
+  jit::KernelRequest req;
+  req.prefix = "block_mask_compact_test";
+  req.source = block_mask_compact_source();
+  req.arch = arch;
+  req.kernel_names = {kBlockMaskCompactEntry};
+  return jit::get_or_compile(req);
+}
+
+void expect_clean(const jit::CompiledKernel& k, const char* fn, const std::string& what) {
+  ASSERT_TRUE(k.ptxas.count(fn)) << what << ": no ptxas report for " << fn;
+  const jit::PtxasInfo& info = k.ptxas.at(fn);
+  EXPECT_EQ(info.spill_stores + info.spill_loads, 0) << what << ": " << fn << " spills";
+  EXPECT_LE(info.registers, 65536 / (kern::kBmThreads * kern::kBmMinBlocks)) << what << ": " << fn;
 }
 
 using BlockMaskGpuCompile = compile_test::CompileTest;
 
 }  // namespace
 
-TEST(BlockMaskGpuSource, HoldsTheVariantAndBothEntries) {
+TEST(BlockMaskGpuSource, ClassifyHoldsTheVariantAndCompactIsItsOwnProgram) {
   const std::string s = block_mask_build_source("struct FlexVariant { /* marker */ };");
   EXPECT_NE(s.find("#include \"common/block_mask_build.cuh\""), std::string::npos);
   EXPECT_NE(s.find("/* marker */"), std::string::npos);
   EXPECT_NE(s.find(std::string(kBlockMaskClassifyEntry) + "(const __grid_constant__ BlockMaskBuildParams p)"),
             std::string::npos);
-  EXPECT_NE(s.find(std::string(kBlockMaskCompactEntry) + "(const __grid_constant__ BlockMaskBuildParams p)"),
-            std::string::npos);
   EXPECT_NE(s.find("block_mask_classify<FlexVariant>"), std::string::npos);
+  // The compact kernel does not depend on the mask: it is not recompiled with every mask_mod.
+  EXPECT_EQ(s.find(kBlockMaskCompactEntry), std::string::npos);
+  const std::string c = block_mask_compact_source();
+  EXPECT_NE(c.find(std::string(kBlockMaskCompactEntry) + "(const __grid_constant__ BlockMaskBuildParams p)"),
+            std::string::npos);
+  EXPECT_EQ(c.find("FlexVariant"), std::string::npos);
+  EXPECT_EQ(c.find(kBlockMaskClassifyEntry), std::string::npos);
 }
 
 TEST_F(BlockMaskGpuCompile, EveryCorpusMaskCompilesWithoutSpills) {
@@ -60,16 +81,11 @@ TEST_F(BlockMaskGpuCompile, EveryCorpusMaskCompilesWithoutSpills) {
     const ir::Expr& m = masks[i];
     for (const char* arch : {"sm_90a", "sm_80"}) {
       if (i >= 3 && std::string(arch) == "sm_80") continue;
-      const jit::CompiledKernel k = compile(m, arch);
       const std::string what = (m.empty() ? std::string("true") : ir::print(m)) + " " + arch;
-      for (const char* fn : {kBlockMaskClassifyEntry, kBlockMaskCompactEntry}) {
-        ASSERT_TRUE(k.ptxas.count(fn)) << what << ": no ptxas report for " << fn;
-        const jit::PtxasInfo& info = k.ptxas.at(fn);
-        EXPECT_EQ(info.spill_stores + info.spill_loads, 0) << what << ": " << fn << " spills";
-        EXPECT_LE(info.registers, 65536 / (kern::kBmThreads * kern::kBmMinBlocks)) << what << ": " << fn;
-      }
+      expect_clean(compile(m, arch), kBlockMaskClassifyEntry, what);
     }
   }
+  for (const char* arch : {"sm_90a", "sm_80"}) expect_clean(compile_compact(arch), kBlockMaskCompactEntry, arch);
 }
 
 TEST(BlockMaskGpuErrors, GeometryIsCheckedBeforeTheDevice) {
