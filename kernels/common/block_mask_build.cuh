@@ -15,18 +15,18 @@
 // as soon as it has shown both values; padding past q_len / kv_len counts as False, so a tail tile whose
 // first element is True is partial at once. Most tiles of common masks (all of causal's, except the
 // diagonal) are uniform, so their cost is the full q_block * kv_block evaluations; the scan is laid out
-// so that one evaluation of a cheap mask costs one or two instructions:
+// so that one evaluation of a cheap mask costs about one instruction:
 //   a lane holds R = 16 query rows in registers (indices clamped to the tile once) and walks kv columns;
 //   per column it pays the index math once and evaluates all 16 rows, which the compiler folds into
-//   `bad |= (mask != want)` (for a comparison mask an ISETP.XOR, and a PLOP3 per two evaluations).
-//   Loads a mask makes on q (doc_ids[q]) are loop-invariant and hoisted.
-// `want` (the tile's first element) is a runtime value: one inlined copy of the scan instead of one per
-// value halves the mask_mod copies NVVM and ptxas optimize (local NVRTC, document mask: classify
-// 241 -> 167 ms), for ~1.5 instead of 1 instruction per evaluation of a comparison mask, which shows
-// only at S >> 10^4 (causal S = 131072: 2^34 evaluations, 1.47 ms with a compile-time `want`).
+//   `bad |= (mask != want)` with `want` a template constant (a single ISETP with predicate OR for a
+//   comparison mask). Loads a mask makes on q (doc_ids[q]) are loop-invariant and hoisted.
+// Compile time against scan speed (H200, bench/lab/round/s16a.sh; S = 131072, block 128, causal /
+// document ms; local NVRTC ms of the document classify kernel): 4 kv columns per step 1.48 / 2.29, 260;
+// 2 columns 1.58 / 2.41, 195 (the default); one scan copy with a runtime `want` (ISETP.XOR + PLOP3)
+// 2.02 / 2.83, 170. At S = 8192 all take 0.017-0.024 ms; the compile is paid by every new mask_mod.
 // Lanes past the tile edge evaluate a clamped in-tile element again; a duplicate cannot change whether
-// a tile is uniform. Measured on an H200 (bench/lab/block_mask/README.md): causal at S = 131072, block
-// 128, is 2^34 evaluations in 1.47 ms, 70% of the one-compare-per-evaluation bound of 1.03 ms.
+// a tile is uniform. Measured on an H200 (bench/lab/block_mask/README.md, 4 columns per step): causal at
+// S = 131072, block 128, is 2^34 evaluations in 1.47 ms, 70% of the one-compare-per-evaluation bound.
 //
 // Entry points are instantiated by generated source, phase 1 next to `struct FlexVariant` (the variant
 // contract of common/variant.cuh; only mask_mod is used), phase 2 alone (runtime/block_mask_gpu.cc):
@@ -41,7 +41,7 @@ namespace flexattn::kern {
 constexpr int kBmRowsPerLane = 16;
 // kv columns per step of bm_tile_uniform (each step evaluates kBmRowsPerLane x this many entries per lane).
 #ifndef FLEXATTN_BM_UNROLL
-#define FLEXATTN_BM_UNROLL 4
+#define FLEXATTN_BM_UNROLL 2
 #endif
 constexpr int kBmUnroll = FLEXATTN_BM_UNROLL;
 constexpr unsigned char kBmSkipped = 0, kBmPartial = 1, kBmFull = 2;
@@ -53,14 +53,14 @@ __device__ __forceinline__ int bm_clamp_to(unsigned base, unsigned off, unsigned
   return (int)(v < last ? v : last);
 }
 
-// True when every element of rows [q0, q1) x columns [k0, k1) evaluates to `want`. The warp's lanes
+// True when every element of rows [q0, q1) x columns [k0, k1) evaluates to kWant. The warp's lanes
 // form rl_count row lanes x (32 / rl_count) column lanes (rl_count = 1 << rl_log2); rl_count * 16 rows
-// are covered per pass. The lane split is a runtime value (one instantiation keeps NVRTC compile time
-// down); it costs one IMAD per column. Two independent `bad` chains per step keep the predicate
-// dependency chains short.
-template <class V>
+// are covered per pass. The lane split is a runtime value (one instantiation per kWant keeps NVRTC
+// compile time down); it costs one IMAD per column. Two independent `bad` chains per step keep the
+// predicate dependency chains short.
+template <class V, bool kWant>
 __device__ __forceinline__ bool bm_tile_uniform(const ModParams& m, int b, int h, int q0, int q1, int k0, int k1,
-                                                int rl_log2, int lane, bool want) {
+                                                int rl_log2, int lane) {
   constexpr int R = kBmRowsPerLane, kUnroll = kBmUnroll;
   const unsigned rl_count = 1u << rl_log2, cl_count = 32u >> rl_log2;
   const unsigned rl = lane & (rl_count - 1u), cl = lane >> rl_log2;
@@ -82,7 +82,7 @@ __device__ __forceinline__ bool bm_tile_uniform(const ModParams& m, int b, int h
         const int kv = bm_clamp_to(kv_first, cl_count * (unsigned)(s + u), kv_last);
         __builtin_assume(kv >= 0);
 #pragma unroll
-        for (int i = 0; i < R; ++i) bad[u & 1] |= V::mask_mod(m, b, h, q[i], kv) != want;
+        for (int i = 0; i < R; ++i) bad[u & 1] |= V::mask_mod(m, b, h, q[i], kv) != kWant;
       }
       if (__any_sync(0xffffffffu, bad[0] || bad[1])) return false;
     }
@@ -108,9 +108,13 @@ __device__ __forceinline__ void block_mask_classify(const BlockMaskBuildParams& 
     const bool first = V::mask_mod(p.mod, b, h, q0, k0);
     // Fewer row lanes for short query blocks, so that few lanes evaluate duplicate rows.
     const int rl_log2 = p.q_block > 64 ? 3 : p.q_block > 32 ? 2 : p.q_block > 16 ? 1 : 0;
-    // Padding is False: a True beside it makes the tile partial without further evaluation.
-    const bool uniform = !(first && padded) && bm_tile_uniform<V>(p.mod, b, h, q0, q1, k0, k1, rl_log2, lane, first);
-    const unsigned char cls = !uniform ? kBmPartial : first ? kBmFull : kBmSkipped;
+    unsigned char cls;
+    if (first) {
+      // Padding is False: a True beside it makes the tile partial without further evaluation.
+      cls = padded || !bm_tile_uniform<V, true>(p.mod, b, h, q0, q1, k0, k1, rl_log2, lane) ? kBmPartial : kBmFull;
+    } else {
+      cls = bm_tile_uniform<V, false>(p.mod, b, h, q0, q1, k0, k1, rl_log2, lane) ? kBmSkipped : kBmPartial;
+    }
     if (lane == 0) {
       p.cls_rows[t] = cls;
       p.cls_cols[((long long)bh * p.nkv + ki) * p.nq + qi] = cls;
