@@ -1,7 +1,9 @@
 // Generated kernel sources, their in-process cache, and ModParams filling.
 #include "runtime/kernel_set.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -154,55 +156,39 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
                                                               "flexattn_bwd_dq_convert"};
   else
     req.kernel_names = {"flexattn_fwd"};
-  set->compiled = jit::get_or_compile(req);
+  if (!(sm90 && key.backward)) set->compiled = jit::get_or_compile(req);
   if (sm90 && key.backward) {
-    const Sm90BwdChoice choice = sm90_bwd_source_choice(req.source);
-    // The bulk dQ path (the default) holds the shared-tile addressing on top of the per-element path's
-    // registers; for the heaviest mods at D=128 (document:3, relbias(learnable), text:mixed: 92-620
-    // spilled bytes with ptxas 13.0) the per-element path compiles clean, so those take it.
-    // FLEXATTN_SM90_BWD_BG_REDUCE's 18 partial sums per thread likewise: a kernel that spills with them
-    // is recompiled without them first (keeping bulk dQ), then on the per-element dQ path with, then without.
+    // The first source whose main kernel compiles without spills (sm90_bwd_fallback_sources: what each step gives
+    // up and why). Of the corpus at D = 128 (NVRTC 13.0) only a learnable relative bias (per-diagonal buffer-gradient
+    // sums) with a mask_mod spills with the first source: with causal it takes the second, with a document or
+    // sliding-window mask the third (locally 5.2 / 12.5 / 10.1 s one compile after another). There the next two
+    // candidates compile on threads beside the first, so that a cold first call waits for the longest of the three
+    // instead of their sum. A candidate the walk does not reach is compiled for nothing (and cached); one that
+    // fails is compiled again, and reported, by the walk.
+    const std::vector<std::string> path = sm90_bwd_fallback_sources(gen, key, req.source);
+    const bool likely_spills =
+        gen.buffer_grad_reduce == 2 && gen.has_mask_mod && sm90_bwd_v2_selected(key.d, key.dv);
+    const size_t ahead = likely_spills ? std::min<size_t>(2, path.size() - 1) : 0;
+    std::vector<std::future<void>> speculative;
+    for (size_t i = 1; i <= ahead; ++i) {
+      jit::KernelRequest r = req;
+      r.source = path[i];
+      speculative.push_back(std::async(std::launch::async, [r] {
+        try {
+          jit::get_or_compile(r);
+        } catch (...) {
+        }
+      }));
+    }
     auto spills = [&] {
       const auto main = set->compiled.ptxas.find("flexattn_bwd");
       return main != set->compiled.ptxas.end() &&
              (main->second.spill_stores + main->second.spill_loads > 0 || main->second.stack > 0);
     };
-    // FLEXATTN_SM90_BWD_PERSISTENT: a persistent main kernel that spills is rebuilt as the default one
-    // first (same dQ path and buffer gradients; the tile loop's state costs the consumers a few registers:
-    // softcap + causal, document:3 spilled 40-250 bytes with ptxas 13.0), then the chain below applies.
-    const int persistent = choice.persistent && spills() ? 0 : -1;
-    if (persistent == 0) {
-      req.source = kernel_source_sm90_bwd(gen, key, -1, -1, 0);
+    for (size_t i = 0; i < path.size(); ++i) {
+      req.source = path[i];
       set->compiled = jit::get_or_compile(req);
-    }
-    // The TMA-store epilogue (FLEXATTN_SM90_BWD_TMA_STORE) goes next: a kernel that spills with it is recompiled
-    // without it, keeping everything else (the constant-relbias v2 at D = 128 spilled with it and would otherwise
-    // have lost its bulk dQ path: 462 -> 387 TFLOP/s).
-    const int tma_store = sm90_bwd_source_choice(req.source).tma_store && spills() ? 0 : -1;
-    if (tma_store == 0) {
-      req.source = kernel_source_sm90_bwd(gen, key, -1, -1, persistent, -1, 0);
-      set->compiled = jit::get_or_compile(req);
-    }
-    // The grouped launch order's index math (FLEXATTN_SM90_BWD_HEAD_GROUPS) is the cheapest thing to give up:
-    // a kernel that spills with it is recompiled without it first (alibi-slopes / t5 v2 at D = 128 spilled 16
-    // bytes with it, ptxas 13.0), keeping its dQ path.
-    const int grid_order = sm90_bwd_source_choice(req.source).grid_order && spills() ? 0 : -1;
-    if (grid_order == 0) {
-      req.source = kernel_source_sm90_bwd(gen, key, -1, -1, persistent, 0, tma_store);
-      set->compiled = jit::get_or_compile(req);
-    }
-    const bool bg = req.source.find("#define FLEXATTN_SM90_BWD_BG_REDUCE 1") != std::string::npos;
-    struct Try {
-      int dq_bulk, bg_reduce;
-    };
-    std::vector<Try> fallbacks;
-    if (bg && choice.dq_bulk) fallbacks = {{1, 0}, {0, 1}, {0, 0}};
-    else if (bg) fallbacks = {{0, 0}};
-    else if (choice.dq_bulk) fallbacks = {{0, 0}};
-    for (const Try& t : fallbacks) {
       if (!spills()) break;
-      req.source = kernel_source_sm90_bwd(gen, key, t.dq_bulk, t.bg_reduce, persistent, grid_order, tma_store);
-      set->compiled = jit::get_or_compile(req);
     }
     // What the launch needs to know (shared memory, grid, dQ maps) follows the source the set ended with.
     const Sm90BwdChoice final_choice = sm90_bwd_source_choice(req.source);

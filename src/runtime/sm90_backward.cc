@@ -178,6 +178,43 @@ void encode_sm90_dq_accum_map(kern::AttnParams* p) {
   encode_sm90_map(a, "dq_accum", &p->dq_map);
 }
 
+std::vector<std::string> sm90_bwd_fallback_sources(const codegen::GeneratedVariant& variant, const KernelSetKey& key,
+                                                   const std::string& first) {
+  std::vector<std::string> path{first};
+  auto add = [&](std::string source) {
+    if (source != path.back()) path.push_back(std::move(source));
+  };
+  const Sm90BwdChoice choice = sm90_bwd_source_choice(first);
+  // FLEXATTN_SM90_BWD_PERSISTENT: a persistent main kernel that spills is rebuilt as the default one first (same dQ
+  // path and buffer gradients; the tile loop's state costs the consumers a few registers: softcap + causal,
+  // document:3 spilled 40-250 bytes with ptxas 13.0).
+  const int persistent = choice.persistent ? 0 : -1;
+  if (persistent == 0) add(kernel_source_sm90_bwd(variant, key, -1, -1, 0));
+  // The TMA-store epilogue goes next, keeping everything else (the constant-relbias v2 at D = 128 spilled with it
+  // and would otherwise have lost its bulk dQ path: 462 -> 387 TFLOP/s).
+  const int tma_store = sm90_bwd_source_choice(path.back()).tma_store ? 0 : -1;
+  if (tma_store == 0) add(kernel_source_sm90_bwd(variant, key, -1, -1, persistent, -1, 0));
+  // The grouped launch order's index math is the cheapest thing to give up after that (alibi-slopes / t5 v2 at
+  // D = 128 spilled 16 bytes with it, ptxas 13.0), keeping the dQ path.
+  const int grid_order = sm90_bwd_source_choice(path.back()).grid_order ? 0 : -1;
+  if (grid_order == 0) add(kernel_source_sm90_bwd(variant, key, -1, -1, persistent, 0, tma_store));
+  // The bulk dQ path holds the shared-tile addressing on top of the per-element path's registers; for the heaviest
+  // mods at D=128 (document:3, relbias(learnable), text:mixed: 92-620 spilled bytes with ptxas 13.0) the
+  // per-element path compiles clean. FLEXATTN_SM90_BWD_BG_REDUCE's 18 partial sums per thread likewise: without
+  // them first (keeping bulk dQ), then on the per-element dQ path with, then without.
+  const bool bg = path.back().find("#define FLEXATTN_SM90_BWD_BG_REDUCE 1") != std::string::npos;
+  struct Try {
+    int dq_bulk, bg_reduce;
+  };
+  std::vector<Try> fallbacks;
+  if (bg && choice.dq_bulk) fallbacks = {{1, 0}, {0, 1}, {0, 0}};
+  else if (bg) fallbacks = {{0, 0}};
+  else if (choice.dq_bulk) fallbacks = {{0, 0}};
+  for (const Try& t : fallbacks)
+    add(kernel_source_sm90_bwd(variant, key, t.dq_bulk, t.bg_reduce, persistent, grid_order, tma_store));
+  return path;
+}
+
 std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key, int dq_bulk,
                                    int bg_reduce, int persistent, int grid_order, int tma_store) {
   if (key.dtype != DType::BF16 && key.dtype != DType::F16)

@@ -4,6 +4,7 @@
 // and the launches. Only the main (dK / dV / dQ-partials) kernel is Hopper-specific; the set also
 // carries the sm80 family's preprocess, deterministic dQ pass and dQ convert (docs/kernels_sm90.md).
 #include <string>
+#include <vector>
 
 #include "flexattn/attention.h"
 #include "flexattn/codegen.h"
@@ -131,6 +132,13 @@ void encode_sm90_dq_accum_map(kern::AttnParams* p);
 // for FLEXATTN_SM90_BWD_TMA_STORE.
 std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key, int dq_bulk = -1,
                                    int bg_reduce = -1, int persistent = -1, int grid_order = -1, int tma_store = -1);
+
+// The sources get_kernel_set compiles for an sm90 backward set, in order, if each one's main kernel spilled: `first`
+// (the default source), then the same kernel without the persistent loop, without the TMA-store epilogue, without
+// the grouped launch order (each only where the source before had it), then the dQ-path / buffer-gradient-sum
+// fallbacks. The set takes the first that compiles without spills (or the last). Consecutive duplicates dropped.
+std::vector<std::string> sm90_bwd_fallback_sources(const codegen::GeneratedVariant& variant, const KernelSetKey& key,
+                                                   const std::string& first);
 
 // The dispatch hook of cuda_backward: runs the whole backward on the sm90 set and returns true, or
 // returns false (with the reason under FLEXATTN_JIT_DEBUG=1) and the caller runs the sm80 family.

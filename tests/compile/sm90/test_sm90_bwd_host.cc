@@ -743,3 +743,54 @@ TEST(Sm90BwdHost, PersistentAutoPicksPerCallAndTheKeyReachesTheSource) {
   EXPECT_NE(runtime::kernel_source_sm90_bwd(gen, k128).find("#define FLEXATTN_SM90_REL_AFFINE 1"), std::string::npos);
   unsetenv("FLEXATTN_SM90_BWD_PERSISTENT");
 }
+
+// get_kernel_set's spill fallbacks as a list of sources (sm90_bwd_fallback_sources): each step gives up one thing
+// of the source before it, in the order the walk takes them, and no source repeats the one before.
+TEST(Sm90BwdHost, FallbackSourcesGiveUpOneThingAtATime) {
+  unsetenv("FLEXATTN_SM90_BWD_HEAD_GROUPS");
+  const runtime::KernelSetKey key{DType::BF16, 128, 128, "sm_90a", true, runtime::KernelFamily::sm90};
+  const std::string bg_define = "#define FLEXATTN_SM90_BWD_BG_REDUCE 1";
+  auto choice = [](const std::string& s) { return runtime::sm90_bwd_source_choice(s); };
+  // A learnable relative bias with a causal mask: per-diagonal buffer-gradient sums (the class whose first source
+  // spills at D = 128, so get_kernel_set compiles its next candidates beside it).
+  const mods::ModSpec relbias = mods::lookup_score("relbias");
+  ASSERT_EQ(relbias.buffers.size(), 1u);
+  Variant learnable;
+  learnable.score_mod = relbias.expr;
+  learnable.mask_mod = mods::causal();
+  learnable.grad_buffers = {relbias.buffers[0].name};
+  const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(learnable, true);
+  ASSERT_EQ(gen.buffer_grad_reduce, 2);
+  ASSERT_TRUE(gen.has_mask_mod);
+  const std::string first = runtime::kernel_source_sm90_bwd(gen, key);
+  const std::vector<std::string> path = runtime::sm90_bwd_fallback_sources(gen, key, first);
+  ASSERT_EQ(path.size(), 5u);
+  EXPECT_EQ(path[0], first);
+  // 0: bulk dQ, the sums, the grouped order (the TMA-store epilogue is inert beside the sums: not in the source).
+  EXPECT_TRUE(choice(path[0]).dq_bulk && choice(path[0]).grid_order && !choice(path[0]).tma_store);
+  EXPECT_NE(path[0].find(bg_define), std::string::npos);
+  // 1: without the grouped order.
+  EXPECT_TRUE(choice(path[1]).dq_bulk && !choice(path[1]).grid_order);
+  EXPECT_NE(path[1].find(bg_define), std::string::npos);
+  // 2: without the sums, bulk dQ kept (the TMA-store epilogue now applies again); 3: per-element dQ with the sums;
+  // 4: per-element dQ without them.
+  EXPECT_TRUE(choice(path[2]).dq_bulk && !choice(path[2]).grid_order);
+  EXPECT_EQ(path[2].find(bg_define), std::string::npos);
+  EXPECT_TRUE(!choice(path[3]).dq_bulk && !choice(path[3]).grid_order);
+  EXPECT_NE(path[3].find(bg_define), std::string::npos);
+  EXPECT_TRUE(!choice(path[4]).dq_bulk && !choice(path[4]).grid_order);
+  EXPECT_EQ(path[4].find(bg_define), std::string::npos);
+  for (size_t i = 1; i < path.size(); ++i) EXPECT_NE(path[i], path[i - 1]) << i;
+
+  // A causal mask alone: the TMA-store epilogue goes first, then the grouped order, then bulk dQ.
+  Variant causal;
+  causal.mask_mod = mods::causal();
+  const codegen::GeneratedVariant cgen = codegen::emit_cuda_variant(causal, true);
+  const std::vector<std::string> cpath =
+      runtime::sm90_bwd_fallback_sources(cgen, key, runtime::kernel_source_sm90_bwd(cgen, key));
+  ASSERT_EQ(cpath.size(), 4u);
+  EXPECT_TRUE(choice(cpath[0]).tma_store && choice(cpath[0]).grid_order && choice(cpath[0]).dq_bulk);
+  EXPECT_TRUE(!choice(cpath[1]).tma_store && choice(cpath[1]).grid_order && choice(cpath[1]).dq_bulk);
+  EXPECT_TRUE(!choice(cpath[2]).tma_store && !choice(cpath[2]).grid_order && choice(cpath[2]).dq_bulk);
+  EXPECT_TRUE(!choice(cpath[3]).tma_store && !choice(cpath[3]).grid_order && !choice(cpath[3]).dq_bulk);
+}
