@@ -1,6 +1,5 @@
 // build_block_mask_gpu: codegen of the mask_mod, JIT compile of the builder kernels, one device
 // allocation for the outputs, two launches (classify, compact).
-
 #include "flexattn/block_mask_gpu.h"
 
 #include <algorithm>

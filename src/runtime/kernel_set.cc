@@ -156,8 +156,9 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
                                                               "flexattn_bwd_dq_convert"};
   else
     req.kernel_names = {"flexattn_fwd"};
-  if (!(sm90 && key.backward)) set->compiled = jit::get_or_compile(req);
-  if (sm90 && key.backward) {
+  if (!(sm90 && key.backward)) {
+    set->compiled = jit::get_or_compile(req);
+  } else {
     // The first source whose main kernel compiles without spills (sm90_bwd_fallback_sources: what each step gives
     // up and why). Of the corpus at D = 128 (NVRTC 13.0) only a learnable relative bias (per-diagonal buffer-gradient
     // sums) with a mask_mod spills with the first source: with causal it takes the second, with a document or
