@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <system_error>
 #include <tuple>
 
 #include "block_mask/layout_util.h"
@@ -105,10 +106,15 @@ jit::CompiledKernel compact_for(const std::string& arch) {
 // Both builder kernels of `v`: the compact kernel, when this process has not loaded it yet, on a thread
 // beside the classify kernel (with an empty cache the build waits for the longer compile, not the sum).
 std::pair<jit::CompiledKernel, jit::CompiledKernel> builder_kernels(BuildVariant& v, const std::string& arch) {
-  if (compact_known(arch)) return {classify_for(v, arch), compact_for(arch)};
-  std::future<jit::CompiledKernel> compact = std::async(std::launch::async, [arch] { return compact_for(arch); });
+  std::future<jit::CompiledKernel> compact;
+  if (!compact_known(arch)) {
+    try {
+      compact = std::async(std::launch::async, [arch] { return compact_for(arch); });
+    } catch (const std::system_error&) {  // no thread to spare: one after the other
+    }
+  }
   jit::CompiledKernel classify = classify_for(v, arch);  // on an error, the future's destructor joins the thread
-  return {std::move(classify), compact.get()};
+  return {std::move(classify), compact.valid() ? compact.get() : compact_for(arch)};
 }
 
 void check_args(int64_t B, int64_t H, int64_t q_len, int64_t kv_len, int q_block, int kv_block) {

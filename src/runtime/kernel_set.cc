@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <sstream>
 #include <tuple>
 #include <vector>
@@ -164,8 +165,10 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
     // sums) with a mask_mod spills with the first source: with causal it takes the second, with a document or
     // sliding-window mask the third (locally 5.2 / 12.5 / 10.1 s one compile after another). There the next two
     // candidates compile on threads beside the first, so that a cold first call waits for the longest of the three
-    // instead of their sum. A candidate the walk does not reach is compiled for nothing (and cached); one that
-    // fails is compiled again, and reported, by the walk.
+    // instead of their sum (always for all three: the call returns after the speculative compiles, also when the walk
+    // ends earlier). A candidate the walk does not reach is compiled for nothing (and cached); a failed one is
+    // reported by the walk when it reaches it (the JIT hands a concurrent request the same error). Without a thread
+    // to spare (std::system_error) the walk compiles alone, as before.
     const std::vector<std::string> path = sm90_bwd_fallback_sources(gen, key, req.source);
     const bool likely_spills =
         gen.buffer_grad_reduce == 2 && gen.has_mask_mod && sm90_bwd_v2_selected(key.d, key.dv);
@@ -174,12 +177,16 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
     for (size_t i = 1; i <= ahead; ++i) {
       jit::KernelRequest r = req;
       r.source = path[i];
-      speculative.push_back(std::async(std::launch::async, [r] {
-        try {
-          jit::get_or_compile(r);
-        } catch (...) {
-        }
-      }));
+      try {
+        speculative.push_back(std::async(std::launch::async, [r] {
+          try {
+            jit::get_or_compile(r);
+          } catch (...) {
+          }
+        }));
+      } catch (const std::system_error&) {
+        break;
+      }
     }
     auto spills = [&] {
       const auto main = set->compiled.ptxas.find("flexattn_bwd");

@@ -747,7 +747,9 @@ TEST(Sm90BwdHost, PersistentAutoPicksPerCallAndTheKeyReachesTheSource) {
 // get_kernel_set's spill fallbacks as a list of sources (sm90_bwd_fallback_sources): each step gives up one thing
 // of the source before it, in the order the walk takes them, and no source repeats the one before.
 TEST(Sm90BwdHost, FallbackSourcesGiveUpOneThingAtATime) {
-  unsetenv("FLEXATTN_SM90_BWD_HEAD_GROUPS");
+  for (const char* v : {"FLEXATTN_SM90_BWD_HEAD_GROUPS", "FLEXATTN_SM90_BWD_BG_REDUCE", "FLEXATTN_SM90_BWD_TMA_STORE",
+                        "FLEXATTN_SM90_BWD_DQ_BULK", "FLEXATTN_SM90_BWD_PERSISTENT", "FLEXATTN_SM90_BWD_V2"})
+    unsetenv(v);
   const runtime::KernelSetKey key{DType::BF16, 128, 128, "sm_90a", true, runtime::KernelFamily::sm90};
   const std::string bg_define = "#define FLEXATTN_SM90_BWD_BG_REDUCE 1";
   auto choice = [](const std::string& s) { return runtime::sm90_bwd_source_choice(s); };
@@ -793,4 +795,16 @@ TEST(Sm90BwdHost, FallbackSourcesGiveUpOneThingAtATime) {
   EXPECT_TRUE(!choice(cpath[1]).tma_store && choice(cpath[1]).grid_order && choice(cpath[1]).dq_bulk);
   EXPECT_TRUE(!choice(cpath[2]).tma_store && !choice(cpath[2]).grid_order && choice(cpath[2]).dq_bulk);
   EXPECT_TRUE(!choice(cpath[3]).tma_store && !choice(cpath[3]).grid_order && !choice(cpath[3]).dq_bulk);
+
+  // The persistent kernel (a key that asks for it) first gives up its tile loop, keeping the rest; the grouped
+  // order and the TMA-store epilogue, which only the default kernel compiles in, then come back with it.
+  runtime::KernelSetKey pkey = key;
+  pkey.sm90_bwd_persistent = 1;
+  const std::vector<std::string> ppath =
+      runtime::sm90_bwd_fallback_sources(cgen, pkey, runtime::kernel_source_sm90_bwd(cgen, pkey));
+  ASSERT_GE(ppath.size(), 2u);
+  EXPECT_TRUE(choice(ppath[0]).persistent && !choice(ppath[0]).grid_order && !choice(ppath[0]).tma_store);
+  EXPECT_FALSE(choice(ppath[1]).persistent);
+  EXPECT_TRUE(choice(ppath[1]).dq_bulk && choice(ppath[1]).grid_order && choice(ppath[1]).tma_store);
+  EXPECT_EQ(ppath[1], runtime::kernel_source_sm90_bwd(cgen, key));
 }
