@@ -59,24 +59,37 @@ BuildVariant& build_variant(const ir::Expr& mask_mod) {
   return *it->second;
 }
 
-// Compiled once per (variant, arch) per process; the JIT's disk cache spans processes.
-jit::CompiledKernel classify_for(BuildVariant& v, const std::string& arch) {
+// The kernel of `request` (for request.arch), compiled once per process into `by_arch` (under g_mu); the JIT's
+// disk cache spans processes. `request` is called only when this process has not compiled it yet.
+template <class MakeRequest>
+jit::CompiledKernel once_per_arch(std::map<std::string, jit::CompiledKernel>& by_arch, const std::string& arch,
+                                  MakeRequest request) {
   {
     std::lock_guard<std::mutex> lock(g_mu);
-    auto it = v.by_arch.find(arch);
-    if (it != v.by_arch.end()) return it->second;
+    auto it = by_arch.find(arch);
+    if (it != by_arch.end()) return it->second;
   }
-  jit::KernelRequest req;
-  req.prefix = "block_mask_build";
-  req.source = block_mask_build_source(v.gen.source);
-  req.arch = arch;
-  req.kernel_names = {kBlockMaskClassifyEntry};
-  jit::CompiledKernel c = jit::get_or_compile(req);
+  jit::CompiledKernel c = jit::get_or_compile(request());
   std::lock_guard<std::mutex> lock(g_mu);
-  return v.by_arch.emplace(arch, std::move(c)).first->second;
+  return by_arch.emplace(arch, std::move(c)).first->second;
 }
 
-// The compact kernel, the same for every mask: once per arch per process.
+jit::KernelRequest builder_request(const char* prefix, std::string source, const std::string& arch, const char* entry) {
+  jit::KernelRequest req;
+  req.prefix = prefix;
+  req.source = std::move(source);
+  req.arch = arch;
+  req.kernel_names = {entry};
+  return req;
+}
+
+jit::CompiledKernel classify_for(BuildVariant& v, const std::string& arch) {
+  return once_per_arch(v.by_arch, arch, [&] {
+    return builder_request("block_mask_build", block_mask_build_source(v.gen.source), arch, kBlockMaskClassifyEntry);
+  });
+}
+
+// The compact kernel, the same for every mask.
 std::map<std::string, jit::CompiledKernel>& compact_by_arch() {
   static auto* m = new std::map<std::string, jit::CompiledKernel>();
   return *m;
@@ -88,19 +101,9 @@ bool compact_known(const std::string& arch) {
 }
 
 jit::CompiledKernel compact_for(const std::string& arch) {
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    auto it = compact_by_arch().find(arch);
-    if (it != compact_by_arch().end()) return it->second;
-  }
-  jit::KernelRequest req;
-  req.prefix = "block_mask_compact";
-  req.source = block_mask_compact_source();
-  req.arch = arch;
-  req.kernel_names = {kBlockMaskCompactEntry};
-  jit::CompiledKernel c = jit::get_or_compile(req);
-  std::lock_guard<std::mutex> lock(g_mu);
-  return compact_by_arch().emplace(arch, std::move(c)).first->second;
+  return once_per_arch(compact_by_arch(), arch, [&] {
+    return builder_request("block_mask_compact", block_mask_compact_source(), arch, kBlockMaskCompactEntry);
+  });
 }
 
 // Both builder kernels of `v`: the compact kernel, when this process has not loaded it yet, on a thread
