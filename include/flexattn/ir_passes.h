@@ -1,7 +1,10 @@
 #pragma once
 // Passes over the mod IR. Each pass keeps meaning: eval(pass(e)) == eval(e) for every environment
 // (bitwise for ints and bools; for floats up to the rounding the pass documents).
+#include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flexattn/expr.h"
@@ -42,5 +45,38 @@ ScoreModGrad differentiate(const Expr& score_mod, const std::vector<std::string>
 // sum buffer-gradient contributions along diagonals before one atomic per index (src/codegen).
 enum class PositionDependence { None, Diagonal, General };
 PositionDependence position_dependence(const Expr& e);
+
+
+// A mask_mod that keeps one interval of kv positions per query row: mask_mod(b, h, q, kv) == (lo <= kv && kv <= hi)
+// for every q, kv in [0, 2^31), with lo, hi functions of (b, h, q_idx) built from the mask's own kv-free
+// subexpressions (src/ir/kv_range.cc). The sm90 forward then tests a partial tile's entries against the row's
+// bounds instead of evaluating mask_mod per entry (kernels/sm90/fwd_softmax_sm90.cuh, codegen's kKvRange).
+// Recognised: comparisons (<, <=, >, >=, ==) of kv_idx, q_idx - kv_idx or kv_idx - q_idx (i32) with an integer
+// expression free of kv_idx; their negations; and / or / where over them and over kv-free conditions, where an
+// `or` of two ranges only when both are open on the same side (causal or a prefix: kv <= max(q, P - 1)).
+struct KvBound {
+  enum Kind : uint8_t { Open, Term, Max, Min, Select };
+  Kind kind = Open;
+  int sign = 0;        // Open: -1 (below every kv) or +1 (above every kv); Term: the sign of e
+  bool with_q = false; // Term: value = (with_q ? q_idx : 0) + sign * sat(e as e_type) + adj
+  int adj = 0;         // Term: -1, 0, +1 (strict comparisons)
+  NodePtr e;           // Term: kv-free integer expression, converted to e_type as the comparison converts it
+  DType e_type = DType::I32;
+  NodePtr pred;        // Select: kv-free Bool (negated when pred_neg) ? a : b
+  bool pred_neg = false;
+  int a = -1, b = -1;  // Max / Min / Select operands (indices into KvRange::nodes)
+};
+struct KvRange {
+  std::vector<KvBound> nodes;
+  int lo = -1, hi = -1;  // roots in nodes; empty nodes = not a range
+  bool ok() const { return !nodes.empty(); }
+};
+// sat(e): e clamped to +-2^40 (changes no comparison with an index; keeps q_idx + sat(e) exact in 64 bits).
+constexpr int64_t kKvSat = int64_t(1) << 40;
+constexpr int64_t kKvOpen = int64_t(1) << 42;  // the value of an Open bound (times its sign)
+// The range of a (simplified) mask_mod, or !ok().
+KvRange kv_range(const Expr& mask_mod);
+// The row's bounds; value(n) evaluates a kv-free node of the mask for the row (b, h, q_idx).
+std::pair<int64_t, int64_t> eval_kv_range(const KvRange& r, int64_t q_idx, const std::function<Value(const NodePtr&)>& value);
 
 }  // namespace flexattn::ir

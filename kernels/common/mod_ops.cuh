@@ -62,6 +62,15 @@ FA_MOD_FN long long fa_mod(long long a, long long b) {
   if (fa_fits_i32(a) && fa_fits_i32(b)) return fa_mod<int>((int)a, (int)b);
   return fa_mod<long long>(a, b);
 }
+// kv ranges (codegen's kKvRange: a mask_mod that keeps lo <= kv_idx <= hi per query row, src/codegen/kv_range.cc).
+// A bound is q_idx +- e (+-1) with e any value of the mod: e is first saturated to +-2^40, which changes no
+// comparison with an index (|q_idx|, |kv_idx| < 2^31) and keeps the sum exact in 64 bits. kFaKvOpen is the
+// bound of an open side (no row keeps kv past it; an empty row has lo > hi).
+constexpr long long kFaKvOpen = 1LL << 42;
+FA_MOD_FN long long fa_kv_sat(long long e) {
+  const long long m = 1LL << 40;
+  return e < -m ? -m : e > m ? m : e;
+}
 template <typename T>
 FA_MOD_FN T fa_min_i(T a, T b) { return a < b ? a : b; }
 template <typename T>

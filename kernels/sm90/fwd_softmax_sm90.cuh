@@ -27,6 +27,50 @@ __device__ __forceinline__ float softmax_log2_factor(const AttnParams& p) {
   return V::kHasScoreMod ? kLog2e : p.scale * kLog2e;
 }
 
+// Masks that keep one interval of kv positions per query row (codegen's kKvRange and kv_range(p, b, h, q, lo, hi):
+// mask_mod(b, h, q, kv) == (lo <= kv && kv <= hi) for every kv >= 0). A partial tile then tests each entry's
+// column offset k (a compile-time number) against the row's bounds relative to the thread's first column:
+// 2 ISETP with immediates + FSEL per entry, where the sliding window's mask_mod took IMAD.IADD, 2 ISETP, FSEL
+// and a VIADD per column (ncu, session 16: partial tiles are 22 % of the sliding window's kv tiles).
+// FLEXATTN_SM90_KV_RANGE=0 (the source generator leaves FLEXATTN_SM90_KV_RANGE_PATH out) evaluates mask_mod.
+FLEXATTN_VARIANT_HOOK(KvRangeOf, kKvRange, bool, false)
+template <class V>
+__device__ __forceinline__ constexpr bool use_kv_range() {
+#if defined(FLEXATTN_SM90_KV_RANGE_PATH)
+  return V::kHasMaskMod && KvRangeOf<V>::value;
+#else
+  return false;
+#endif
+}
+// Row r keeps the entries of column offset k with lo[r] <= k <= hi[r]: the bounds minus kvb (the thread's first
+// column, kv_offset included), clamped into [-1, BN], so the comparisons stay exact for k in [0, BN).
+struct KvRangeRows {
+  int lo[2], hi[2];
+};
+template <class V, int BN>
+__device__ __forceinline__ KvRangeRows kv_range_rows(const AttnParams& p, int b, int h, const int (&qw)[2], int kvb) {
+  KvRangeRows rows{};
+  if constexpr (use_kv_range<V>()) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      long long lo, hi;
+      V::kv_range(p.mod, b, h, qw[r], lo, hi);
+      lo -= kvb;
+      hi -= kvb;
+      rows.lo[r] = int(lo < -1 ? -1 : lo > BN ? BN : lo);
+      rows.hi[r] = int(hi < -1 ? -1 : hi > BN ? BN : hi);
+    }
+  }
+  return rows;
+}
+// mask_mod of entry (row e >> 1, column kvb + k), through the row bounds where the variant has them.
+template <class V>
+__device__ __forceinline__ bool mask_keeps(const AttnParams& p, int b, int h, const int (&qw)[2], int kvb,
+                                           const KvRangeRows& rows, int e, int k) {
+  if constexpr (use_kv_range<V>()) return k >= rows.lo[e >> 1] && k <= rows.hi[e >> 1];
+  else return V::mask_mod(p.mod, b, h, qw[e >> 1], kvb + k);
+}
+
 template <class V, bool kFull>
 __device__ __forceinline__ float score_u(const AttnParams& p, float raw, int b, int h, int qw, int kvw, bool in_bounds) {
   float u = raw;
@@ -41,12 +85,26 @@ __device__ __forceinline__ float score_u(const AttnParams& p, float raw, int b, 
 template <class V, bool kFull, int BN>
 __device__ __forceinline__ void scores_inside(float (&s)[BN / 2], const AttnParams& p, int b, int h,
                                               const int (&qw)[2], int kv0, int t) {
+  if constexpr (!kFull && use_kv_range<V>()) {
+    const int kvb = kv0 + p.kv_offset + 2 * t;
+    const KvRangeRows rows = kv_range_rows<V, BN>(p, b, h, qw, kvb);
 #pragma unroll
-  for (int i = 0; i < BN / 8; ++i) {
+    for (int i = 0; i < BN / 8; ++i) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int kv = kv0 + 8 * i + 2 * t + (e & 1);
-      s[4 * i + e] = score_u<V, kFull>(p, s[4 * i + e], b, h, qw[e >> 1], kv + p.kv_offset, true);
+      for (int e = 0; e < 4; ++e) {
+        const int k = 8 * i + (e & 1);
+        const float u = score_u<V, true>(p, s[4 * i + e], b, h, qw[e >> 1], kvb + k, true);
+        s[4 * i + e] = mask_keeps<V>(p, b, h, qw, kvb, rows, e, k) ? u : neg_inf();
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int kv = kv0 + 8 * i + 2 * t + (e & 1);
+        s[4 * i + e] = score_u<V, kFull>(p, s[4 * i + e], b, h, qw[e >> 1], kv + p.kv_offset, true);
+      }
     }
   }
 }
@@ -58,6 +116,7 @@ __device__ __forceinline__ void scores_inside_affine(float (&s)[BN / 2], const A
                                                      const int (&qw)[2], int kv0, int t, float slope) {
   const int kvb = kv0 + p.kv_offset + 2 * t;
   const float rb[2] = {slope * float(kvb - qw[0]), slope * float(kvb - qw[1])};
+  const KvRangeRows rows = kFull ? KvRangeRows{} : kv_range_rows<V, BN>(p, b, h, qw, kvb);
 #pragma unroll
   for (int i = 0; i < BN / 8; ++i) {
 #pragma unroll
@@ -66,7 +125,7 @@ __device__ __forceinline__ void scores_inside_affine(float (&s)[BN / 2], const A
       float u = fmaf(s[4 * i + e], p.scale, rb[e >> 1]);
       if (k != 0) u = fmaf(slope, float(k), u);
       if constexpr (!kFull && V::kHasMaskMod) {
-        if (!V::mask_mod(p.mod, b, h, qw[e >> 1], kvb + k)) u = neg_inf();
+        if (!mask_keeps<V>(p, b, h, qw, kvb, rows, e, k)) u = neg_inf();
       }
       s[4 * i + e] = u;
     }
@@ -150,6 +209,7 @@ __device__ __forceinline__ void scores_inside_rel_gather(float (&s)[BN / 2], con
     for (int e = 0; e < 4; ++e) {
       float u = fmaf(s[4 * i + e], p.scale, e < 2 ? g[i + 1][e] : g[i][e - 2]);
       if constexpr (!kFull && V::kHasMaskMod) {
+        // (mask_mod itself, not kv_range: the row bounds' 4 registers spilled relbias + causal at D = 128)
         if (!(kClamp && full) && !V::mask_mod(p.mod, b, h, qw[e >> 1], kvb + 8 * i + (e & 1))) u = neg_inf();
       }
       s[4 * i + e] = u;
@@ -305,14 +365,15 @@ __device__ __forceinline__ SoftcapTile softcap_tile(const AttnParams& p) {
 template <class V, bool kMask, int BN>
 __device__ __forceinline__ void scores_softcap(float (&s)[BN / 2], const AttnParams& p, int b, int h,
                                                const int (&qw)[2], int kv0, int t, const SoftcapTile& sc) {
+  const int kvb = kv0 + p.kv_offset + 2 * t;
+  const KvRangeRows rows = kMask ? kv_range_rows<V, BN>(p, b, h, qw, kvb) : KvRangeRows{};
 #pragma unroll
   for (int i = 0; i < BN / 8; ++i) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int kv = kv0 + 8 * i + 2 * t + (e & 1);
       const float r = fa_tanh_rcp(s[4 * i + e] * sc.k2);
       bool keep = true;
-      if constexpr (kMask && V::kHasMaskMod) keep = V::mask_mod(p.mod, b, h, qw[e >> 1], kv + p.kv_offset);
+      if constexpr (kMask && V::kHasMaskMod) keep = mask_keeps<V>(p, b, h, qw, kvb, rows, e, 8 * i + (e & 1));
       s[4 * i + e] = keep ? r : pos_inf();
     }
   }

@@ -503,6 +503,37 @@ GeneratedVariant emit_cuda_variant(const Variant& variant, bool with_backward) {
   }
   out << "  }\n\n";
 
+  // Only masks of one kv interval per row get the block (other sources stay as they were): the kernels test
+  // for V::kKvRange (fwd_softmax_sm90.cuh KvRangeOf).
+  if (const ir::KvRange range = ir::kv_range(mask_mod); range.ok()) {
+    FunctionEmitter fe(layout, out);
+    std::function<std::string(int)> bound = [&](int i) -> std::string {
+      const ir::KvBound& n = range.nodes[size_t(i)];
+      switch (n.kind) {
+        case ir::KvBound::Open: return n.sign < 0 ? "(-kFaKvOpen)" : "kFaKvOpen";
+        case ir::KvBound::Term: {
+          std::string v = std::string(n.sign < 0 ? "-" : "") + "fa_kv_sat((long long)" + fe.as(n.e.get(), n.e_type) + ")";
+          if (n.with_q) v = "(long long)q_idx + " + v;
+          if (n.adj != 0) v += n.adj < 0 ? " - 1" : " + 1";
+          return "(" + v + ")";
+        }
+        case ir::KvBound::Max: return "fa_max_i(" + bound(n.a) + ", " + bound(n.b) + ")";
+        case ir::KvBound::Min: return "fa_min_i(" + bound(n.a) + ", " + bound(n.b) + ")";
+        case ir::KvBound::Select:
+          return "(" + std::string(n.pred_neg ? "!" : "") + fe.as(n.pred.get(), DType::Bool) + " ? " + bound(n.a) +
+                 " : " + bound(n.b) + ")";
+      }
+      throw Error("codegen: unknown kv bound");
+    };
+    out << "  // mask_mod == (lo <= kv_idx && kv_idx <= hi), lo and hi from kv_range: yes\n";
+    out << "  static constexpr bool kKvRange = true;\n";
+    out << "  __device__ __forceinline__ static void kv_range(const ModParams& p, int b, int h, int q_idx, long long& lo, "
+           "long long& hi) {\n";
+    const std::string lo = bound(range.lo), hi = bound(range.hi);  // emits the temporaries first
+    out << "    lo = " << lo << ";\n    hi = " << hi << ";\n  }\n\n";
+    gen.kv_range = true;
+  }
+
   const RelAffine rel = rel_affine(score_mod);
   out << "  // score_mod == score + rel_slope(p, b, h) * (kv_idx - q_idx): " << (rel.coef ? "yes" : "no") << "\n";
   out << "  static constexpr bool kRelAffine = " << (rel.coef ? "true" : "false") << ";\n";

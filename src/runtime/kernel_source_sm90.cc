@@ -53,6 +53,11 @@ std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const K
   // compile-time offsets per tile (fwd_softmax_sm90.cuh scores_inside_rel_gather); only their sources get the
   // define. 0: the general per-entry gather; an A/B knob.
   if (variant.rel_gather != 0 && jit::env_flag("FLEXATTN_SM90_GATHER", true)) s << "#define FLEXATTN_SM90_REL_GATHER 1\n";
+  // FLEXATTN_SM90_KV_RANGE (default off): masks of one kv interval per row (codegen's kKvRange: causal, sliding
+  // windows, prefix-LM) test a partial tile's entries against the row's bounds (fwd_softmax_sm90.cuh); only
+  // their sources get the define. Measured flat on the H200 (session 17: S=8192 D=128 sliding 0.290 / 0.287 ms,
+  // causal and prefix-LM equal, softcap + causal 1.314 -> 1.336 ms): an A/B knob.
+  if (variant.kv_range && jit::env_flag("FLEXATTN_SM90_KV_RANGE", false)) s << "#define FLEXATTN_SM90_KV_RANGE_PATH 1\n";
   s << "#include \"common/mod_ops.cuh\"\n";
   s << "#include \"sm90/attn_fwd_sm90.cuh\"\n";
   s << "using namespace flexattn::kern;\n\n";

@@ -5,6 +5,7 @@
 // values are refused with the variable's name.
 // FLEXATTN_SM90_SOFTCAP (on unless 0): softcap variants take the folded path (the source says so; unset = on)
 // and compile clean at D 64 and 128, bf16 and f16, with and without a mask; other variants' code does not change.
+// FLEXATTN_SM90_KV_RANGE=1: kv-range masks test partial tiles against the row bounds (last test).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -130,4 +131,33 @@ TEST_F(Sm90SoftmaxOptsCompile, SoftcapPathCompilesCleanly) {
                             d = sm90_test::compile_fwd_source("attn_fwd_sm90a_softcap_switch", source_with(variants[0], 128, "0", "FLEXATTN_SM90_SOFTCAP"));
   EXPECT_FALSE(*testing_sass::elf_section(*c.cubin, ".text.flexattn_fwd") ==
                *testing_sass::elf_section(*d.cubin, ".text.flexattn_fwd"));
+}
+
+// FLEXATTN_SM90_KV_RANGE=1 (default off): kv-range masks (codegen's kKvRange) compile clean with the row-bounds
+// path, every entry of a partial tile costs two ISETP with immediate columns and an FSEL (the sliding window's
+// mask_mod took IMAD.IADD + 2 ISETP + FSEL, plus a VIADD per column: the path must remove the per-entry index
+// arithmetic), and a variant without kKvRange gets no define.
+TEST_F(Sm90SoftmaxOptsCompile, KvRangePathCompilesCleanlyAndDropsIndexArithmetic) {
+  mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
+  std::string why;
+  for (const char* name : {"causal", "sliding_window:100", "prefix_lm:70", "softcap:30+causal", "alibi+causal"})
+    for (int d : {64, 128}) {
+      const Variant v = corpus::build_variant(corpus::corpus_entry(name), shape).variant;
+      const std::string what = std::string(name) + " D=" + std::to_string(d);
+      const std::string on = source_with(v, d, "1", "FLEXATTN_SM90_KV_RANGE"), off = source_with(v, d, nullptr, "FLEXATTN_SM90_KV_RANGE");
+      EXPECT_NE(on.find("#define FLEXATTN_SM90_KV_RANGE_PATH 1"), std::string::npos) << what;
+      EXPECT_EQ(off.find("KV_RANGE_PATH"), std::string::npos) << what << ": unset is off";
+      const jit::CompiledKernel a = sm90_test::compile_fwd_source("attn_fwd_sm90a_kv_range_d" + std::to_string(d), on);
+      expect_no_spill(a, what + " kv range");
+      if (std::string(name) != "sliding_window:100" || d != 128) continue;
+      const jit::CompiledKernel b = sm90_test::compile_fwd_source("attn_fwd_sm90a_kv_range_d" + std::to_string(d), off);
+      const std::optional<std::string> sa = testing_sass::disassemble(*a.cubin, &why), sb = testing_sass::disassemble(*b.cubin, &why);
+      if (!sa || !sb) continue;  // no disassembler
+      // Two masked copies (the peeled first tile and the loop's) of 64 entries: at least 64 fewer integer adds.
+      const int adds_on = testing_sass::count(*sa, "IMAD.IADD") + testing_sass::count(*sa, "VIADD"),
+                adds_off = testing_sass::count(*sb, "IMAD.IADD") + testing_sass::count(*sb, "VIADD");
+      EXPECT_GE(adds_off - adds_on, 64) << what << ": " << adds_off << " -> " << adds_on;
+    }
+  const Variant doc = corpus::build_variant(corpus::corpus_entry("document:3"), shape).variant;
+  EXPECT_EQ(source_with(doc, 128, "1", "FLEXATTN_SM90_KV_RANGE").find("KV_RANGE_PATH"), std::string::npos);
 }

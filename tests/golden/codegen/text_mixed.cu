@@ -27,6 +27,13 @@ struct FlexVariant {
     return t0;
   }
 
+  // mask_mod == (lo <= kv_idx && kv_idx <= hi), lo and hi from kv_range: yes
+  static constexpr bool kKvRange = true;
+  __device__ __forceinline__ static void kv_range(const ModParams& p, int b, int h, int q_idx, long long& lo, long long& hi) {
+    lo = (-kFaKvOpen);
+    hi = (fa_kv_sat((long long)q_idx));
+  }
+
   // score_mod == score + rel_slope(p, b, h) * (kv_idx - q_idx): no
   static constexpr bool kRelAffine = false;
   __device__ __forceinline__ static float rel_slope(const ModParams& p, int b, int h) {

@@ -1,0 +1,128 @@
+// kv_range(): masks recognised as one kv interval per query row (the sm90 forward's partial tiles test the row's
+// bounds instead of evaluating mask_mod). Every accepted mask is checked against the interpreter at positions
+// that reach the edges of the index range, where a wrapped sum or a truncated literal would show; the shapes
+// with a possible gap (or no interval at all) must be refused.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <climits>
+#include <vector>
+
+#include "flexattn/expr.h"
+#include "flexattn/ir_passes.h"
+#include "flexattn/ir_text.h"
+
+using namespace flexattn;
+using namespace flexattn::ir;
+
+namespace {
+
+constexpr int64_t kMaxIdx = 2147483647;  // positions are in [0, 2^31)
+
+// An i32 buffer "start" (start[q] = q - q % 64, a document's first row) and scalars W = -3, BIG = 2^40 (i64).
+struct Env {
+  std::vector<int32_t> start = [] {
+    std::vector<int32_t> d(300);
+    for (size_t i = 0; i < d.size(); ++i) d[i] = int32_t(i - i % 64);
+    return d;
+  }();
+  std::vector<int64_t> limits = {INT64_MAX, INT64_MIN};  // an i64 buffer "lim": sums with these wrap without saturation
+  BufferView view{DType::I32, {300}, nullptr};
+  BufferView lim_view{DType::I64, {2}, nullptr};
+  EvalEnv env(int64_t b, int64_t h, int64_t q, int64_t kv) {
+    view.data = start.data();
+    lim_view.data = limits.data();
+    EvalEnv e;
+    e.scalar = [](const std::string& n) { return n == "W" ? -3.0 : n == "BIG" ? 1099511627776.0 : 7.0; };
+    e.buffer = [this](const std::string& n) { return n == "start" ? &view : n == "lim" ? &lim_view : nullptr; };
+    e.b = b, e.h = h, e.q_idx = q, e.kv_idx = kv;
+    return e;
+  }
+};
+
+std::vector<int64_t> positions(int64_t around) {
+  std::vector<int64_t> v;
+  for (int64_t k = 0; k <= 130; ++k) v.push_back(k);
+  for (int64_t d = -70; d <= 70; ++d)
+    if (around + d >= 0 && around + d <= kMaxIdx) v.push_back(around + d);
+  for (int64_t k : {int64_t(1) << 20, int64_t(1000000000), kMaxIdx - 1, kMaxIdx}) v.push_back(k);
+  return v;
+}
+
+// mask(b, h, q, kv) == (lo <= kv <= hi) at every probed position; returns the number of checks.
+int expect_exact(const Expr& mask, const std::string& what) {
+  const KvRange r = kv_range(mask);
+  EXPECT_TRUE(r.ok()) << what << ": not recognised";
+  if (!r.ok()) return 0;
+  Env env;
+  int checks = 0;
+  for (int64_t b : {0, 1})
+    for (int64_t h : {0, 2})
+      for (int64_t q : {int64_t(0), int64_t(1), int64_t(5), int64_t(69), int64_t(70), int64_t(100), int64_t(250),
+                        int64_t(1000), int64_t(1) << 30, kMaxIdx - 5, kMaxIdx}) {
+        const auto [lo, hi] = eval_kv_range(r, q, [&](const NodePtr& n) { return eval(Expr(n), env.env(b, h, q, 0)); });
+        for (int64_t kv : positions(q)) {
+          const bool want = eval(mask, env.env(b, h, q, kv)).as_bool();
+          const bool got = lo <= kv && kv <= hi;
+          if (want != got) {
+            ADD_FAILURE() << what << ": b=" << b << " h=" << h << " q=" << q << " kv=" << kv << " mask " << want
+                          << " range [" << lo << ", " << hi << "]";
+            return checks;
+          }
+          ++checks;
+        }
+      }
+  return checks;
+}
+
+Expr q() { return q_idx(); }
+Expr kv() { return kv_idx(); }
+Expr lit64(double v) { return literal(v, DType::I64, false); }  // a strong i64 (not a Python int)
+
+}  // namespace
+
+TEST(KvRange, IntervalMasksMatchTheInterpreterEverywhere) {
+  Expr start_q = load("start", DType::I32, {q()});
+  const std::vector<std::pair<std::string, Expr>> masks = {
+      {"causal", q() >= kv()},
+      {"sliding window", (q() >= kv()) && (q() - kv() <= 100)},
+      {"prefix-LM", (kv() < 70) || (q() >= kv())},
+      {"band after q", (kv() - q() < 5) && (kv() - q() >= -3)},
+      {"negated", !(kv() > q())},
+      {"negated and", !((kv() > q()) || (q() - kv() > 20))},
+      {"where on a head", where(head() > 1, q() >= kv(), kv() < 10)},
+      {"row condition and", (batch() == 1) && (q() >= kv())},
+      {"row condition or", (head() == 2) || (q() - kv() <= 3)},
+      {"kv-free mask", q() < 1000},
+      {"equality", q() - kv() == 7},
+      {"wrapping sum", kv() <= q() + 2147483000},  // i32: q + 2147483000 wraps for q > 647
+      {"strong i64 literal", q() - kv() <= lit64(9.0e18)},
+      {"weak literal truncated to i32", q() - kv() <= Expr(int64_t(4294967296 + 5))},
+      {"i32 scalar", q() - kv() <= scalar("W", DType::I32)},
+      {"i64 scalar past the saturation", kv() - q() < scalar("BIG", DType::I64)},
+      {"nested", ((kv() < 10) || (kv() <= q())) && !(q() - kv() > 50)},
+      {"document start from a buffer", (kv() >= start_q) && (kv() <= q())},
+      {"transposed", (Expr(3) <= q() - kv()) && (q() > kv())},
+      {"i64 extremes", (kv() - q() <= load("lim", DType::I64, {Expr(0)})) && (q() - kv() > load("lim", DType::I64, {Expr(1)}))},
+      {"i64 extremes, empty", kv() - q() > load("lim", DType::I64, {Expr(0)})},
+  };
+  int checks = 0;
+  for (const auto& [name, m] : masks) checks += expect_exact(simplify(m), name);
+  EXPECT_GT(checks, 100000);
+}
+
+TEST(KvRange, ShapesWithoutOneIntervalAreRefused) {
+  Expr doc_q = load("doc", DType::I32, {q()}), doc_kv = load("doc", DType::I32, {kv()});
+  const std::vector<std::pair<std::string, Expr>> masks = {
+      {"not equal", kv() != q()},
+      {"two sides: a gap", (q() >= kv()) || (kv() > q() + 10)},
+      {"modulo", mod(kv(), Expr(2)) == 0},
+      {"chunks (floor division)", floordiv(q(), Expr(64)) == floordiv(kv(), Expr(64))},
+      {"document ids", doc_q == doc_kv},
+      {"scaled kv", kv() * 2 <= q()},
+      {"float comparison", cast(kv(), DType::F32) < 3.5},
+      {"kv on both sides", kv() - q() <= q() - kv()},
+  };
+  for (const auto& [name, m] : masks) EXPECT_FALSE(kv_range(simplify(m)).ok()) << name;
+  EXPECT_FALSE(kv_range(Expr()).ok());
+}
