@@ -191,3 +191,44 @@ TEST(Check, ReferenceBackwardRejectsAMisshapenDeltaOutput) {
     EXPECT_NE(std::string(err.what()).find("[B, Hq, L, Dv]"), std::string::npos) << err.what();
   }
 }
+
+// make_block_mask through a kv-range mask's row bounds gives the block mask the interpreter gives, entry for entry,
+// at lengths that are not multiples of the block, q != kv, and masks that read b, h or a scalar; a mask that is not a
+// range (document ids) takes the interpreter either way.
+TEST(BlockMaskBuild, KvRangeBoundsMatchTheInterpreter) {
+  struct Case {
+    std::string spec, expr;
+    int64_t Q, KV;
+    int block;
+  };
+  const std::vector<Case> cases = {
+      {"causal", "", 300, 700, 64},
+      {"sliding_window:100", "", 700, 300, 64},
+      {"prefix_lm:70", "", 513, 513, 128},
+      {"", "kv_idx - q_idx <= 5 && q_idx - kv_idx <= 40", 257, 129, 64},
+      {"", "where(h > 1, q_idx >= kv_idx, kv_idx < 90) || b == 1", 200, 260, 64},
+      {"", "!(kv_idx > q_idx + 3) && kv_idx >= q_idx - 200", 1000, 1000, 128},
+      {"document:3", "", 300, 300, 64},
+  };
+  for (const Case& c : cases) {
+    ProblemConfig cfg;
+    cfg.B = 2, cfg.H = 3, cfg.Q = c.Q, cfg.KV = c.KV, cfg.D = 8;
+    cfg.mask_spec = c.spec, cfg.mask_expr = c.expr;
+    cfg.make_inputs = false;
+    const Problem p = make_problem(cfg);
+    const std::string what = c.spec + c.expr;
+    const BlockMask fast = make_block_mask(p, c.block), slow = make_block_mask(p, c.block, false);
+    EXPECT_EQ(fast.B, slow.B) << what;
+    EXPECT_EQ(fast.H, slow.H) << what;
+    EXPECT_EQ(fast.kv_num_blocks, slow.kv_num_blocks) << what;
+    EXPECT_EQ(fast.kv_indices, slow.kv_indices) << what;
+    EXPECT_EQ(fast.full_kv_num_blocks, slow.full_kv_num_blocks) << what;
+    EXPECT_EQ(fast.full_kv_indices, slow.full_kv_indices) << what;
+    EXPECT_EQ(fast.q_num_blocks, slow.q_num_blocks) << what;
+    EXPECT_EQ(fast.full_q_indices, slow.full_q_indices) << what;
+    // Not vacuous: the mask has partial and full blocks (or, for the band, partial ones at least).
+    int64_t partial = 0;
+    for (int32_t n : fast.kv_num_blocks) partial += n;
+    EXPECT_GT(partial, 0) << what;
+  }
+}
