@@ -88,10 +88,14 @@ nb::tuple build_mask_cpu(const std::optional<Mod>& mask_mod, int64_t B, int64_t 
     const int n = cpu::resolve_threads(threads);
     Variant variant;
     if (mask_mod) variant.mask_mod = mask_mod->expr;
-    cpu::VariantFns fns(variant, bindings, n);
+    cpu::VariantFns fns(variant, bindings, n);  // checks the scalars and buffers the mask reads
     const cpu::ModFns& f = fns.fns();
-    MaskFn fn = f.mask_mod ? MaskFn(f.mask_mod) : MaskFn([](int64_t, int64_t, int64_t, int64_t) { return true; });
-    bm = build_block_mask(fn, B, H, q_len, kv_len, q_block, kv_block, n);
+    if (MaskRowFn row = cpu::kv_range_row_fn(variant.mask_mod, bindings)) {  // one kv interval per row
+      bm = build_block_mask(row, B, H, q_len, kv_len, q_block, kv_block, n);
+    } else {
+      MaskFn fn = f.mask_mod ? MaskFn(f.mask_mod) : MaskFn([](int64_t, int64_t, int64_t, int64_t) { return true; });
+      bm = build_block_mask(fn, B, H, q_len, kv_len, q_block, kv_block, n);
+    }
   }
   return block_mask_arrays(std::move(bm));
 }

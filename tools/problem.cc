@@ -1,14 +1,12 @@
 #include "problem.h"
 
 #include <algorithm>
-#include <atomic>
 #include <filesystem>
 #include <set>
-#include <tuple>
 
 #include "args.h"
+#include "flexattn/cpu_variant.h"
 #include "flexattn/error.h"
-#include "flexattn/ir_passes.h"
 #include "flexattn/ir_text.h"
 #include "flexattn/npy.h"
 
@@ -306,25 +304,9 @@ BlockMask make_block_mask(const Problem& p, int block, bool use_kv_range) {
   const int64_t H = ir::depends_on(mask, ir::Op::Head) ? p.shape.H : 1;
   const ModBindings binds = p.bindings();
   const ir::EvalEnv env = eval_env(binds);
-  // One interval of kv per row: its bounds once per row (the builder asks for a row's kv blocks one after the
-  // other; the last row's bounds are kept per thread), then no evaluation per entry.
-  const ir::KvRange range = use_kv_range ? ir::kv_range(ir::simplify(mask)) : ir::KvRange{};
-  if (range.ok()) {
-    static std::atomic<uint64_t> builds{0};
-    const uint64_t build = ++builds;  // tells this build's cached bounds from an earlier build's
-    MaskRowFn row = [&, build](int64_t b, int64_t h, int64_t q, int64_t kv_begin, int64_t kv_end, uint8_t* out) {
-      thread_local uint64_t last_build = 0;
-      thread_local int64_t last[3] = {-1, -1, -1}, lo = 0, hi = -1;
-      if (last_build != build || last[0] != b || last[1] != h || last[2] != q) {
-        ir::EvalEnv row_env = env;
-        row_env.b = b, row_env.h = h, row_env.q_idx = q;
-        std::tie(lo, hi) = ir::eval_kv_range(range, q, [&](const ir::NodePtr& n) { return ir::eval(ir::Expr(n), row_env); });
-        last_build = build, last[0] = b, last[1] = h, last[2] = q;
-      }
-      for (int64_t kv = kv_begin; kv < kv_end; ++kv) out[kv - kv_begin] = lo <= kv && kv <= hi;
-    };
-    return build_block_mask(row, B, H, p.shape.Q, p.shape.KV, block, block);
-  }
+  // One interval of kv per row: filled from the row's bounds (flexattn/cpu_variant.h).
+  if (use_kv_range)
+    if (MaskRowFn row = cpu::kv_range_row_fn(mask, binds)) return build_block_mask(row, B, H, p.shape.Q, p.shape.KV, block, block);
   // One evaluator per call: rows are evaluated on several threads and an Evaluator is single-threaded.
   MaskRowFn row = [&](int64_t b, int64_t h, int64_t q, int64_t kv_begin, int64_t kv_end, uint8_t* out) {
     ir::Evaluator ev(mask);
