@@ -53,7 +53,8 @@ PositionDependence position_dependence(const Expr& e);
 // bounds instead of evaluating mask_mod per entry (kernels/sm90/fwd_softmax_sm90.cuh, codegen's kKvRange).
 // Recognised: comparisons (<, <=, >, >=, ==) of kv_idx, q_idx - kv_idx or kv_idx - q_idx (i32) with an integer
 // expression free of kv_idx; their negations; and / or / where over them and over kv-free conditions, where an
-// `or` of two ranges only when both are open on the same side (causal or a prefix: kv <= max(q, P - 1)).
+// `or` of two ranges only when both are open on the same side (causal or a prefix: kv <= max(q, P - 1)). Bounds
+// and conditions with f32 values inside are refused (integer and boolean arithmetic only: exact on every target).
 struct KvBound {
   enum Kind : uint8_t { Open, Term, Max, Min, Select };
   Kind kind = Open;

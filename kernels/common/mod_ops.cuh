@@ -62,7 +62,7 @@ FA_MOD_FN long long fa_mod(long long a, long long b) {
   if (fa_fits_i32(a) && fa_fits_i32(b)) return fa_mod<int>((int)a, (int)b);
   return fa_mod<long long>(a, b);
 }
-// kv ranges (codegen's kKvRange: a mask_mod that keeps lo <= kv_idx <= hi per query row, src/codegen/kv_range.cc).
+// kv ranges (codegen's kKvRange: a mask_mod that keeps lo <= kv_idx <= hi per query row, src/ir/kv_range.cc).
 // A bound is q_idx +- e (+-1) with e any value of the mod: e is first saturated to +-2^40, which changes no
 // comparison with an index (|q_idx|, |kv_idx| < 2^31) and keeps the sum exact in 64 bits. kFaKvOpen is the
 // bound of an open side (no row keeps kv past it; an empty row has lo > hi).

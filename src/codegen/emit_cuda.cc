@@ -86,7 +86,8 @@ class FunctionEmitter {
     return {as(u, DType::F32), sx.k};
   }
 
-  // The value of `n` converted to `to` (implicit operand conversion: always widening, as promotion).
+  // The value of `n` converted to `to`: promotion's implicit widening, or (a weak i64 operand taken as i32,
+  // kv_range bounds) the wrapping narrowing the interpreter's convert() does.
   std::string as(const Node* n, DType to) {
     const std::string v = value(n);
     if (n->type == to) return v;

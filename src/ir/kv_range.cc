@@ -33,6 +33,7 @@ class Builder {
   Range build(const NodePtr& n, bool neg) {
     if (n->type != DType::Bool) return {};
     if (!has_kv(n.get())) {
+      if (has_f32(n.get())) return {};  // see has_f32
       Range r;
       r.ok = r.row = true;
       r.pred = n;
@@ -46,7 +47,7 @@ class Builder {
       case Op::Or: return neg ? meet(build(n->args[0], true), build(n->args[1], true))
                               : join(build(n->args[0], false), build(n->args[1], false));
       case Op::Select: {
-        if (has_kv(n->args[0].get())) return {};
+        if (has_kv(n->args[0].get()) || has_f32(n->args[0].get())) return {};
         const Range a = range_of(build(n->args[1], neg)), b = range_of(build(n->args[2], neg));
         if (!a.ok || !b.ok) return {};
         Range r;
@@ -72,7 +73,7 @@ class Builder {
   }
 
  private:
-  std::unordered_map<const Node*, bool> kv_memo_;
+  std::unordered_map<const Node*, bool> kv_memo_, f32_memo_;
 
   bool has_kv(const Node* n) {
     if (n->op == Op::KvIdx) return true;
@@ -81,6 +82,17 @@ class Builder {
     bool r = false;
     for (const NodePtr& a : n->args) r = r || has_kv(a.get());
     return kv_memo_[n] = r;
+  }
+  // Bounds and row conditions with an f32 value inside are refused: the kernels evaluate them in kv_range and
+  // the other entries in mask_mod, two functions whose f32 code the compiler may contract differently (FMA), so
+  // only integer and boolean arithmetic (exact everywhere) keeps the two equal.
+  bool has_f32(const Node* n) {
+    if (n->type == DType::F32) return true;
+    auto it = f32_memo_.find(n);
+    if (it != f32_memo_.end()) return it->second;
+    bool r = false;
+    for (const NodePtr& a : n->args) r = r || has_f32(a.get());
+    return f32_memo_[n] = r;
   }
   int add(KvBound b) {
     out.nodes.push_back(std::move(b));
@@ -128,7 +140,7 @@ class Builder {
       if (!has_kv(n.args[size_t(1 - s)].get()) && kv_side(*n.args[size_t(s)], &beta, &gamma)) side = s;
     if (side < 0) return {};
     const NodePtr& e = n.args[size_t(1 - side)];
-    if (e->type != DType::I32 && e->type != DType::I64) return {};
+    if ((e->type != DType::I32 && e->type != DType::I64) || has_f32(e.get())) return {};
     // As "kv-side cmp e": transpose when kv is on the right; negate; then divide by beta (flips when -1).
     enum Cmp { LT, LE, GT, GE, EQ, NE } c;
     switch (n.op) {
