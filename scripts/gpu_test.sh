@@ -55,6 +55,10 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_PIPELINE=1 run gpu_attention_det_pipeline $CHECK --deterministic
 # The sm90 forward's work tiles in block-mask row order (FLEXATTN_SM90_ROW_ORDER, opt-in): every tile once.
 [ $HOPPER = 1 ] && FLEXATTN_SM90_ROW_ORDER=1 run gpu_attention_row_order $CHECK --quick
+# Kv-range masks (FLEXATTN_SM90_KV_RANGE=1, opt-in): partial tiles tested against each row's kv bounds (causal,
+# sliding window, prefix-LM, softcap / ALiBi with causal, the text mask; session 17: 127/127 in the full --quick run).
+[ $HOPPER = 1 ] && FLEXATTN_SM90_KV_RANGE=1 run gpu_attention_kv_range $CHECK --quick --only causal --only sliding \
+  --only prefix --only text
 # The backward's grouped launch order forced on for every variant and call (FLEXATTN_SM90_BWD_HEAD_GROUPS=1; the default
 # `auto` uses it only for variants with a mask_mod, with a block mask or deterministic), default and deterministic cases.
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_HEAD_GROUPS=1 run gpu_attention_bwd_groups $CHECK --quick
