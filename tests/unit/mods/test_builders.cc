@@ -219,6 +219,19 @@ TEST(Scores, T5ArgumentsAreChecked) {
   EXPECT_FALSE(error_of([] { mods::t5_bias(ir::Buffer{"t", DType::I64}, 32, 128, true); }).empty());
 }
 
+// Large tensors are filled on several threads, each seeking the generator to its range: the values must be the
+// sequential stream's. Two lengths split at different places, and a small (one-thread) fill is the common prefix.
+TEST(Random, FillNormalOnThreadsIsTheSequentialStream) {
+  const int64_t n = (int64_t(1) << 22) + 3;
+  HostTensor a(DType::F32, {n}), b(DType::F32, {n + 2}), c(DType::F32, {20001});
+  mods::fill_normal(&a, 11);
+  mods::fill_normal(&b, 11);
+  mods::fill_normal(&c, 11);
+  for (int64_t i = 0; i < n; ++i)
+    if (a.get(i) != b.get(i)) FAIL() << "element " << i << ": " << a.get(i) << " vs " << b.get(i);
+  for (int64_t i = 0; i < c.numel(); ++i) ASSERT_EQ(a.get(i), c.get(i)) << i;
+}
+
 TEST(Random, FillNormalIsDeterministicAndStandard) {
   HostTensor a(DType::F32, {20001}), b(DType::F32, {20001}), c(DType::F32, {20001});
   mods::fill_normal(&a, 7);
