@@ -33,7 +33,7 @@ class Builder {
   Range build(const NodePtr& n, bool neg) {
     if (n->type != DType::Bool) return {};
     if (!has_kv(n.get())) {
-      if (has_f32(n.get())) return {};  // see has_f32
+      if (has_f32(n.get())) return {};  // see holds
       Range r;
       r.ok = r.row = true;
       r.pred = n;
@@ -73,27 +73,21 @@ class Builder {
   }
 
  private:
-  std::unordered_map<const Node*, bool> kv_memo_, f32_memo_;
-
-  bool has_kv(const Node* n) {
-    if (n->op == Op::KvIdx) return true;
-    auto it = kv_memo_.find(n);
-    if (it != kv_memo_.end()) return it->second;
-    bool r = false;
-    for (const NodePtr& a : n->args) r = r || has_kv(a.get());
-    return kv_memo_[n] = r;
+  // What a subtree holds, once per node: kKv (kv_idx) and kF32 (an f32 value). Bounds and row conditions with an
+  // f32 value inside are refused: the kernels evaluate them in kv_range and the other entries in mask_mod, two
+  // functions whose f32 code the compiler may contract differently (FMA), so only integer and boolean arithmetic
+  // (exact everywhere) keeps the two equal.
+  static constexpr unsigned kKv = 1, kF32 = 2;
+  std::unordered_map<const Node*, unsigned> holds_memo_;
+  unsigned holds(const Node* n) {
+    auto it = holds_memo_.find(n);
+    if (it != holds_memo_.end()) return it->second;
+    unsigned r = (n->op == Op::KvIdx ? kKv : 0u) | (n->type == DType::F32 ? kF32 : 0u);
+    for (const NodePtr& a : n->args) r |= holds(a.get());
+    return holds_memo_[n] = r;
   }
-  // Bounds and row conditions with an f32 value inside are refused: the kernels evaluate them in kv_range and
-  // the other entries in mask_mod, two functions whose f32 code the compiler may contract differently (FMA), so
-  // only integer and boolean arithmetic (exact everywhere) keeps the two equal.
-  bool has_f32(const Node* n) {
-    if (n->type == DType::F32) return true;
-    auto it = f32_memo_.find(n);
-    if (it != f32_memo_.end()) return it->second;
-    bool r = false;
-    for (const NodePtr& a : n->args) r = r || has_f32(a.get());
-    return f32_memo_[n] = r;
-  }
+  bool has_kv(const Node* n) { return (holds(n) & kKv) != 0; }
+  bool has_f32(const Node* n) { return (holds(n) & kF32) != 0; }
   int add(KvBound b) {
     out.nodes.push_back(std::move(b));
     return int(out.nodes.size()) - 1;
