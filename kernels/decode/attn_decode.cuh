@@ -106,6 +106,11 @@ constexpr bool kDecodeCluster = true;  // the splits may merge in a cluster (dec
 #else
 constexpr bool kDecodeCluster = false;
 #endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && FLEXATTN_DECODE_L2_EVICT
+constexpr bool kDecodeL2Evict = true;  // the bulk ring's copies fill L2 lines evict-first
+#else
+constexpr bool kDecodeL2Evict = false;
+#endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 constexpr int kDecodePrefetch = FLEXATTN_DECODE_PREFETCH;  // L2 prefetch, tiles ahead (0: none), either ring
 #else
@@ -166,7 +171,11 @@ __device__ __forceinline__ void decode_bulk_kv(unsigned sK, unsigned sV, unsigne
   const unsigned dst = row.is_v ? sV + row.r * SV * 2 : sK + row.r * SK * 2;
   decode_mbar_arrive_tx(bar, src != nullptr ? bytes : 0u);
   if (src != nullptr) {
-    decode_bulk_copy(dst, src, bytes, bar);
+    if constexpr (kDecodeL2Evict) {
+      decode_bulk_copy_hint(dst, src, bytes, bar, decode_l2_evict_first_policy());
+    } else {
+      decode_bulk_copy(dst, src, bytes, bar);
+    }
   } else {
     for (unsigned c = 0; c < bytes; c += 16)
       asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(dst + c), "r"(0) : "memory");

@@ -20,6 +20,7 @@ struct DecodeTuning {
   bool bulk = false;   // FLEXATTN_DECODE_BULK: cp.async.bulk K/V ring (sm_90a sources only)
   int prefetch = 0;    // FLEXATTN_DECODE_PREFETCH: L2 prefetch this many tiles ahead (0..4; sm_90a sources)
   bool combine_batch = false;  // FLEXATTN_DECODE_COMBINE_BATCH: the combine's partial loads in chunks of 8
+  bool l2_evict = false;  // FLEXATTN_DECODE_L2_EVICT: the bulk ring's copies fill L2 evict-first (sm_90a sources)
   bool cluster = false;  // FLEXATTN_DECODE_CLUSTER: 2..8 splits merge in a thread-block cluster (sm_90a sources)
 };
 const DecodeTuning& decode_tuning();
