@@ -179,11 +179,6 @@ struct AttnParams {
   // slabs and stores them with TMA (bwd_consumer_sm90.cuh, store_dk_dv_tma); 0: one global store per
   // accumulator pair (store_dk_dv). Set by runtime/sm90_backward.cc (FLEXATTN_SM90_BWD_TMA_STORE).
   int dkv_tma;
-  // Decode family, contiguous caches (FLEXATTN_DECODE_KV_TMA): != 0 when k_map / v_map hold K / V as 4-D maps
-  // (dims (D, S, Hkv, Bkv)) with boxes of (D + 8, block_n, 1, 1), no swizzle: one tensor copy fills a ring stage's
-  // padded [block_n][D + 8] rows, the 8 columns past D zero-filled as out of bounds (runtime/tma_sm90.cc,
-  // decode_kv_map_args). Set by runtime/decode_cuda.cc; 0: the per-row bulk copies.
-  int decode_kv_tma;
   TmaDesc dk_map, dv_map;
 };
 

@@ -16,7 +16,6 @@
 #include "sm80/scores_sm80.cuh"
 #include "sm80/warp_gemm.cuh"
 #include "sm90/ptx/cluster.cuh"
-#include "sm90/ptx/tma.cuh"
 
 namespace flexattn::kern {
 
@@ -107,16 +106,6 @@ constexpr bool kDecodeCluster = true;  // the splits may merge in a cluster (dec
 #else
 constexpr bool kDecodeCluster = false;
 #endif
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && FLEXATTN_DECODE_BULK && FLEXATTN_DECODE_KV_TMA
-constexpr bool kDecodeKvTma = true;  // contiguous caches: a tensor copy per K / V tile (p.decode_kv_tma)
-#else
-constexpr bool kDecodeKvTma = false;
-#endif
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && FLEXATTN_DECODE_L2_EVICT
-constexpr bool kDecodeL2Evict = true;  // the bulk ring's copies fill L2 lines evict-first
-#else
-constexpr bool kDecodeL2Evict = false;
-#endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 constexpr int kDecodePrefetch = FLEXATTN_DECODE_PREFETCH;  // L2 prefetch, tiles ahead (0: none), either ring
 #else
@@ -177,32 +166,11 @@ __device__ __forceinline__ void decode_bulk_kv(unsigned sK, unsigned sV, unsigne
   const unsigned dst = row.is_v ? sV + row.r * SV * 2 : sK + row.r * SK * 2;
   decode_mbar_arrive_tx(bar, src != nullptr ? bytes : 0u);
   if (src != nullptr) {
-    if constexpr (kDecodeL2Evict) {
-      decode_bulk_copy_hint(dst, src, bytes, bar, decode_l2_evict_first_policy());
-    } else {
-      decode_bulk_copy(dst, src, bytes, bar);
-    }
+    decode_bulk_copy(dst, src, bytes, bar);
   } else {
     for (unsigned c = 0; c < bytes; c += 16)
       asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(dst + c), "r"(0) : "memory");
     decode_fence_proxy_async();  // before a later bulk copy into this row
-  }
-}
-
-// The tensor-copy path of the bulk ring (kDecodeKvTma, p.decode_kv_tma: a contiguous cache): thread 0 copies the
-// whole K and V tiles from kv0 with one TMA tensor copy each (boxes of BN padded rows; rows past the cache's S and
-// the 8 pad columns read as zeros), announcing their bytes on bar; the other threads only arrive, so the stage's
-// phase completes as on the per-row path. The caller takes it only when every row of the tile is below kvl or
-// kvl is the whole cache: rows in [kvl, S) hold data the per-row path must zero instead.
-template <int BN, int SK, int SV, int NT>
-__device__ __forceinline__ void decode_tma_kv(unsigned sK, unsigned sV, unsigned bar, const AttnParams& p, int kv0,
-                                              int hk, int bk, int tid) {
-  if (tid == 0) {
-    decode_mbar_arrive_tx(bar, 2u * BN * (SK + SV));
-    sm90::tma_load_4d(sK, &p.k_map, bar, 0, kv0, hk, bk);
-    sm90::tma_load_4d(sV, &p.v_map, bar, 0, kv0, hk, bk);
-  } else {
-    decode_mbar_arrive_tx(bar, 0u);
   }
 }
 
@@ -415,16 +383,8 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   };
   // Issues tile kv0 into a stage. cp.async ring: the stage's page slot must be visible (B0); bulk ring:
   // phys is this thread's row's page (the slot is only read by the scores).
-  // Contiguous caches whose map the host encoded (D + 8 and Dv + 8 fit a box row: <= 256 elements).
-  bool kv_tma = false;
-  if constexpr (kDecodeKvTma && D + 8 <= 256 && Dv + 8 <= 256) kv_tma = !paged && p.decode_kv_tma != 0;
   auto issue_kv = [&](int stage, int kv0, int phys) {
     if constexpr (kDecodeBulk) {
-      if (kv_tma && (kv0 + BN <= kvl || kvl == p.S)) {
-        decode_tma_kv<BN, SK, SV, NT>(sK + stage * BN * SK * 2, sV + stage * BN * SV * 2, s_bars + 8 * stage, p, kv0,
-                                      hk, bk, tid);
-        return;
-      }
       decode_bulk_kv<BN, D, Dv, SK, SV, NT>(sK + stage * BN * SK * 2, sV + stage * BN * SV * 2, s_bars + 8 * stage, gk,
                                             gv, p, paged, phys, kv0, kvl, tid);
     } else {

@@ -49,27 +49,6 @@ __device__ __forceinline__ void decode_bulk_copy(unsigned dst, const void* src, 
                : "memory");
 #endif
 }
-// An L2 policy that marks the lines it fills evict-first (FLEXATTN_DECODE_L2_EVICT): K / V are read once per
-// call, so their lines should be the first to go, before lines other kernels left in L2 (dirty ones cost a
-// write-back each when evicted).
-__device__ __forceinline__ unsigned long long decode_l2_evict_first_policy() {
-  unsigned long long policy = 0;
-#if FLEXATTN_DECODE_SM90
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-#endif
-  return policy;
-}
-// decode_bulk_copy under an L2 cache policy (decode_l2_evict_first_policy).
-__device__ __forceinline__ void decode_bulk_copy_hint(unsigned dst, const void* src, unsigned bytes, unsigned bar,
-                                                      unsigned long long policy) {
-#if FLEXATTN_DECODE_SM90
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::
-          "r"(dst),
-      "l"(src), "r"(bytes), "r"(bar), "l"(policy)
-      : "memory");
-#endif
-}
 // Asks for bytes from src into L2 (no completion, no shared memory): the bulk ring's prefetch of the tile
 // after the ring's last (FLEXATTN_DECODE_PREFETCH).
 __device__ __forceinline__ void decode_bulk_prefetch_l2(const void* src, unsigned bytes) {

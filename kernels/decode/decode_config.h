@@ -32,17 +32,6 @@ static_assert(kDecodeStages >= 2 && kDecodeStages <= 4, "decode ring: 2..4 stage
 #ifndef FLEXATTN_DECODE_PREFETCH
 #define FLEXATTN_DECODE_PREFETCH 0
 #endif
-// FLEXATTN_DECODE_KV_TMA=1 (sm_90a, the bulk ring; env FLEXATTN_DECODE_KV_TMA): a contiguous cache's whole K / V
-// tiles are copied by one TMA tensor copy each (params.h decode_kv_tma), where the per-row copies took one
-// cp.async.bulk per row.
-#ifndef FLEXATTN_DECODE_KV_TMA
-#define FLEXATTN_DECODE_KV_TMA 0
-#endif
-// FLEXATTN_DECODE_L2_EVICT=1 (sm_90a, the bulk ring): the K/V copies carry an L2 evict-first policy
-// (env FLEXATTN_DECODE_L2_EVICT).
-#ifndef FLEXATTN_DECODE_L2_EVICT
-#define FLEXATTN_DECODE_L2_EVICT 0
-#endif
 // FLEXATTN_DECODE_CLUSTER=1 in the generated source (sm_90a; env FLEXATTN_DECODE_CLUSTER): the kernel merges
 // the splits itself when the host launches the splits of a row tile as one thread-block cluster
 // (decode_launch_plan): partials stay in each CTA's shared memory and are combined through distributed

@@ -21,7 +21,6 @@
 #include "runtime/decode_launch.h"
 #include "runtime/decode_source.h"
 #include "runtime/kernel_set.h"
-#include "runtime/tma_sm90.h"
 
 namespace flexattn {
 
@@ -82,7 +81,6 @@ struct DecodeFns {
   int per_sm[2] = {1, 1};
   bool pdl = false;
   bool cluster = false;  // FLEXATTN_DECODE_CLUSTER: the set's sm_90 source compiled the cluster merge
-  bool kv_tma = false;   // FLEXATTN_DECODE_KV_TMA: the set's source takes contiguous K / V by tensor copies
   // cluster: clusters of s CTAs resident at once per row tile (cuOccupancyMaxActiveClusters; 0: such a cluster
   // does not fit, -1: the driver cannot tell, then the plain slots are assumed)
   int max_clusters[2][kern::kDecodeClusterMax + 1] = {};
@@ -127,7 +125,6 @@ const DecodeFns& decode_fns(const runtime::KernelSet& set, int d, int dv) {
   // The source compiled the merge for these archs (decode_cluster_arch); the launch needs cuLaunchKernelEx.
   f.cluster = runtime::decode_cluster_arch(arch, runtime::decode_tuning().cluster) && cc >= 90 &&
               drv.cuLaunchKernelEx != nullptr;
-  f.kv_tma = runtime::decode_kv_tma_arch(arch, runtime::decode_tuning()) && drv.cuTensorMapEncodeTiled != nullptr;
   for (int bm : {16, 64}) {
     if (!f.cluster || f.main[tile_index(bm)] == nullptr) continue;
     for (int cs = 2; cs <= kern::kDecodeClusterMax; ++cs) {
@@ -296,25 +293,9 @@ void check_decode(const DecodeArgs& a, AttnParams* p) {
     throw Error("num_splits: expected 0 (auto) or 1.." + std::to_string(kern::kDecodeMaxSplits));
 }
 
-// The contiguous cache's K / V maps (FLEXATTN_DECODE_KV_TMA; params.h decode_kv_tma), when TMA can describe both;
-// otherwise the kernel keeps its per-row copies.
-void set_kv_maps(const DecodeFns& f, DType dtype, AttnParams* p) {
-  p->decode_kv_tma = 0;
-  if (!f.kv_tma || p->page_table != nullptr) return;
-  const int bn = kern::decode_tile(16, p->D, p->Dv).block_n;  // both row tiles share it
-  runtime::TmaMapArgs k, v;
-  if (!runtime::decode_kv_map_args(p->k, dtype, p->Bkv, p->Hkv, p->S, p->D, p->k_sb, p->k_sh, p->k_sl, bn, &k) ||
-      !runtime::decode_kv_map_args(p->v, dtype, p->Bkv, p->Hkv, p->S, p->Dv, p->v_sb, p->v_sh, p->v_sl, bn, &v))
-    return;
-  runtime::encode_sm90_map(k, "k", &p->k_map);
-  runtime::encode_sm90_map(v, "v", &p->v_map);
-  p->decode_kv_tma = 1;
-}
-
 void launch_decode(const runtime::KernelSet& set, const DecodeFns& f, const DeviceBindings& bindings, AttnParams& p,
                    const Plan& pl, void* stream) {
   runtime::fill_mod_params(set.layout, bindings, false, &p.mod);
-  set_kv_maps(f, set.key.dtype, &p);
   p.pack_heads = pl.pack, p.num_splits = pl.splits;
   const jit::DriverApi& drv = jit::driver();
   const jit::CUstream s = static_cast<jit::CUstream>(stream);

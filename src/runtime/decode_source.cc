@@ -21,8 +21,6 @@ const DecodeTuning& decode_tuning() {
     r.bulk = jit::env_flag("FLEXATTN_DECODE_BULK", true);
     r.prefetch = int(jit::env_number("FLEXATTN_DECODE_PREFETCH", 0, 0, 4));
     r.combine_batch = jit::env_flag("FLEXATTN_DECODE_COMBINE_BATCH", false);
-    r.kv_tma = jit::env_flag("FLEXATTN_DECODE_KV_TMA", false);
-    r.l2_evict = jit::env_flag("FLEXATTN_DECODE_L2_EVICT", false);
     r.cluster = jit::env_flag("FLEXATTN_DECODE_CLUSTER", false);
     return r;
   }();
@@ -42,10 +40,6 @@ bool decode_cluster_arch(const std::string& arch, bool tuning_cluster) {
   return tuning_cluster && arch.rfind("sm_9", 0) == 0;
 }
 
-bool decode_kv_tma_arch(const std::string& arch, const DecodeTuning& tuning) {
-  return tuning.bulk && tuning.kv_tma && arch.rfind("sm_9", 0) == 0;
-}
-
 std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const KernelSetKey& key) {
   return kernel_source_decode(variant, key, decode_tuning());
 }
@@ -62,8 +56,6 @@ std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const
   if (key.arch.rfind("sm_9", 0) == 0) {  // sm_90a-only paths
     if (tuning.bulk) s << "#define FLEXATTN_DECODE_BULK 1\n";
     if (tuning.prefetch > 0) s << "#define FLEXATTN_DECODE_PREFETCH " << tuning.prefetch << "\n";
-    if (decode_kv_tma_arch(key.arch, tuning)) s << "#define FLEXATTN_DECODE_KV_TMA 1\n";
-    if (tuning.bulk && tuning.l2_evict) s << "#define FLEXATTN_DECODE_L2_EVICT 1\n";
   }
   if (decode_cluster_arch(key.arch, tuning.cluster)) s << "#define FLEXATTN_DECODE_CLUSTER 1\n";
   s << "// flexattn decode kernels (split-KV, packed GQA, paged K/V), " << t << ", D=" << key.d << ", Dv=" << key.dv

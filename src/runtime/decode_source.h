@@ -20,8 +20,6 @@ struct DecodeTuning {
   bool bulk = false;   // FLEXATTN_DECODE_BULK: cp.async.bulk K/V ring (sm_90a sources only)
   int prefetch = 0;    // FLEXATTN_DECODE_PREFETCH: L2 prefetch this many tiles ahead (0..4; sm_90a sources)
   bool combine_batch = false;  // FLEXATTN_DECODE_COMBINE_BATCH: the combine's partial loads in chunks of 8
-  bool kv_tma = false;    // FLEXATTN_DECODE_KV_TMA: contiguous caches' K / V tiles by TMA tensor copies (sm_90a, bulk)
-  bool l2_evict = false;  // FLEXATTN_DECODE_L2_EVICT: the bulk ring's copies fill L2 evict-first (sm_90a sources)
   bool cluster = false;  // FLEXATTN_DECODE_CLUSTER: 2..8 splits merge in a thread-block cluster (sm_90a sources)
 };
 const DecodeTuning& decode_tuning();
@@ -36,11 +34,6 @@ std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const
 // them (FLEXATTN_DECODE_CLUSTER on, sm_90+, and the driver has cuLaunchKernelEx): must match the source,
 // which compiles the cluster merge for the same archs.
 bool decode_cluster_arch(const std::string& arch, bool tuning_cluster);
-
-// Whether kernel sets of this arch take a contiguous cache's K / V by TMA tensor copies when the host encodes
-// their maps (FLEXATTN_DECODE_KV_TMA and the bulk ring on, sm_90+): must match the source, which compiles the
-// path for the same archs.
-bool decode_kv_tma_arch(const std::string& arch, const DecodeTuning& tuning);
 
 // Entry names of the set for head dims (d, dv), in the order the source defines them.
 std::vector<std::string> decode_kernel_names(int d, int dv);

@@ -69,30 +69,6 @@ TmaMapArgs sm90_map_args(const char* what, const void* base, DType dtype, int64_
   return a;
 }
 
-bool decode_kv_map_args(const void* base, DType dtype, int64_t batch, int64_t heads, int64_t rows, int64_t dim,
-                        int64_t sb, int64_t sh, int64_t sl, int box_rows, TmaMapArgs* out) {
-  constexpr int64_t kBytesMax = int64_t(1) << 40, kExtentMax = int64_t(1) << 32;
-  if (dim < 1 || dim + 8 > 256 || box_rows < 1 || box_rows > 256) return false;
-  for (int64_t e : {batch, heads, rows, dim})
-    if (e < 1 || e > kExtentMax) return false;
-  // A dimension of extent 1 is never stepped over, so its stride may be anything; TMA still wants a legal one.
-  const int64_t rows_bytes = rows * sl * 2;
-  const int64_t strides[3] = {sl * 2, heads == 1 ? rows_bytes : sh * 2, batch == 1 ? heads * rows_bytes : sb * 2};
-  for (int64_t s : strides)
-    if (s <= 0 || s % 16 != 0 || s >= kBytesMax) return false;
-  if (reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
-  TmaMapArgs a;
-  a.data_type = dtype == DType::BF16 ? kTmaBf16 : kTmaF16;
-  a.address = base;
-  a.dims[0] = uint64_t(dim), a.dims[1] = uint64_t(rows), a.dims[2] = uint64_t(heads), a.dims[3] = uint64_t(batch);
-  for (int i = 0; i < 3; ++i) a.strides[i] = uint64_t(strides[i]);
-  a.box[0] = uint32_t(dim + 8), a.box[1] = uint32_t(box_rows), a.box[2] = 1, a.box[3] = 1;
-  a.swizzle = 0;       // CU_TENSOR_MAP_SWIZZLE_NONE: the rows land at the ring's padded stride as they are
-  a.l2_promotion = 3;  // CU_TENSOR_MAP_L2_PROMOTION_L2_256B: a row is 256 bytes at D = 128
-  *out = a;
-  return true;
-}
-
 bool sm90_narrow_tile(const codegen::VariantLayout& layout) {
   // FLEXATTN_SM90_NARROW=0: every variant takes the wide tile. Since the generated gathers clamp i32
   // indices in 32 bits (mod_ops.cuh), the buffer-reading corpus mods compile without spills at 128 x 128

@@ -41,14 +41,6 @@ struct TmaMapArgs {
 TmaMapArgs sm90_map_args(const char* what, const void* base, DType dtype, int64_t batch, int64_t heads, int64_t rows,
                          int64_t dim, int64_t sb, int64_t sh, int64_t sl, int box_rows);
 
-// The decode ring's map of a contiguous K or V cache [batch, heads, rows, dim] (kernels/decode, params.h
-// decode_kv_tma): box (dim + 8, box_rows, 1, 1) without swizzle, so one copy fills box_rows padded shared-memory rows
-// of dim + 8 elements (the columns past dim read as zeros: out of bounds), L2 promotion 256 B. False when TMA
-// cannot describe it (dim + 8 over 256 elements, a stride not a multiple of 16 bytes or not below 2^40 bytes,
-// data not 16-byte aligned, an extent of 0 or above 2^32): the caller then keeps the per-row copies.
-bool decode_kv_map_args(const void* base, DType dtype, int64_t batch, int64_t heads, int64_t rows, int64_t dim,
-                        int64_t sb, int64_t sh, int64_t sl, int box_rows, TmaMapArgs* out);
-
 // Whether a variant gets the narrow kv tile (kernels/sm90/tile_config_sm90.h): its mods read captured
 // buffers (and FLEXATTN_SM90_NARROW is not 0; read at each call: set it before the first forward). The
 // one rule both the generated source and the launch (map boxes, mask blocks) follow.

@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
-#include <sstream>
 
 #include "compile/compile_fixture.h"
 #include "compile/sm90/sass_tools.h"
@@ -41,25 +40,17 @@ void expect_no_spills(const CompileReport& r, const std::string& what, size_t en
 // their defaults), generated and compiled the way get_kernel_set does; decode_tuning() is read once per
 // process, so the env var cannot switch it inside this test binary.
 jit::CompiledKernel compile_decode_tuned(const Variant& v, DType t, int d, int dv, const std::string& arch,
-                                         bool cluster, bool l2_evict = false, bool kv_tma = false) {
+                                         bool cluster) {
   const runtime::KernelSetKey key{t, d, dv, arch, false, runtime::KernelFamily::decode};
   runtime::DecodeTuning tuning;
   tuning.pdl = tuning.bulk = true;  // the defaults since session 4
   tuning.cluster = cluster;
-  tuning.l2_evict = l2_evict;
-  tuning.kv_tma = kv_tma;
   jit::KernelRequest req;
-  req.prefix = std::string("attn_decode_tuned_") + (cluster ? "cluster_" : "") + (l2_evict ? "evict_" : "") +
-               (kv_tma ? "kvtma_" : "") + "d" +
-               std::to_string(d) + "_dv" + std::to_string(dv);
+  req.prefix = std::string("attn_decode_tuned_") + (cluster ? "cluster_" : "") + "d" + std::to_string(d) + "_dv" +
+               std::to_string(dv);
   req.source = runtime::kernel_source_decode(codegen::emit_cuda_variant(v, false), key, tuning);
   EXPECT_EQ(req.source.find("#define FLEXATTN_DECODE_CLUSTER 1") != std::string::npos,
             cluster && arch == "sm_90a")
-      << "the switch reaches sm_90a sources only";
-  EXPECT_EQ(req.source.find("#define FLEXATTN_DECODE_KV_TMA 1") != std::string::npos, kv_tma && arch == "sm_90a")
-      << "the switch reaches sm_90a sources only";
-  EXPECT_EQ(req.source.find("#define FLEXATTN_DECODE_L2_EVICT 1") != std::string::npos,
-            l2_evict && arch == "sm_90a")
       << "the switch reaches sm_90a sources only";
   req.arch = arch;
   req.kernel_names = runtime::decode_kernel_names(d, dv);
@@ -287,71 +278,6 @@ TEST_F(DecodeCompile, ClusterMergeCompilesWithoutSpills) {
   }
   // sm_80 sources never carry it (checked in compile_decode_tuned) and compile as before.
   expect_clean(compile_decode_tuned(plain, DType::BF16, 128, 128, "sm_80", true), "plain D=128 sm_80");
-}
-
-// SASS lines of bulk copies that carry a cache-policy descriptor.
-int bulk_copies_with_policy(const std::string& sass) {
-  std::istringstream lines(sass);
-  int n = 0;
-  for (std::string line; std::getline(lines, line);)
-    n += line.find("UBLKCP") != std::string::npos && line.find("desc[") != std::string::npos;
-  return n;
-}
-
-// FLEXATTN_DECODE_L2_EVICT: the bulk ring's copies carry an evict-first L2 policy, and nothing else changes.
-TEST_F(DecodeCompile, L2EvictPolicyReachesTheBulkCopies) {
-  Variant plain;
-  const jit::CompiledKernel on = compile_decode_tuned(plain, DType::BF16, 128, 128, "sm_90a", false, true);
-  const jit::CompiledKernel off = compile_decode_tuned(plain, DType::BF16, 128, 128, "sm_90a", false, false);
-  expect_clean(on, "plain D=128 evict-first");
-  std::string why;
-  const std::optional<std::string> sass_on = testing_sass::disassemble(*on.cubin, &why);
-  const std::optional<std::string> sass_off = testing_sass::disassemble(*off.cubin, &why);
-  if (!sass_on || !sass_off) GTEST_SKIP() << why;
-  for (const char* entry : {"flexattn_decode_m16", "flexattn_decode_m64"}) {
-    const std::string a = testing_sass::function_sass(*sass_on, entry);
-    const std::string b = testing_sass::function_sass(*sass_off, entry);
-    ASSERT_FALSE(a.empty() || b.empty()) << entry;
-    EXPECT_GT(testing_sass::count(a, "UBLKCP"), 0) << entry;
-    EXPECT_EQ(testing_sass::count(a, "UBLKCP"), testing_sass::count(b, "UBLKCP")) << entry;
-    // The policy travels as the copy's memory descriptor operand: "UBLKCP.S.G [..], [..], URn, desc[URm]".
-    EXPECT_EQ(bulk_copies_with_policy(a), testing_sass::count(a, "UBLKCP")) << entry << ": a copy without the policy";
-    EXPECT_EQ(bulk_copies_with_policy(b), 0) << entry;
-  }
-}
-
-// FLEXATTN_DECODE_KV_TMA (sm_90a): the row tiles compile without spills or stack with the tensor-copy path beside the
-// per-row one at every head dim (D = 256's box row would exceed TMA's 256 elements, so it keeps the per-row copies
-// alone), for plain, windowed + softcap and the heaviest mods; with cuobjdump, the tensor copies are there exactly
-// where the path is.
-TEST_F(DecodeCompile, KvTmaPathCompilesWithoutSpills) {
-  Variant plain, windowed;
-  windowed.mask_mod = mods::sliding_window(4096);
-  windowed.score_mod = mods::softcap(30);
-  for (int d : {64, 128, 256}) {
-    for (const Variant* v : {&plain, &windowed}) {
-      const std::string what = std::string(v == &plain ? "plain" : "window+softcap") + " D=" + std::to_string(d);
-      const jit::CompiledKernel on = compile_decode_tuned(*v, DType::BF16, d, d, "sm_90a", false, false, true);
-      expect_clean(on, what + " kv tma");
-      std::string why;
-      const std::optional<std::string> sass = testing_sass::disassemble(*on.cubin, &why);
-      if (!sass) continue;
-      for (const std::string& entry : runtime::decode_kernel_names(d, d)) {
-        if (entry == "flexattn_decode_combine") continue;
-        const std::string a = testing_sass::function_sass(*sass, entry);
-        ASSERT_FALSE(a.empty()) << what << " " << entry;
-        EXPECT_EQ(testing_sass::count(a, "UTMALDG") > 0, d <= 128) << what << " " << entry;
-        EXPECT_GT(testing_sass::count(a, "UBLKCP"), 0) << what << " " << entry << ": the per-row path";
-      }
-    }
-  }
-  for (const char* name : {"relbias(learnable)", "text:mixed"}) {
-    corpus::BuiltVariant b =
-        corpus::build_variant(corpus::corpus_entry(name), mods::ProblemShape{1, 8, 2, 1, 4096, 128, 128, 1});
-    expect_clean(compile_decode_tuned(b.variant, DType::BF16, 128, 128, "sm_90a", false, false, true),
-                 std::string(name) + " D=128 kv tma");
-  }
-  expect_clean(compile_decode_tuned(plain, DType::BF16, 128, 128, "sm_80", false, false, true), "plain D=128 sm_80");
 }
 
 // No GPU needed: the cluster path's split count, workspace size and launch attributes.

@@ -57,32 +57,6 @@ TEST(Sm90Host, MapArgsDescribeA4dViewWithSlabBoxes) {
   EXPECT_EQ(runtime::sm90_map_args("v", g_data, DType::F16, 1, 1, 7, 64, 448, 448, 64, 128).data_type, 6);
 }
 
-// The decode ring's K / V map (kernels/decode, FLEXATTN_DECODE_KV_TMA): one box fills block_n padded rows of
-// D + 8 elements, unswizzled; what TMA cannot describe is declined (the per-row copies then serve).
-TEST(Sm90Host, DecodeKvMapFillsPaddedRows) {
-  runtime::TmaMapArgs a;
-  ASSERT_TRUE(runtime::decode_kv_map_args(g_data, DType::BF16, 2, 8, 1000, 128, 8 * 1000 * 128, 1000 * 128, 128, 64, &a));
-  const uint64_t dims[4] = {128, 1000, 8, 2};
-  const uint64_t strides[3] = {256, 256000, 2048000};
-  const uint32_t box[4] = {136, 64, 1, 1};
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(a.dims[i], dims[i]) << i;
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(a.strides[i], strides[i]) << i;
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(a.box[i], box[i]) << i;
-  EXPECT_EQ(a.data_type, 9);
-  EXPECT_EQ(a.swizzle, 0);   // none: rows land at the ring's padded stride
-  EXPECT_EQ(a.oob_fill, 0);  // the pad columns and rows past S read as zeros
-  // A broadcast batch (extent 1) with a zero stride still gets a legal one.
-  ASSERT_TRUE(runtime::decode_kv_map_args(g_data, DType::F16, 1, 8, 1000, 64, 0, 1000 * 64, 64, 64, &a));
-  EXPECT_EQ(a.data_type, 6);
-  EXPECT_EQ(a.box[0], 72u);
-  EXPECT_EQ(a.strides[2], 8u * 1000 * 128);
-  // Declined: head dim 256 (a 264-element box row), a row stride of 68 elements, misaligned data, no rows.
-  EXPECT_FALSE(runtime::decode_kv_map_args(g_data, DType::BF16, 1, 1, 64, 256, 64 * 256, 64 * 256, 256, 32, &a));
-  EXPECT_FALSE(runtime::decode_kv_map_args(g_data, DType::BF16, 1, 1, 64, 64, 64 * 68, 64 * 68, 68, 64, &a));
-  EXPECT_FALSE(runtime::decode_kv_map_args(g_data + 8, DType::BF16, 1, 1, 64, 64, 64 * 64, 64 * 64, 64, 64, &a));
-  EXPECT_FALSE(runtime::decode_kv_map_args(g_data, DType::BF16, 1, 1, 0, 64, 64 * 64, 64 * 64, 64, 64, &a));
-}
-
 TEST(Sm90Host, MapArgErrorsNameTheTensor) {
   EXPECT_EQ(error_of([] { runtime::sm90_map_args("k", g_data, DType::BF16, 1, 1, 8, 96, 768, 768, 96, 128); }),
             "k: the sm90 kernels take head dims 64, 128, 192 or 256, got 96");
