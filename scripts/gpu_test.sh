@@ -49,10 +49,8 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
   FLEXATTN_SM90_LAZY=0 FLEXATTN_SM90_NARROW=1 FLEXATTN_SM90_SOFTCAP=0 run gpu_attention_s4 $CHECK --quick
 # The sm90 backward's per-element dQ path (the default is the bulk dQ path).
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_BULK=0 run gpu_attention_bwd_red $CHECK --quick
-# Deterministic mode's other paths: the sm80 dQ pass (FLEXATTN_SM90_BWD_ORDERED_DQ=0) and the opt-in pipelined
-# hand-off of the ordered dQ reductions (FLEXATTN_SM90_BWD_DQ_PIPELINE=1), on the deterministic cases only.
+# Deterministic mode's other path: the sm80 dQ pass (FLEXATTN_SM90_BWD_ORDERED_DQ=0), on the deterministic cases only.
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_ORDERED_DQ=0 run gpu_attention_det_pass $CHECK --deterministic --quick
-[ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_PIPELINE=1 run gpu_attention_det_pipeline $CHECK --deterministic
 # The sm90 forward's work tiles in block-mask row order (FLEXATTN_SM90_ROW_ORDER, opt-in): every tile once.
 [ $HOPPER = 1 ] && FLEXATTN_SM90_ROW_ORDER=1 run gpu_attention_row_order $CHECK --quick
 # Kv-range masks (FLEXATTN_SM90_KV_RANGE=1, opt-in): partial tiles tested against each row's kv bounds (causal,

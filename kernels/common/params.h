@@ -157,8 +157,6 @@ struct AttnParams {
   // kernel. Set by runtime/sm90_backward.cc for the non-persistent bulk dQ kernels only; null otherwise
   // (deterministic mode then computes dQ in the sm80 family's separate pass).
   int* dq_sem;
-  // With dq_sem: != 0 pipelines the dQ writer's hand-off (FLEXATTN_SM90_BWD_DQ_PIPELINE; sm90/bwd_dq_order_sm90.cuh).
-  int dq_pipeline;
   // sm90 backward, non-persistent kernel: the launch order of its (kv tile, kv head, kv batch) CTAs is kv tile
   // major within groups of this many (kv head, kv batch) pairs, a smaller group first (sm90_bwd_grid_tile,
   // tile_config_sm90_bwd.h; FLEXATTN_SM90_BWD_HEAD_GROUPS). 1 (and 0): one pair after the other, the grid's own

@@ -204,25 +204,14 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
   if constexpr (kT) {
     if (lane == 0) tma_prefetch_map(&p.dq_map);
   }
-  // Pipelined hand-off (FLEXATTN_SM90_BWD_DQ_PIPELINE, opt-in; docs/kernels_sm90.md, "Deterministic dQ"): a
-  // tile is released after the next tile's reductions are issued (wait_group 1), or before the writer would
-  // wait (the consumers behind, or the next tile's turn not come). Cannot deadlock: a tile's acquire waits only
-  // for higher kv tiles, which never wait for lower ones. TMA-reduction (v3) paths only: with the per-row loop
-  // the pending tile spilled 4 bytes at the v2 kernel's 24 registers (nvcc 13.0).
-  const bool pipelined = kT && ordered && p.dq_pipeline != 0;
   RingPos pos{0, 0u};
   DqRankCache rank_cache;
-  int pend_q0 = -1, pend_bh = 0;  // pipelined, lane 0: the tile reduced last, not yet released
   while (true) {
-    if (pipelined && lane == 0 && pend_q0 >= 0 && !mbar_test_wait(c.dq_full(pos.stage), pos.phase)) {
-      bwd_dq_pass_turn(p, pend_bh, pend_q0);  // the consumers are behind: hand the tile on now
-      pend_q0 = -1;
-    }
     mbar_wait(c.dq_full(pos.stage), pos.phase);
     const int q0 = ld_shared_s32(c.dq_info(pos.stage));
     if (q0 < 0) break;
     const int bh = ld_shared_s32(c.dq_info(pos.stage) + 4);
-    if (ordered) bwd_dq_wait_turn(p, bh, q0, kv_tile, lane, rank_cache, pend_q0, pend_bh);
+    if (ordered) bwd_dq_wait_turn(p, bh, q0, kv_tile, lane, rank_cache);
     if (lane == 0) {
       if constexpr (kT) {
 #pragma unroll
@@ -234,23 +223,15 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
         for (int r = 0; r < rows; ++r) bulk_reduce_add_f32(dst + r * D, src + r * C::kSmem.dq_row, 4 * D);
       }
       bulk_commit_group();
-      if (pend_q0 >= 0) {  // pipelined: the previous tile's group has completed once at most this one is pending
-        bulk_wait_group<1>();
-        bwd_dq_release(p, pend_bh, pend_q0);
-        pend_q0 = -1;
-      }
       bulk_wait_group_read<0>();
       mbar_arrive(c.dq_empty(pos.stage));
-      if (pipelined) {
-        pend_q0 = q0, pend_bh = bh;
-      } else if (ordered) {
-        bwd_dq_pass_turn(p, bh, q0);
-      }
+      if (ordered) bwd_dq_pass_turn(p, bh, q0);
     }
     __syncwarp();
+    // The next tile's rank while the consumers compute it (bwd_dq_warm_rank).
+    if (ordered) bwd_dq_warm_rank(p, bh, q0 + C::BM, kv_tile, lane, rank_cache);
     pos.template advance<C::DQB>();
   }
-  if (lane == 0 && pend_q0 >= 0) bwd_dq_pass_turn(p, pend_bh, pend_q0);
   if (lane == 0) bulk_wait_group<0>();
 }
 

@@ -39,8 +39,6 @@ bool sm90_bwd_bg_reduce_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_BG
 
 bool sm90_bwd_ordered_dq_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_ORDERED_DQ", true); }
 
-bool sm90_bwd_dq_pipeline_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_DQ_PIPELINE", false); }
-
 bool sm90_bwd_tma_store_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_TMA_STORE", true); }
 
 bool encode_sm90_dkv_maps(kern::AttnParams* p, DType dtype) {
@@ -327,7 +325,6 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
     const BackwardWorkspace w = backward_workspace(p.B, p.Hq, p.L, p.D, true);
     p.dq_accum = reinterpret_cast<float*>(static_cast<char*>(a.workspace) + w.accum);
     p.dq_sem = reinterpret_cast<int*>(static_cast<char*>(a.workspace) + w.sem);
-    p.dq_pipeline = sm90_bwd_dq_pipeline_requested() ? 1 : 0;
   }
   // The shared-memory size follows the dQ path and the v2 choice the set was compiled with
   // (get_kernel_set may have fallen back from the bulk path).

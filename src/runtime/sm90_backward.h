@@ -73,10 +73,6 @@ Sm90BwdChoice sm90_bwd_source_choice(const std::string& source);
 // its reductions ordered by semaphores (docs/kernels_sm90.md, "Deterministic dQ"); off, the sm80 family's
 // separate dQ pass computes dQ as before. Applies to the bulk dQ paths of the non-persistent kernel.
 bool sm90_bwd_ordered_dq_requested();
-// FLEXATTN_SM90_BWD_DQ_PIPELINE is on (default off; measured no faster, session 9): with the ordered dQ reductions on the
-// TMA-reduction (v3) paths, the writer releases a query tile after issuing the next one's reductions instead of
-// waiting for its completion first (kernels/sm90/bwd_dq_order_sm90.cuh). Read at every backward.
-bool sm90_bwd_dq_pipeline_requested();
 
 // FLEXATTN_SM90_BWD_TMA_STORE (default on): the non-persistent sm90 backward writes dK / dV with TMA stores.
 bool sm90_bwd_tma_store_requested();

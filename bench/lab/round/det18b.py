@@ -1,0 +1,75 @@
+"""Session 18 round 4: where the deterministic backward's time goes (B=2 H=16 S=8192 bf16), by switching parts of the
+ordered dQ writer off (FLEXATTN_SM90_BWD_DQ_PROBE, a temporary probe: 1 = no acquire wait, 2 = no acquire wait and no
+completion wait / release, 3 = as 1 without the rank). Probe modes are not deterministic; backward ms only (CUDA events,
+median of 10), and each mode's grads against the default mode's (max abs diff relative to max |grad|)."""
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../.."))
+import torch  # noqa: E402
+
+import flexattn  # noqa: E402
+
+B, H, S = 2, 16, 8192
+dev = "cuda"
+
+
+def doc_mask(b, h, q, kv):
+    return ((q // 1024) == (kv // 1024)) & (q >= kv)
+
+
+def causal(b, h, q, kv):
+    return q >= kv
+
+
+CASES = {"full": None, "causal": causal, "document": doc_mask}
+PROBES = [int(c) for c in os.environ.get("DET18_PROBES", "0 1 2 3").split()]
+
+
+def bwd_ms(fn, reps=10):
+    times = []
+    for _ in range(reps + 2):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times[2:])
+
+
+torch.manual_seed(0)
+for D in (int(x) for x in os.environ.get("DET8_DIMS", "128 64").split()):
+    q = torch.randn(B, H, S, D, device=dev, dtype=torch.bfloat16, requires_grad=True)
+    k = torch.randn(B, H, S, D, device=dev, dtype=torch.bfloat16, requires_grad=True)
+    v = torch.randn(B, H, S, D, device=dev, dtype=torch.bfloat16, requires_grad=True)
+    g = torch.randn(B, H, S, D, device=dev, dtype=torch.bfloat16)
+    for name, m in CASES.items():
+        bm = flexattn.create_block_mask(m, B, 1, S, S, device=dev) if m is not None else None
+        out = flexattn.flex_attention(q, k, v, block_mask=bm)
+
+        def step():
+            q.grad = k.grad = v.grad = None
+            torch.autograd.grad(out, (q, k, v), g, retain_graph=True)
+
+        modes = ["default"] + [f"det{c}" for c in PROBES]
+        step()  # warm: the first default timing of a case ran slow in round 3
+        res, same, err = {}, {}, {}
+        for mode in modes:
+            if mode != "default":
+                os.environ["FLEXATTN_SM90_BWD_DQ_PROBE"] = mode[3:]
+            torch.use_deterministic_algorithms(mode != "default")
+            step()
+            res[mode] = bwd_ms(step)
+            grads = [torch.autograd.grad(out, (q, k, v), g, retain_graph=True)]
+            if mode == "default":
+                ref = grads[0]
+                continue
+            err[mode] = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
+                            for a, b in zip(grads[0], ref))
+        torch.use_deterministic_algorithms(False)
+        os.environ.pop("FLEXATTN_SM90_BWD_DQ_PROBE", None)
+        cols = " ".join(f"probe {m[3:]} {res[m]:.3f} ({100 * (res[m] / res['default'] - 1):+.1f}%, err {err[m]:.1e})"
+                        for m in modes[1:])
+        print(f"row D={D} {name:9s} default {res['default']:.3f} | {cols}", flush=True)
