@@ -112,8 +112,8 @@ __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
           bwd_producer_persistent<D, Dv>(p, c, threadIdx.x & 31);
         else
           bwd_producer<D, Dv>(p, c, kv0, hk, bz, threadIdx.x & 31);
-      } else if (warp == 1) {
-        bwd_dq_writer<D, Dv, kDqBulk, kV2, kDqTma, kPersistent>(p, c, threadIdx.x & 31, kv_tile);
+      } else if (warp == 1 || warp == 2) {  // warp 2: the second writer in deterministic mode (bwd_dq_writer)
+        bwd_dq_writer<D, Dv, kDqBulk, kV2, kDqTma, kPersistent>(p, c, threadIdx.x & 31, kv_tile, warp - 1);
       }
     } else if (threadIdx.x < 32) {
       if constexpr (kPersistent)
