@@ -432,7 +432,14 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
       if constexpr (kP) {  // this warp's GEMMs of the tile retired: see bwd_finish_work_tile
         bwd_finish_work_tile<C::ST>(c, pos, wg * 64 + 16 * warp + g, lane, hk, bz, kv_row, kv_phase);
       } else if constexpr (kDqBulk) {
-        if (do_dq && wg == 1) dq_end_marker(c, pos.stage, pos.phase, tid);
+        if (do_dq && wg == 1) {
+          dq_end_marker(c, pos.stage, pos.phase, tid);
+          if (bwd_dq_ordered<kDqBulk, kP>(p)) {  // deterministic mode: the second writer's, in the next buffer
+            RingPos nx = pos;
+            nx.template advance<C::ST>();
+            dq_end_marker(c, nx.stage, nx.phase, tid);
+          }
+        }
       }
       break;
     }

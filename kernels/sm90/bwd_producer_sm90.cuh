@@ -192,13 +192,14 @@ __device__ __forceinline__ void bwd_producer_persistent(const AttnParams& p, con
 // v3 (kT, FLEXATTN_SM90_BWD_V3): the buffer is D / 32 swizzled [64][32] fp32 slabs and lane 0 adds each
 // with one TMA tensor reduction (p.dq_map, 3-D (D, L, B * Hq)); rows >= L lie outside the map and are
 // skipped by the TMA unit, so there is no per-row loop.
-// Two writers (deterministic mode with one dQ buffer: the v2 kernel at D = 128): warps 1 and 2 (w = 0, 1) take the even
-// and the odd tiles. Each tile's writer chain (rank, acquire, reductions, read, completion, release) is serial and
-// longer than a consumer step there (session 18: causal D=128 +52 % with one writer); alternating, a warp's chain
-// may take two steps, and only acquire -> read holds the consumers. A writer first waits for the previous tile's
-// dq_empty (the other warp's): dq_full is then in the phase of its own tile or past it, so the parity wait cannot
-// mistake a phase two ahead for its own. The consumers post the end marker twice (one per writer); the warp that
-// reads the first hands the buffer back for the second.
+// Two writers (deterministic mode): warps 1 and 2 (w = 0, 1) take the even and the odd tiles. Each tile's writer chain
+// (rank, acquire, reductions, read, completion, release) is serial and longer than a consumer step (session 18:
+// causal D=128 +52 % with one writer, +21 % with two); alternating, a warp's chain may take two steps. With two dQ
+// buffers (the first kernel, D = 64) tile t uses buffer t mod 2, so each warp owns one buffer and its barriers. With
+// one (v2, D = 128) a writer first waits for the previous tile's dq_empty (the other warp's): dq_full is then in the
+// phase of its own tile or past it, so the parity wait cannot mistake a phase two ahead for its own, and the warp
+// that reads the first end marker hands the buffer back for the second. The consumers post the end marker once per
+// writer.
 template <int D, int Dv, bool kB, bool kV2, bool kT = false, bool kP = false>
 __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<D, Dv, kB, kV2, kT>& c, int lane,
                                               int kv_tile, int w) {
@@ -208,7 +209,8 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
   // (bwd_dq_order_sm90.h).
   // (Never for the wide kernel: the runtime orders only 128-row kv tiles, sm90_bwd_orders_dq; compiled out there.)
   const bool ordered = !C::kWide && bwd_dq_ordered<kB, kP>(p);
-  const bool two = C::DQB == 1 && ordered;
+  static_assert(C::DQB <= 2, "two writers: a buffer per writer, or one shared");
+  const bool two = ordered;
   if (w == 1 && !two) return;
   if constexpr (kT) {
     if (lane == 0) tma_prefetch_map(&p.dq_map);
@@ -217,11 +219,11 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
   if (w == 1) pos.template advance<C::DQB>();  // its first tile is tile 1
   DqRankCache rank_cache;
   while (true) {
-    if (two) mbar_wait(c.dq_empty(0), pos.phase ^ 1u);  // the previous tile read (returns at once for tile 0)
+    if (C::DQB == 1 && two) mbar_wait(c.dq_empty(0), pos.phase ^ 1u);  // the previous tile read (at once for tile 0)
     mbar_wait(c.dq_full(pos.stage), pos.phase);
     const int q0 = ld_shared_s32(c.dq_info(pos.stage));
     if (q0 < 0) {
-      if (two && lane == 0) mbar_arrive(c.dq_empty(0));  // the other writer's end marker may follow
+      if (C::DQB == 1 && two && lane == 0) mbar_arrive(c.dq_empty(0));  // the other writer's end marker may follow
       break;
     }
     const int bh = ld_shared_s32(c.dq_info(pos.stage) + 4);
