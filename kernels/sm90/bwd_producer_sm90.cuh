@@ -244,8 +244,12 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
       if (ordered) bwd_dq_pass_turn(p, bh, q0);
     }
     __syncwarp();
-    // This warp's next tile's rank while the consumers compute it (bwd_dq_warm_rank).
-    if (ordered) bwd_dq_warm_rank(p, bh, q0 + (two ? 2 : 1) * C::BM, kv_tile, lane, rank_cache);
+    // This warp's next tile's rank while the consumers compute it (bwd_dq_warm_rank). Not on the per-row bulk
+    // paths (opt-outs: FLEXATTN_SM90_BWD_V3=0, or V2=0 at D = 128): with the row loop the second cache entry spilled
+    // 8-88 bytes there (nvcc 13.0).
+    if constexpr (kT) {
+      if (ordered) bwd_dq_warm_rank(p, bh, q0 + (two ? 2 : 1) * C::BM, kv_tile, lane, rank_cache);
+    }
     pos.template advance<C::DQB>();
     if (two) pos.template advance<C::DQB>();
   }
