@@ -4,7 +4,8 @@
 //   warpgroup 0    producer: setmaxnreg 40; warp 0 walks the query tiles that attend this kv tile
 //                  (the sm80 backward's order) and feeds Q, dO (TMA), lse, delta through a 2-stage
 //                  mbarrier ring (bwd_producer_sm90.cuh); warps 1-3 exit (with kDqBulk warp 1 is the
-//                  dQ writer: bulk reductions of the shared dQ tile into dq_accum).
+//                  dQ writer: bulk reductions of the shared dQ tile into dq_accum; in deterministic mode
+//                  warp 2 is a second writer, bwd_dq_writer).
 //   warpgroups 1-2 consumers: setmaxnreg 232; 64 kv rows each, S^T / dP^T on wgmma, the element-wise
 //                  backward on the accumulator registers, dV / dK / dQ on wgmma (bwd_consumer_sm90.cuh;
 //                  with kV2 bwd_consumer_v2_sm90.cuh, and 24 / 240 registers when kDqBulk as well).

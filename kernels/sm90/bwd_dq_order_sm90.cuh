@@ -1,6 +1,7 @@
 #pragma once
 // Ordered dQ reductions (deterministic mode of the sm90 backward; bwd_dq_order_sm90.h has the order and
-// why it cannot deadlock). The dQ writer warp of kv tile j, per query tile: bwd_dq_wait_turn before its
+// why it cannot deadlock). A dQ writer warp of kv tile j (two in deterministic mode, alternating query tiles;
+// bwd_dq_writer), per query tile: bwd_dq_wait_turn before its
 // reductions, bwd_dq_pass_turn once they have completed. Every partial of a query tile is then added in
 // one fixed order, and dq_accum is bitwise reproducible.
 #include "common/params.h"

@@ -93,7 +93,9 @@ constexpr int kBarDsFull0 = 5;
 //   dq_full(j)  (mbarrier, BwdCfg::kDqFullArrivals = 128: every thread of consumer warpgroup 1, after its adds,
 //     its fence.proxy.async and, for thread 0, the info slot) -> the dQ writer warp may reduce it;
 //   dq_empty(j) (mbarrier, 1 = lane 0 of the writer warp, after every lane's wait_group.read) ->
-//     consumer warpgroup 0 may store into buffer j again (and warpgroup 1 may write the end marker).
+//     consumer warpgroup 0 may store into buffer j again (and warpgroup 1 may write the end marker; in
+//     deterministic mode with one buffer also the second writer's end marker, after the first writer's arrival
+//     on reading the first, bwd_dq_writer).
 constexpr int kBarDqStored0 = 7;
 // Backward v2: named barrier 9 (256 threads, both consumer warpgroups) = "both dS^T tiles of this
 // query tile are in shared memory and fenced" -> either warpgroup's dQ GEMM may read them. The wide

@@ -179,7 +179,8 @@ __device__ __forceinline__ void bwd_producer_persistent(const AttnParams& p, con
   }
 }
 
-// dQ writer of the bulk dQ path (kDqBulk, FLEXATTN_SM90_BWD_DQ_BULK): warp 1 of warpgroup 0, all 32
+// dQ writer of the bulk dQ path (kDqBulk, FLEXATTN_SM90_BWD_DQ_BULK): warp 1 of warpgroup 0 (and warp 2 in
+// deterministic mode, below), all 32
 // lanes walking (the role branch is warp-uniform, see attn_bwd_sm90.cuh), lane 0 issuing. Per query
 // tile, in the consumers' order, it waits for dQ buffer j to hold the sum of both consumer warpgroups'
 // partials (dq_full), reads the tile's info slot, and adds rows < L into dq_accum with one
@@ -223,7 +224,10 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
     mbar_wait(c.dq_full(pos.stage), pos.phase);
     const int q0 = ld_shared_s32(c.dq_info(pos.stage));
     if (q0 < 0) {
-      if (C::DQB == 1 && two && lane == 0) mbar_arrive(c.dq_empty(0));  // the other writer's end marker may follow
+      // The other writer's end marker may follow; every lane has seen this one first (a lane still waiting on
+      // dq_full would otherwise see that marker's phase, of the same parity, and pass on it, or hang).
+      __syncwarp();
+      if (C::DQB == 1 && two && lane == 0) mbar_arrive(c.dq_empty(0));
       break;
     }
     const int bh = ld_shared_s32(c.dq_info(pos.stage) + 4);

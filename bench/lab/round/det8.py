@@ -1,7 +1,8 @@
 """Session 8: the deterministic backward with ordered dQ reductions (FLEXATTN_SM90_BWD_ORDERED_DQ), B=2 H=16 S=8192 bf16.
 Per case and head dim: backward ms (CUDA events, median of 10) with torch's deterministic algorithms off / on / on with the
 pipelined dQ hand-off, dQ / dK / dV of three deterministic runs compared bitwise (and the pipelined ones with the plain
-deterministic ones), and the deterministic grads against the default mode's (max abs diff relative to max |grad|). One line per row; det8.sh prints the table."""
+deterministic ones), and the deterministic grads against the default mode's (max abs diff relative to max |grad|). One line per row; det8.sh prints the table.
+Session 18 removed the pipelined hand-off (FLEXATTN_SM90_BWD_DQ_PIPELINE): its "det_pipe" column now repeats "det"."""
 import os
 import statistics
 import sys
