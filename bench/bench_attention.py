@@ -110,7 +110,8 @@ def _one_row(impl, ctx, args, prewarm, say):
     """One row; prewarm: flexattn's (seconds, forward seconds) from prewarm_flexattn, added to its compile times."""
     shape, case = ctx.shape, ctx.case
     try:
-        m = bi.measure(impl, ctx, args.reps, args.warmup, args.backward, say)
+        m = bi.measure(impl, ctx, args.reps, args.warmup, args.backward, say,
+                       deterministic=args.deterministic)
     except Exception as e:  # noqa: BLE001 - one failing impl must not lose the others' numbers
         _sync()
         return br.make_row(impl, case, shape, ctx.density, error=_short(e))
@@ -121,7 +122,7 @@ def _one_row(impl, ctx, args, prewarm, say):
     pre_s, pre_fwd_s = prewarm or (None, None)
     compile_s, compile_fwd_s = _plus(m["compile_s"], pre_s), _plus(m["compile_fwd_s"], pre_fwd_s)
     return br.make_row(impl, case, shape, ctx.density, m["fwd_ms"], m["bwd_ms"], compile_s, rel_err=err,
-                       error=error, compile_fwd_s=compile_fwd_s)
+                       error=error, compile_fwd_s=compile_fwd_s, bwd_det_ms=m.get("bwd_det_ms"))
 
 
 # ---- warm compile: a second process with the caches the first one filled -------------------------------

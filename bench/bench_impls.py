@@ -3,6 +3,7 @@ measurement (compile, forward, backward, accuracy), flexattn's parallel cold com
 hook. Needs torch, CUDA, and for flexattn the compiled extension (python/flexattn/_native.py)."""
 from __future__ import annotations
 
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -67,10 +68,12 @@ class CaseContext:
         self.ref = bt.reference(self.q, self.k, self.v, self.score_mod, self.mask_mod) if with_reference else None
 
 
-def measure(impl, ctx, reps, warmup, backward, say=lambda stage: None):
-    """{fwd_ms, bwd_ms, compile_s, compile_fwd_s, rel_err} of one impl on ctx. compile_s is the first calls'
-    time over the steady time (block-mask build, forward, and backward when measured), compile_fwd_s its
-    block-mask and forward part; both None for SDPA. `say` reports the stage (for the progress line)."""
+def measure(impl, ctx, reps, warmup, backward, say=lambda stage: None, deterministic=False):
+    """{fwd_ms, bwd_ms, bwd_det_ms, compile_s, compile_fwd_s, rel_err} of one impl on ctx. compile_s is the first
+    calls' time over the steady time (block-mask build, forward, and backward when measured), compile_fwd_s its
+    block-mask and forward part; both None for SDPA. bwd_det_ms (flexattn, with backward and deterministic): the
+    same backward under torch.use_deterministic_algorithms, after the default one (not part of compile_s).
+    `say` reports the stage (for the progress line)."""
     compiling = impl in bc.FLEX_IMPLS
     if impl == "torch-flex":
         torch._dynamo.reset()  # each variant compiles on its own; no guard chain grows across variants
@@ -94,7 +97,7 @@ def measure(impl, ctx, reps, warmup, backward, say=lambda stage: None):
         fwd_ms = bt.time_ms(lambda: fwd(q, k, v), reps, warmup)
     overhead += max(0.0, t_first - fwd_ms / 1e3)
     fwd_overhead = overhead
-    bwd_ms = None
+    bwd_ms = bwd_det_ms = None
     if backward:
         say("compiling backward" if compiling else "first backward")
         qg, kg, vg = (x.detach().requires_grad_() for x in (q, k, v))
@@ -106,8 +109,19 @@ def measure(impl, ctx, reps, warmup, backward, say=lambda stage: None):
         say(f"timing backward ({reps} reps)")
         bwd_ms = bt.time_ms(grad, reps, warmup)
         overhead += max(0.0, t_a - fwd_ms / 1e3) + max(0.0, t_b - bwd_ms / 1e3)
+        if deterministic and impl == "flexattn":
+            say(f"timing deterministic backward ({reps} reps)")
+            before = torch.are_deterministic_algorithms_enabled()
+            torch.use_deterministic_algorithms(True)
+            try:
+                grad()
+                bwd_det_ms = bt.time_ms(grad, reps, warmup)
+            except Exception as e:  # noqa: BLE001 - the row keeps its default-mode numbers
+                print(f"[bench] {impl} {ctx.case}: deterministic backward failed: {e}", file=sys.stderr, flush=True)
+            finally:
+                torch.use_deterministic_algorithms(before)
         del out
-    return {"fwd_ms": fwd_ms, "bwd_ms": bwd_ms, "compile_s": overhead if compiling else None,
+    return {"fwd_ms": fwd_ms, "bwd_ms": bwd_ms, "bwd_det_ms": bwd_det_ms, "compile_s": overhead if compiling else None,
             "compile_fwd_s": fwd_overhead if compiling else None, "rel_err": err}
 
 

@@ -18,8 +18,9 @@ ROW_KEYS = ("impl", "case", "B", "H", "S", "D", "density", "fwd_ms", "fwd_tflops
 # compile_fwd_s: the cold compile's block-mask and forward part alone (issue 5's "cold compile <= 2 s per
 # variant" is the forward's; a training step compiles the backward beside it).
 EXTRA_KEYS = ("compile_warm_s", "rel_err", "error")
-# Written since session 11; results files from before lack them (--record still reads those).
-LATER_KEYS = ("compile_fwd_s",)
+# Written since session 11 (compile_fwd_s) and session 18 (bwd_det_ms: flexattn's backward in deterministic mode,
+# bench/run.py --deterministic); results files from before lack them (--record still reads those).
+LATER_KEYS = ("compile_fwd_s", "bwd_det_ms")
 DECODE_ROW_KEYS = ("impl", "case", "B", "Hq", "Hkv", "S", "D", "page", "ms", "GBps")
 REL_ERR_LIMIT = 3e-2  # bf16 outputs land between 1e-3 and 1e-2 (METHOD.md); above this a row is WRONG
 _NUM = (int, float)
@@ -28,12 +29,14 @@ _NUM = (int, float)
 def make_row(impl: str, case: str, shape: bc.Shape, density: float, fwd_ms: Optional[float] = None,
              bwd_ms: Optional[float] = None, compile_s: Optional[float] = None,
              compile_warm_s: Optional[float] = None, rel_err: Optional[float] = None,
-             error: Optional[str] = None, compile_fwd_s: Optional[float] = None) -> dict:
+             error: Optional[str] = None, compile_fwd_s: Optional[float] = None,
+             bwd_det_ms: Optional[float] = None) -> dict:
     entries = density * shape.S * shape.S
     row = {"impl": impl, "case": case, "B": shape.B, "H": shape.H, "S": shape.S, "D": shape.D,
            "density": density, "fwd_ms": fwd_ms, "fwd_tflops": bc.tflops(bc.fwd_flops(shape, entries), fwd_ms),
            "bwd_ms": bwd_ms, "bwd_tflops": bc.tflops(bc.bwd_flops(shape, entries), bwd_ms), "compile_s": compile_s,
-           "compile_warm_s": compile_warm_s, "rel_err": rel_err, "error": error, "compile_fwd_s": compile_fwd_s}
+           "compile_warm_s": compile_warm_s, "rel_err": rel_err, "error": error, "compile_fwd_s": compile_fwd_s,
+           "bwd_det_ms": bwd_det_ms}
     validate_row(row)
     return row
 
@@ -56,7 +59,7 @@ def validate_row(row: dict) -> None:
     if not isinstance(row["density"], _NUM) or not 0 < row["density"] <= 1:
         raise ValueError(f"row: density must be in (0, 1], got {row['density']!r}")
     for k in ("fwd_ms", "fwd_tflops", "bwd_ms", "bwd_tflops", "compile_s", "compile_warm_s", "rel_err",
-              "compile_fwd_s"):
+              "compile_fwd_s", "bwd_det_ms"):
         v = row.get(k)
         if v is not None and (not isinstance(v, _NUM) or isinstance(v, bool) or not math.isfinite(v) or v < 0):
             raise ValueError(f"row: {k} must be a finite number >= 0 or null, got {v!r}")
@@ -97,7 +100,8 @@ def _cold(r: dict) -> str:
 
 def markdown_table(rows: Sequence[dict]) -> str:
     """One line per (shape, case): TFLOP/s of each impl (forward, then backward when any row has it),
-    flexattn over the best peer, and cold (its forward part) / warm compile seconds of the compiling impls."""
+    flexattn over the best peer, flexattn's deterministic backward cost over its default backward (when any row
+    has it), and cold (its forward part) / warm compile seconds of the compiling impls."""
     impls = [i for i in bc.IMPLS if any(r["impl"] == i for r in rows)]
     bwd = any(r["bwd_ms"] is not None for r in rows)
     compiling = [i for i in bc.FLEX_IMPLS if any(r["impl"] == i and r["compile_s"] is not None for r in rows)]
@@ -106,6 +110,9 @@ def markdown_table(rows: Sequence[dict]) -> str:
         head += [f"{i} bwd" for i in impls]
     if "flexattn" in impls and len(impls) > 1:
         head += ["flexattn / best peer fwd"] + (["flexattn / best peer bwd"] if bwd else [])
+    det = any(r.get("bwd_det_ms") is not None for r in rows)
+    if det:
+        head.append("flexattn deterministic bwd")
     head += [f"{i} compile s (cold / warm)" for i in compiling]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     groups: Dict[tuple, Dict[str, dict]] = {}
@@ -120,11 +127,20 @@ def markdown_table(rows: Sequence[dict]) -> str:
         if "flexattn" in impls and len(impls) > 1:
             for key in ("fwd_tflops",) + (("bwd_tflops",) if bwd else ()):
                 cells.append(_ratio(by, key))
+        if det:
+            cells.append(_det_cost(by.get("flexattn")))
         for i in compiling:
             r = by.get(i)
             cells.append("" if r is None else f"{_cold(r)} / {_f(r['compile_warm_s'], '{:.1f}')}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _det_cost(r: Optional[dict]) -> str:
+    """flexattn's deterministic backward: "1.020 ms (+14.3 %)" against its default backward of the row."""
+    if r is None or r["error"] or r.get("bwd_det_ms") is None or not r["bwd_ms"]:
+        return "—"
+    return f"{r['bwd_det_ms']:.3f} ms ({100 * (r['bwd_det_ms'] / r['bwd_ms'] - 1):+.1f} %)"
 
 
 def _ratio(by: Dict[str, dict], key: str) -> str:

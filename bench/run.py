@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cases", help=f"comma-separated subset of {','.join(bc.CASES)} (default all)")
     p.add_argument("--impls", help=f"comma-separated subset of {','.join(bc.IMPLS)} (default all)")
     p.add_argument("--backward", action="store_true", help="also time the backward (dq, dk, dv)")
+    p.add_argument("--deterministic", action="store_true", help="with --backward: also time flexattn's backward in "
+                   "deterministic mode (torch.use_deterministic_algorithms; row key bwd_det_ms; issue 6 wants it "
+                   "at most 15 %% over bwd_ms)")
     p.add_argument("--out", default=os.environ.get("OUT") or "bench-out", help="output folder (default $OUT or "
                    "./bench-out)")
     p.add_argument("--reps", type=int, help=f"timed repetitions, median reported (>= {bc.MIN_REPS}; default "
@@ -71,6 +74,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error(str(e))
     if a.suite == "decode" and a.backward:
         p.error("--backward: the decode suite times the forward only")
+    if a.deterministic and not a.backward:
+        p.error("--deterministic: times the backward in deterministic mode, so it needs --backward")
     if a.reps is None:
         a.reps = bc.DEFAULT_REPS[a.suite]
     if a.reps < bc.MIN_REPS and not a.probe_warm:

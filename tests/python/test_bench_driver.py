@@ -275,6 +275,22 @@ def test_markdown_table_backward_columns_and_wrong_results_are_flagged():
     assert "flexattn bwd" in head and got["flexattn / best peer bwd"] == "0.67×"
 
 
+def test_deterministic_backward_cost_column_and_key():
+    rows = [row("flexattn", "causal", 1.0, 3.0, bwd_det_ms=3.45), row("torch-flex", "causal", 1.0, 4.0),
+            row("flexattn", "full", 1.0, 2.0)]
+    lines = br.markdown_table(rows).splitlines()
+    head = cells(lines[0])
+    by_case = {c[0]: dict(zip(head, c)) for c in map(cells, lines[2:])}
+    assert by_case["causal"]["flexattn deterministic bwd"] == "3.450 ms (+15.0 %)"
+    assert by_case["full"]["flexattn deterministic bwd"] == "—"  # not measured for that row
+    assert "flexattn deterministic bwd" not in cells(br.markdown_table(rows[1:]).splitlines()[0])
+    with pytest.raises(ValueError, match="bwd_det_ms must be a finite number"):
+        row(bwd=3.0, bwd_det_ms=-1.0)
+    older = row(bwd=3.0)
+    del older["bwd_det_ms"]  # results files from before session 18
+    br.validate_row(older)
+
+
 def test_device_slug():
     assert br.device_slug("NVIDIA H200") == "h200"
     assert br.device_slug("NVIDIA H100 80GB HBM3") == "h100-80gb-hbm3"
@@ -312,6 +328,7 @@ def test_options_are_parsed():
                         "--out", "/tmp/x", "--reps", "30", "--compile-jobs", "1", "--no-warm"])
     assert a.cases == ("full", "causal") and a.impls == ("flexattn", "torch-flex")
     assert a.backward and a.out == "/tmp/x" and a.reps == 30 and a.compile_jobs == 1 and a.no_warm
+    assert not a.deterministic and run.parse_args(["--backward", "--deterministic"]).deterministic
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -321,6 +338,7 @@ def test_options_are_parsed():
     (["--warmup", "-1"], "--warmup: expected >= 0"),
     (["--compile-jobs", "0"], "--compile-jobs: expected >= 1"),
     (["--suite", "decode", "--backward"], "--backward: the decode suite times the forward only"),
+    (["--deterministic"], "--deterministic: times the backward in deterministic mode, so it needs --backward"),
     (["--impls", "sdpa-flash", "--cases", "document"], "run none of --cases document"),
     (["--suite", "medium"], "invalid choice: 'medium'"),
 ])

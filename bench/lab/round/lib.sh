@@ -124,15 +124,16 @@ run_check() {
 run_check_summary() { echo "run --check: $RUN_OK ok, $RUN_BAD failed ($(el) s)"; }
 
 # record_suites: the record run's two benches on build-gpu's _C (build it first, BUILD_PY=ON): bench/run.py --suite
-# long --backward (every case, all peers) and --suite decode into $OUT/bench/{long,decode}, then their tables.
+# long --backward --deterministic (every case, all peers; flexattn's deterministic backward too) and --suite decode
+# into $OUT/bench/{long,decode}, then their tables.
 # Record them here with `python3 bench/run.py --record DIR/bench/long DIR/bench/decode`.
 record_suites() {
   mkdir -p $OUT/bench
   export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
-  timeout $(cap 330 30) python3 bench/run.py --suite long --backward --no-warm --reps 20 --out $OUT/bench/long > $OUT/bench/long.log 2>&1
+  timeout $(cap 330 30) python3 bench/run.py --suite long --backward --deterministic --no-warm --reps 20 --out $OUT/bench/long > $OUT/bench/long.log 2>&1
   echo "long rc=$? ($(el) s)"
   timeout $(cap 90 10) python3 bench/run.py --suite decode --out $OUT/bench/decode > $OUT/bench/decode.log 2>&1
   echo "decode rc=$? ($(el) s)"
-  grep -E "^\|" $OUT/bench/long.log | tail -18 | cut -d'|' -f2,4,6,7,8,10,11,12,14,15
+  grep -E "^\|" $OUT/bench/long.log | tail -18 | cut -d'|' -f2,4,6,7,8,10,11,12,14,15,16
   grep -E "^\| flexattn" $OUT/bench/decode.log | head -8
 }
