@@ -432,9 +432,11 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
       if constexpr (kP) {  // this warp's GEMMs of the tile retired: see bwd_finish_work_tile
         bwd_finish_work_tile<C::ST>(c, pos, wg * 64 + 16 * warp + g, lane, hk, bz, kv_row, kv_phase);
       } else if constexpr (kDqBulk) {
-        if (do_dq && wg == 1) {
+        if (do_dq && wg == 1) {  // one end marker per dQ writer, in consecutive buffers
           dq_end_marker(c, pos.stage, pos.phase, tid);
-          if (bwd_dq_ordered<kDqBulk, kP>(p)) {  // deterministic mode: the second writer's, in the next buffer
+          // (Not a loop over the writers: at D = 128 with per-row bulk dQ the loop's ring copy spilled 80 bytes,
+          // nvcc 13.0.)
+          if (bwd_dq_writer_count(bwd_dq_ordered<kDqBulk, kP>(p)) == 2) {
             RingPos nx = pos;
             nx.template advance<C::ST>();
             dq_end_marker(c, nx.stage, nx.phase, tid);

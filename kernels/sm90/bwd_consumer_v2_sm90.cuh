@@ -196,10 +196,9 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
       if constexpr (kP) {  // this warp's GEMMs of the tile retired: see bwd_finish_work_tile
         bwd_finish_work_tile<C::ST>(c, pos, wg * 64 + 16 * warp + g, lane, hk, bz, kv_row, kv_phase);
       } else if constexpr (kB) {
-        if (do_dq) {
-          dq_end_marker_one_buffer(c, dq_phase, wg, tid);
-          // Deterministic mode has two writers, each waiting for an end marker (bwd_dq_writer).
-          if (bwd_dq_ordered<kB, kP>(p)) dq_end_marker_one_buffer(c, dq_phase ^ 1u, wg, tid);
+        if (do_dq) {  // one end marker per dQ writer (bwd_dq_writer), in the buffer's consecutive phases
+          for (int k = 0; k < bwd_dq_writer_count(bwd_dq_ordered<kB, kP>(p)); ++k)
+            dq_end_marker_one_buffer(c, dq_phase ^ unsigned(k & 1), wg, tid);
         }
       }
       break;

@@ -37,6 +37,10 @@ __device__ __forceinline__ bool bwd_dq_ordered(const AttnParams& p) {
   return false;
 }
 
+// dQ writer warps (bwd_dq_writer), and so end markers the consumers post: two in ordered mode (alternating query
+// tiles), else one.
+__device__ __forceinline__ constexpr int bwd_dq_writer_count(bool ordered) { return ordered ? 2 : 1; }
+
 // Whether this kernel adds dQ into dq_accum: always outside deterministic mode; in deterministic mode only
 // with the ordered reductions; otherwise the sm80 dQ pass computes dQ.
 // (Spelled out rather than through bwd_dq_ordered: that form, the same logic, cost the t5 + causal consumers
@@ -60,27 +64,33 @@ struct DqRankCache {
   int next_row = -3, next_rank = 0;
 };
 
+// The list row of query tile (bh = b * Hq + h, q0) (bwd_dq_mask_row).
+__device__ __forceinline__ int bwd_dq_row_of(const AttnParams& p, int bh, int q0) {
+  const int b = bh / p.Hq;
+  return bwd_dq_mask_row(p, b, bh - b * p.Hq, q0);
+}
+
+// Whole warp: kv tile j's rank at list row `row`, read from the lists (the lanes' shares summed).
+__device__ __forceinline__ int bwd_dq_rank_of_row(const AttnParams& p, int row, int j, int lane) {
+  return int(__reduce_add_sync(0xffffffffu, unsigned(bwd_dq_rank_in_row(p, row, j, lane, 32))));
+}
+
 // Whole warp: the rank of kv tile j at list row `row`, from the cache (either entry) or the lists.
 __device__ __forceinline__ int bwd_dq_cached_rank(const AttnParams& p, int row, int j, int lane, DqRankCache& cache) {
   if (row != cache.row) {
-    if (row == cache.next_row) {
-      cache.rank = cache.next_rank;
-    } else {
-      cache.rank = int(__reduce_add_sync(0xffffffffu, unsigned(bwd_dq_rank_in_row(p, row, j, lane, 32))));
-    }
+    cache.rank = row == cache.next_row ? cache.next_rank : bwd_dq_rank_of_row(p, row, j, lane);
     cache.row = row;
   }
   return cache.rank;
 }
 
-// Whole warp, between tiles: computes the rank of the query tile after (bh, q0) ahead of its dq_full (the walks
-// visit a block's query tiles in ascending order, and mostly the next block row after it), unless cached.
+// Whole warp, between tiles: computes the rank of query tile (bh, q0_next) ahead of its dq_full (the walks visit a
+// block's query tiles in ascending order, and mostly the next block row after it), unless cached.
 __device__ __forceinline__ void bwd_dq_warm_rank(const AttnParams& p, int bh, int q0_next, int j, int lane,
                                                  DqRankCache& cache) {
-  const int b = bh / p.Hq, h = bh - b * p.Hq;
-  const int row = bwd_dq_mask_row(p, b, h, q0_next);
+  const int row = bwd_dq_row_of(p, bh, q0_next);
   if (row == cache.row || row == cache.next_row) return;
-  cache.next_rank = int(__reduce_add_sync(0xffffffffu, unsigned(bwd_dq_rank_in_row(p, row, j, lane, 32))));
+  cache.next_rank = bwd_dq_rank_of_row(p, row, j, lane);
   cache.next_row = row;
 }
 
@@ -88,8 +98,7 @@ __device__ __forceinline__ void bwd_dq_warm_rank(const AttnParams& p, int bh, in
 // tile j's rank (acquire), or the order was abandoned.
 __device__ __forceinline__ void bwd_dq_wait_turn(const AttnParams& p, int bh, int q0, int j, int lane,
                                                  DqRankCache& cache) {
-  const int b = bh / p.Hq, h = bh - b * p.Hq;
-  const int rank = bwd_dq_cached_rank(p, bwd_dq_mask_row(p, b, h, q0), j, lane, cache);
+  const int rank = bwd_dq_cached_rank(p, bwd_dq_row_of(p, bh, q0), j, lane, cache);
   if (lane == 0 && rank > 0) {
     const int* sem = bwd_dq_semaphore(p, bh, q0);
     if (ld_acquire_gpu_s32(sem) < rank) {

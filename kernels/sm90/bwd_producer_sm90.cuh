@@ -211,8 +211,8 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
   // (Never for the wide kernel: the runtime orders only 128-row kv tiles, sm90_bwd_orders_dq; compiled out there.)
   const bool ordered = !C::kWide && bwd_dq_ordered<kB, kP>(p);
   static_assert(C::DQB <= 2, "two writers: a buffer per writer, or one shared");
-  const bool two = ordered;
-  if (w == 1 && !two) return;
+  const int writers = bwd_dq_writer_count(ordered);
+  if (w >= writers) return;
   if constexpr (kT) {
     if (lane == 0) tma_prefetch_map(&p.dq_map);
   }
@@ -220,14 +220,14 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
   if (w == 1) pos.template advance<C::DQB>();  // its first tile is tile 1
   DqRankCache rank_cache;
   while (true) {
-    if (C::DQB == 1 && two) mbar_wait(c.dq_empty(0), pos.phase ^ 1u);  // the previous tile read (at once for tile 0)
+    if (C::DQB == 1 && writers == 2) mbar_wait(c.dq_empty(0), pos.phase ^ 1u);  // the previous tile read (at once for tile 0)
     mbar_wait(c.dq_full(pos.stage), pos.phase);
     const int q0 = ld_shared_s32(c.dq_info(pos.stage));
     if (q0 < 0) {
       // The other writer's end marker may follow; every lane has seen this one first (a lane still waiting on
       // dq_full would otherwise see that marker's phase, of the same parity, and pass on it, or hang).
       __syncwarp();
-      if (C::DQB == 1 && two && lane == 0) mbar_arrive(c.dq_empty(0));
+      if (C::DQB == 1 && writers == 2 && lane == 0) mbar_arrive(c.dq_empty(0));
       break;
     }
     const int bh = ld_shared_s32(c.dq_info(pos.stage) + 4);
@@ -252,10 +252,10 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
     // paths (opt-outs: FLEXATTN_SM90_BWD_V3=0, or V2=0 at D = 128): with the row loop the second cache entry spilled
     // 8-88 bytes there (nvcc 13.0).
     if constexpr (kT) {
-      if (ordered) bwd_dq_warm_rank(p, bh, q0 + (two ? 2 : 1) * C::BM, kv_tile, lane, rank_cache);
+      if (ordered) bwd_dq_warm_rank(p, bh, q0 + writers * C::BM, kv_tile, lane, rank_cache);
     }
     pos.template advance<C::DQB>();
-    if (two) pos.template advance<C::DQB>();
+    if (writers == 2) pos.template advance<C::DQB>();  // past the other writer's tile
   }
   if (lane == 0) bulk_wait_group<0>();
 }

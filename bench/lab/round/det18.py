@@ -1,7 +1,9 @@
-"""Session 18: the deterministic backward's ordered dQ with 1, 2 and 4 chains (FLEXATTN_SM90_BWD_DQ_CHAINS), B=2 H=16
-S=8192 bf16. Per case and head dim: backward ms (CUDA events, median of 10) with torch's deterministic algorithms off, then
-on with each chain count; dQ / dK / dV of three runs per chain count compared bitwise, and the deterministic grads against
-the default mode's (max abs diff relative to max |grad|). One line per row."""
+"""Session 18: the deterministic backward against the default one, B=2 H=16 S=8192 bf16 (head dims DET8_DIMS). Per case
+and head dim: backward ms (CUDA events, median of 10) with torch's deterministic algorithms off, then on once per value of
+the switch DET18_VAR (DET18_VALUES; none: once as built). Each deterministic mode's dQ / dK / dV of three runs are compared
+bitwise, and its grads against the default mode's (max abs diff relative to max |grad|). One line per row.
+The rounds' switches were temporary (not in the tree): FLEXATTN_SM90_BWD_DQ_CHAINS (round 3: 1 2 4 copies of dq_accum)
+and FLEXATTN_SM90_BWD_DQ_PROBE (round 4: parts of the dQ writer off, 0 = none; not deterministic, so "bitwise NO")."""
 import os
 import statistics
 import sys
@@ -24,7 +26,8 @@ def causal(b, h, q, kv):
 
 
 CASES = {"full": None, "causal": causal, "document": doc_mask}
-CHAINS = [int(c) for c in os.environ.get("DET18_CHAINS", "1 2 4").split()]
+VAR = os.environ.get("DET18_VAR", "")
+VALUES = os.environ.get("DET18_VALUES", "").split() if VAR else [""]
 
 
 def bwd_ms(fn, reps=10):
@@ -53,11 +56,13 @@ for D in (int(x) for x in os.environ.get("DET8_DIMS", "128 64").split()):
             q.grad = k.grad = v.grad = None
             torch.autograd.grad(out, (q, k, v), g, retain_graph=True)
 
-        modes = ["default"] + [f"det{c}" for c in CHAINS]
+        modes = ["default"] + [f"det{c}" for c in VALUES]
+        step()  # warm: the first default timing of a case ran slow in round 3
         res, same, err = {}, {}, {}
         for mode in modes:
             if mode != "default":
-                os.environ["FLEXATTN_SM90_BWD_DQ_CHAINS"] = mode[3:]
+                if VAR:
+                    os.environ[VAR] = mode[3:]
             torch.use_deterministic_algorithms(mode != "default")
             step()
             res[mode] = bwd_ms(step)
@@ -69,7 +74,8 @@ for D in (int(x) for x in os.environ.get("DET8_DIMS", "128 64").split()):
             err[mode] = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
                             for a, b in zip(grads[0], ref))
         torch.use_deterministic_algorithms(False)
-        os.environ.pop("FLEXATTN_SM90_BWD_DQ_CHAINS", None)
-        cols = " ".join(f"chains {m[3:]} {res[m]:.3f} ({100 * (res[m] / res['default'] - 1):+.1f}%, bitwise "
+        if VAR:
+            os.environ.pop(VAR, None)
+        cols = " ".join(f"{VAR or 'det'} {m[3:]} {res[m]:.3f} ({100 * (res[m] / res['default'] - 1):+.1f}%, bitwise "
                         f"{'yes' if same[m] else 'NO'}, err {err[m]:.1e})" for m in modes[1:])
         print(f"row D={D} {name:9s} default {res['default']:.3f} | {cols}", flush=True)

@@ -101,8 +101,28 @@ bwd_checks() {
   grep ^FAIL $O/check.log | head -5
   FLEXATTN_SM90_BWD_PERSISTENT=auto timeout $(cap 90 5) $CHECK --quick --only document --only relbias > $O/check_auto.log 2>&1
   echo "check --quick persistent auto doc/relbias rc=$? $(pass_fail $O/check_auto.log) ($(el) s)"; grep ^FAIL $O/check_auto.log | head -3
-  timeout $(cap 90 5) $CHECK --quick --deterministic > $O/det.log 2>&1; echo "check --quick --deterministic rc=$? $(pass_fail $O/det.log) ($(el) s)"
-  grep ^FAIL $O/det.log | head -3
+  det_checks
+}
+
+# det_checks [all]: gpu_attention_check --quick --deterministic (bitwise repeats inside; log det.log), and with `all`
+# the whole --deterministic set (det_all.log), each with its pass / fail line and first failures.
+det_checks() {
+  timeout $(cap 90 10) $CHECK --quick --deterministic > $O/det.log 2>&1
+  echo "check --quick --deterministic rc=$? $(pass_fail $O/det.log) ($(el) s)"; grep ^FAIL $O/det.log | head -3
+  [ "${1:-}" = all ] || return 0
+  timeout $(cap 150 10) $CHECK --deterministic > $O/det_all.log 2>&1
+  echo "check --deterministic rc=$? $(pass_fail $O/det_all.log) ($(el) s)"; grep ^FAIL $O/det_all.log | head -3
+}
+
+# det_timing NAME CAP [VAR=VALUE...]: bench/lab/round/det18.py on build-gpu's _C (build it first, BUILD_PY=ON) with the
+# VARs set (DET8_DIMS, DET18_VAR, DET18_VALUES), under min(CAP, left) s into $O/NAME.log; then its rc, any error, and
+# its rows (B=2 H=16 S=8192 bf16 backward ms, default | deterministic).
+det_timing() {
+  local name=$1 c=$2; shift 2
+  env FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1 \
+    "$@" timeout $(cap $c 10) python3 bench/lab/round/det18.py > $O/$name.log 2>&1
+  echo "$name rc=$? ($(el) s)"; grep -v "^row" $O/$name.log | grep -iE "error|Traceback" | head -5
+  grep ^row $O/$name.log | cut -c5-
 }
 
 # quick_check CAP ARG...: gpu_attention_check --quick ARG... under min(CAP, left) s into $O/check.log, then

@@ -2,20 +2,13 @@
 # Session 18 round 6 (issue 6): two dQ writer warps in deterministic mode at D = 128 (one dQ buffer): warps 1 and 2 take
 # the even and the odd tiles, each warming its next rank (round 5: the warm alone did not help: one warp's chain per
 # tile, rank + acquire + reductions + read + completion + release, is longer than a consumer step). Correctness:
-# --quick --deterministic and --deterministic (bitwise repeats inside), --quick; det18b.py default vs deterministic.
+# --quick --deterministic and --deterministic (bitwise repeats inside), --quick; det18.py default vs deterministic.
 . "$(dirname "$0")/lib.sh"
 out_dir s18f; L=$O
 deadline 500
 BUILD_PY=ON build_gpu $O flexattn _C gpu_attention_check
-timeout $(cap 90 10) $CHECK --quick --deterministic > $O/det.log 2>&1
-echo "check --quick --deterministic rc=$? $(pass_fail $O/det.log) ($(el) s)"; grep ^FAIL $O/det.log | head -3
-timeout $(cap 150 10) $CHECK --deterministic > $O/det_all.log 2>&1
-echo "check --deterministic rc=$? $(pass_fail $O/det_all.log) ($(el) s)"; grep ^FAIL $O/det_all.log | head -3
-export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
-DET18_PROBES="0" DET8_DIMS="128 64" timeout $(cap 150 20) python3 bench/lab/round/det18b.py > $O/det18b.log 2>&1
-echo "det18b.py rc=$? ($(el) s)"; grep -v "^row" $O/det18b.log | grep -iE "error|Traceback" | head -5
-echo "== B=2 H=16 S=8192 bf16 backward ms, default | deterministic (probe 0 = the deterministic mode as built)"
-grep ^row $O/det18b.log | cut -c5-
-timeout $(cap 150 10) $CHECK --quick > $O/check.log 2>&1
-echo "check --quick rc=$? $(pass_fail $O/check.log) ($(el) s)"; grep ^FAIL $O/check.log | head -3
+det_checks all
+echo "== B=2 H=16 S=8192 bf16 backward ms, default | deterministic"
+det_timing det18 150 DET8_DIMS="128 64"
+quick_check 150
 (cd $OUT && tar czf all.tgz --exclude=all.tgz . 2>/dev/null); true
