@@ -645,3 +645,60 @@ TEST(Sm90BwdHost, GroupedGridOrderShortensTheCausalSchedule) {
   EXPECT_DOUBLE_EQ(makespan(32, 32, 1), 154.0);
   EXPECT_DOUBLE_EQ(makespan(32, 32, 4), 136.0);  // bound 135.8
 }
+
+// FLEXATTN_SM90_BWD_DET_LAUNCH: the deterministic backward launches causal variants longest first when a launch group
+// fits in the resident CTAs, and otherwise (or for other masks) in descending kv-tile order, which the dQ order needs
+// for deadlock freedom on its own.
+TEST(Sm90BwdHost, DeterministicLaunchIsLongestFirstForCausalMasksWhereTheGroupFits) {
+  using runtime::Sm90BwdDetLaunch;
+  unsetenv("FLEXATTN_SM90_BWD_DET_LAUNCH");
+  EXPECT_EQ(runtime::sm90_bwd_det_launch_mode(), Sm90BwdDetLaunch::automatic);
+  setenv("FLEXATTN_SM90_BWD_DET_LAUNCH", "Descending", 1);
+  EXPECT_EQ(runtime::sm90_bwd_det_launch_mode(), Sm90BwdDetLaunch::descending);
+  setenv("FLEXATTN_SM90_BWD_DET_LAUNCH", "ascending", 1);
+  EXPECT_EQ(runtime::sm90_bwd_det_launch_mode(), Sm90BwdDetLaunch::ascending);
+  setenv("FLEXATTN_SM90_BWD_DET_LAUNCH", "sideways", 1);
+  EXPECT_EQ(error_of([] { runtime::sm90_bwd_det_launch_mode(); }),
+            "FLEXATTN_SM90_BWD_DET_LAUNCH: expected auto, ascending or descending, got 'sideways'");
+  unsetenv("FLEXATTN_SM90_BWD_DET_LAUNCH");
+
+  const auto automatic = Sm90BwdDetLaunch::automatic;
+  // B=2 H=16 S=8192 on 132 SMs: 64 kv tiles, head group 2 -> 128 CTAs per group fit.
+  EXPECT_EQ(runtime::sm90_bwd_det_ascending_group(automatic, true, true, 64, 2, 132), 2);
+  EXPECT_EQ(runtime::sm90_bwd_det_ascending_group(automatic, true, true, 64, 4, 132), 2);   // cut to fit
+  EXPECT_EQ(runtime::sm90_bwd_det_ascending_group(automatic, true, true, 8, 32, 132), 16);  // S=1024
+  EXPECT_EQ(runtime::sm90_bwd_det_ascending_group(automatic, true, true, 256, 1, 132), 0);  // S=32768: a pair is too long
+  EXPECT_EQ(runtime::sm90_bwd_det_ascending_group(automatic, true, true, 64, 2, 16), 0);    // a 16-SM partition
+  EXPECT_EQ(runtime::sm90_bwd_det_ascending_group(automatic, false, true, 64, 2, 132), 0);  // not causal
+  EXPECT_EQ(runtime::sm90_bwd_det_ascending_group(automatic, true, false, 64, 2, 132), 0);  // no block mask: dense walks
+  EXPECT_EQ(runtime::sm90_bwd_det_ascending_group(Sm90BwdDetLaunch::descending, true, true, 64, 2, 132), 0);
+  EXPECT_EQ(runtime::sm90_bwd_det_ascending_group(Sm90BwdDetLaunch::ascending, false, false, 64, 1, 132), 1);
+
+  // The variant's mask decides (codegen kv_causal).
+  Variant v;
+  v.mask_mod = mods::causal();
+  EXPECT_TRUE(codegen::emit_cuda_variant(v, true).kv_causal);
+  v.mask_mod = mods::sliding_window(1024);
+  EXPECT_FALSE(codegen::emit_cuda_variant(v, true).kv_causal);
+  v.mask_mod = ir::Expr();
+  EXPECT_FALSE(codegen::emit_cuda_variant(v, true).kv_causal);
+
+  // Why (greedy schedule model, one CTA per SM, causal: kv tile k walks n_kv - k query tiles, plus a fixed cost of 1):
+  // the descending launch ends with each group's longest walk; longest first reaches the bound.
+  auto makespan = [](int n_kv, int pairs, int group, bool descending) {
+    std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
+    for (int c = 0; c < 132; ++c) free_at.push(0.0);
+    double end = 0.0;
+    for (int linear = 0; linear < n_kv * pairs; ++linear) {
+      const int rank = kern::sm90_bwd_grid_tile(linear, n_kv, pairs, 1, group).rank;
+      const int kv = descending ? n_kv - 1 - rank : rank;
+      const double f = free_at.top() + (n_kv - kv) + 1.0;
+      free_at.pop();
+      free_at.push(f);
+      end = std::max(end, f);
+    }
+    return end;
+  };
+  EXPECT_DOUBLE_EQ(makespan(64, 32, 2, false), 520.0);  // bound 519.8
+  EXPECT_DOUBLE_EQ(makespan(64, 32, 2, true), 558.0);  // +7.3 %
+}
