@@ -3,7 +3,9 @@ python3 ncu_top.py CSV [N]. Prints each line's share of all samples, its not-iss
 import csv
 import sys
 
-rows = list(csv.DictReader(open(sys.argv[1], newline="", errors="replace")))
+lines = open(sys.argv[1], newline="", errors="replace").read().splitlines()
+start = next((i for i, l in enumerate(lines) if l.startswith('"Address"')), 0)  # after the "Kernel Name" line
+rows = list(csv.DictReader(lines[start:]))
 n = int(sys.argv[2]) if len(sys.argv) > 2 else 25
 if not rows:
     sys.exit("no rows")
