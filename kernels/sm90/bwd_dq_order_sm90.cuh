@@ -138,6 +138,9 @@ __device__ __forceinline__ bool bwd_dq_early_turn(const AttnParams& p, unsigned 
         break;
       }
       if (mbar_test_wait(full, parity)) break;
+#if defined(FLEXATTN_SM90_BWD_DQ_EARLY_SLEEP)
+      __nanosleep(FLEXATTN_SM90_BWD_DQ_EARLY_SLEEP);
+#endif
     }
     if (got) fence_proxy_async_global();
   }
