@@ -17,13 +17,6 @@ __device__ __forceinline__ int* bwd_dq_semaphore(const AttnParams& p, int bh, in
   return p.dq_sem + bwd_dq_semaphore_index(p.L, bh, q0);
 }
 
-// Lane 0: whether the semaphore has reached `rank`, with acquire semantics when it has. The polls are relaxed loads
-// and only the last one an acquire: ld.acquire.gpu is LDG.STRONG.GPU plus CCTL.IVALL, an invalidation of the SM's
-// whole L1, which the producer's and the rank's block-list reads live in (session 19's SASS: ~8 polls per turn).
-__device__ __forceinline__ bool bwd_dq_sem_reached(const int* sem, int rank) {
-  return ld_relaxed_gpu_s32(sem) >= rank && ld_acquire_gpu_s32(sem) >= rank;
-}
-
 // Lane 0, once the query tile's reductions have completed in global memory: hands it to the next kv tile.
 __device__ __forceinline__ void bwd_dq_release(const AttnParams& p, int bh, int q0) {
   fence_proxy_async_global();
@@ -109,10 +102,10 @@ __device__ __forceinline__ void bwd_dq_wait_turn(const AttnParams& p, int bh, in
   const int rank = bwd_dq_cached_rank(p, bwd_dq_row_of(p, bh, q0), j, lane, cache);
   if (lane == 0 && rank > 0) {
     const int* sem = bwd_dq_semaphore(p, bh, q0);
-    if (!bwd_dq_sem_reached(sem, rank)) {
+    if (ld_acquire_gpu_s32(sem) < rank) {
       int* abandon = p.dq_sem + bwd_dq_semaphores(p.B, p.Hq, p.L) - 1;
       const unsigned long long t0 = global_timer_ns();
-      while (!bwd_dq_sem_reached(sem, rank)) {
+      while (ld_acquire_gpu_s32(sem) < rank) {
         if (ld_relaxed_gpu_s32(abandon) != 0) break;
         if (global_timer_ns() - t0 > kDqOrderTimeoutNs) {
           st_relaxed_gpu_s32(abandon, 1);
@@ -140,7 +133,7 @@ __device__ __forceinline__ bool bwd_dq_early_turn(const AttnParams& p, unsigned 
   if (lane == 0) {
     const int* sem = bwd_dq_semaphore(p, bh, q0);
     while (true) {
-      if (rank <= 0 || bwd_dq_sem_reached(sem, rank)) {
+      if (rank <= 0 || ld_acquire_gpu_s32(sem) >= rank) {
         got = true;
         break;
       }
