@@ -38,10 +38,6 @@ struct GeneratedVariant {
   bool rel_affine = false;    // kRelAffine: score_mod = score + rel_slope(b, h) * (kv_idx - q_idx)
   int rel_gather = 0;         // kRelGather: score_mod = score + row(b, h)[+-(q_idx - kv_idx) + c] (the sign, 0: no)
   bool kv_range = false;      // kKvRange: mask_mod keeps lo <= kv_idx <= hi per row (ir::kv_range, kv_range(p, b, h, q, lo, hi))
-  // A kv range open below whose upper bound is q_idx + c (causal, causal with an offset): a kv tile is attended from
-  // the diagonal on, so the backward's kv tiles walk fewer query tiles the higher they are, each starting where the
-  // one below reaches after two steps (the deterministic backward's launch order, runtime/sm90_backward.h).
-  bool kv_causal = false;
 };
 
 // Simplifies and differentiates (when with_backward) the mods and emits the functor.

@@ -77,10 +77,6 @@ constexpr int64_t kKvSat = int64_t(1) << 40;
 constexpr int64_t kKvOpen = int64_t(1) << 42;  // the value of an Open bound (times its sign)
 // The range of a (simplified) mask_mod, or !ok().
 KvRange kv_range(const Expr& mask_mod);
-// Whether r keeps kv in [0, q_idx + c] with c free of the positions (causal, or causal with an offset): lo open below,
-// hi one term whose value grows with q_idx at slope 1. Sound, not complete (a kv-free e is read structurally:
-// q_idx, q_idx + x, x + q_idx, q_idx - x with x free of q_idx, or any q-free e beside a q_idx - kv_idx comparison).
-bool kv_range_causal(const KvRange& r);
 // The row's bounds; value(n) evaluates a kv-free node of the mask for the row (b, h, q_idx).
 std::pair<int64_t, int64_t> eval_kv_range(const KvRange& r, int64_t q_idx, const std::function<Value(const NodePtr&)>& value);
 

@@ -107,8 +107,7 @@ struct AttnParams {
   int deterministic;  // != 0: bitwise reproducible dQ (ordered reductions with dq_sem, else a separate pass)
   // sm90 backward, deterministic mode with ordered dQ (sm90/bwd_dq_order_sm90.h): gridDim.x - 1, so the
   // non-persistent kernel takes kv tile |bwd_kv_flip - rank| (descending; rank = blockIdx.x, or the grouped
-  // order's, sm90_bwd_grid_tile); 0 otherwise, and for the ascending deterministic launch
-  // (runtime/sm90_backward.h, FLEXATTN_SM90_BWD_DET_LAUNCH). A parameter
+  // order's, sm90_bwd_grid_tile); 0 otherwise. A parameter
   // rather than a select on dq_sem: ptxas rematerializes it in the consumers (the select spilled 8 bytes,
   // t5 + causal with buffer-gradient reduction, NVRTC 13.0).
   int bwd_kv_flip;

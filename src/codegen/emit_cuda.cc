@@ -533,7 +533,6 @@ GeneratedVariant emit_cuda_variant(const Variant& variant, bool with_backward) {
     const std::string lo = bound(range.lo), hi = bound(range.hi);  // emits the temporaries first
     out << "    lo = " << lo << ";\n    hi = " << hi << ";\n  }\n\n";
     gen.kv_range = true;
-    gen.kv_causal = ir::kv_range_causal(range);
   }
 
   const RelAffine rel = rel_affine(score_mod);

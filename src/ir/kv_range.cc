@@ -232,33 +232,6 @@ KvRange kv_range(const Expr& mask_mod) {
   return b.out;
 }
 
-namespace {
-
-bool holds_q(const Node& n) {
-  if (n.op == Op::QIdx) return true;
-  for (const NodePtr& a : n.args)
-    if (holds_q(*a)) return true;
-  return false;
-}
-
-// e == q_idx + x with x free of q_idx (i32 or i64 arithmetic only: a conversion could wrap the slope away).
-bool q_plus_free(const Node& e) {
-  if (e.op == Op::QIdx) return true;
-  if (e.op == Op::Add) return (q_plus_free(*e.args[0]) && !holds_q(*e.args[1])) || (q_plus_free(*e.args[1]) && !holds_q(*e.args[0]));
-  if (e.op == Op::Sub) return q_plus_free(*e.args[0]) && !holds_q(*e.args[1]);
-  return false;
-}
-
-}  // namespace
-
-bool kv_range_causal(const KvRange& r) {
-  if (!r.ok()) return false;
-  const KvBound& lo = r.nodes[size_t(r.lo)];
-  const KvBound& hi = r.nodes[size_t(r.hi)];
-  if (lo.kind != KvBound::Open || lo.sign >= 0 || hi.kind != KvBound::Term || !hi.e) return false;
-  return hi.with_q ? !holds_q(*hi.e) : hi.sign > 0 && q_plus_free(*hi.e);
-}
-
 std::pair<int64_t, int64_t> eval_kv_range(const KvRange& r, int64_t q_idx,
                                           const std::function<Value(const NodePtr&)>& value) {
   std::function<int64_t(int)> at = [&](int i) -> int64_t {

@@ -135,7 +135,6 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
   auto set = std::make_unique<KernelSet>();
   set->key = key;
   set->layout = gen.layout;
-  set->kv_causal = gen.kv_causal;
   jit::KernelRequest req;
   const bool sm90 = key.family == KernelFamily::sm90;
   if (sm90 && key.arch != "sm_90a")

@@ -60,9 +60,6 @@ struct KernelSet {
   bool sm90_bwd_grid_order = false;
   // sm90 backward only: the TMA-store epilogue (FLEXATTN_SM90_BWD_TMA_STORE) is compiled in, so p.dkv_tma takes it.
   bool sm90_bwd_tma_store = false;
-  // The variant's mask_mod is causal-shaped (codegen::GeneratedVariant::kv_causal; the deterministic sm90 backward's
-  // launch order, sm90_bwd_det_ascending).
-  bool kv_causal = false;
 };
 
 // The generated source of an sm80-family kernel set (exposed for golden-file tests); the sm90 one is

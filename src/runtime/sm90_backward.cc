@@ -89,22 +89,6 @@ int sm90_bwd_launch_head_group(const kern::AttnParams& p, bool deterministic, bo
   return grouped ? kern::sm90_bwd_head_group(p.B, p.Hq, p.Hkv, p.Bkv, p.L, p.S, p.D, p.Dv) : 1;
 }
 
-Sm90BwdDetLaunch sm90_bwd_det_launch_mode() {
-  const std::string v = jit::env_lower("FLEXATTN_SM90_BWD_DET_LAUNCH");
-  if (v.empty() || v == "auto") return Sm90BwdDetLaunch::automatic;
-  if (v == "ascending") return Sm90BwdDetLaunch::ascending;
-  if (v == "descending") return Sm90BwdDetLaunch::descending;
-  throw Error("FLEXATTN_SM90_BWD_DET_LAUNCH: expected auto, ascending or descending, got '" + v + "'");
-}
-
-int sm90_bwd_det_ascending_group(Sm90BwdDetLaunch mode, bool kv_causal, bool block_mask, int n_kv, int group,
-                                 int resident_ctas) {
-  const bool wanted = mode == Sm90BwdDetLaunch::ascending || (mode == Sm90BwdDetLaunch::automatic && kv_causal && block_mask);
-  if (!wanted || n_kv < 1 || n_kv > resident_ctas) return 0;
-  const int fits = resident_ctas / n_kv;
-  return std::max(1, std::min(group, fits));
-}
-
 bool sm90_bwd_persistent_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_PERSISTENT", false); }
 
 int sm90_bwd_persistent_for_call(int d, int dv, bool deterministic) {
@@ -368,19 +352,10 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
                                          set.sm90_dq_bulk, set.sm90_bwd_v2, set.sm90_bwd_dq_tma);
     p.tile_queue = sm90_tile_queue(a.fwd.device, a.fwd.stream);
   } else {
+    if (ordered) p.bwd_kv_flip = int(l.grid_x) - 1;  // kv tiles in descending launch order (bwd_dq_order_sm90.h)
     // FLEXATTN_SM90_BWD_HEAD_GROUPS (default: with a block mask or deterministic): kv-tile-major launch order inside
     // L2-sized groups of (kv head, kv batch) pairs (kernels/sm90/tile_config_sm90_bwd.h, sm90_bwd_grid_tile).
     p.bwd_head_group = sm90_bwd_launch_head_group(p, a.deterministic, set.sm90_bwd_grid_order);
-    // The kv tiles' launch order in deterministic mode (FLEXATTN_SM90_BWD_DET_LAUNCH, sm90_bwd_det_ascending_group).
-    if (ordered) {
-      const int ascending = sm90_bwd_det_ascending_group(sm90_bwd_det_launch_mode(), set.kv_causal,
-                                                         p.kv_num_blocks != nullptr, int(l.grid_x), p.bwd_head_group,
-                                                         jit::device_props(a.fwd.device).sm_count);
-      if (ascending > 0)
-        p.bwd_head_group = ascending;
-      else
-        p.bwd_kv_flip = int(l.grid_x) - 1;
-    }
   }
   // FLEXATTN_SM90_BWD_TMA_STORE (default on): dK / dV leave through TMA stores from the freed K / V slabs (not the
   // persistent kernel, whose K / V slabs take its next work tile).

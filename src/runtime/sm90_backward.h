@@ -94,23 +94,6 @@ Sm90BwdHeadGroups sm90_bwd_head_groups_mode();
 int sm90_bwd_grid_order_for_call(bool deterministic, bool has_mask_mod);
 // The launch's p.bwd_head_group under that mode: 1 (the grid's own order) or the L2-sized group.
 int sm90_bwd_launch_head_group(const kern::AttnParams& p, bool deterministic, bool compiled_in);
-// FLEXATTN_SM90_BWD_DET_LAUNCH: the kv-tile launch order of the deterministic (ordered-dQ) backward. Every query
-// tile adds its dQ partials in descending kv-tile order (bwd_dq_order_sm90.h). `descending` launches each (kv head,
-// kv batch) pair's kv tiles in that order, so a CTA waits only for CTAs dispatched before it: deadlock-free for any
-// grid, but a causal launch ends with each pair's longest walk (kv tile 0; greedy schedule model: causal B=2 H=16
-// S=8192 +7 % over the bound). `ascending` launches them longest first, as the default mode does: a CTA then waits
-// for CTAs dispatched after it, which is deadlock-free only while a whole launch group (head group x kv tiles)
-// fits in the CTAs resident at once (the oldest unfinished group then has all its CTAs dispatched, and its
-// highest kv tile waits for nobody), and fast only where kv tile j + 1's walk starts ahead of kv tile j's (causal:
-// two query tiles ahead; dense or document walks all start together and would serialise). `auto` (the default):
-// ascending for causal-shaped variants (codegen kv_causal) called with a block mask, descending otherwise.
-enum class Sm90BwdDetLaunch { descending, ascending, automatic };
-Sm90BwdDetLaunch sm90_bwd_det_launch_mode();
-// The launch group of the deterministic launch in ascending kv-tile order, 0 for descending: the mode's choice, with
-// `group` (sm90_bwd_launch_head_group) cut so that a launch group (group pairs of n_kv tiles) fits in resident_ctas
-// (one CTA per SM: the sm90 backward's shared memory); 0 when one pair does not fit.
-int sm90_bwd_det_ascending_group(Sm90BwdDetLaunch mode, bool kv_causal, bool block_mask, int n_kv, int group,
-                                 int resident_ctas);
 // Deterministic mode on this sm90 backward set takes the ordered dQ reductions (requested, bulk dQ path,
 // non-persistent kernel) instead of the sm80 dQ pass.
 bool sm90_bwd_orders_dq(const KernelSet& set);

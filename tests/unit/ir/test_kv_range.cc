@@ -249,27 +249,3 @@ TEST(KvRange, RandomMasksMatchTheInterpreter) {
   EXPECT_GT(accepted, 500);
   EXPECT_GT(refused, 200);
 }
-
-// kv_range_causal picks the deterministic backward's launch order (runtime/sm90_backward.h): only ranges open below
-// whose upper bound moves with q_idx at slope 1.
-TEST(KvRange, CausalRangesAreThoseOpenBelowWithADiagonalTop) {
-  const std::vector<std::pair<std::string, Expr>> causal = {
-      {"causal", q() >= kv()},
-      {"causal, difference", q() - kv() >= 0},
-      {"causal with an offset", kv() <= q() + scalar("W", DType::I32)},
-      {"causal, strict", kv() < q() - 3},
-      {"negated", !(kv() > q())},
-  };
-  for (const auto& [name, m] : causal) EXPECT_TRUE(kv_range_causal(kv_range(simplify(m)))) << name;
-  const std::vector<std::pair<std::string, Expr>> others = {
-      {"no mask", Expr()},
-      {"sliding window", (q() >= kv()) && (q() - kv() <= 100)},
-      {"prefix-LM", (kv() < 70) || (q() >= kv())},
-      {"kv below a constant", kv() < 70},
-      {"after q", kv() >= q()},
-      {"scaled q", kv() <= q() * 2},
-      {"document ids", load("doc", DType::I32, {q()}) == load("doc", DType::I32, {kv()})},
-  };
-  for (const auto& [name, m] : others)
-    EXPECT_FALSE(kv_range_causal(m.empty() ? KvRange{} : kv_range(simplify(m)))) << name;
-}
