@@ -121,11 +121,14 @@ __device__ __forceinline__ void bwd_dq_wait_turn(const AttnParams& p, int bh, in
 // Whole warp, before waiting for dq_full at (full, parity): polls the turn of the query tile the writer expects next
 // (bh, q0: its previous tile's head, q0 + writers * 64, i.e. the walk going on), until the turn came or dq_full did.
 // True when the turn came (acquired, and fenced for the reductions as bwd_dq_wait_turn does); the writer then skips
-// bwd_dq_wait_turn if the tile is the expected one. Why: the consumers' single dQ buffer (v2 at D = 128) is held from
-// dq_full through the turn's wait; session 19's SASS samples (causal D=128) had the consumers' dq_empty wait at
-// 6.5 % of all samples in deterministic mode (0.9 % otherwise), and the acquire loop ran ~8 polls per turn: the
-// turns are mostly not there yet at dq_full. Waiting for them while the consumers compute the tile hides up to a
-// step of it. A wrong guess costs nothing but polls: dq_full ends the loop.
+// bwd_dq_wait_turn if the tile is the expected one. Why: session 19's SASS samples (causal D=128) had the consumers'
+// dq_empty wait at 6.5 % of all samples in deterministic mode (0.9 % otherwise), and the acquire loop ran ~8 polls
+// per turn: the turns are mostly not there yet at dq_full. Waiting for them while the consumers compute the tile
+// hides up to a step of it. A wrong guess costs nothing but polls: dq_full ends the loop.
+// Measured (H200, B=2 H=16 S=8192, deterministic cost over the default backward, GPU time): the first kernel (D = 64,
+// two dQ buffers) causal +16.3 -> +10.0 %, full +9.0 -> +4.2 %, document +24.0 -> +21.1 %; the v2 kernel (D = 128,
+// one buffer) lost, causal +21 -> +53 %, unchanged by a backoff between polls, so the writer only uses it with two
+// buffers (bwd_dq_writer).
 __device__ __forceinline__ bool bwd_dq_early_turn(const AttnParams& p, unsigned full, unsigned parity, int bh, int q0,
                                                   int j, int lane, DqRankCache& cache) {
   const int rank = bwd_dq_cached_rank(p, bwd_dq_row_of(p, bh, q0), j, lane, cache);
@@ -138,9 +141,6 @@ __device__ __forceinline__ bool bwd_dq_early_turn(const AttnParams& p, unsigned 
         break;
       }
       if (mbar_test_wait(full, parity)) break;
-#if defined(FLEXATTN_SM90_BWD_DQ_EARLY_SLEEP)
-      __nanosleep(FLEXATTN_SM90_BWD_DQ_EARLY_SLEEP);
-#endif
     }
     if (got) fence_proxy_async_global();
   }

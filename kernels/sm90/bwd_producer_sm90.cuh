@@ -219,18 +219,17 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
   RingPos pos{0, 0u};
   if (w == 1) pos.template advance<C::DQB>();  // its first tile is tile 1
   DqRankCache rank_cache;
-#if defined(FLEXATTN_SM90_BWD_DQ_EARLY)
-  int next_q0 = -1, next_bh = 0;  // the tile this warp expects next (bwd_dq_early_turn); -1: none
-#endif
+  // The first kernel (two dQ buffers: D = 64) polls its next tile's turn before that tile's dq_full
+  // (bwd_dq_early_turn); v2's single buffer lost with it (session 19). Only on the TMA-reduction path (the default).
+  constexpr bool kEarly = kT && C::DQB == 2;
+  int next_q0 = -1, next_bh = 0;  // the tile this warp expects next; -1: none
   while (true) {
     if (C::DQB == 1 && writers == 2) mbar_wait(c.dq_empty(0), pos.phase ^ 1u);  // the previous tile read (at once for tile 0)
-#if defined(FLEXATTN_SM90_BWD_DQ_EARLY)
     bool early = false;
-    if constexpr (kT) {
+    if constexpr (kEarly) {
       if (ordered && next_q0 >= 0)
         early = bwd_dq_early_turn(p, c.dq_full(pos.stage), pos.phase, next_bh, next_q0, kv_tile, lane, rank_cache);
     }
-#endif
     mbar_wait(c.dq_full(pos.stage), pos.phase);
     const int q0 = ld_shared_s32(c.dq_info(pos.stage));
     if (q0 < 0) {
@@ -241,11 +240,7 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
       break;
     }
     const int bh = ld_shared_s32(c.dq_info(pos.stage) + 4);
-#if defined(FLEXATTN_SM90_BWD_DQ_EARLY)
     if (ordered && !(early && q0 == next_q0 && bh == next_bh)) bwd_dq_wait_turn(p, bh, q0, kv_tile, lane, rank_cache);
-#else
-    if (ordered) bwd_dq_wait_turn(p, bh, q0, kv_tile, lane, rank_cache);
-#endif
     if (lane == 0) {
       if constexpr (kT) {
 #pragma unroll
@@ -262,16 +257,14 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
       if (ordered) bwd_dq_pass_turn(p, bh, q0);
     }
     __syncwarp();
-    // This warp's next tile's rank while the consumers compute it (bwd_dq_warm_rank). Not on the per-row bulk
-    // paths (opt-outs: FLEXATTN_SM90_BWD_V3=0, or V2=0 at D = 128): with the row loop the second cache entry spilled
-    // 8-88 bytes there (nvcc 13.0).
-    if constexpr (kT) {
-#if defined(FLEXATTN_SM90_BWD_DQ_EARLY)
+    // This warp's next tile (the walk going on: q0 + 64 per writer) for the early turn, or its rank while the consumers
+    // compute it (bwd_dq_warm_rank). Not on the per-row bulk paths (opt-outs: FLEXATTN_SM90_BWD_V3=0, or V2=0 at
+    // D = 128): with the row loop the second cache entry spilled 8-88 bytes there (nvcc 13.0).
+    if constexpr (kEarly) {
       next_q0 = q0 + writers * C::BM < p.L ? q0 + writers * C::BM : -1;
       next_bh = bh;
-#else
+    } else if constexpr (kT) {
       if (ordered) bwd_dq_warm_rank(p, bh, q0 + writers * C::BM, kv_tile, lane, rank_cache);
-#endif
     }
     pos.template advance<C::DQB>();
     if (writers == 2) pos.template advance<C::DQB>();  // past the other writer's tile

@@ -291,11 +291,6 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   if (variant.rel_affine && (!use_persistent || key.d <= 64) && jit::env_flag("FLEXATTN_SM90_AFFINE", true))
     s << "#define FLEXATTN_SM90_REL_AFFINE 1\n";
   if (gather_define) s << "#define FLEXATTN_SM90_REL_GATHER 1\n";
-  // FLEXATTN_SM90_BWD_DQ_EARLY (session 19 experiment): the deterministic dQ writer polls its next tile's turn before
-  // that tile's dq_full (kernels/sm90/bwd_dq_order_sm90.cuh, bwd_dq_early_turn).
-  if (jit::env_flag("FLEXATTN_SM90_BWD_DQ_EARLY", false)) s << "#define FLEXATTN_SM90_BWD_DQ_EARLY 1\n";
-  if (const std::string ns = jit::env_lower("FLEXATTN_SM90_BWD_DQ_EARLY_SLEEP"); !ns.empty() && ns != "0")
-    s << "#define FLEXATTN_SM90_BWD_DQ_EARLY_SLEEP " << std::stoi(ns) << "\n";
   s << "#include \"common/mod_ops.cuh\"\n";
   s << "#include \"sm80/attn_bwd_sm80.cuh\"\n";
   s << "#include \"sm90/attn_bwd_sm90.cuh\"\n";
