@@ -1,8 +1,8 @@
 #pragma once
-// Walks one row of a block-sparse list pair (partial blocks, then full blocks) as a sequence of compute
-// tiles. A mask block of `block` rows expands into block / tile compute tiles; tiles starting at or past
-// `len` are dropped, as are negative or out-of-range block indices (bad input is skipped, never read
-// out of bounds). Every thread of a CTA walks the same sequence (the index loads are broadcasts).
+// Walks one row of a block-sparse list pair (partial blocks, then full blocks; or both merged in block order,
+// next<true>) as a sequence of compute tiles. A mask block of `block` rows expands into block / tile compute
+// tiles; tiles starting at or past `len` are dropped, as are negative or out-of-range block indices (bad input
+// is skipped, never read out of bounds). Every thread of a CTA walks the same sequence (the index loads are broadcasts).
 #include "common/params.h"
 
 namespace flexattn::kern {
@@ -15,14 +15,6 @@ struct TileWalker {
   long long block;  // mask block size along the walked dimension
   int tile, len;
   int phase, pos, sub;
-  // Merged walk (init_q_walker: the backward's query tiles): both lists in one pass, the smaller block of the two heads
-  // first, so ascending when the lists are (create_block_mask's are); pos1 is the full list's position. Why: the
-  // deterministic sm90 backward adds a query tile's dQ partials in descending kv-tile order (sm90/bwd_dq_order_sm90.h),
-  // which a kv tile's walk must visit in ascending query order to meet its predecessors' arrivals. Partial then full
-  // visits a sliding window's far edge (partial) before the blocks between (full): each kv tile then waited for the
-  // whole walk of the one above it (session 19, B=2 H=16 S=8192 D=128: deterministic 12.4 ms against 0.84).
-  bool merge;
-  int pos1;
   // Current tile after a successful next().
   int start;
   bool full;
@@ -35,8 +27,6 @@ struct TileWalker {
     len = length;
     phase = 0;
     pos = 0;
-    merge = false;
-    pos1 = 0;
     sub = 0;
     start = 0;
     full = false;
@@ -59,8 +49,20 @@ struct TileWalker {
     }
   }
 
+  // kMerged (the backward's query walk, BwdTileIter): both lists in one pass, the smaller block of the two heads first,
+  // so ascending when the lists are (create_block_mask's are); `phase` is then the full list's position (a register
+  // of its own spilled the first kernel's producer at D = 128). Why: the deterministic sm90 backward adds a query
+  // tile's dQ partials in descending kv-tile order (sm90/bwd_dq_order_sm90.h), so a kv tile's walk must visit its
+  // query tiles in ascending order to meet its predecessors' arrivals. Partial then full visits a sliding window's far
+  // edge (partial) before the blocks between (full): each kv tile then waited for the whole walk of the one above it
+  // (session 19, B=2 H=16 S=8192 D=128: deterministic 12.4 ms against 0.84).
+  template <bool kMerged = false>
   __device__ __forceinline__ bool next() {
-    if (merge) return next_merged();
+    if constexpr (kMerged) return next_merged();
+    else return next_lists();
+  }
+
+  __device__ __forceinline__ bool next_lists() {
     while (phase < 2) {
       const int* ids = phase == 0 ? idx0 : idx1;
       if (pos >= (phase == 0 ? cnt0 : cnt1)) {
@@ -86,9 +88,9 @@ struct TileWalker {
   }
 
   __device__ __forceinline__ bool next_merged() {
-    while (pos < cnt0 || pos1 < cnt1) {
+    while (pos < cnt0 || phase < cnt1) {
       const int b0 = pos < cnt0 ? (idx0 == nullptr ? 0 : idx0[pos]) : 0x7fffffff;
-      const int b1 = pos1 < cnt1 ? idx1[pos1] : 0x7fffffff;
+      const int b1 = phase < cnt1 ? idx1[phase] : 0x7fffffff;
       const bool second = b1 < b0;
       const int blk = second ? b1 : b0;
       const long long s = (long long)blk * block + (long long)sub * tile;
@@ -96,7 +98,7 @@ struct TileWalker {
       if (!ok || ++sub * (long long)tile >= block || s + tile >= len) {
         sub = 0;
         if (second)
-          ++pos1;
+          ++phase;
         else
           ++pos;
       }
@@ -140,7 +142,6 @@ __device__ __forceinline__ void init_q_walker(TileWalker& w, const AttnParams& p
   const bool ok = mcol < p.nkv && p.q_num_blocks != nullptr && p.q_indices != nullptr;
   w.init(ok ? p.q_num_blocks : p.kv_num_blocks, p.q_indices, p.full_q_num_blocks, p.full_q_indices,
          mask_list_row(p, b, h, mcol, p.nkv), ok, p.nq, p.q_block, q_tile, p.L);
-  w.merge = true;
 }
 
 }  // namespace flexattn::kern

@@ -46,7 +46,7 @@ struct BwdTileIter {
 
   __device__ __forceinline__ bool next(const AttnParams& p) {
     while (!done) {
-      if (walk.next()) {
+      if (walk.next<true>()) {  // merged: ascending query tiles (TileWalker)
         cur = QTileRef{b, hk * G + g, walk.start, walk.full};
         return true;
       }

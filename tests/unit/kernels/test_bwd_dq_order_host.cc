@@ -71,7 +71,7 @@ std::vector<int> walk(const AttnParams& p, int b, int h, int j) {
   std::vector<int> out;
   flexattn::kern::TileWalker w;
   flexattn::kern::init_q_walker(w, p, b, h, j * 128, 64);
-  while (w.next()) out.push_back(w.start);
+  while (w.next<true>()) out.push_back(w.start);  // as BwdTileIter walks
   return out;
 }
 
