@@ -1,7 +1,7 @@
 #pragma once
 // Producer of the sm90 backward: warp 0 of warpgroup 0. Lane 0 issues every TMA load: K and V of the
 // CTA's kv tile once, then Q and dO of each query tile that attends it, in the sm80 backward's order
-// (BwdTileIter: batch, query head of the group, transposed list partial then full). All 32 lanes copy
+// (BwdTileIter: batch, query head of the group, transposed lists merged in ascending block order). All 32 lanes copy
 // the tile's lse (converted to log2 units, +inf for a fully masked row and past L) and delta into the
 // stage, so the consumers never touch global memory for them; each lane's own arrival on the stage's
 // full barrier releases its stores. The tile's start, head, batch and kind go into the stage's info
