@@ -20,7 +20,7 @@ struct TileWalker {
   bool full;
 
   // row: flattened (b, h, mask row) of the list; ncols: the list's last-dim extent.
-  __device__ __forceinline__ void init(const int* num, const int* ind, const int* fnum, const int* find,
+  FLEXATTN_HD_INLINE void init(const int* num, const int* ind, const int* fnum, const int* find,
                                        long long row, bool row_ok, int ncols, int block_size, int tile_size,
                                        int length) {
     tile = tile_size;
@@ -57,12 +57,23 @@ struct TileWalker {
   // edge (partial) before the blocks between (full): each kv tile then waited for the whole walk of the one above it
   // (session 19, B=2 H=16 S=8192 D=128: deterministic 12.4 ms against 0.84).
   template <bool kMerged = false>
-  __device__ __forceinline__ bool next() {
+  FLEXATTN_HD_INLINE bool next() {
     if constexpr (kMerged) return next_merged();
     else return next_lists();
   }
 
-  __device__ __forceinline__ bool next_lists() {
+  // Compute tile `sub` of mask block blk: true with `start` set when it exists (blk valid, inside len); done is set
+  // when the walk moves past blk (sub back to 0).
+  FLEXATTN_HD_INLINE bool tile_of(int blk, bool& done) {
+    const long long s = (long long)blk * block + (long long)sub * tile;
+    const bool ok = blk >= 0 && s < len;
+    done = !ok || ++sub * (long long)tile >= block || s + tile >= len;
+    if (done) sub = 0;
+    if (ok) start = (int)s;
+    return ok;
+  }
+
+  FLEXATTN_HD_INLINE bool next_lists() {
     while (phase < 2) {
       const int* ids = phase == 0 ? idx0 : idx1;
       if (pos >= (phase == 0 ? cnt0 : cnt1)) {
@@ -71,15 +82,10 @@ struct TileWalker {
         sub = 0;
         continue;
       }
-      const int blk = ids == nullptr ? 0 : ids[pos];
-      const long long s = (long long)blk * block + (long long)sub * tile;
-      const bool ok = blk >= 0 && s < len;
-      if (!ok || ++sub * (long long)tile >= block || s + tile >= len) {
-        sub = 0;
-        ++pos;
-      }
+      bool done;
+      const bool ok = tile_of(ids == nullptr ? 0 : ids[pos], done);
+      if (done) ++pos;
       if (ok) {
-        start = (int)s;
         full = phase == 1;
         return true;
       }
@@ -87,23 +93,20 @@ struct TileWalker {
     return false;
   }
 
-  __device__ __forceinline__ bool next_merged() {
+  FLEXATTN_HD_INLINE bool next_merged() {
     while (pos < cnt0 || phase < cnt1) {
       const int b0 = pos < cnt0 ? (idx0 == nullptr ? 0 : idx0[pos]) : 0x7fffffff;
       const int b1 = phase < cnt1 ? idx1[phase] : 0x7fffffff;
       const bool second = b1 < b0;
-      const int blk = second ? b1 : b0;
-      const long long s = (long long)blk * block + (long long)sub * tile;
-      const bool ok = blk >= 0 && s < len;
-      if (!ok || ++sub * (long long)tile >= block || s + tile >= len) {
-        sub = 0;
+      bool done;
+      const bool ok = tile_of(second ? b1 : b0, done);
+      if (done) {
         if (second)
           ++phase;
         else
           ++pos;
       }
       if (ok) {
-        start = (int)s;
         full = second;
         return true;
       }
@@ -113,13 +116,13 @@ struct TileWalker {
 };
 
 // Row of the list arrays for (b, h, mask row / column r); mask_B / mask_H < 1 read as 1.
-__device__ __forceinline__ long long mask_list_row(const AttnParams& p, int b, int h, long long r, int n) {
+FLEXATTN_HD_INLINE long long mask_list_row(const AttnParams& p, int b, int h, long long r, int n) {
   const int mb = p.mask_B > 0 ? p.mask_B : 1, mh = p.mask_H > 0 ? p.mask_H : 1;
   return ((long long)(b % mb) * mh + (h % mh)) * n + r;
 }
 
 // Forward / dQ direction: the kv tiles attended by the query tile starting at q0.
-__device__ __forceinline__ void init_kv_walker(TileWalker& w, const AttnParams& p, int b, int h, int q0,
+FLEXATTN_HD_INLINE void init_kv_walker(TileWalker& w, const AttnParams& p, int b, int h, int q0,
                                                int kv_tile) {
   if (p.kv_num_blocks == nullptr) {  // no block mask
     w.init(nullptr, nullptr, nullptr, nullptr, 0, true, 1, 1, kv_tile, p.S);
@@ -131,7 +134,7 @@ __device__ __forceinline__ void init_kv_walker(TileWalker& w, const AttnParams& 
 }
 
 // dK/dV direction: the query tiles that attend the kv tile starting at kv0 (transposed lists).
-__device__ __forceinline__ void init_q_walker(TileWalker& w, const AttnParams& p, int b, int h, int kv0,
+FLEXATTN_HD_INLINE void init_q_walker(TileWalker& w, const AttnParams& p, int b, int h, int kv0,
                                               int q_tile) {
   if (p.kv_num_blocks == nullptr) {  // no block mask: the transposed lists are implicit too
     w.init(nullptr, nullptr, nullptr, nullptr, 0, true, 1, 1, q_tile, p.L);

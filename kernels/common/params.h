@@ -37,9 +37,13 @@
 //    AttnParams`, and TMA reads a map through the address of the parameter field.
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define FLEXATTN_HD __host__ __device__
+#define FLEXATTN_HD_INLINE __host__ __device__ __forceinline__
 #else
 #define FLEXATTN_HD
+#define FLEXATTN_HD_INLINE inline
 #endif
+// FLEXATTN_HD_INLINE: always inlined in device code, and a plain inline function on the host (the block-list walker,
+// common/mask_iter.cuh, which the host tests run as the kernels do).
 
 namespace flexattn::kern {
 

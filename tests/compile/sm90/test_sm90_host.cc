@@ -23,14 +23,7 @@
 #include "sm90/tile_config_sm90.h"
 #include "compile/sm90/sm90_host_util.h"
 
-// The walker of the block-mask lists is device code, but plain integer logic: compiled here for the
-// host so the persistent producer's count can be checked against it.
-#ifndef __device__
-#define __device__
-#endif
-#ifndef __forceinline__
-#define __forceinline__ inline
-#endif
+// The walker of the block-mask lists (host and device code): the persistent producer's count is checked against it.
 #include "common/mask_iter.cuh"
 
 using namespace flexattn;

@@ -11,15 +11,7 @@
 #include <vector>
 
 #include "common/params.h"
-// The walker of the block lists is device code but plain integer logic: compiled here for the host, so the walk the
-// ranks are checked against is the kernel's own.
-#ifndef __device__
-#define __device__
-#endif
-#ifndef __forceinline__
-#define __forceinline__ inline
-#endif
-#include "common/mask_iter.cuh"
+#include "common/mask_iter.cuh"  // the kernel's own walk, which the ranks are checked against
 #include "sm90/bwd_dq_order_sm90.h"
 
 namespace {
