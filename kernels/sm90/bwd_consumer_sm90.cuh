@@ -266,17 +266,27 @@ __device__ __forceinline__ void dq_end_marker(const BwdCfg<D, Dv, kB, false, kT>
   mbar_arrive(c.dq_full(j));
 }
 
-// One dQ buffer filled by both consumer warpgroups (the v2: 64 columns each; the wide kernel: 128): this
-// warpgroup's columns of the tile's dQ (R accumulators per thread: 64-column block wg * R / 32 of DqSlots, padded
+// The dQ ring of the consumers that fill a buffer together (v2, wide): tile n goes to buffer n % DQB in phase
+// (n / DQB) & 1. One counter, and with one buffer the constant buffer 0 (v2 with the per-row tiles, the wide kernel).
+template <int DQB>
+struct DqRing {
+  static_assert(DQB == 1 || DQB == 2, "one or two dQ buffers");
+  unsigned n = 0u;
+  __device__ __forceinline__ int stage(unsigned k = 0u) const { return DQB == 1 ? 0 : int((n + k) & 1u); }
+  __device__ __forceinline__ unsigned phase(unsigned k = 0u) const { return DQB == 1 ? (n + k) & 1u : ((n + k) >> 1) & 1u; }
+};
+
+// One dQ buffer (j, of the DqRing) filled by both consumer warpgroups (the v2: 64 columns each; the wide kernel: 128):
+// this warpgroup's columns of the tile's dQ (R accumulators per thread: 64-column block wg * R / 32 of DqSlots, padded
 // rows or with kTma the v3 swizzled slabs) of query tile (q0, bh), once the writer warp has finished reading
-// the previous tile's (dq_empty); warpgroup 0's thread 0 fills the info slot; every thread fences its stores to
+// the buffer's previous tile (dq_empty); warpgroup 0's thread 0 fills the info slot; every thread fences its stores to
 // the async proxy and arrives on dq_full (256 arrivals).
 template <class Cfg, int R>
-__device__ __forceinline__ void dq_cols_to_smem(const Cfg& c, unsigned phase, int wg, const float (&dq)[R], int q0,
-                                                int bh, int tid, int warp, int g, int t) {
+__device__ __forceinline__ void dq_cols_to_smem(const Cfg& c, int j, unsigned phase, int wg, const float (&dq)[R],
+                                                int q0, int bh, int tid, int warp, int g, int t) {
   using Slots = DqSlots<Cfg>;
-  mbar_wait(c.dq_empty(0), phase ^ 1u);
-  const unsigned buf = Slots::base(c.dq_buf(0), wg * (R / 32), warp, g, t);
+  mbar_wait(c.dq_empty(j), phase ^ 1u);
+  const unsigned buf = Slots::base(c.dq_buf(j), wg * (R / 32), warp, g, t);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
 #pragma unroll
@@ -284,19 +294,19 @@ __device__ __forceinline__ void dq_cols_to_smem(const Cfg& c, unsigned phase, in
       st_shared_v2_f32(Slots::at(buf, r, i, g, t), dq[4 * i + 2 * r], dq[4 * i + 2 * r + 1]);
   }
   if (wg == 0 && tid == 0) {
-    st_shared_s32(c.dq_info(0), q0);
-    st_shared_s32(c.dq_info(0) + 4, bh);
+    st_shared_s32(c.dq_info(j), q0);
+    st_shared_s32(c.dq_info(j) + 4, bh);
   }
   fence_proxy_async_smem();
-  mbar_arrive(c.dq_full(0));
+  mbar_arrive(c.dq_full(j));
 }
 
 // The same buffer, no more tiles: the end marker (-1) in the info slot once the writer is done with it.
 template <class Cfg>
-__device__ __forceinline__ void dq_end_marker_one_buffer(const Cfg& c, unsigned phase, int wg, int tid) {
-  mbar_wait(c.dq_empty(0), phase ^ 1u);
-  if (wg == 0 && tid == 0) st_shared_s32(c.dq_info(0), -1);
-  mbar_arrive(c.dq_full(0));
+__device__ __forceinline__ void dq_end_marker_one_buffer(const Cfg& c, int j, unsigned phase, int wg, int tid) {
+  mbar_wait(c.dq_empty(j), phase ^ 1u);
+  if (wg == 0 && tid == 0) st_shared_s32(c.dq_info(j), -1);
+  mbar_arrive(c.dq_full(j));
 }
 
 // dK (scaled) or dV rounded to T, rows < S, straight from the accumulator (once per CTA).

@@ -162,7 +162,7 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
   const bool do_dq = bwd_adds_dq<kB, kP>(p);
   const float scale_log2 = p.scale * kLog2e;
   RingPos pos{0, 0u};
-  unsigned dq_phase = 0u;  // bulk dQ: phase of the one dQ buffer (flips every tile)
+  DqRing<C::DQB> dqr;  // bulk dQ: the buffer and phase of the next tile
   // kP: parity of bar_kv's next phase (from kv_info at each tile's end, so that neither it nor kv0 stays
   // live through the query-tile loop: with them the score_mod variants spilled 200-250 bytes at 240
   // registers, NVRTC 13.0).
@@ -173,7 +173,7 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
     kv0 = ld_shared_s32(bwd_kv_info(c));
     if (kv0 < 0) {
       if constexpr (kB) {
-        if (do_dq) dq_end_marker_one_buffer(c, dq_phase, wg, tid);
+        if (do_dq) dq_end_marker_one_buffer(c, dqr.stage(), dqr.phase(), wg, tid);
       }
       break;
     }
@@ -196,9 +196,9 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
       if constexpr (kP) {  // this warp's GEMMs of the tile retired: see bwd_finish_work_tile
         bwd_finish_work_tile<C::ST>(c, pos, wg * 64 + 16 * warp + g, lane, hk, bz, kv_row, kv_phase);
       } else if constexpr (kB) {
-        if (do_dq) {  // one end marker per dQ writer (bwd_dq_writer), in the buffer's consecutive phases
+        if (do_dq) {  // one end marker per dQ writer (bwd_dq_writer), in the ring's next positions
           for (int k = 0; k < bwd_dq_writer_count(bwd_dq_ordered<kB, kP>(p)); ++k)
-            dq_end_marker_one_buffer(c, dq_phase ^ unsigned(k & 1), wg, tid);
+            dq_end_marker_one_buffer(c, dqr.stage(unsigned(k)), dqr.phase(unsigned(k)), wg, tid);
         }
       }
       break;
@@ -281,8 +281,8 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
       wgmma_wait<1>();  // dV and dQ retired; dK may still run
       fence_operands(dq);
       if constexpr (kB) {
-        dq_cols_to_smem(c, dq_phase, wg, dq, q0, b * p.Hq + h, tid, warp, g, t);
-        dq_phase ^= 1u;
+        dq_cols_to_smem(c, dqr.stage(), dqr.phase(), wg, dq, q0, b * p.Hq + h, tid, warp, g, t);
+        ++dqr.n;
       } else {
         add_dq_v2<D>(p, dq, b, h, q0, wg, warp, g, t);
       }

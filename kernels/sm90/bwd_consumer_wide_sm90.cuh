@@ -57,7 +57,7 @@ __device__ __forceinline__ void bwd_consumer_wide(const AttnParams& p, const Bwd
   const int kv_row = kv0 + 16 * warp + g;
   const bool kv_in = kv0 + C::BN <= p.S;
   RingPos pos{0, 0u};
-  unsigned dq_phase = 0u;  // phase of the one dQ buffer (flips every tile)
+  DqRing<C::DQB> dqr;  // the one dQ buffer's phase (flips every tile)
   int n = 0;               // parity of the query tile: its P^T / dS^T pair
 
   float dk[64], dv[64];
@@ -70,7 +70,7 @@ __device__ __forceinline__ void bwd_consumer_wide(const AttnParams& p, const Bwd
     const unsigned info = c.info(pos.stage);
     const int q0 = ld_shared_s32(info);
     if (q0 < 0) {
-      if (do_dq) dq_end_marker_one_buffer(c, dq_phase, wg, tid);
+      if (do_dq) dq_end_marker_one_buffer(c, dqr.stage(), dqr.phase(), wg, tid);
       break;
     }
     const int h = ld_shared_s32(info + 4), b = ld_shared_s32(info + 8);
@@ -100,8 +100,8 @@ __device__ __forceinline__ void bwd_consumer_wide(const AttnParams& p, const Bwd
       if (lane == 0) mbar_arrive(c.empty(pos.stage));
       wgmma_wait<0>();
       fence_operands(dq);
-      dq_cols_to_smem(c, dq_phase, wg, dq, q0, b * p.Hq + h, tid, warp, g, t);
-      dq_phase ^= 1u;
+      dq_cols_to_smem(c, dqr.stage(), dqr.phase(), wg, dq, q0, b * p.Hq + h, tid, warp, g, t);
+      ++dqr.n;
     } else {  // deterministic mode: the sm80 pass computes dQ
       wgmma_wait<0>();
       fence_operands(dk);

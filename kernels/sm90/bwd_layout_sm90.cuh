@@ -49,7 +49,7 @@ struct BwdCfg {
   __device__ __forceinline__ unsigned info(int s) const { return base + kSmem.info + 16 * s; }
   // Bulk dQ path only (kDqBulk): buffer j's fp32 tile (rows kSmem.dq_row bytes apart), its barriers and
   // info slot.
-  static constexpr int DQB = kWide ? 1 : sm90_bwd_dq_buffers(kV2);
+  static constexpr int DQB = kWide ? 1 : sm90_bwd_dq_buffers(kV2, kDqTma);
   static_assert(kV2 || kWide || DQB == ST, "the default consumers track dQ buffers with the stage ring's position");
   // Arrivals on dq_full: both warpgroups store their own columns (v2, wide) or warpgroup 1 adds its partial.
   static constexpr unsigned kDqFullArrivals = kV2 || kWide ? 256u : 128u;

@@ -196,8 +196,8 @@ __device__ __forceinline__ void bwd_producer_persistent(const AttnParams& p, con
 // Two writers (deterministic mode): warps 1 and 2 (w = 0, 1) take the even and the odd tiles. Each tile's writer chain
 // (rank, acquire, reductions, read, completion, release) is serial and longer than a consumer step (session 18:
 // causal D=128 +52 % with one writer, +21 % with two); alternating, a warp's chain may take two steps. With two dQ
-// buffers (the first kernel, D = 64) tile t uses buffer t mod 2, so each warp owns one buffer and its barriers. With
-// one (v2, D = 128) a writer first waits for the previous tile's dq_empty (the other warp's): dq_full is then in the
+// buffers (the first kernel; v2 with the TMA reductions) tile t uses buffer t mod 2, so each warp owns one buffer and
+// its barriers. With one (v2 with the per-row tiles, FLEXATTN_SM90_BWD_V3=0) a writer first waits for the previous tile's dq_empty (the other warp's): dq_full is then in the
 // phase of its own tile or past it, so the parity wait cannot mistake a phase two ahead for its own, and the warp
 // that reads the first end marker hands the buffer back for the second. The consumers post the end marker once per
 // writer.
@@ -219,8 +219,9 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
   RingPos pos{0, 0u};
   if (w == 1) pos.template advance<C::DQB>();  // its first tile is tile 1
   DqRankCache rank_cache;
-  // The first kernel (two dQ buffers: D = 64) polls its next tile's turn before that tile's dq_full
-  // (bwd_dq_early_turn); v2's single buffer lost with it (session 19). Only on the TMA-reduction path (the default).
+  // With two dQ buffers (the first kernel; v2 with the TMA reductions) the writer polls its next tile's turn before that
+  // tile's dq_full (bwd_dq_early_turn). v2 lost with it while it had one buffer (session 19: causal D = 128 +21 ->
+  // +53 %); with two, its rank warm-up (the cache's second entry) spilled 16 bytes, the early turn none.
   constexpr bool kEarly = kT && C::DQB == 2;
   int next_q0 = -1, next_bh = 0;  // the tile this warp expects next; -1: none
   while (true) {

@@ -94,9 +94,13 @@ FLEXATTN_HD constexpr bool sm90_bwd_v2_head_dims_ok(int d, int dv) { return d ==
 // The default layout (dq_bulk = false) is exactly the one before the bulk path existed (dq fields 0).
 constexpr int kSm90BwdDqBuffers = 2;
 constexpr int kSm90BwdDqRowPad = 32;
-// dQ buffers of the bulk path: two, one per stage; with the v2 layout one (two would need 231 KiB at D128
-// next to the double-buffered dS^T tiles; the writer frees it long before the next tile's dQ is ready).
-FLEXATTN_HD constexpr int sm90_bwd_dq_buffers(bool v2) { return v2 ? 1 : kSm90BwdDqBuffers; }
+// dQ buffers of the bulk path: two, one per stage. The v2 layout has two with the TMA reductions (v3: unpadded tiles,
+// placed right after the dS^T tiles so no alignment pad is lost: 226 KiB at D = 128), so the consumers run a tile
+// ahead of a writer that waits for its turn in deterministic mode (session 19: with one buffer the consumers' dq_empty
+// wait was 6.5 % of the samples there); one with the padded per-row tiles (two would need 228 KiB at D = 128).
+FLEXATTN_HD constexpr int sm90_bwd_dq_buffers(bool v2, bool dq_tma = false) {
+  return v2 ? (dq_tma ? 2 : 1) : kSm90BwdDqBuffers;
+}
 struct Sm90BwdSmem {
   int k_half, k, v_half, v, q_stage, q, do_stage, dout, ds_tile, ds, lse, delta, bars, info, total;
   int dq_row, dq_buf, dq, dq_bars, dq_info;
@@ -159,16 +163,26 @@ FLEXATTN_HD constexpr Sm90BwdSmem sm90_bwd_smem_layout(int d, int dv, bool dq_bu
   s.ds_tile = 64 * kSm90BwdBlockM * 2;
   s.ds = s.dout + kSm90BwdStages * s.do_stage;
   s.lse = s.ds + (v2 ? kSm90BwdStages : 1) * kSm90ConsumerWarpgroups * s.ds_tile;
+  const int nbuf = sm90_bwd_dq_buffers(v2, dq_tma);
+  // v2 with v3's tiles: the dQ buffers right after the dS^T tiles (1024-aligned there), the small regions after them.
+  const bool dq_first = dq_bulk && v2 && dq_tma;
+  if (dq_first) {
+    s.dq_row = 128;
+    s.dq_buf = kSm90BwdBlockM * 4 * d;
+    s.dq = s.lse;
+    s.lse = s.dq + nbuf * s.dq_buf;
+  }
   s.delta = s.lse + kSm90BwdStages * kSm90BwdBlockM * 4;
   s.bars = s.delta + kSm90BwdStages * kSm90BwdBlockM * 4;
   s.info = s.bars + 8 * (1 + 2 * kSm90BwdStages);
   s.total = s.info + 16 * kSm90BwdStages;
   if (dq_bulk) {
-    const int nbuf = sm90_bwd_dq_buffers(v2);
-    s.dq_row = dq_tma ? 128 : 4 * d + kSm90BwdDqRowPad;
-    s.dq_buf = dq_tma ? kSm90BwdBlockM * 4 * d : kSm90BwdBlockM * s.dq_row;
-    s.dq = dq_tma ? (s.total + 1023) / 1024 * 1024 : (s.total + 127) / 128 * 128;
-    s.dq_bars = s.dq + nbuf * s.dq_buf;
+    if (!dq_first) {
+      s.dq_row = dq_tma ? 128 : 4 * d + kSm90BwdDqRowPad;
+      s.dq_buf = dq_tma ? kSm90BwdBlockM * 4 * d : kSm90BwdBlockM * s.dq_row;
+      s.dq = dq_tma ? (s.total + 1023) / 1024 * 1024 : (s.total + 127) / 128 * 128;
+    }
+    s.dq_bars = dq_first ? s.total : s.dq + nbuf * s.dq_buf;
     s.dq_info = s.dq_bars + 8 * 2 * nbuf;
     s.total = s.dq_info + 8 * nbuf;
   }
@@ -278,9 +292,8 @@ static_assert(sm90_bwd_smem(128, 128, true, true) <= kSm90SmemLimit, "smem d128,
 static_assert(sm90_bwd_smem_layout(128, 128, false, true).ds % 1024 == 0 &&
                   sm90_bwd_smem_layout(128, 64, false, true).ds % 1024 == 0,
               "v2 dS^T tiles stay 1024-aligned");
-static_assert(sm90_bwd_smem(128, 128, true, true, true) <= kSm90SmemLimit &&
-                  sm90_bwd_smem(128, 128, true, true, true) <= sm90_bwd_smem(128, 128, true, true),
-              "smem d128, v3: the unpadded swizzled dQ tile is no larger than v2's");
+static_assert(sm90_bwd_smem(128, 128, true, true, true) + kSm90BwdPersistentSmem <= kSm90SmemLimit,
+              "smem d128, v3: two dQ buffers next to the double-buffered dS^T tiles");
 static_assert(sm90_bwd_smem_layout(128, 128, true, true, true).dq % 1024 == 0 &&
                   sm90_bwd_smem_layout(128, 64, true, true, true).dq % 1024 == 0,
               "v3 dQ slabs are 1024-aligned (128B swizzle atoms of the dq_map box)");

@@ -374,7 +374,8 @@ TEST(Sm90BwdHost, V2LayoutDoublesTheDsTilesAndKeepsWhatComesBefore) {
   }
   EXPECT_GT(kern::sm90_bwd_smem_layout(128, 128, false, true).total + 2 * kern::sm90_bwd_smem_layout(128, 128, true, true).dq_buf + 1024,
             kern::kSm90SmemLimit);
-  EXPECT_EQ(kern::sm90_bwd_dq_buffers(true), 1);
+  EXPECT_EQ(kern::sm90_bwd_dq_buffers(true), 1);        // v2, padded per-row tiles
+  EXPECT_EQ(kern::sm90_bwd_dq_buffers(true, true), 2);  // v2, v3's TMA tiles
   EXPECT_EQ(kern::sm90_bwd_dq_buffers(false), kern::kSm90BwdDqBuffers);
   EXPECT_TRUE(kern::sm90_bwd_v2_head_dims_ok(128, 64));
   EXPECT_FALSE(kern::sm90_bwd_v2_head_dims_ok(64, 128));
@@ -431,15 +432,19 @@ TEST(Sm90BwdHost, V3AddsTheTmaDqArgumentToTheBulkPaths) {
   EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, key), v3) << "unset = on";
   EXPECT_EQ(runtime::kernel_source_sm90_bwd(gen, k64), v3_64) << "unset = on";
   for (int dv : {64, 128}) {
+    // v2 with v3's tiles: two unpadded buffers right where the small regions began (after the dS^T tiles, 1024-
+    // aligned), lse / delta / barriers / info after them, then the dQ barriers and info slots.
     const kern::Sm90BwdSmem a = kern::sm90_bwd_smem_layout(128, dv, true, true),
                             b = kern::sm90_bwd_smem_layout(128, dv, true, true, true);
-    EXPECT_EQ(a.lse, b.lse);
-    EXPECT_EQ(a.info, b.info);
+    EXPECT_EQ(b.dq, a.lse);
     EXPECT_EQ(b.dq % 1024, 0);
-    EXPECT_GE(b.dq, a.dq);
     EXPECT_EQ(b.dq_buf, 64 * 128 * 4);
-    EXPECT_EQ(b.dq_bars, b.dq + b.dq_buf);
-    EXPECT_LE(kern::sm90_bwd_smem(128, dv, true, true, true), kern::kSm90SmemLimit);
+    EXPECT_EQ(b.lse, b.dq + 2 * b.dq_buf);
+    EXPECT_EQ(b.info - b.lse, a.info - a.lse);
+    EXPECT_EQ(b.dq_bars, b.info + 16 * 2);
+    EXPECT_EQ(b.dq_info, b.dq_bars + 8 * 2 * 2);
+    EXPECT_EQ(b.total, b.dq_info + 8 * 2);
+    EXPECT_LE(kern::sm90_bwd_smem(128, dv, true, true, true) + kern::kSm90BwdPersistentSmem, kern::kSm90SmemLimit);
     EXPECT_EQ(kern::sm90_bwd_launch(128, dv, 1, 8, 1000, true, true, true).smem,
               unsigned(kern::sm90_bwd_smem(128, dv, true, true, true)));
     // The first kernel at D = 64: two [2][64][32] fp32 buffers (16 KiB each), 1024-aligned, smaller than
