@@ -57,85 +57,13 @@ __device__ __forceinline__ void release(unsigned empty_bar, int lane) {
   if (lane == 0) mbar_arrive(empty_bar);
 }
 
-// FLEXATTN_SM90_DEFER_EPILOGUE (runtime/kernel_source_sm90.cc): the persistent kernel with two Q buffers runs a
-// tile's epilogue in the next tile, once that tile's first Q K^T is issued and has retired (kDefer below).
-template <class V, bool kNarrow, bool kPersistent, int QB>
-__device__ __forceinline__ constexpr bool fwd_defers_epilogue() {
-#if defined(FLEXATTN_SM90_DEFER_EPILOGUE)
-  // Not the narrow tile nor the relative-bias gathers: holding the old O with the new S spilled relbias 80 bytes
-  // (ptxas 13.0, D = 128).
-  return kPersistent && QB == 2 && !kNarrow && !use_rel_gather<V>();
-#else
-  return false;
-#endif
-}
-
-// A finished tile whose epilogue waits (kDefer): where its O goes and which Q half stages it.
-struct FwdDone {
-  int q0 = 0, b = 0, h = 0;
-  unsigned q_half = 0, q_free = 0;
-  bool pending = false;
-};
-
-// The first part of a finished tile's epilogue (fwd_epilogue_stage: lse out, O staged in shared memory; o, m, l, mr as
-// its softmax left them).
-template <class V, class T, int Dv>
-__device__ __forceinline__ void fwd_finish_stage(const AttnParams& p, float (&o)[Dv / 2], float (&m)[2], const float (&l)[2],
-                                                 float (&mr)[2], const FwdDone& d, int wg, int tid) {
-  // The O tile is staged in this warpgroup's half of the tile's own Q buffer: its last Q K^T retired.
-  // The row max in log2 units (the softmax kept it in u units, fwd_softmax_sm90.cuh); c > 0 keeps -inf.
-  if constexpr (use_softcap<V>()) {  // m and the reference max are in log2 units already
-    fwd_epilogue_stage<T, Dv>(p, o, m, l, d.q_half, wg, tid, d.q0, d.b, d.h, mr);
-    return;
-  }
-  const float c_log2 = softmax_log2_factor<V>(p);
-  m[0] *= c_log2;
-  m[1] *= c_log2;
-#if defined(FLEXATTN_SM90_LAZY_RESCALE)
-  mr[0] *= c_log2;
-  mr[1] *= c_log2;
-  fwd_epilogue_stage<T, Dv>(p, o, m, l, d.q_half, wg, tid, d.q0, d.b, d.h, mr);
-#else
-  fwd_epilogue_stage<T, Dv>(p, o, m, l, d.q_half, wg, tid, d.q0, d.b, d.h, m);
-#endif
-}
-
-// The whole epilogue of a finished tile.
-template <class V, class T, int Dv>
-__device__ __forceinline__ void fwd_finish_tile(const AttnParams& p, float (&o)[Dv / 2], float (&m)[2], const float (&l)[2],
-                                                float (&mr)[2], const FwdDone& d, int wg, int tid) {
-  fwd_finish_stage<V, T, Dv>(p, o, m, l, mr, d, wg, tid);
-  fwd_epilogue_store<Dv>(p, d.q_half, d.q_free, wg, tid, d.q0, d.b, d.h);
-}
-
-// Before a tile: the pending tile's O staged (kDefer: while the tile's first Q K^T runs), then the accumulators reset.
-template <class V, class T, int Dv>
-__device__ __forceinline__ void fwd_stage_and_reset(const AttnParams& p, float (&o)[Dv / 2], float (&m)[2], float (&l)[2],
-                                                    float (&mr)[2], const FwdDone& done, int wg, int tid) {
-  if (done.pending) fwd_finish_stage<V, T, Dv>(p, o, m, l, mr, done, wg, tid);
-#pragma unroll
-  for (int i = 0; i < Dv / 2; ++i) o[i] = 0.f;
-  m[0] = m[1] = neg_inf();
-  mr[0] = mr[1] = neg_inf();  // the exponent's reference max (FLEXATTN_SM90_LAZY_RESCALE only)
-  l[0] = l[1] = 0.f;
-}
-
-// Then its store (fence, barrier and TMA: after the wgmma_wait, or ptxas serializes every wgmma, C7518).
-template <int Dv>
-__device__ __forceinline__ void fwd_store_pending(const AttnParams& p, FwdDone& done, int wg, int tid) {
-  if (done.pending) fwd_epilogue_store<Dv>(p, done.q_half, done.q_free, wg, tid, done.q0, done.b, done.h);
-  done.pending = false;
-}
-
 // One tile of a consumer warpgroup; `it` counts the CTA's tiles, `pos` is the ring position.
 // kPersistent changes only where the tile's Q and kv-tile count come from and how the kv loop ends;
 // the per-kv-tile schedule is the same code for both kernels. Persistent: the caller has waited for the
 // tile's Q buffer and passes its kv-tile count n (fwd_scheduler_sm90.cuh, handshake 1).
 template <class V, class T, int D, int Dv, bool kNarrow, bool kPingPong, bool kPersistent>
 __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdCfg<D, Dv, kNarrow, kPersistent>& c, int wg,
-                                                 const FwdTile& tile, int it, RingPos& pos, float (&o_carried)[Dv / 2],
-                                                 float (&m_carried)[2], float (&l_carried)[2], float (&mr_carried)[2],
-                                                 FwdDone& done, int n = 0) {
+                                                 const FwdTile& tile, int it, RingPos& pos, int n = 0) {
   using C = FwdCfg<D, Dv, kNarrow, kPersistent>;
   const int q0 = tile.q0, b = tile.b, h = tile.h;
   constexpr int BN = C::BN;
@@ -148,22 +76,13 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
   const float slope = rel_slope_of<V>(p, b, h);  // 0 and unused unless use_rel_affine<V>()
   const SoftcapTile sc = softcap_tile<V>(p);     // zeros and unused unless use_softcap<V>()
 
-  // kDefer: this tile's epilogue runs in the next tile, after its first Q K^T, so that GEMM (and the other
-  // warpgroup's, which gets its turn sooner) has the tensor cores while the O tile is staged and stored. That Q K^T
-  // reads the other Q buffer; the producer's next use of this one waits for the deferred q_free
-  // (fwd_scheduler_sm90.cuh, handshake 2). Staging the old O while the Q K^T is in flight made ptxas serialize every
-  // wgmma (C7518, ptxas 13.0), so the epilogue waits for it.
-  constexpr bool kDefer = fwd_defers_epilogue<V, kNarrow, kPersistent, C::QB>();
-  // Without kDefer the accumulators are the tile's own: carried across tiles (the caller's arrays) they made ptxas
-  // serialize every wgmma (C7518).
-  float o_own[Dv / 2], m_own[2], l_own[2], mr_own[2];
-  float(&o)[Dv / 2] = kDefer ? o_carried : o_own;
-  float(&m)[2] = kDefer ? m_carried : m_own;
-  float(&l)[2] = kDefer ? l_carried : l_own;
-  float(&mr)[2] = kDefer ? mr_carried : mr_own;
-  float s[BN / 2], alpha[2];
+  float o[Dv / 2], s[BN / 2], m[2], l[2], alpha[2];
   unsigned pa[BN / 4];
-  if constexpr (!kDefer) fwd_stage_and_reset<V, T, Dv>(p, o, m, l, mr, done, wg, tid);
+#pragma unroll
+  for (int i = 0; i < Dv / 2; ++i) o[i] = 0.f;
+  m[0] = m[1] = neg_inf();
+  float mr[2] = {neg_inf(), neg_inf()};  // the exponent's reference max (FLEXATTN_SM90_LAZY_RESCALE only)
+  l[0] = l[1] = 0.f;
 
   int kv0 = -1;
   if constexpr (kPersistent) {
@@ -189,10 +108,6 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
     turns.give();
     wgmma_wait<0>();
     fence_operands(s);
-    if constexpr (kDefer) {
-      fwd_stage_and_reset<V, T, Dv>(p, o, m, l, mr, done, wg, tid);
-      fwd_store_pending<Dv>(p, done, wg, tid);
-    }
     release(c.empty_k(pos.stage), lane);
     scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, mr, slope, sc);
     pack_p<T, BN>(pa, s);
@@ -257,17 +172,22 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
     pos.template advance<C::ST>();
     turns.finish();
   }
-  if constexpr (kDefer) {
-    if (kv0 < 0) {  // no kv tile: O = 0, lse = -inf
-      fwd_stage_and_reset<V, T, Dv>(p, o, m, l, mr, done, wg, tid);
-      fwd_store_pending<Dv>(p, done, wg, tid);
-    }
+  // The O tile is staged in this warpgroup's half of the tile's own Q buffer: its last Q K^T retired.
+  // The row max in log2 units (the softmax kept it in u units, fwd_softmax_sm90.cuh); c > 0 keeps -inf.
+  if constexpr (use_softcap<V>()) {  // m and the reference max are in log2 units already
+    fwd_epilogue<T, Dv>(p, o, m, l, q_half, c.q_free(qb), wg, tid, q0, b, h, mr);
+    return;
   }
-  done = FwdDone{q0, b, h, q_half, c.q_free(qb), true};
-  if constexpr (!kDefer) {
-    fwd_finish_tile<V, T, Dv>(p, o, m, l, mr, done, wg, tid);
-    done.pending = false;
-  }
+  const float c_log2 = softmax_log2_factor<V>(p);
+  m[0] *= c_log2;
+  m[1] *= c_log2;
+#if defined(FLEXATTN_SM90_LAZY_RESCALE)
+  mr[0] *= c_log2;
+  mr[1] *= c_log2;
+  fwd_epilogue<T, Dv>(p, o, m, l, q_half, c.q_free(qb), wg, tid, q0, b, h, mr);
+#else
+  fwd_epilogue<T, Dv>(p, o, m, l, q_half, c.q_free(qb), wg, tid, q0, b, h, m);
+#endif
 }
 
 template <class V, class T, int D, int Dv, bool kNarrow, bool kPingPong, bool kPersistent>
@@ -279,27 +199,19 @@ __device__ __forceinline__ void fwd_consumer(const AttnParams& p, const FwdCfg<D
     // The tiles come from the producer ({n, t} with each Q use, handshake 1): no order of our own.
     using C = FwdCfg<D, Dv, kNarrow, true>;
     const Turns<kPingPong> turns{wg};
-    float o[Dv / 2], m[2], l[2], mr[2];
-    FwdDone done;
     turns.start();
     for (;; ++it) {
       const int qb = C::QB == 1 ? 0 : it & 1, use = C::QB == 1 ? it : it >> 1;
       mbar_wait(c.bar_q(qb), unsigned(use) & 1u);
       const int n = ld_shared_s32(c.kv_count(qb)), t = ld_shared_s32(c.kv_count(qb) + 4);
       if (t < 0) break;  // the end marker
-      fwd_consume_tile<V, T, D, Dv, kNarrow, kPingPong, true>(p, c, wg, order.template at<C::BM>(t), it, pos, o, m, l, mr,
-                                                              done, n);
-    }
-    if constexpr (fwd_defers_epilogue<V, kNarrow, true, C::QB>()) {  // the last tile's deferred epilogue
-      if (done.pending) fwd_finish_tile<V, T, Dv>(p, o, m, l, mr, done, wg, threadIdx.x & 127);
+      fwd_consume_tile<V, T, D, Dv, kNarrow, kPingPong, true>(p, c, wg, order.template at<C::BM>(t), it, pos, n);
     }
     turns.finish();
   } else {
-    float o[Dv / 2], m[2], l[2], mr[2];
-    FwdDone done;
     for (int t = blockIdx.x; t < order.count; t += gridDim.x, ++it)
       fwd_consume_tile<V, T, D, Dv, kNarrow, kPingPong, false>(p, c, wg, fwd_tile_at<FwdCfg<D, Dv, kNarrow>::BM>(order, p, t),
-                                                               it, pos, o, m, l, mr, done);
+                                                               it, pos);
   }
 }
 

@@ -14,12 +14,10 @@
 
 namespace flexattn::kern::sm90 {
 
-// Part 1, registers to shared memory: lse / max out, O normalised and rounded into the staging tile. Plain
-// arithmetic, loads and stores (no fence, barrier or async copy), so it may run while a wgmma is in flight.
 template <class T, int Dv>
-__device__ __forceinline__ void fwd_epilogue_stage(const AttnParams& p, float (&o)[Dv / 2], const float (&m)[2],
-                                                   const float (&l)[2], unsigned stage_smem, int wg, int tid, int q0, int b,
-                                                   int h, const float (&m_lse)[2]) {
+__device__ __forceinline__ void fwd_epilogue(const AttnParams& p, float (&o)[Dv / 2], const float (&m)[2],
+                                             const float (&l)[2], unsigned stage_smem, unsigned q_free, int wg, int tid,
+                                             int q0, int b, int h, const float (&m_lse)[2]) {
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   float inv[2];
 #pragma unroll
@@ -47,12 +45,6 @@ __device__ __forceinline__ void fwd_epilogue_stage(const AttnParams& p, float (&
       st_shared_u32(addr, Num<T>::pack(o[4 * i + 2 * r] * inv[r], o[4 * i + 2 * r + 1] * inv[r]));
     }
   }
-}
-
-// Part 2: the warpgroup's staged O tile to global memory by TMA; then q_free hands the Q half back.
-template <int Dv>
-__device__ __forceinline__ void fwd_epilogue_store(const AttnParams& p, unsigned stage_smem, unsigned q_free, int wg, int tid,
-                                                   int q0, int b, int h) {
   fence_proxy_async_smem();
   named_bar_sync(kBarEpilogue0 + wg, 128);
   if (tid == 0) {
@@ -62,14 +54,6 @@ __device__ __forceinline__ void fwd_epilogue_store(const AttnParams& p, unsigned
     tma_store_wait_read();
     mbar_arrive(q_free);
   }
-}
-
-template <class T, int Dv>
-__device__ __forceinline__ void fwd_epilogue(const AttnParams& p, float (&o)[Dv / 2], const float (&m)[2],
-                                             const float (&l)[2], unsigned stage_smem, unsigned q_free, int wg, int tid,
-                                             int q0, int b, int h, const float (&m_lse)[2]) {
-  fwd_epilogue_stage<T, Dv>(p, o, m, l, stage_smem, wg, tid, q0, b, h, m_lse);
-  fwd_epilogue_store<Dv>(p, stage_smem, q_free, wg, tid, q0, b, h);
 }
 
 }  // namespace flexattn::kern::sm90

@@ -58,9 +58,6 @@ std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const K
   // their sources get the define. Measured flat on the H200 (session 17: S=8192 D=128 sliding 0.290 / 0.287 ms,
   // causal and prefix-LM equal, softcap + causal 1.314 -> 1.336 ms): an A/B knob.
   if (variant.kv_range && jit::env_flag("FLEXATTN_SM90_KV_RANGE", false)) s << "#define FLEXATTN_SM90_KV_RANGE_PATH 1\n";
-  // FLEXATTN_SM90_DEFER_EPILOGUE (default off; an A/B knob until measured): the persistent kernel runs a tile's
-  // epilogue after the next tile's first Q K^T (fwd_consumer_sm90.cuh, fwd_defers_epilogue).
-  if (jit::env_flag("FLEXATTN_SM90_DEFER_EPILOGUE", false)) s << "#define FLEXATTN_SM90_DEFER_EPILOGUE 1\n";
   s << "#include \"common/mod_ops.cuh\"\n";
   s << "#include \"sm90/attn_fwd_sm90.cuh\"\n";
   s << "using namespace flexattn::kern;\n\n";
