@@ -57,26 +57,13 @@ __device__ __forceinline__ void release(unsigned empty_bar, int lane) {
   if (lane == 0) mbar_arrive(empty_bar);
 }
 
-// FLEXATTN_SM90_LATE_Q_FREE (runtime/kernel_source_sm90.cc): in the persistent kernel with two Q buffers, thread 0
-// of a warpgroup waits for its O store's read (and arrives on q_free) only after the next tile's first Q K^T, not in
-// the epilogue, where the whole warpgroup waited for it at its next turn.
-template <bool kPersistent, int QB>
-__device__ __forceinline__ constexpr bool fwd_late_q_free() {
-#if defined(FLEXATTN_SM90_LATE_Q_FREE)
-  return kPersistent && QB == 2;
-#else
-  return false;
-#endif
-}
-
 // One tile of a consumer warpgroup; `it` counts the CTA's tiles, `pos` is the ring position.
 // kPersistent changes only where the tile's Q and kv-tile count come from and how the kv loop ends;
 // the per-kv-tile schedule is the same code for both kernels. Persistent: the caller has waited for the
 // tile's Q buffer and passes its kv-tile count n (fwd_scheduler_sm90.cuh, handshake 1).
 template <class V, class T, int D, int Dv, bool kNarrow, bool kPingPong, bool kPersistent>
 __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdCfg<D, Dv, kNarrow, kPersistent>& c, int wg,
-                                                 const FwdTile& tile, int it, RingPos& pos, unsigned& pending_free,
-                                                 int n = 0) {
+                                                 const FwdTile& tile, int it, RingPos& pos, int n = 0) {
   using C = FwdCfg<D, Dv, kNarrow, kPersistent>;
   const int q0 = tile.q0, b = tile.b, h = tile.h;
   constexpr int BN = C::BN;
@@ -88,8 +75,6 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
   const Turns<kPingPong> turns{wg};
   const float slope = rel_slope_of<V>(p, b, h);  // 0 and unused unless use_rel_affine<V>()
   const SoftcapTile sc = softcap_tile<V>(p);     // zeros and unused unless use_softcap<V>()
-  // The previous tile's Q half goes back to the producer after this tile's first Q K^T (or before this epilogue).
-  constexpr bool kLate = fwd_late_q_free<kPersistent, C::QB>();
 
   float o[Dv / 2], s[BN / 2], m[2], l[2], alpha[2];
   unsigned pa[BN / 4];
@@ -124,7 +109,6 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
     wgmma_wait<0>();
     fence_operands(s);
     release(c.empty_k(pos.stage), lane);
-    if constexpr (kLate) fwd_release_q_half(pending_free, tid);
     scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, mr, slope, sc);
     pack_p<T, BN>(pa, s);
     RingPos prev = pos;
@@ -188,14 +172,10 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
     pos.template advance<C::ST>();
     turns.finish();
   }
-  if constexpr (kLate) {
-    fwd_release_q_half(pending_free, tid);  // a tile without kv tiles; else a no-op by now
-    pending_free = c.q_free(qb);
-  }
   // The O tile is staged in this warpgroup's half of the tile's own Q buffer: its last Q K^T retired.
   // The row max in log2 units (the softmax kept it in u units, fwd_softmax_sm90.cuh); c > 0 keeps -inf.
   if constexpr (use_softcap<V>()) {  // m and the reference max are in log2 units already
-    fwd_epilogue<T, Dv, kLate>(p, o, m, l, q_half, c.q_free(qb), wg, tid, q0, b, h, mr);
+    fwd_epilogue<T, Dv>(p, o, m, l, q_half, c.q_free(qb), wg, tid, q0, b, h, mr);
     return;
   }
   const float c_log2 = softmax_log2_factor<V>(p);
@@ -204,9 +184,9 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
 #if defined(FLEXATTN_SM90_LAZY_RESCALE)
   mr[0] *= c_log2;
   mr[1] *= c_log2;
-  fwd_epilogue<T, Dv, kLate>(p, o, m, l, q_half, c.q_free(qb), wg, tid, q0, b, h, mr);
+  fwd_epilogue<T, Dv>(p, o, m, l, q_half, c.q_free(qb), wg, tid, q0, b, h, mr);
 #else
-  fwd_epilogue<T, Dv, kLate>(p, o, m, l, q_half, c.q_free(qb), wg, tid, q0, b, h, m);
+  fwd_epilogue<T, Dv>(p, o, m, l, q_half, c.q_free(qb), wg, tid, q0, b, h, m);
 #endif
 }
 
@@ -219,24 +199,19 @@ __device__ __forceinline__ void fwd_consumer(const AttnParams& p, const FwdCfg<D
     // The tiles come from the producer ({n, t} with each Q use, handshake 1): no order of our own.
     using C = FwdCfg<D, Dv, kNarrow, true>;
     const Turns<kPingPong> turns{wg};
-    unsigned pending_free = 0u;
     turns.start();
     for (;; ++it) {
       const int qb = C::QB == 1 ? 0 : it & 1, use = C::QB == 1 ? it : it >> 1;
       mbar_wait(c.bar_q(qb), unsigned(use) & 1u);
       const int n = ld_shared_s32(c.kv_count(qb)), t = ld_shared_s32(c.kv_count(qb) + 4);
       if (t < 0) break;  // the end marker
-      fwd_consume_tile<V, T, D, Dv, kNarrow, kPingPong, true>(p, c, wg, order.template at<C::BM>(t), it, pos, pending_free,
-                                                              n);
+      fwd_consume_tile<V, T, D, Dv, kNarrow, kPingPong, true>(p, c, wg, order.template at<C::BM>(t), it, pos, n);
     }
-    // The last tile's store: its read must end before the CTA's shared memory goes (no producer waits for it).
-    fwd_release_q_half(pending_free, threadIdx.x & 127);
     turns.finish();
   } else {
-    unsigned pending_free = 0u;  // stays 0: the late q_free is the persistent kernel's
     for (int t = blockIdx.x; t < order.count; t += gridDim.x, ++it)
       fwd_consume_tile<V, T, D, Dv, kNarrow, kPingPong, false>(p, c, wg, fwd_tile_at<FwdCfg<D, Dv, kNarrow>::BM>(order, p, t),
-                                                               it, pos, pending_free);
+                                                               it, pos);
   }
 }
 

@@ -14,9 +14,7 @@
 
 namespace flexattn::kern::sm90 {
 
-// kLateFree: thread 0 leaves the wait for the store's read and the q_free arrival to fwd_release_q_half (the next
-// tile, fwd_consumer_sm90.cuh) and returns right after issuing the store.
-template <class T, int Dv, bool kLateFree = false>
+template <class T, int Dv>
 __device__ __forceinline__ void fwd_epilogue(const AttnParams& p, float (&o)[Dv / 2], const float (&m)[2],
                                              const float (&l)[2], unsigned stage_smem, unsigned q_free, int wg, int tid,
                                              int q0, int b, int h, const float (&m_lse)[2]) {
@@ -53,21 +51,9 @@ __device__ __forceinline__ void fwd_epilogue(const AttnParams& p, float (&o)[Dv 
 #pragma unroll
     for (int s = 0; s < Dv / 64; ++s) tma_store_4d(&p.o_map, stage_smem + s * (64 * 128), 64 * s, q0 + 64 * wg, h, b);
     tma_store_commit();
-    if constexpr (!kLateFree) {
-      tma_store_wait_read();
-      mbar_arrive(q_free);
-    }
-  }
-}
-
-// Thread 0 of a warpgroup: once the O store of an earlier fwd_epilogue<..., true> has read its staging tile, hands
-// that Q half back (q_free); 0 = nothing pending.
-__device__ __forceinline__ void fwd_release_q_half(unsigned& pending_free, int tid) {
-  if (tid == 0 && pending_free != 0u) {
     tma_store_wait_read();
-    mbar_arrive(pending_free);
+    mbar_arrive(q_free);
   }
-  pending_free = 0u;
 }
 
 }  // namespace flexattn::kern::sm90

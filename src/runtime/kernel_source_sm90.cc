@@ -58,9 +58,6 @@ std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const K
   // their sources get the define. Measured flat on the H200 (session 17: S=8192 D=128 sliding 0.290 / 0.287 ms,
   // causal and prefix-LM equal, softcap + causal 1.314 -> 1.336 ms): an A/B knob.
   if (variant.kv_range && jit::env_flag("FLEXATTN_SM90_KV_RANGE", false)) s << "#define FLEXATTN_SM90_KV_RANGE_PATH 1\n";
-  // FLEXATTN_SM90_LATE_Q_FREE (default off; an A/B knob until measured): the persistent kernel's epilogue leaves the
-  // wait for its O store's read to the next tile (fwd_consumer_sm90.cuh, fwd_late_q_free).
-  if (jit::env_flag("FLEXATTN_SM90_LATE_Q_FREE", false)) s << "#define FLEXATTN_SM90_LATE_Q_FREE 1\n";
   s << "#include \"common/mod_ops.cuh\"\n";
   s << "#include \"sm90/attn_fwd_sm90.cuh\"\n";
   s << "using namespace flexattn::kern;\n\n";
