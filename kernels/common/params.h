@@ -157,7 +157,7 @@ struct AttnParams {
   unsigned* tile_queue;
 
   // sm90 backward, deterministic mode (sm90/bwd_dq_order_sm90.h): semaphores of the ordered dQ reductions,
-  // int32 [B, Hq, ceil(L / 64), kDqSemParts] and one abandon word, in the backward workspace, zeroed by the preprocess
+  // int32 [B, Hq, ceil(L / 64)] and one abandon word, in the backward workspace, zeroed by the preprocess
   // kernel. Set by runtime/sm90_backward.cc for the non-persistent bulk dQ kernels only; null otherwise
   // (deterministic mode then computes dQ in the sm80 family's separate pass).
   int* dq_sem;

@@ -42,8 +42,8 @@ __device__ __forceinline__ void attn_bwd_preprocess_sm80(const AttnParams& p) {
       float4* z = reinterpret_cast<float4*>(p.dq_accum + row * D);
       for (int c = lane; c < D / 4; c += 32) z[c] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    if (p.dq_sem != nullptr && lane < sm90::kDqSemParts && q % kSm90BwdBlockM == 0)
-      p.dq_sem[sm90::bwd_dq_semaphore_index(p.L, b * p.Hq + h, q) + lane] = 0;
+    if (p.dq_sem != nullptr && lane == 0 && q % kSm90BwdBlockM == 0)
+      p.dq_sem[sm90::bwd_dq_semaphore_index(p.L, b * p.Hq + h, q)] = 0;
   }
 }
 

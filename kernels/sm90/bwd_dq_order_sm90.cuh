@@ -1,9 +1,9 @@
 #pragma once
 // Ordered dQ reductions (deterministic mode of the sm90 backward; bwd_dq_order_sm90.h has the order and
 // why it cannot deadlock). A dQ writer warp of kv tile j (two in deterministic mode, alternating query tiles;
-// bwd_dq_writer), per query tile and part of its columns: bwd_dq_acquire before the part's reductions,
-// bwd_dq_release once they have completed. Every partial of a query tile is then added in one fixed order,
-// and dq_accum is bitwise reproducible.
+// bwd_dq_writer), per query tile: bwd_dq_wait_turn before its
+// reductions, bwd_dq_pass_turn once they have completed. Every partial of a query tile is then added in
+// one fixed order, and dq_accum is bitwise reproducible.
 #include "common/params.h"
 #include "sm90/bwd_dq_order_sm90.h"
 #include "sm90/ptx/gpu_sync.cuh"
@@ -12,43 +12,22 @@
 namespace flexattn::kern::sm90 {
 
 
-// First semaphore (part 0) of query tile (bh = b * Hq + h, q0); part k at + k (bwd_dq_order_sm90.h).
+// Semaphore of query tile (bh = b * Hq + h, q0).
 __device__ __forceinline__ int* bwd_dq_semaphore(const AttnParams& p, int bh, int q0) {
   return p.dq_sem + bwd_dq_semaphore_index(p.L, bh, q0);
 }
 
-// Lane 0: waits until the semaphore reaches `rank` (acquire), or the order was abandoned; then orders the reductions
-// that follow after the acquire.
-__device__ __forceinline__ void bwd_dq_acquire(const AttnParams& p, const int* sem, int rank) {
-  if (rank > 0 && ld_acquire_gpu_s32(sem) < rank) {
-    int* abandon = p.dq_sem + bwd_dq_semaphores(p.B, p.Hq, p.L) - 1;
-    const unsigned long long t0 = global_timer_ns();
-    while (ld_acquire_gpu_s32(sem) < rank) {
-      if (ld_relaxed_gpu_s32(abandon) != 0) break;
-      if (global_timer_ns() - t0 > kDqOrderTimeoutNs) {
-        st_relaxed_gpu_s32(abandon, 1);
-        break;
-      }
-    }
-  }
+// Lane 0, once the query tile's reductions have completed in global memory: hands it to the next kv tile.
+__device__ __forceinline__ void bwd_dq_release(const AttnParams& p, int bh, int q0) {
   fence_proxy_async_global();
+  red_release_gpu_add_s32(bwd_dq_semaphore(p, bh, q0), 1);
 }
 
-// Lane 0, once the part's reductions have completed in global memory: hands it to the next kv tile.
-__device__ __forceinline__ void bwd_dq_release(int* sem) {
-  fence_proxy_async_global();
-  red_release_gpu_add_s32(sem, 1);
-}
-
-// Lane 0, after committing one bulk group per part, in part order: as each part's group completes (the groups
-// complete in commit order), hands that part on.
-template <int K, int kParts>
-__device__ __forceinline__ void bwd_dq_pass_parts(int* sem) {
-  if constexpr (K < kParts) {
-    asm volatile("cp.async.bulk.wait_group %0;" ::"n"(kParts - 1 - K) : "memory");
-    bwd_dq_release(sem + K);
-    bwd_dq_pass_parts<K + 1, kParts>(sem);
-  }
+// Lane 0, after issuing and committing the tile's reductions (and releasing the shared buffer): waits
+// until they have completed in global memory, then hands the query tile to the next kv tile.
+__device__ __forceinline__ void bwd_dq_pass_turn(const AttnParams& p, int bh, int q0) {
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  bwd_dq_release(p, bh, q0);
 }
 
 // Ordered mode: dQ is added in a fixed order (deterministic, with p.dq_sem, which the host sets for the bulk
@@ -116,15 +95,33 @@ __device__ __forceinline__ void bwd_dq_warm_rank(const AttnParams& p, int bh, in
   cache.next_row = row;
 }
 
-// Whole warp: kv tile j's rank at query tile (bh, q0) (the rank is summed over the lanes), from the cache or the lists.
-__device__ __forceinline__ int bwd_dq_rank(const AttnParams& p, int bh, int q0, int j, int lane, DqRankCache& cache) {
-  return bwd_dq_cached_rank(p, bwd_dq_row_of(p, bh, q0), j, lane, cache);
+// Whole warp (the rank is summed over the lanes); returns once lane 0 has seen the semaphore reach kv
+// tile j's rank (acquire), or the order was abandoned.
+__device__ __forceinline__ void bwd_dq_wait_turn(const AttnParams& p, int bh, int q0, int j, int lane,
+                                                 DqRankCache& cache) {
+  const int rank = bwd_dq_cached_rank(p, bwd_dq_row_of(p, bh, q0), j, lane, cache);
+  if (lane == 0 && rank > 0) {
+    const int* sem = bwd_dq_semaphore(p, bh, q0);
+    if (ld_acquire_gpu_s32(sem) < rank) {
+      int* abandon = p.dq_sem + bwd_dq_semaphores(p.B, p.Hq, p.L) - 1;
+      const unsigned long long t0 = global_timer_ns();
+      while (ld_acquire_gpu_s32(sem) < rank) {
+        if (ld_relaxed_gpu_s32(abandon) != 0) break;
+        if (global_timer_ns() - t0 > kDqOrderTimeoutNs) {
+          st_relaxed_gpu_s32(abandon, 1);
+          break;
+        }
+      }
+    }
+    fence_proxy_async_global();  // the reductions that follow come after the acquire
+  }
+  __syncwarp();
 }
 
-// Whole warp, before waiting for dq_full at (full, parity): polls the turn (part 0) of the query tile the writer expects next
+// Whole warp, before waiting for dq_full at (full, parity): polls the turn of the query tile the writer expects next
 // (bh, q0: its previous tile's head, q0 + writers * 64, i.e. the walk going on), until the turn came or dq_full did.
-// True when the turn came (acquired, and fenced for the reductions as bwd_dq_acquire does); the writer then skips
-// part 0's acquire if the tile is the expected one. Why: session 19's SASS samples (causal D=128) had the consumers'
+// True when the turn came (acquired, and fenced for the reductions as bwd_dq_wait_turn does); the writer then skips
+// bwd_dq_wait_turn if the tile is the expected one. Why: session 19's SASS samples (causal D=128) had the consumers'
 // dq_empty wait at 6.5 % of all samples in deterministic mode (0.9 % otherwise), and the acquire loop ran ~8 polls
 // per turn: the turns are mostly not there yet at dq_full. Waiting for them while the consumers compute the tile
 // hides up to a step of it. A wrong guess costs nothing but polls: dq_full ends the loop.

@@ -77,25 +77,16 @@ FLEXATTN_HD inline int bwd_dq_rank_part(const AttnParams& p, int b, int h, int q
 // Legitimate waits are one CTA's walk at most (milliseconds; ~100x that under compute-sanitizer).
 constexpr unsigned long long kDqOrderTimeoutNs = 5000000000ull;
 
-// A query tile's dQ is handed from kv tile to kv tile in parts (column slabs; bwd_dq_parts of them at head dim D, at
-// most kDqSemParts), each with a semaphore of its own: the next kv tile adds its first part once this one's first
-// part has completed, while this one's later parts still complete. Why: the hand-off (the reductions' completion,
-// the release, the next tile's acquire) is on the critical path of the deterministic backward (session 19: relaxed
-// polls with one acquire at the end, i.e. a longer hand-off, made it slower).
-constexpr int kDqSemParts = 4;
-FLEXATTN_HD constexpr int bwd_dq_parts(int d) { return d / 32 < kDqSemParts ? (d / 32 > 0 ? d / 32 : 1) : kDqSemParts; }
-
-// Semaphores: kDqSemParts ints per (b, h, 64-row query tile), then one word that, once set, abandons the order
+// Semaphores: one int per (b, h, 64-row query tile), then one word that, once set, abandons the order
 // (a wait that timed out: block lists whose transposed lists are not their transpose). Zeroed by the
 // backward's preprocess kernel.
 FLEXATTN_HD inline long long bwd_dq_semaphores(int B, int Hq, int L) {
-  return (long long)B * Hq * ((L + kSm90BwdBlockM - 1) / kSm90BwdBlockM) * kDqSemParts + 1;
+  return (long long)B * Hq * ((L + kSm90BwdBlockM - 1) / kSm90BwdBlockM) + 1;
 }
 
-// Index of the first semaphore (part 0) of query tile (bh = b * Hq + h, q0); part k follows at + k. The abandon
-// word is bwd_dq_semaphores - 1.
+// Index of the semaphore of query tile (bh = b * Hq + h, q0); the abandon word is bwd_dq_semaphores - 1.
 FLEXATTN_HD inline long long bwd_dq_semaphore_index(int L, int bh, int q0) {
-  return ((long long)bh * ((L + kSm90BwdBlockM - 1) / kSm90BwdBlockM) + q0 / kSm90BwdBlockM) * kDqSemParts;
+  return (long long)bh * ((L + kSm90BwdBlockM - 1) / kSm90BwdBlockM) + q0 / kSm90BwdBlockM;
 }
 
 }  // namespace flexattn::kern::sm90

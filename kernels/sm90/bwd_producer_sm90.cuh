@@ -241,49 +241,21 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
       break;
     }
     const int bh = ld_shared_s32(c.dq_info(pos.stage) + 4);
-    const bool have_first = early && q0 == next_q0 && bh == next_bh;  // part 0's turn came (bwd_dq_early_turn)
-    if constexpr (kT) {
-      const int rank = ordered ? bwd_dq_rank(p, bh, q0, kv_tile, lane, rank_cache) : 0;
-      if (lane == 0) {
-        // Parts of the tile's 32-column slabs, one bulk group each, each added in its own turn (bwd_dq_order_sm90.h).
-        // (Rolled: four inlined acquire loops would grow the 24-register writer.)
-        constexpr int kParts = bwd_dq_parts(D), kSlabsPerPart = D / 32 / kParts;
-#pragma unroll 1
-        for (int k = 0; k < kParts; ++k) {
-          if (ordered && !(k == 0 && have_first)) bwd_dq_acquire(p, bwd_dq_semaphore(p, bh, q0) + k, rank);
+    if (ordered && !(early && q0 == next_q0 && bh == next_bh)) bwd_dq_wait_turn(p, bh, q0, kv_tile, lane, rank_cache);
+    if (lane == 0) {
+      if constexpr (kT) {
 #pragma unroll
-          for (int i = 0; i < kSlabsPerPart; ++i) {
-            const int s = k * kSlabsPerPart + i;
-            tma_reduce_add_3d(&p.dq_map, c.dq_buf(pos.stage) + s * 64 * 128, 32 * s, q0, bh);
-          }
-          bulk_commit_group();
-        }
-        bulk_wait_group_read<0>();
-        mbar_arrive(c.dq_empty(pos.stage));
-        if (ordered) bwd_dq_pass_parts<0, kParts>(bwd_dq_semaphore(p, bh, q0));
-      }
-    } else {
-      // The row copies hand the tile on whole, on part 0's semaphore alone (every kv tile of a launch runs this same
-      // path, so the other parts' semaphores stay unused). The turn is taken before the row loop, as one warp: held
-      // across it, the rank and the semaphore's address spilled relbias's v2 writer (48 bytes, nvcc 13.0).
-      if (ordered && !have_first) {
-        const int rank = bwd_dq_rank(p, bh, q0, kv_tile, lane, rank_cache);
-        if (lane == 0) bwd_dq_acquire(p, bwd_dq_semaphore(p, bh, q0), rank);
-        __syncwarp();
-      }
-      if (lane == 0) {
+        for (int s = 0; s < D / 32; ++s) tma_reduce_add_3d(&p.dq_map, c.dq_buf(pos.stage) + s * 64 * 128, 32 * s, q0, bh);
+      } else {
         const int rows = p.L - q0 < C::BM ? p.L - q0 : C::BM;
         float* dst = p.dq_accum + ((long long)bh * p.L + q0) * D;
         const unsigned src = c.dq_buf(pos.stage);
         for (int r = 0; r < rows; ++r) bulk_reduce_add_f32(dst + r * D, src + r * C::kSmem.dq_row, 4 * D);
-        bulk_commit_group();
-        bulk_wait_group_read<0>();
-        mbar_arrive(c.dq_empty(pos.stage));
-        if (ordered) {
-          bulk_wait_group<0>();
-          bwd_dq_release(bwd_dq_semaphore(p, bh, q0));
-        }
       }
+      bulk_commit_group();
+      bulk_wait_group_read<0>();
+      mbar_arrive(c.dq_empty(pos.stage));
+      if (ordered) bwd_dq_pass_turn(p, bh, q0);
     }
     __syncwarp();
     // This warp's next tile (the walk going on: q0 + 64 per writer) for the early turn, or its rank while the consumers

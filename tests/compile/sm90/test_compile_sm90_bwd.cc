@@ -19,7 +19,6 @@
 #include "runtime/sm90_backward.h"
 #include "sass_tools.h"
 #include "sm90_bwd_build.h"
-#include "sm90/bwd_dq_order_sm90.h"
 #include "sm90/tile_config_sm90_bwd.h"
 
 using namespace flexattn;
@@ -297,10 +296,8 @@ TEST_F(Sm90BwdCompile, V2CompilesCleanlyForEveryCorpusVariant) {
       ASSERT_FALSE(sass.empty()) << what;
       EXPECT_GT(testing_sass::count(sass, ".tnspA"), 0) << what << ": dQ = dS K reads dS^T MN-major";
       if (v3) {
-        // Tensor reductions for dQ, no per-row bulk ones: D / 32 = 4 per tile (one per 32-column slab), issued by a
-        // rolled loop over the tile's bwd_dq_parts(128) = 4 parts, so 1 in the code.
-        EXPECT_EQ(testing_sass::count(sass, "UTMAREDG"), 128 / 32 / kern::sm90::bwd_dq_parts(128))
-            << what << ": cp.reduce.async.bulk.tensor for dQ";
+        // D / 32 = 4 tensor reductions per dQ tile (one per 32-column slab), no per-row bulk ones.
+        EXPECT_EQ(testing_sass::count(sass, "UTMAREDG"), 4) << what << ": cp.reduce.async.bulk.tensor for dQ";
         EXPECT_EQ(testing_sass::count(sass, "UBLKRED"), 0) << what;
         if (c.v.grad_buffers.empty())
           EXPECT_EQ(testing_sass::count(sass, "REDG.E.ADD.F32"), 0) << what;
@@ -328,8 +325,8 @@ TEST_F(Sm90BwdCompile, V2CompilesCleanlyForEveryCorpusVariant) {
 // FLEXATTN_SM90_BWD_V3=1 on the first kernel's bulk dQ path at D = 64 (the first kernel's head dim by
 // default): every corpus variant at D = Dv = 64, plus f16 and D64 / Dv128. (At D = 128, only with v2 off,
 // the runtime keeps the padded path: with kDqTma softcap + causal spilled 68 bytes there, NVRTC 13.0.)
-// No spill, no stack, no ptxas warning (no C7510-C7515); in the SASS UTMAREDG (one per 32-column slab of a
-// part, the writer's rolled loop over its bwd_dq_parts parts) and no UBLKRED, no per-element dQ REDG, no local memory, consumers
+// No spill, no stack, no ptxas warning (no C7510-C7515); in the SASS D / 32 UTMAREDG (one per 32-column
+// slab, the writer's unrolled loop) and no UBLKRED, no per-element dQ REDG, no local memory, consumers
 // below their setmaxnreg 232 and the producer warpgroup below 40.
 TEST_F(Sm90BwdCompile, V3FirstKernelCompilesCleanlyForEveryCorpusVariant) {
   struct Case {
@@ -362,9 +359,7 @@ TEST_F(Sm90BwdCompile, V3FirstKernelCompilesCleanlyForEveryCorpusVariant) {
     const std::string sass = testing_sass::function_sass(*all, "flexattn_bwd");
     ASSERT_FALSE(sass.empty()) << what;
     EXPECT_GT(testing_sass::count(sass, ".tnspA"), 0) << what;
-    // One per 32-column slab of a part (the loop over the bwd_dq_parts parts is rolled).
-    EXPECT_EQ(testing_sass::count(sass, "UTMAREDG"), c.d / 32 / kern::sm90::bwd_dq_parts(c.d))
-        << what << ": cp.reduce.async.bulk.tensor for dQ";
+    EXPECT_EQ(testing_sass::count(sass, "UTMAREDG"), c.d / 32) << what << ": cp.reduce.async.bulk.tensor for dQ";
     EXPECT_EQ(testing_sass::count(sass, "UBLKRED"), 0) << what;
     // (fp32 reductions: the dQ ones per element; buffer gradients add into their buffers with them. The ordered
     // dQ's semaphores are REDG.E.ADD.S32, present in every bulk dQ kernel.)

@@ -152,9 +152,9 @@ TEST(AttentionArgs, BackwardWorkspaceHoldsDeltaAccumulatorAndInDeterministicMode
   const size_t plain = 1280 + size_t(2 * 4 * 33 * 64) * 4;
   EXPECT_EQ(backward_workspace_bytes(b), plain);
   // Deterministic: the same two regions (the sm90 backward's ordered dQ reductions add into the
-  // accumulator), then four ints per (b, h, 64-row query tile) (one per part of its dQ columns) plus the abandon word.
+  // accumulator), then one int per (b, h, 64-row query tile) plus the abandon word.
   b.deterministic = true;
-  EXPECT_EQ(backward_workspace_bytes(b), (plain + 255) / 256 * 256 + size_t(2 * 4 * 1 * 4 + 1) * 4);
+  EXPECT_EQ(backward_workspace_bytes(b), (plain + 255) / 256 * 256 + size_t(2 * 4 * 1 + 1) * 4);
 }
 
 }  // namespace
