@@ -12,9 +12,9 @@
 namespace flexattn::kern::sm90 {
 
 
-// Semaphore of query tile (bh = b * Hq + h, q0); paired (bwd_dq_paired), its 128-row block's first tile's.
+// Semaphore of query tile (bh = b * Hq + h, q0).
 __device__ __forceinline__ int* bwd_dq_semaphore(const AttnParams& p, int bh, int q0) {
-  return p.dq_sem + bwd_dq_semaphore_index(p.L, bh, p.deterministic == kDqPaired ? q0 & ~64 : q0);
+  return p.dq_sem + bwd_dq_semaphore_index(p.L, bh, q0);
 }
 
 // Lane 0, once the query tile's reductions have completed in global memory: hands it to the next kv tile.
@@ -37,9 +37,6 @@ __device__ __forceinline__ bool bwd_dq_ordered(const AttnParams& p) {
   if constexpr (kDqBulk && !kPersistent) return p.deterministic != 0 && p.dq_sem != nullptr;
   return false;
 }
-
-// Paired hand-off (kDqPaired, bwd_dq_order_sm90.h).
-__device__ __forceinline__ bool bwd_dq_paired(const AttnParams& p) { return p.deterministic == kDqPaired; }
 
 // dQ writer warps (bwd_dq_writer), and so end markers the consumers post: two in ordered mode (alternating query
 // tiles), else one.

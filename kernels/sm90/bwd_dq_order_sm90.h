@@ -71,13 +71,6 @@ FLEXATTN_HD inline int bwd_dq_rank_part(const AttnParams& p, int b, int h, int q
   return bwd_dq_rank_in_row(p, bwd_dq_mask_row(p, b, h, q0), j, first, step);
 }
 
-// Paired hand-off: p.deterministic == kDqPaired (the host sets it with FLEXATTN_SM90_BWD_DQ_PAIRS=1 for the TMA dQ path
-// when every 128-row query block is one block-mask row). One writer warp takes a 128-row block's two query tiles in
-// one turn (acquire at the first, release after the second), on the first tile's semaphore; the ranks do not change
-// (they are per block-mask row). Why: session 20 measured the deterministic cost growing with the number of
-// hand-offs per tile (four per tile: causal D = 128 +15 -> +60 %).
-constexpr int kDqPaired = 2;
-
 // A wait longer than this gives up the order for the rest of the launch (the abandon word; reported under
 // FLEXATTN_JIT_DEBUG=1): only block lists that are not each other's transpose, or that repeat an entry, can
 // make a contributor never arrive (the kernel walks the transposed lists, the rank counts the kv lists).

@@ -211,9 +211,7 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
   // (Never for the wide kernel: the runtime orders only 128-row kv tiles, sm90_bwd_orders_dq; compiled out there.)
   const bool ordered = !C::kWide && bwd_dq_ordered<kB, kP>(p);
   static_assert(C::DQB <= 2, "two writers: a buffer per writer, or one shared");
-  // Paired (bwd_dq_paired): one writer takes every tile, so a block's two tiles are its consecutive ones. The
-  // consumers still post an end marker per bwd_dq_writer_count; the second one stays unread.
-  const int writers = kT && ordered && bwd_dq_paired(p) ? 1 : bwd_dq_writer_count(ordered);
+  const int writers = bwd_dq_writer_count(ordered);
   if (w >= writers) return;
   if constexpr (kT) {
     if (lane == 0) tma_prefetch_map(&p.dq_map);
@@ -257,9 +255,7 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
       bulk_commit_group();
       bulk_wait_group_read<0>();
       mbar_arrive(c.dq_empty(pos.stage));
-      // Paired: a block's first tile keeps the turn when its second follows (the walk visits whole block-mask rows,
-      // so the two are consecutive); the second finds it taken already (same semaphore, still at its rank).
-      if (ordered && !(kT && bwd_dq_paired(p) && (q0 & 64) == 0 && q0 + 64 < p.L)) bwd_dq_pass_turn(p, bh, q0);
+      if (ordered) bwd_dq_pass_turn(p, bh, q0);
     }
     __syncwarp();
     // This warp's next tile (the walk going on: q0 + 64 per writer) for the early turn, or its rank while the consumers

@@ -325,11 +325,6 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
     const BackwardWorkspace w = backward_workspace(p.B, p.Hq, p.L, p.D, true);
     p.dq_accum = reinterpret_cast<float*>(static_cast<char*>(a.workspace) + w.accum);
     p.dq_sem = reinterpret_cast<int*>(static_cast<char*>(a.workspace) + w.sem);
-    // FLEXATTN_SM90_BWD_DQ_PAIRS=1 (an A/B knob until measured): one hand-off per 128-row query block instead of one
-    // per 64-row query tile (kernels/sm90/bwd_dq_order_sm90.cuh, kDqPaired), where a block is one block-mask row.
-    if (set.sm90_bwd_dq_tma && (p.kv_num_blocks == nullptr || p.q_block % 128 == 0) &&
-        jit::env_flag("FLEXATTN_SM90_BWD_DQ_PAIRS", false))
-      p.deterministic = kern::sm90::kDqPaired;
   }
   // The shared-memory size follows the dQ path and the v2 choice the set was compiled with
   // (get_kernel_set may have fallen back from the bulk path).

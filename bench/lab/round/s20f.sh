@@ -2,6 +2,7 @@
 # Session 20 round 6: the paired hand-off (FLEXATTN_SM90_BWD_DQ_PAIRS=1: one writer, one turn per 128-row query
 # block instead of per 64-row tile). --quick --deterministic with it (bitwise repeats), then det18.py (D = 128 and 64)
 # with the switch off and on.
+# Apply the patch first (not in the tree: not run on a GPU when written): git apply bench/lab/patches/s20-dq-pairs.patch
 . "$(dirname "$0")/lib.sh"
 out_dir s20f; L=$O
 deadline 330

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 20 round 6 (s20f.sh trimmed to the device time left): the paired hand-off (FLEXATTN_SM90_BWD_DQ_PAIRS) timed
 # with det18.py at D = 128 on full and causal, the switch off and on (bitwise repeats within each mode).
+# Apply the patch first (not in the tree: not run on a GPU when written): git apply bench/lab/patches/s20-dq-pairs.patch
 . "$(dirname "$0")/lib.sh"
 out_dir s20g; L=$O
 deadline 200
