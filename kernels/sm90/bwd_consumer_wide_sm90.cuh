@@ -58,7 +58,7 @@ __device__ __forceinline__ void bwd_consumer_wide(const AttnParams& p, const Bwd
   const bool kv_in = kv0 + C::BN <= p.S;
   RingPos pos{0, 0u};
   DqRing<C::DQB> dqr;  // the one dQ buffer's phase (flips every tile)
-  int n = 0;               // parity of the query tile: its P^T / dS^T pair
+  int n = 0;           // parity of the query tile: its P^T / dS^T pair
 
   float dk[64], dv[64];
 #pragma unroll

@@ -126,9 +126,9 @@ __device__ __forceinline__ void bwd_dq_wait_turn(const AttnParams& p, int bh, in
 // per turn: the turns are mostly not there yet at dq_full. Waiting for them while the consumers compute the tile
 // hides up to a step of it. A wrong guess costs nothing but polls: dq_full ends the loop.
 // Measured (H200, B=2 H=16 S=8192, deterministic cost over the default backward, GPU time): the first kernel (D = 64,
-// two dQ buffers) causal +16.3 -> +10.0 %, full +9.0 -> +4.2 %, document +24.0 -> +21.1 %; the v2 kernel (D = 128,
-// one buffer) lost, causal +21 -> +53 %, unchanged by a backoff between polls, so the writer only uses it with two
-// buffers (bwd_dq_writer).
+// two dQ buffers) causal +16.3 -> +10.0 %, full +9.0 -> +4.2 %, document +24.0 -> +21.1 %; the v2 kernel (D = 128)
+// lost while it had one buffer, causal +21 -> +53 %, unchanged by a backoff between polls, so the writer uses it only
+// with two buffers (bwd_dq_writer), which v2 has since session 20 (with them: causal D = 128 +22.7 -> +17.3 %).
 __device__ __forceinline__ bool bwd_dq_early_turn(const AttnParams& p, unsigned full, unsigned parity, int bh, int q0,
                                                   int j, int lane, DqRankCache& cache) {
   const int rank = bwd_dq_cached_rank(p, bwd_dq_row_of(p, bh, q0), j, lane, cache);

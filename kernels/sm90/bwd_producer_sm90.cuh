@@ -197,10 +197,10 @@ __device__ __forceinline__ void bwd_producer_persistent(const AttnParams& p, con
 // (rank, acquire, reductions, read, completion, release) is serial and longer than a consumer step (session 18:
 // causal D=128 +52 % with one writer, +21 % with two); alternating, a warp's chain may take two steps. With two dQ
 // buffers (the first kernel; v2 with the TMA reductions) tile t uses buffer t mod 2, so each warp owns one buffer and
-// its barriers. With one (v2 with the per-row tiles, FLEXATTN_SM90_BWD_V3=0) a writer first waits for the previous tile's dq_empty (the other warp's): dq_full is then in the
-// phase of its own tile or past it, so the parity wait cannot mistake a phase two ahead for its own, and the warp
-// that reads the first end marker hands the buffer back for the second. The consumers post the end marker once per
-// writer.
+// its barriers. With one (v2 with the per-row tiles, FLEXATTN_SM90_BWD_V3=0) a writer first waits for the previous
+// tile's dq_empty (the other warp's): dq_full is then in the phase of its own tile or past it, so the parity wait
+// cannot mistake a phase two ahead for its own, and the warp that reads the first end marker hands the buffer back
+// for the second. The consumers post the end marker once per writer.
 template <int D, int Dv, bool kB, bool kV2, bool kT = false, bool kP = false>
 __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<D, Dv, kB, kV2, kT>& c, int lane,
                                               int kv_tile, int w) {

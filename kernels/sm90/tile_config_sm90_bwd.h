@@ -165,11 +165,13 @@ FLEXATTN_HD constexpr Sm90BwdSmem sm90_bwd_smem_layout(int d, int dv, bool dq_bu
   s.ds = s.dout + kSm90BwdStages * s.do_stage;
   s.lse = s.ds + (v2 ? kSm90BwdStages : 1) * kSm90ConsumerWarpgroups * s.ds_tile;
   const int nbuf = sm90_bwd_dq_buffers(v2, dq_tma);
+  if (dq_bulk) {
+    s.dq_row = dq_tma ? 128 : 4 * d + kSm90BwdDqRowPad;
+    s.dq_buf = dq_tma ? kSm90BwdBlockM * 4 * d : kSm90BwdBlockM * s.dq_row;
+  }
   // v2 with v3's tiles: the dQ buffers right after the dS^T tiles (1024-aligned there), the small regions after them.
   const bool dq_first = dq_bulk && v2 && dq_tma;
   if (dq_first) {
-    s.dq_row = 128;
-    s.dq_buf = kSm90BwdBlockM * 4 * d;
     s.dq = s.lse;
     s.lse = s.dq + nbuf * s.dq_buf;
   }
@@ -178,11 +180,7 @@ FLEXATTN_HD constexpr Sm90BwdSmem sm90_bwd_smem_layout(int d, int dv, bool dq_bu
   s.info = s.bars + 8 * (1 + 2 * kSm90BwdStages);
   s.total = s.info + 16 * kSm90BwdStages;
   if (dq_bulk) {
-    if (!dq_first) {
-      s.dq_row = dq_tma ? 128 : 4 * d + kSm90BwdDqRowPad;
-      s.dq_buf = dq_tma ? kSm90BwdBlockM * 4 * d : kSm90BwdBlockM * s.dq_row;
-      s.dq = dq_tma ? (s.total + 1023) / 1024 * 1024 : (s.total + 127) / 128 * 128;
-    }
+    if (!dq_first) s.dq = dq_tma ? (s.total + 1023) / 1024 * 1024 : (s.total + 127) / 128 * 128;
     s.dq_bars = dq_first ? s.total : s.dq + nbuf * s.dq_buf;
     s.dq_info = s.dq_bars + 8 * 2 * nbuf;
     s.total = s.dq_info + 8 * nbuf;

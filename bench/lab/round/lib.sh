@@ -157,3 +157,19 @@ record_suites() {
   grep -E "^\|" $OUT/bench/long.log | tail -18 | cut -d'|' -f2,4,6,7,8,10,11,12,14,15,16
   grep -E "^\| flexattn" $OUT/bench/decode.log | head -8
 }
+
+# fwd_ab VAR: the forward of `bench/run.py --suite long` (flexattn only; full, causal, sliding, document, prefix-LM,
+# ALiBi, softcap), four runs with VAR=0, 1, 1, 0 into $O/fwd_{a0,b1,b2,a3} (one kernel cache, so each source compiles
+# once), then fwd_ab_table.py's table (forward ms, and the best on over the best off). Needs build-gpu's _C.
+fwd_ab() {
+  local var=$1 r v
+  export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
+  for r in a0 b1 b2 a3; do
+    v=0; [ "${r:0:1}" = b ] && v=1
+    env $var=$v timeout $(cap 90 10) python3 bench/run.py --suite long --impls flexattn \
+      --cases full,causal,sliding1024,document,prefixlm,alibi_causal,softcap_causal \
+      --no-warm --reps 30 --cache-dir $PWD/build-gpu/bench-cache --out $O/fwd_$r > $O/fwd_$r.log 2>&1
+    echo "fwd $r ($var=$v) rc=$? ($(el) s)"
+  done
+  python3 bench/lab/round/fwd_ab_table.py "$O"
+}

@@ -10,26 +10,5 @@ det_checks all
 quick_check 60
 FLEXATTN_SM90_DEFER_EPILOGUE=1 timeout $(cap 70 5) $CHECK --quick > $O/check_defer.log 2>&1
 echo "check --quick defer rc=$? $(pass_fail $O/check_defer.log) ($(el) s)"; grep ^FAIL $O/check_defer.log | head -3
-export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
-CASES=full,causal,sliding1024,document,prefixlm,alibi_causal,softcap_causal
-for r in a0 b1 b2 a3; do
-  v=0; [ "${r:0:1}" = b ] && v=1
-  FLEXATTN_SM90_DEFER_EPILOGUE=$v timeout $(cap 90 10) python3 bench/run.py --suite long --impls flexattn --cases $CASES \
-    --no-warm --reps 30 --cache-dir $PWD/build-gpu/bench-cache --out $O/fwd_$r > $O/fwd_$r.log 2>&1
-  echo "fwd $r (defer=$v) rc=$? ($(el) s)"
-done
-python3 - "$O" <<'PY'
-import json, sys, os
-o = sys.argv[1]; rows = {}
-for r in ["a0", "b1", "b2", "a3"]:
-    f = os.path.join(o, f"fwd_{r}", "results.json")
-    if not os.path.exists(f): continue
-    for x in json.load(open(f))["rows"]:
-        if x["impl"] == "flexattn" and x["fwd_ms"]: rows.setdefault((x["case"], x["D"]), {})[r] = x["fwd_ms"]
-print("fwd ms: case D | off a0 | on b1 | on b2 | off a3 | on/off")
-for (c, d), v in sorted(rows.items()):
-    off = [v[r] for r in ("a0", "a3") if r in v]; on = [v[r] for r in ("b1", "b2") if r in v]
-    gain = f"{min(off) / min(on):.3f}" if off and on else "-"
-    print(c, d, "|", " | ".join(f"{v[r]:.4f}" if r in v else "-" for r in ["a0", "b1", "b2", "a3"]), "|", gain)
-PY
+fwd_ab FLEXATTN_SM90_DEFER_EPILOGUE
 (cd $OUT && tar czf all.tgz --exclude=all.tgz . 2>/dev/null); true
