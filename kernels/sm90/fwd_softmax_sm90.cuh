@@ -7,6 +7,7 @@
 #include "common/numeric.cuh"
 #include "common/params.h"
 #include "common/poly_exp2.cuh"
+#include "common/poly_rcp.cuh"
 #include "common/variant.cuh"
 #include "sm80/scores_sm80.cuh"
 #include "sm90/rel_affine_sm90.cuh"
@@ -346,6 +347,17 @@ __device__ __forceinline__ constexpr bool use_softcap() {
   return false;
 #endif
 }
+// FLEXATTN_SM90_SOFTCAP_RCP = k (1..8): entries n of a row with n % 8 < k take the tanh's reciprocal on the FMA
+// pipe (poly_tanh_rcp: IADD + 5 FFMA + a NaN-keeping clamp) instead of rcp.approx on the MUFU. Per 32 entries
+// the score phase issues ~6 instructions but holds the MUFU for 16 cycles (two ops of 8); all on the FMA pipe
+// it is ~12 issued against 8, k = 6 near the balance (~10.5 either way). Within 1 ulp of 1 / y either way.
+#if defined(FLEXATTN_SM90_SOFTCAP_RCP)
+constexpr int kSoftcapRcpOf8 = FLEXATTN_SM90_SOFTCAP_RCP;
+#else
+constexpr int kSoftcapRcpOf8 = 0;
+#endif
+static_assert(kSoftcapRcpOf8 >= 0 && kSoftcapRcpOf8 <= 8, "FLEXATTN_SM90_SOFTCAP_RCP: 0..8 eighths");
+
 struct SoftcapTile {
   float k2, a, top;
 };
@@ -371,7 +383,8 @@ __device__ __forceinline__ void scores_softcap(float (&s)[BN / 2], const AttnPar
   for (int i = 0; i < BN / 8; ++i) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const float r = fa_tanh_rcp(s[4 * i + e] * sc.k2);
+      const float t = s[4 * i + e] * sc.k2;
+      const float r = (2 * i + (e & 1)) % 8 < kSoftcapRcpOf8 ? poly_tanh_rcp(t) : fa_tanh_rcp(t);
       bool keep = true;
       if constexpr (kMask && V::kHasMaskMod) keep = mask_keeps<V>(p, b, h, qw, kvb, rows, e, 8 * i + (e & 1));
       s[4 * i + e] = keep ? r : pos_inf();

@@ -578,6 +578,7 @@ GeneratedVariant emit_cuda_variant(const Variant& variant, bool with_backward) {
     if (!u.empty()) {
       out << "  // score_mod == u * tanh(score * k), u and k from softcap(p, u, k): yes\n";
       out << "  static constexpr bool kSoftcap = true;\n";
+      gen.softcap = true;
       out << "  __device__ __forceinline__ static void softcap(const ModParams& p, float& u, float& k) {\n"
           << body.str() << "    u = " << u << ";\n    k = " << k << ";\n  }\n\n";
     }

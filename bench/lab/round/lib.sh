@@ -158,18 +158,27 @@ record_suites() {
   grep -E "^\| flexattn" $OUT/bench/decode.log | head -8
 }
 
-# fwd_ab VAR: the forward of `bench/run.py --suite long` (flexattn only; full, causal, sliding, document, prefix-LM,
-# ALiBi, softcap), four runs with VAR=0, 1, 1, 0 into $O/fwd_{a0,b1,b2,a3} (one kernel cache, so each source compiles
-# once), then fwd_ab_table.py's table (forward ms, and the best on over the best off). Needs build-gpu's _C.
-fwd_ab() {
-  local var=$1 r v
+# fwd_sweep VAR "V1 V2 ..." [CASES]: the forward of `bench/run.py --suite long` (flexattn only; CASES, a comma list,
+# default full, causal, sliding, document, prefix-LM, ALiBi, softcap) once per value of VAR, in the order given and
+# then reversed (A/B/B/A for two values; the spread between a value's two runs is the noise), into
+# $O/sweep_VAR/fwd_<run>_<value> (one kernel cache, so each source compiles once); then fwd_sweep_table.py's table
+# (forward ms per run, and the first value's best over each value's best). Needs build-gpu's _C.
+fwd_sweep() {
+  local var=$1 values=($2) cases=${3:-full,causal,sliding1024,document,prefixlm,alibi_causal,softcap_causal} order=() n v
+  local dir=$O/sweep_$var
+  mkdir -p $dir
   export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
-  for r in a0 b1 b2 a3; do
-    v=0; [ "${r:0:1}" = b ] && v=1
-    env $var=$v timeout $(cap 90 10) python3 bench/run.py --suite long --impls flexattn \
-      --cases full,causal,sliding1024,document,prefixlm,alibi_causal,softcap_causal \
-      --no-warm --reps 30 --cache-dir $PWD/build-gpu/bench-cache --out $O/fwd_$r > $O/fwd_$r.log 2>&1
-    echo "fwd $r ($var=$v) rc=$? ($(el) s)"
+  order=("${values[@]}")
+  for ((n = ${#values[@]} - 1; n >= 0; n--)); do order+=("${values[n]}"); done
+  n=0
+  for v in "${order[@]}"; do
+    env $var=$v timeout $(cap 90 10) python3 bench/run.py --suite long --impls flexattn --cases $cases \
+      --no-warm --reps 30 --cache-dir $PWD/build-gpu/bench-cache --out $dir/fwd_${n}_$v > $dir/fwd_${n}_$v.log 2>&1
+    echo "fwd run $n ($var=$v) rc=$? ($(el) s)"
+    n=$((n + 1))
   done
-  python3 bench/lab/round/fwd_ab_table.py "$O"
+  python3 bench/lab/round/fwd_sweep_table.py "$dir" "$var" "${values[@]}"
 }
+
+# fwd_ab VAR: fwd_sweep VAR "0 1" over the default cases (a switch off, on, on, off).
+fwd_ab() { fwd_sweep "$1" "0 1"; }

@@ -161,3 +161,54 @@ TEST_F(Sm90SoftmaxOptsCompile, KvRangePathCompilesCleanlyAndDropsIndexArithmetic
   const Variant doc = corpus::build_variant(corpus::corpus_entry("document:3"), shape).variant;
   EXPECT_EQ(source_with(doc, 128, "1", "FLEXATTN_SM90_KV_RANGE").find("KV_RANGE_PATH"), std::string::npos);
 }
+
+// FLEXATTN_SM90_SOFTCAP_RCP = k (default 0): softcap sources only get the define; with k = 6 and 8 the kernel
+// compiles clean at D 64 and 128 with and without a mask, and -- with a disassembler -- k eighths of the tanh
+// reciprocals leave the MUFU (MUFU.RCP) for FFMA. Out-of-range values are refused with the variable's name.
+TEST_F(Sm90SoftmaxOptsCompile, SoftcapRcpCompilesCleanlyAndLeavesTheMufu) {
+  mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
+  std::string why;
+  Variant unmasked;
+  unmasked.score_mod = mods::softcap(30);
+  const Variant variants[2] = {corpus::build_variant(corpus::corpus_entry("softcap:30+causal"), shape).variant, unmasked};
+  const char* var = "FLEXATTN_SM90_SOFTCAP_RCP";
+  for (int i : {0, 1})
+    for (int d : {64, 128}) {
+      const std::string what = std::string(i ? "softcap:30" : "softcap:30+causal") + " D=" + std::to_string(d);
+      int rcp[3] = {0, 0, 0}, ffma[3] = {0, 0, 0};
+      const int ks[3] = {0, 6, 8};
+      for (int j : {0, 1, 2}) {
+        const std::string value = std::to_string(ks[j]);
+        const std::string src = source_with(variants[i], d, ks[j] ? value.c_str() : nullptr, var);
+        EXPECT_EQ(src.find("#define FLEXATTN_SM90_SOFTCAP_RCP " + value) != std::string::npos, ks[j] > 0) << what;
+        const jit::CompiledKernel compiled = sm90_test::compile_fwd_source(
+            "attn_fwd_sm90a_softcap_rcp" + value + "_d" + std::to_string(d), src);
+        expect_no_spill(compiled, what + " rcp " + value);
+        const std::optional<std::string> sass = testing_sass::disassemble(*compiled.cubin, &why);
+        if (!sass) continue;
+        rcp[j] = testing_sass::count(*sass, "MUFU.RCP");
+        ffma[j] = testing_sass::count(*sass, "FFMA ");
+      }
+      if (rcp[0] == 0) continue;  // no disassembler
+      // Each softmax copy of a 64 x 128 tile has 64 tanh reciprocals per thread (at least two copies: the
+      // peeled first tile and the loop's); k = 8 moves all of them (nvdisasm 13.0, softcap + causal D=64:
+      // MUFU.RCP 289 -> 33, the rest the epilogue's 1 / l and the setup's divisions), k = 6 six eighths.
+      const int moved = rcp[0] - rcp[2];
+      EXPECT_GE(moved, 128) << what << ": " << rcp[0] << " -> " << rcp[2];
+      EXPECT_EQ(moved % 64, 0) << what << ": " << rcp[0] << " -> " << rcp[2];
+      EXPECT_EQ(rcp[0] - rcp[1], moved * 6 / 8) << what << ": k = 6 moves six eighths";
+      EXPECT_GE(ffma[2] - ffma[0], 5 * (rcp[0] - rcp[2])) << what;
+    }
+  // Not a softcap variant: no define, whatever the value.
+  const Variant causal = corpus::build_variant(corpus::corpus_entry("causal"), shape).variant;
+  EXPECT_EQ(source_with(causal, 128, "8", var).find("SOFTCAP_RCP"), std::string::npos);
+  for (const char* bad : {"9", "-1", "six"}) {
+    try {
+      source_with(variants[0], 128, bad, var);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("FLEXATTN_SM90_SOFTCAP_RCP: expected a number in [0"), std::string::npos)
+          << e.what();
+    }
+  }
+}
