@@ -156,6 +156,11 @@ struct AttnParams {
   // 0 at launch and left at 0; null = the static stride. Set by runtime/sm90_tile_queue.cc only.
   unsigned* tile_queue;
 
+  // Decode family, FLEXATTN_DECODE_MERGE (decode/attn_decode.cuh, decode_merge_last): one counter per row tile of
+  // the split launch (index blockIdx.y * gridDim.x + blockIdx.x), 0 at launch and left at 0; the last split to
+  // finish merges the tile. Null: the combine kernel merges. Set by runtime/split_counters.cc only.
+  unsigned* split_counters;
+
   // sm90 backward, deterministic mode (sm90/bwd_dq_order_sm90.h): semaphores of the ordered dQ reductions,
   // int32 [B, Hq, ceil(L / 64)] and one abandon word, in the backward workspace, zeroed by the preprocess
   // kernel. Set by runtime/sm90_backward.cc for the non-persistent bulk dQ kernels only; null otherwise

@@ -325,6 +325,59 @@ __device__ __forceinline__ void decode_cluster_combine(const AttnParams& p, unsi
   sm90::cluster_wait_acquire();    // and every peer's reads of this CTA's slab: its shared memory may go
 }
 
+// The last-CTA merge (FLEXATTN_DECODE_MERGE with p.split_counters set; runtime/split_counters.h): every split's CTA
+// has written its partials; after a fence thread 0 bumps the row tile's counter with atomicInc wrapping at
+// num_splits - 1, and the CTA that reads num_splits - 1 is the tile's last: it merges the tile's rows from every
+// split's partials, read past L1 (__ldcg: other CTAs wrote them), with the combine kernel's weights and guards
+// (decode_combine.cuh: a split that saw nothing weighs 0, a row no split attended gets out = 0 and lse = max = -inf),
+// in split order, and writes out / lse / max_score. The counter is 0 again for the next launch. So no combine
+// kernel runs after this one: its launch, its wait for this grid and its tail go (8x8k: 4.4 us of ~85, session 17).
+template <class T, int Dv, int NT>
+__device__ __forceinline__ void decode_merge_last(const AttnParams& p, int nrows, int b, int h0, int r0, int tid) {
+  __shared__ unsigned s_last;
+  __threadfence();  // this thread's partials, device-wide, before the count
+  __syncthreads();
+  if (tid == 0) {
+    const unsigned last = unsigned(p.num_splits - 1);
+    s_last = atomicInc(p.split_counters + (blockIdx.y * gridDim.x + blockIdx.x), last) == last;
+  }
+  __syncthreads();
+  if (!s_last) return;  // uniform over the CTA
+  __threadfence();
+  const long long R = (long long)p.B * p.Hq * p.L;
+  const int ns = p.num_splits;
+  for (int idx = tid; idx < nrows * (Dv / 4); idx += NT) {
+    const int row = idx / (Dv / 4), col = (idx % (Dv / 4)) * 4;
+    const int pr = r0 + row, h = h0 + pr / p.L, i = pr % p.L;
+    const long long rid = ((long long)b * p.Hq + h) * p.L + i;
+    float g = neg_inf();
+#pragma unroll 4
+    for (int s = 0; s < ns; ++s) g = fmaxf(g, __ldcg(p.part_ml + (s * R + rid) * 2));
+    const float gu = g == neg_inf() ? 0.f : g;
+    float total = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+    for (int s = 0; s < ns; ++s) {
+      const float2 ml = __ldcg(reinterpret_cast<const float2*>(p.part_ml + (s * R + rid) * 2));
+      const float4 x = __ldcg(reinterpret_cast<const float4*>(p.part_o + (s * R + rid) * Dv + col));
+      const float w = fast_exp2(ml.x - gu);  // exp2(-inf) = 0: a split that saw nothing
+      total += ml.y * w;
+      if (w != 0.f) acc.x += w * x.x, acc.y += w * x.y, acc.z += w * x.z, acc.w += w * x.w;
+    }
+    const float inv = total > 0.f ? 1.f / total : 0.f;
+    uint2 packed;
+    packed.x = Num<T>::pack(acc.x * inv, acc.y * inv);
+    packed.y = Num<T>::pack(acc.z * inv, acc.w * inv);
+    unsigned char* go =
+        (unsigned char*)p.out + 2 * ((long long)b * p.out_sb + (long long)h * p.out_sh + (long long)i * p.out_sl + col);
+    *reinterpret_cast<uint2*>(go) = packed;
+    if (col == 0) {
+      if (p.lse != nullptr) p.lse[rid] = total > 0.f ? (g + log2f(total)) * kLn2 : neg_inf();
+      if (p.max_score != nullptr) p.max_score[rid] = total > 0.f ? g * kLn2 : neg_inf();
+    }
+  }
+}
+
 template <class V, class T, int D, int Dv, int BM>
 __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   static_assert(D % 16 == 0 && Dv % 16 == 0 && D <= 256 && Dv <= 256, "head dims: multiples of 16, <= 256");
@@ -639,6 +692,10 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   if constexpr (kDecodeCluster) {
     // Uniform over the cluster: its CTAs share the row tile and num_splits.
     if (in_cluster) decode_cluster_combine<T, Dv, BM, NT, SO>(p, smem_addr(slab), smem_addr(fin), nrows, b, h0, r0, tid);
+  }
+  if constexpr (FLEXATTN_DECODE_MERGE) {
+    if (p.num_splits > 1 && p.split_counters != nullptr && !in_cluster)
+      decode_merge_last<T, Dv, NT>(p, nrows, b, h0, r0, tid);
   }
 }
 

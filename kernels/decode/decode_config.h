@@ -40,7 +40,13 @@ static_assert(kDecodeStages >= 2 && kDecodeStages <= 4, "decode ring: 2..4 stage
 #ifndef FLEXATTN_DECODE_CLUSTER
 #define FLEXATTN_DECODE_CLUSTER 0
 #endif
-constexpr int kDecodeClusterMax = 8;  // the portable cluster size: splits 2..8 take the cluster path
+constexpr int kDecodeClusterMax = 8;
+// FLEXATTN_DECODE_MERGE=1 in the generated source (env FLEXATTN_DECODE_MERGE): with p.split_counters set, the
+// last split of each row tile to finish merges the tile's partials itself (attn_decode.cuh, decode_merge_last),
+// and the host launches no combine kernel.
+#ifndef FLEXATTN_DECODE_MERGE
+#define FLEXATTN_DECODE_MERGE 0
+#endif  // the portable cluster size: splits 2..8 take the cluster path
 // Paged caches: the physical page of each kv row of a tile is read from the page table once, into one
 // of kDecodePageSlots slots (one per K/V ring stage): block_n int32 page ids and 64 unmapped-row bits.
 constexpr int kDecodePageSlots = kDecodeStages;

@@ -2,8 +2,9 @@
 // Consumer warpgroup of the sm90 forward (64 query rows). Schedule per kv tile j (hopper.md 2.4,
 // "intra-warpgroup overlap"): issue S_j = Q K_j^T, issue O += P_{j-1} V_{j-1}, wait for S_j only,
 // apply the mods and the softmax to S_j while the P V wgmma still runs, then wait for it, rescale O
-// and round P_j. With ping-pong on, the two consumer warpgroups take turns issuing their GEMMs
-// (named barriers), so one's softmax hides under the other's tensor-core work (hopper.md 2.5).
+// and round P_j. With ping-pong on, the consumer warpgroups (two, or three with the tall tile) take turns
+// issuing their GEMMs (named barriers, round robin), so one's softmax hides under the others' tensor-core
+// work (hopper.md 2.5).
 //
 // Every stage is released per warp right after the wgmma_wait that retired its reads. The kv tiles,
 // their order and kind come from the producer's info slots, so both warpgroups see the same
@@ -28,22 +29,25 @@
 
 namespace flexattn::kern::sm90 {
 
-// Ping-pong turn taking; warpgroup wg waits for its token, issues, then hands the token over.
-template <bool kOn>
+// Ping-pong turn taking among kN warpgroups; warpgroup wg waits for its token, issues, then hands the token to
+// wg + 1 (mod kN). Each barrier has one giver and one taker (256 threads), and a warpgroup can give again only
+// after it took again, i.e. after the whole round: at most one grant is pending on any barrier.
+template <bool kOn, int kN = 2>
 struct Turns {
   int wg;
   __device__ __forceinline__ void take() const {
     if constexpr (kOn) named_bar_sync(kBarSchedule0 + wg, 256);
   }
   __device__ __forceinline__ void give() const {
-    if constexpr (kOn) named_bar_arrive(kBarSchedule0 + (wg ^ 1), 256);
+    // (wg ^ 1 for two: the select cost the two-warpgroup kernel instructions where it gives the turn.)
+    if constexpr (kOn) named_bar_arrive(kBarSchedule0 + (kN == 2 ? wg ^ 1 : wg + 1 == kN ? 0 : wg + 1), 256);
   }
-  // Warpgroup 1 grants the first turn; warpgroup 0 consumes the one grant left over at the end, so
-  // both barriers finish with no pending arrivals whatever the number of tiles (zero included).
-  // Default kernel: once per work tile; persistent kernel: once per CTA.
+  // The last warpgroup grants the first turn; warpgroup 0 consumes the one grant left over at the end (the last
+  // warpgroup's final give), so every barrier finishes with no pending arrivals whatever the number of tiles
+  // (zero included). Default kernel: once per work tile; persistent kernel: once per CTA.
   __device__ __forceinline__ void start() const {
     if constexpr (kOn) {
-      if (wg == 1) named_bar_arrive(kBarSchedule0, 256);
+      if (wg == kN - 1) named_bar_arrive(kBarSchedule0, 256);
     }
   }
   __device__ __forceinline__ void finish() const {
@@ -61,10 +65,12 @@ __device__ __forceinline__ void release(unsigned empty_bar, int lane) {
 // kPersistent changes only where the tile's Q and kv-tile count come from and how the kv loop ends;
 // the per-kv-tile schedule is the same code for both kernels. Persistent: the caller has waited for the
 // tile's Q buffer and passes its kv-tile count n (fwd_scheduler_sm90.cuh, handshake 1).
-template <class V, class T, int D, int Dv, bool kNarrow, bool kPingPong, bool kPersistent>
-__device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdCfg<D, Dv, kNarrow, kPersistent>& c, int wg,
-                                                 const FwdTile& tile, int it, RingPos& pos, int n = 0) {
-  using C = FwdCfg<D, Dv, kNarrow, kPersistent>;
+// C: the kernel's FwdCfg (fwd_layout_sm90.cuh).
+template <class V, class T, class C, bool kPingPong>
+__device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const C& c, int wg, const FwdTile& tile, int it,
+                                                 RingPos& pos, int n = 0) {
+  constexpr int D = C::D, Dv = C::Dv;
+  constexpr bool kPersistent = C::kPersistent;
   const int q0 = tile.q0, b = tile.b, h = tile.h;
   constexpr int BN = C::BN;
   const int tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31, t = lane & 3;
@@ -72,7 +78,7 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
   const int qw[2] = {wrap_index(row, p.L) + p.q_offset, wrap_index(row + 8, p.L) + p.q_offset};
   const int qb = C::QB == 1 ? 0 : it & 1, use = C::QB == 1 ? it : it >> 1;
   const unsigned q_half = c.q_half(qb, wg);
-  const Turns<kPingPong> turns{wg};
+  const Turns<kPingPong, C::WG> turns{wg};
   const float slope = rel_slope_of<V>(p, b, h);  // 0 and unused unless use_rel_affine<V>()
   const SoftcapTile sc = softcap_tile<V>(p);     // zeros and unused unless use_softcap<V>()
 
@@ -175,7 +181,7 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
   // The O tile is staged in this warpgroup's half of the tile's own Q buffer: its last Q K^T retired.
   // The row max in log2 units (the softmax kept it in u units, fwd_softmax_sm90.cuh); c > 0 keeps -inf.
   if constexpr (use_softcap<V>()) {  // m and the reference max are in log2 units already
-    fwd_epilogue<T, Dv>(p, o, m, l, q_half, c.q_free(qb), wg, tid, q0, b, h, mr);
+    fwd_epilogue<T, Dv>(p, o, m, l, q_half, c.q_free(qb), wg, C::bar_epilogue(wg), tid, q0, b, h, mr);
     return;
   }
   const float c_log2 = softmax_log2_factor<V>(p);
@@ -184,34 +190,31 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const FwdC
 #if defined(FLEXATTN_SM90_LAZY_RESCALE)
   mr[0] *= c_log2;
   mr[1] *= c_log2;
-  fwd_epilogue<T, Dv>(p, o, m, l, q_half, c.q_free(qb), wg, tid, q0, b, h, mr);
+  fwd_epilogue<T, Dv>(p, o, m, l, q_half, c.q_free(qb), wg, C::bar_epilogue(wg), tid, q0, b, h, mr);
 #else
-  fwd_epilogue<T, Dv>(p, o, m, l, q_half, c.q_free(qb), wg, tid, q0, b, h, m);
+  fwd_epilogue<T, Dv>(p, o, m, l, q_half, c.q_free(qb), wg, C::bar_epilogue(wg), tid, q0, b, h, m);
 #endif
 }
 
-template <class V, class T, int D, int Dv, bool kNarrow, bool kPingPong, bool kPersistent>
-__device__ __forceinline__ void fwd_consumer(const AttnParams& p, const FwdCfg<D, Dv, kNarrow, kPersistent>& c, int wg,
-                                             const FwdTileOrder& order) {
+template <class V, class T, class C, bool kPingPong>
+__device__ __forceinline__ void fwd_consumer(const AttnParams& p, const C& c, int wg, const FwdTileOrder& order) {
   RingPos pos{0, 0u};
   int it = 0;
-  if constexpr (kPersistent) {
+  if constexpr (C::kPersistent) {
     // The tiles come from the producer ({n, t} with each Q use, handshake 1): no order of our own.
-    using C = FwdCfg<D, Dv, kNarrow, true>;
-    const Turns<kPingPong> turns{wg};
+    const Turns<kPingPong, C::WG> turns{wg};
     turns.start();
     for (;; ++it) {
       const int qb = C::QB == 1 ? 0 : it & 1, use = C::QB == 1 ? it : it >> 1;
       mbar_wait(c.bar_q(qb), unsigned(use) & 1u);
       const int n = ld_shared_s32(c.kv_count(qb)), t = ld_shared_s32(c.kv_count(qb) + 4);
       if (t < 0) break;  // the end marker
-      fwd_consume_tile<V, T, D, Dv, kNarrow, kPingPong, true>(p, c, wg, order.template at<C::BM>(t), it, pos, n);
+      fwd_consume_tile<V, T, C, kPingPong>(p, c, wg, order.template at<C::BM>(t), it, pos, n);
     }
     turns.finish();
   } else {
     for (int t = blockIdx.x; t < order.count; t += gridDim.x, ++it)
-      fwd_consume_tile<V, T, D, Dv, kNarrow, kPingPong, false>(p, c, wg, fwd_tile_at<FwdCfg<D, Dv, kNarrow>::BM>(order, p, t),
-                                                               it, pos);
+      fwd_consume_tile<V, T, C, kPingPong>(p, c, wg, fwd_tile_at<C::BM>(order, p, t), it, pos);
   }
 }
 

@@ -16,8 +16,8 @@ namespace flexattn::kern::sm90 {
 
 template <class T, int Dv>
 __device__ __forceinline__ void fwd_epilogue(const AttnParams& p, float (&o)[Dv / 2], const float (&m)[2],
-                                             const float (&l)[2], unsigned stage_smem, unsigned q_free, int wg, int tid,
-                                             int q0, int b, int h, const float (&m_lse)[2]) {
+                                             const float (&l)[2], unsigned stage_smem, unsigned q_free, int wg, int bar,
+                                             int tid, int q0, int b, int h, const float (&m_lse)[2]) {
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   float inv[2];
 #pragma unroll
@@ -46,7 +46,7 @@ __device__ __forceinline__ void fwd_epilogue(const AttnParams& p, float (&o)[Dv 
     }
   }
   fence_proxy_async_smem();
-  named_bar_sync(kBarEpilogue0 + wg, 128);
+  named_bar_sync(bar, 128);
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < Dv / 64; ++s) tma_store_4d(&p.o_map, stage_smem + s * (64 * 128), 64 * s, q0 + 64 * wg, h, b);

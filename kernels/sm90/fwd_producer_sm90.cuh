@@ -21,10 +21,11 @@
 
 namespace flexattn::kern::sm90 {
 
-template <int D, int Dv, bool kNarrow, bool kPersistent>
-__device__ __forceinline__ void produce_kv(const AttnParams& p, const FwdCfg<D, Dv, kNarrow, kPersistent>& c, RingPos& pos,
-                                           int kv0, bool full, int hk, int bk) {
-  using C = FwdCfg<D, Dv, kNarrow, kPersistent>;
+// C: the kernel's FwdCfg (fwd_layout_sm90.cuh), in every function of this file.
+template <class C>
+__device__ __forceinline__ void produce_kv(const AttnParams& p, const C& c, RingPos& pos, int kv0, bool full, int hk,
+                                           int bk) {
+  constexpr int D = C::D, Dv = C::Dv;
   mbar_wait(c.empty_k(pos.stage), pos.phase ^ 1u);
   st_shared_s32(c.info(pos.stage), kv0);
   st_shared_s32(c.info(pos.stage) + 4, full ? 1 : 0);
@@ -41,10 +42,10 @@ __device__ __forceinline__ void produce_kv(const AttnParams& p, const FwdCfg<D, 
 }
 
 // One tile; `it` counts the CTA's tiles (the Q barriers' phase), `pos` is the ring position.
-template <int D, int Dv, bool kNarrow>
-__device__ __forceinline__ void fwd_produce_tile(const AttnParams& p, const FwdCfg<D, Dv, kNarrow>& c, const FwdTile& tile,
-                                                 int it, RingPos& pos) {
-  using C = FwdCfg<D, Dv, kNarrow>;
+template <class C>
+__device__ __forceinline__ void fwd_produce_tile(const AttnParams& p, const C& c, const FwdTile& tile, int it, RingPos& pos) {
+  static_assert(!C::kPersistent, "the default kernel's producer");
+  constexpr int D = C::D;
   const int q0 = tile.q0, b = tile.b, h = tile.h;
   const int hk = h / (p.Hq / p.Hkv), bk = p.Bkv == 1 ? 0 : b;
   TileWalker walk;
@@ -56,7 +57,7 @@ __device__ __forceinline__ void fwd_produce_tile(const AttnParams& p, const FwdC
   if (it > 0) mbar_wait(c.q_free(), unsigned(it - 1) & 1u);
   mbar_arrive_expect_tx(c.bar_q(), C::kQBytes);
 #pragma unroll
-  for (int w = 0; w < kSm90ConsumerWarpgroups; ++w) {
+  for (int w = 0; w < C::WG; ++w) {
 #pragma unroll
     for (int s = 0; s < D / 64; ++s)
       tma_load_4d(c.q_half(w) + s * C::kQSlabBytes, &p.q_map, c.bar_q(), 64 * s, q0 + 64 * w, h, b);
@@ -75,10 +76,11 @@ __device__ __forceinline__ void fwd_produce_tile(const AttnParams& p, const FwdC
 // One tile of the persistent kernel: Q with the tile's {kv-tile count, tile index} into buffer it % QB,
 // then its kv tiles; no end marker. The order of the Q load and the first K/V follows handshake 3 of
 // fwd_scheduler_sm90.cuh. Returns the CTA's next tile index, taken once the tile's last K/V is issued.
-template <int D, int Dv, bool kNarrow>
-__device__ __forceinline__ int fwd_produce_tile_persistent(const AttnParams& p, const FwdCfg<D, Dv, kNarrow, true>& c,
-                                                           const FwdTileOrder& order, int t, int it, RingPos& pos) {
-  using C = FwdCfg<D, Dv, kNarrow, true>;
+template <class C>
+__device__ __forceinline__ int fwd_produce_tile_persistent(const AttnParams& p, const C& c, const FwdTileOrder& order, int t,
+                                                           int it, RingPos& pos) {
+  static_assert(C::kPersistent, "the persistent kernel's producer");
+  constexpr int D = C::D;
   const int to = fwd_ordered_index<C::BM>(order, p, t);  // published for the consumers: they call at(to)
   const FwdTile tile = order.template at<C::BM>(to);
   const int q0 = tile.q0, b = tile.b, h = tile.h;
@@ -100,7 +102,7 @@ __device__ __forceinline__ int fwd_produce_tile_persistent(const AttnParams& p, 
     // Rows past L come back as zeros (TMA bounds), and the full box bytes are still credited.
     mbar_arrive_expect_tx(c.bar_q(qb), C::kQBytes);
 #pragma unroll
-    for (int w = 0; w < kSm90ConsumerWarpgroups; ++w) {
+    for (int w = 0; w < C::WG; ++w) {
 #pragma unroll
       for (int s = 0; s < D / 64; ++s)
         tma_load_4d(c.q_half(qb, w) + s * C::kQSlabBytes, &p.q_map, c.bar_q(qb), 64 * s, q0 + 64 * w, h, b);
@@ -123,9 +125,8 @@ __device__ __forceinline__ int fwd_produce_tile_persistent(const AttnParams& p, 
 }
 
 // The persistent producer's last use of a Q buffer: the end marker {0, -1}, a plain arrival (handshake 1, 2).
-template <int D, int Dv, bool kNarrow>
-__device__ __forceinline__ void fwd_produce_end_persistent(const FwdCfg<D, Dv, kNarrow, true>& c, int it) {
-  using C = FwdCfg<D, Dv, kNarrow, true>;
+template <class C>
+__device__ __forceinline__ void fwd_produce_end_persistent(const C& c, int it) {
   const int qb = C::QB == 1 ? 0 : it & 1, use = C::QB == 1 ? it : it >> 1;
   if (use > 0) mbar_wait(c.q_free(qb), unsigned(use - 1) & 1u);
   st_shared_s32(c.kv_count(qb), 0);
@@ -133,21 +134,20 @@ __device__ __forceinline__ void fwd_produce_end_persistent(const FwdCfg<D, Dv, k
   mbar_arrive(c.bar_q(qb));
 }
 
-template <int D, int Dv, bool kNarrow, bool kPersistent>
-__device__ __forceinline__ void fwd_producer(const AttnParams& p, const FwdCfg<D, Dv, kNarrow, kPersistent>& c,
-                                             const FwdTileOrder& order) {
+template <class C>
+__device__ __forceinline__ void fwd_producer(const AttnParams& p, const C& c, const FwdTileOrder& order) {
   tma_prefetch_map(&p.q_map);
   tma_prefetch_map(&p.k_map);
   tma_prefetch_map(&p.v_map);
   RingPos pos{0, 0u};
   int it = 0;
-  if constexpr (kPersistent) {
+  if constexpr (C::kPersistent) {
     // Tiles from the queue (fwd_scheduler_sm90.cuh); the first one is blockIdx.x, with no atomic.
     for (int t = blockIdx.x; t < order.count; ++it) t = fwd_produce_tile_persistent(p, c, order, t, it, pos);
     fwd_produce_end_persistent(c, it);
   } else {
     for (int t = blockIdx.x; t < order.count; t += gridDim.x, ++it)
-      fwd_produce_tile(p, c, fwd_tile_at<FwdCfg<D, Dv, kNarrow>::BM>(order, p, t), it, pos);
+      fwd_produce_tile(p, c, fwd_tile_at<C::BM>(order, p, t), it, pos);
   }
 }
 

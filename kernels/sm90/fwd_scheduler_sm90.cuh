@@ -51,10 +51,10 @@
 //     (claiming at the start of tile i, one tile ahead, cost causal 11 % of makespan in the schedule
 //     model of tests/compile/sm90/test_sm90_host.cc), early enough that the atomic's round trip to L2,
 //     the count and Q_{i+1} fit in the ring's lead.
-//  4. Ping-pong (fwd_consumer_sm90.cuh, Turns): one token for the CTA's life. Warpgroup 1 grants it
-//     once before the first tile, warpgroup 0 takes the last grant after the end marker; in between each
-//     warpgroup takes and gives it n_i + 1 times per tile, alternately, so exactly one grant is pending
-//     at any time and it sits on warpgroup 0's barrier at every tile change. (Per-tile start / finish
+//  4. Ping-pong (fwd_consumer_sm90.cuh, Turns): one token for the CTA's life. The last consumer warpgroup
+//     grants it once before the first tile, warpgroup 0 takes the last grant after the end marker; in between
+//     each warpgroup takes and gives it n_i + 1 times per tile, in turn (round robin over 2, or 3 with the tall
+//     tile), so exactly one grant is pending at any time and it sits on warpgroup 0's barrier at every tile change. (Per-tile start / finish
 //     would let warpgroup 1 grant tile i+1's first turn, now that its Q no longer waits for tile i's
 //     epilogues, while warpgroup 0 has yet to take tile i's last grant: two grants on one barrier.)
 #include "common/params.h"

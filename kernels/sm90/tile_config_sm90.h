@@ -3,7 +3,8 @@
 // geometry. Compiles as host C++ (the runtime sizes and launches from it) and as device code.
 //
 // Fixed structure (hopper.md sections 0, 2.1): 384 threads = 1 producer warpgroup (one lane issues
-// TMA) + 2 consumer warpgroups of 64 query rows each, so block_m = 128 for every head dim. 128 rows
+// TMA) + 2 consumer warpgroups of 64 query rows each, so block_m = 128 for every head dim (the opt-in tall
+// tile below, 3 consumer warpgroups, is the one exception: D = 64 without a block mask). 128 rows
 // is also torch's default BlockMask tile, and the mask tile must be a multiple of the compute tile,
 // which rules out FA3's 192-row (hdim 64) and 176/80-wide kv tiles: block_n must divide 128.
 // Registers: setmaxnreg moves the producer to 24 and the consumers to 240
@@ -23,10 +24,24 @@ constexpr int kSm90ConsumerRegs = 240;
 constexpr int kSm90SmemLimit = 227 * 1024;  // per-CTA opt-in maximum on H100 / H200
 
 struct Sm90FwdTile {
-  int block_m;  // query rows per CTA (2 consumer warpgroups x 64)
-  int block_n;  // kv rows per pipeline stage
-  int stages;   // K/V ring depth
+  int block_m;     // query rows per CTA (consumer warpgroups x 64)
+  int block_n;     // kv rows per pipeline stage
+  int stages;      // K/V ring depth
+  int warpgroups;  // consumer warpgroups: 2, or 3 for the tall tile
 };
+
+// The tall tile (FLEXATTN_SM90_FWD_TALL, opt-in): three consumer warpgroups, 192 x 128 at head dim 64, as FA3 runs
+// hdim 64 -- there one warpgroup's softmax (one exp2 per 256 tensor-core flops) outlasts the other's GEMMs, so
+// with two the tensor cores wait (dense D=64 423 TFLOP/s against cuDNN's 487, bench/RESULTS.md); a third
+// warpgroup's GEMMs fill that gap. 192 rows are not a multiple of the 128-row mask tile, so only calls without
+// a block mask take it (the host's choice, runtime/attention_cuda.cc), and only the (not narrow) D = Dv = 64
+// tile. 512 threads: the consumers get setmaxnreg 160 (128 * 24 + 384 * 160 = 64,512), where the D = 64
+// consumer compiles without spills (ptxas 13.0; at the two-warpgroup kernel's 168 entry cap it spilled 180
+// bytes with setmaxnreg 160: the entry cap has to be 128).
+FLEXATTN_HD constexpr bool sm90_fwd_tall_ok(int d, int dv, bool narrow) { return d == 64 && dv == 64 && !narrow; }
+constexpr int kSm90TallConsumerRegs = 160;
+constexpr int kSm90TallThreads = 512;
+constexpr int kSm90MaxConsumerWarpgroups = 3;
 
 FLEXATTN_HD constexpr int sm90_dmax(int d, int dv) { return d > dv ? d : dv; }
 
@@ -47,18 +62,26 @@ FLEXATTN_HD constexpr bool sm90_head_dim_ok(int d) { return d == 64 || d == 128 
 // head dim, 4 stages up to d 128. Measured at compile time (ptxas 13.0, d 128): the relative-bias
 // gather spilled 24-136 bytes at 128 x 128 -- ptxas hoists the 64-bit index math of all 64 gathers
 // of a thread's tile -- and none at 128 x 64; the T5 bucket variant also compiles in half the time.
-FLEXATTN_HD constexpr Sm90FwdTile sm90_fwd_tile(int d, int dv, bool narrow = false) {
-  return sm90_dmax(d, dv) <= 64    ? Sm90FwdTile{128, narrow ? 64 : 128, 4}
-         : sm90_dmax(d, dv) <= 128 ? (narrow ? Sm90FwdTile{128, 64, 4} : Sm90FwdTile{128, 128, 2})
-         : sm90_dmax(d, dv) <= 192 ? Sm90FwdTile{128, 64, 3}
-                                   : Sm90FwdTile{128, 64, 2};
+// tall: the three-warpgroup tile where sm90_fwd_tall_ok (else ignored): 192 x 128, 4 stages; smem 2 x 24 K (Q,
+// two buffers) + 4 x 32 K = 176 KiB.
+FLEXATTN_HD constexpr Sm90FwdTile sm90_fwd_tile(int d, int dv, bool narrow = false, bool tall = false) {
+  return tall && sm90_fwd_tall_ok(d, dv, narrow) ? Sm90FwdTile{192, 128, 4, 3}
+         : sm90_dmax(d, dv) <= 64                ? Sm90FwdTile{128, narrow ? 64 : 128, 4, 2}
+         : sm90_dmax(d, dv) <= 128 ? (narrow ? Sm90FwdTile{128, 64, 4, 2} : Sm90FwdTile{128, 128, 2, 2})
+         : sm90_dmax(d, dv) <= 192 ? Sm90FwdTile{128, 64, 3, 2}
+                                   : Sm90FwdTile{128, 64, 2, 2};
+}
+
+// Threads of the forward: a producer warpgroup and the consumer warpgroups.
+FLEXATTN_HD constexpr int sm90_fwd_threads(int d, int dv, bool narrow = false, bool tall = false) {
+  return 128 * (1 + sm90_fwd_tile(d, dv, narrow, tall).warpgroups);
 }
 
 // Shared-memory layout (byte offsets from a 1024-aligned base; every tile 1024-aligned because the
 // 128B swizzle pattern is taken from address bits 4-9). A tile of R rows and C columns is stored as
 // C/64 slabs of [R][64] elements, 128-byte rows, 16-byte chunks XOR-swizzled by (row % 8): exactly what
 // a TMA box (64, R) with CU_TENSOR_MAP_SWIZZLE_128B writes.
-//   q      : `q_bufs` Q buffers of 2 halves (one per consumer warpgroup) of 64 x max(D, Dv); a half
+//   q      : `q_bufs` Q buffers of a half per consumer warpgroup (2, or 3 tall) of 64 x max(D, Dv); a half
 //            holds that warpgroup's Q rows, then its O tile for the TMA store (sized for the larger
 //            head dim).
 //   k, v   : `stages` tiles of block_n x D and block_n x Dv.
@@ -76,14 +99,15 @@ struct Sm90FwdSmem {
   int q_half, q_bufs, q, k_stage, k, v_stage, v, bars, info, counts, total;
 };
 
-FLEXATTN_HD constexpr Sm90FwdSmem sm90_fwd_smem_layout_with(int d, int dv, bool narrow, int q_bufs, bool counts) {
-  const Sm90FwdTile t = sm90_fwd_tile(d, dv, narrow);
+FLEXATTN_HD constexpr Sm90FwdSmem sm90_fwd_smem_layout_with(int d, int dv, bool narrow, int q_bufs, bool counts,
+                                                            bool tall = false) {
+  const Sm90FwdTile t = sm90_fwd_tile(d, dv, narrow, tall);
   Sm90FwdSmem s{};
   s.q_half = 64 * sm90_dmax(d, dv) * 2;
   s.q_bufs = q_bufs;
   s.q = 0;
   s.k_stage = t.block_n * d * 2;
-  s.k = s.q + q_bufs * 2 * s.q_half;
+  s.k = s.q + q_bufs * t.warpgroups * s.q_half;
   s.v_stage = t.block_n * dv * 2;
   s.v = s.k + t.stages * s.k_stage;
   s.bars = s.v + t.stages * s.v_stage;
@@ -95,20 +119,23 @@ FLEXATTN_HD constexpr Sm90FwdSmem sm90_fwd_smem_layout_with(int d, int dv, bool 
 
 // Q buffers of the persistent kernel: two at d <= 128 where the layout (plus the base-alignment
 // slack) fits the opt-in limit, else one.
-FLEXATTN_HD constexpr int sm90_fwd_q_buffers(int d, int dv, bool narrow) {
-  return sm90_dmax(d, dv) <= 128 && sm90_fwd_smem_layout_with(d, dv, narrow, 2, true).total + 1024 <= kSm90SmemLimit
+FLEXATTN_HD constexpr int sm90_fwd_q_buffers(int d, int dv, bool narrow, bool tall = false) {
+  return sm90_dmax(d, dv) <= 128 &&
+                 sm90_fwd_smem_layout_with(d, dv, narrow, 2, true, tall).total + 1024 <= kSm90SmemLimit
              ? 2
              : 1;
 }
 
-FLEXATTN_HD constexpr Sm90FwdSmem sm90_fwd_smem_layout(int d, int dv, bool narrow = false, bool persistent = false) {
-  return persistent ? sm90_fwd_smem_layout_with(d, dv, narrow, sm90_fwd_q_buffers(d, dv, narrow), true)
-                    : sm90_fwd_smem_layout_with(d, dv, narrow, 1, false);
+FLEXATTN_HD constexpr Sm90FwdSmem sm90_fwd_smem_layout(int d, int dv, bool narrow = false, bool persistent = false,
+                                                       bool tall = false) {
+  return persistent ? sm90_fwd_smem_layout_with(d, dv, narrow, sm90_fwd_q_buffers(d, dv, narrow, tall), true, tall)
+                    : sm90_fwd_smem_layout_with(d, dv, narrow, 1, false, tall);
 }
 
 // Dynamic shared memory to request: the layout plus slack to round the base up to 1024 bytes.
-FLEXATTN_HD constexpr int sm90_fwd_smem(int d, int dv, bool narrow = false, bool persistent = false) {
-  return sm90_fwd_smem_layout(d, dv, narrow, persistent).total + 1024;
+FLEXATTN_HD constexpr int sm90_fwd_smem(int d, int dv, bool narrow = false, bool persistent = false,
+                                        bool tall = false) {
+  return sm90_fwd_smem_layout(d, dv, narrow, persistent, tall).total + 1024;
 }
 
 struct Sm90Launch {
@@ -127,12 +154,12 @@ struct Sm90Launch {
 // tile change and Q waited for both warpgroups' epilogues. Both are gone from the kPersistent kernel
 // (kv-tile counts, two Q buffers); it stays opt-in (FLEXATTN_SM90_PERSISTENT=1) until measured.
 FLEXATTN_HD constexpr Sm90Launch sm90_fwd_launch(int d, int dv, bool narrow, int B, int Hq, int L, int sm_count,
-                                                 bool persistent) {
-  const long long tiles =
-      (long long)((L + sm90_fwd_tile(d, dv, narrow).block_m - 1) / sm90_fwd_tile(d, dv, narrow).block_m) * Hq * B;
+                                                 bool persistent, bool tall = false) {
+  const int bm = sm90_fwd_tile(d, dv, narrow, tall).block_m;
+  const long long tiles = (long long)((L + bm - 1) / bm) * Hq * B;
   const long long ctas = !persistent || tiles < sm_count ? tiles : (sm_count > 0 ? sm_count : 1);
-  return Sm90Launch{(unsigned)ctas, 1u, 1u, (unsigned)kSm90Threads,
-                    (unsigned)sm90_fwd_smem(d, dv, narrow, persistent)};
+  return Sm90Launch{(unsigned)ctas, 1u, 1u, (unsigned)sm90_fwd_threads(d, dv, narrow, tall),
+                    (unsigned)sm90_fwd_smem(d, dv, narrow, persistent, tall)};
 }
 
 // The mask tile sizes the forward accepts (the no-mask sentinel 1 << 30 qualifies).
@@ -156,6 +183,12 @@ static_assert(sm90_fwd_smem(128, 128, true, true) <= kSm90SmemLimit && sm90_fwd_
 static_assert(sm90_fwd_smem(192, 192, false, true) <= kSm90SmemLimit, "persistent d192");
 static_assert(sm90_fwd_smem(256, 256, false, true) <= kSm90SmemLimit, "persistent d256");
 static_assert(sm90_fwd_smem(64, 256, false, true) <= kSm90SmemLimit, "persistent d64/dv256");
+static_assert(sm90_fwd_smem(64, 64, false, false, true) <= kSm90SmemLimit, "smem d64 tall");
+static_assert(sm90_fwd_smem(64, 64, false, true, true) <= kSm90SmemLimit && sm90_fwd_q_buffers(64, 64, false, true) == 2,
+              "persistent d64 tall: two Q buffers");
+static_assert(sm90_fwd_tile(64, 64, true, true).warpgroups == 2 && sm90_fwd_tile(128, 128, false, true).warpgroups == 2,
+              "the tall tile only at D = Dv = 64, not narrow");
 static_assert(kSm90ProducerRegs * 128 + kSm90ConsumerRegs * 256 <= 65536, "register file");
+static_assert(kSm90ProducerRegs * 128 + kSm90TallConsumerRegs * 384 <= 65536, "register file, tall");
 
 }  // namespace flexattn::kern

@@ -179,8 +179,9 @@ bool try_sm90_forward(const ForwardArgs& a, AttnParams& p, const std::string& ar
   std::string why;
   if (!runtime::sm90_forward_supported(arch, p, true, &why)) return runtime::sm90_decline(why);
   runtime::KernelSetKey key{a.q.dtype, p.D, p.Dv, arch, false, runtime::KernelFamily::sm90};
+  key.sm90_fwd_tall = runtime::sm90_fwd_tall_requested(p.D, p.Dv, p.kv_num_blocks != nullptr);
   const runtime::KernelSet& set = runtime::get_kernel_set(*a.variant, key);
-  const bool narrow = runtime::sm90_narrow_tile(set.layout);
+  const bool narrow = runtime::sm90_narrow_tile(set.layout), tall = set.sm90_fwd_tall;
   if (!runtime::sm90_forward_supported(arch, p, narrow, &why)) return runtime::sm90_decline(why);
   try {
     runtime::encode_sm90_forward_maps(&p, a.q.dtype, narrow);
@@ -191,7 +192,7 @@ bool try_sm90_forward(const ForwardArgs& a, AttnParams& p, const std::string& ar
   const bool persistent = jit::env_flag("FLEXATTN_SM90_PERSISTENT", true);
   const kern::Sm90Launch l = kern::sm90_fwd_launch(p.D, p.Dv, narrow, p.B, p.Hq, p.L,
                                                    runtime::sm90_persistent_ctas(current_device(a.device).sm_count),
-                                                   persistent);
+                                                   persistent, tall);
   // The persistent kernel's tile queue (kernels/sm90/fwd_scheduler_sm90.cuh); null: static stride.
   p.tile_queue = persistent ? runtime::sm90_tile_queue(a.device, a.stream) : nullptr;
   jit::launch(jit::get_function(set.compiled, "flexattn_fwd"), runtime::launch_config(l, a.stream), p);

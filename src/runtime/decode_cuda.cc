@@ -21,6 +21,7 @@
 #include "runtime/decode_launch.h"
 #include "runtime/decode_source.h"
 #include "runtime/kernel_set.h"
+#include "runtime/split_counters.h"
 
 namespace flexattn {
 
@@ -81,6 +82,7 @@ struct DecodeFns {
   int per_sm[2] = {1, 1};
   bool pdl = false;
   bool cluster = false;  // FLEXATTN_DECODE_CLUSTER: the set's sm_90 source compiled the cluster merge
+  bool merge = false;    // FLEXATTN_DECODE_MERGE: the set's source compiled the last-CTA merge
   // cluster: clusters of s CTAs resident at once per row tile (cuOccupancyMaxActiveClusters; 0: such a cluster
   // does not fit, -1: the driver cannot tell, then the plain slots are assumed)
   int max_clusters[2][kern::kDecodeClusterMax + 1] = {};
@@ -143,6 +145,7 @@ const DecodeFns& decode_fns(const runtime::KernelSet& set, int d, int dv) {
       f.max_clusters[tile_index(bm)][cs] = n;
     }
   }
+  f.merge = runtime::decode_tuning().merge;  // the source's define follows the same tuning (decode_source.cc)
   f.combine = resolve("flexattn_decode_combine", 0);
   // PDL needs the griddepcontrol instructions, compiled only for sm_90+ (decode_combine.cuh).
   f.pdl = runtime::decode_tuning().pdl && cc >= 90 && drv.cuLaunchKernelEx != nullptr;
@@ -294,7 +297,7 @@ void check_decode(const DecodeArgs& a, AttnParams* p) {
 }
 
 void launch_decode(const runtime::KernelSet& set, const DecodeFns& f, const DeviceBindings& bindings, AttnParams& p,
-                   const Plan& pl, void* stream) {
+                   const Plan& pl, int device, void* stream) {
   runtime::fill_mod_params(set.layout, bindings, false, &p.mod);
   p.pack_heads = pl.pack, p.num_splits = pl.splits;
   const jit::DriverApi& drv = jit::driver();
@@ -303,6 +306,11 @@ void launch_decode(const runtime::KernelSet& set, const DecodeFns& f, const Devi
   const kern::DecodeLaunch l =
       kern::decode_launch(p.D, p.Dv, p.B, p.Hq, p.L, pl.pack, pl.splits, runtime::decode_tuning().stages);
   const kern::DecodeLaunchPlan lp = kern::decode_launch_plan(pl.cluster, f.pdl, pl.splits);
+  // FLEXATTN_DECODE_MERGE: the last split of each row tile merges it (kernels/decode/attn_decode.cuh); without
+  // counters (a graph capture, no memory) the combine kernel does, as before.
+  p.split_counters = f.merge && lp.combine
+                         ? runtime::decode_split_counters(device, stream, size_t(l.grid_x) * size_t(l.grid_y))
+                         : nullptr;
   jit::CUlaunchAttribute attr{};
   if (runtime::decode_launch_attrs(lp, false, &attr) == 0) {
     jit::cu_check(drv.cuLaunchKernel(f.main[tile_index(pl.block_m)], l.grid_x, l.grid_y, l.grid_z, l.block, 1, 1,
@@ -314,7 +322,7 @@ void launch_decode(const runtime::KernelSet& set, const DecodeFns& f, const Devi
     jit::cu_check(drv.cuLaunchKernelEx(&cfg, f.main[tile_index(pl.block_m)], args, nullptr),
                   "cuLaunchKernelEx(decode, cluster)");
   }
-  if (!lp.combine) return;
+  if (!lp.combine || p.split_counters != nullptr) return;
   const kern::DecodeLaunch c = kern::decode_combine_launch(p.B, p.Hq, p.L);
   if (runtime::decode_launch_attrs(lp, true, &attr) == 0) {
     jit::cu_check(drv.cuLaunchKernel(f.combine, c.grid_x, c.grid_y, c.grid_z, c.block, 1, 1, c.smem, s, args, nullptr),
@@ -382,7 +390,7 @@ void cuda_decode(const DecodeArgs& a) {
                 std::to_string(a.workspace_bytes));
   if (reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0) throw Error("workspace: must be 16-byte aligned");
   set_workspace(&p, pl, a.workspace);
-  launch_decode(*set, *fns, a.bindings, p, pl, a.stream);
+  launch_decode(*set, *fns, a.bindings, p, pl, a.device, a.stream);
 }
 
 CompileReport compile_decode(const Variant& variant, DType dtype, int head_dim, int value_head_dim,
@@ -457,7 +465,7 @@ bool try_decode_forward(const ForwardArgs& a, kern::AttnParams& p, const std::st
     if (ws == nullptr) pl.splits = 1;
   }
   set_workspace(&p, pl, ws);
-  launch_decode(set, fns, a.bindings, p, pl, a.stream);
+  launch_decode(set, fns, a.bindings, p, pl, a.device, a.stream);
   return true;
 }
 

@@ -22,6 +22,7 @@ const DecodeTuning& decode_tuning() {
     r.prefetch = int(jit::env_number("FLEXATTN_DECODE_PREFETCH", 0, 0, 4));
     r.combine_batch = jit::env_flag("FLEXATTN_DECODE_COMBINE_BATCH", false);
     r.cluster = jit::env_flag("FLEXATTN_DECODE_CLUSTER", false);
+    r.merge = jit::env_flag("FLEXATTN_DECODE_MERGE", false);
     return r;
   }();
   return t;
@@ -58,6 +59,7 @@ std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const
     if (tuning.prefetch > 0) s << "#define FLEXATTN_DECODE_PREFETCH " << tuning.prefetch << "\n";
   }
   if (decode_cluster_arch(key.arch, tuning.cluster)) s << "#define FLEXATTN_DECODE_CLUSTER 1\n";
+  if (tuning.merge) s << "#define FLEXATTN_DECODE_MERGE 1\n";
   s << "// flexattn decode kernels (split-KV, packed GQA, paged K/V), " << t << ", D=" << key.d << ", Dv=" << key.dv
     << "\n";
   s << "#include \"common/mod_ops.cuh\"\n#include \"decode/attn_decode.cuh\"\n#include \"decode/decode_combine.cuh\"\n";

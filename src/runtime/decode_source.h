@@ -21,6 +21,7 @@ struct DecodeTuning {
   int prefetch = 0;    // FLEXATTN_DECODE_PREFETCH: L2 prefetch this many tiles ahead (0..4; sm_90a sources)
   bool combine_batch = false;  // FLEXATTN_DECODE_COMBINE_BATCH: the combine's partial loads in chunks of 8
   bool cluster = false;  // FLEXATTN_DECODE_CLUSTER: 2..8 splits merge in a thread-block cluster (sm_90a sources)
+  bool merge = false;    // FLEXATTN_DECODE_MERGE: the last split of a row tile merges it (no combine kernel)
 };
 const DecodeTuning& decode_tuning();
 

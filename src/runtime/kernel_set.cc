@@ -110,9 +110,19 @@ void check_backward_head_dims(int64_t d, int64_t dv) {
               " and v to Dv=" + std::to_string(p.dv) + " (cuda_padded_head_dims; the result is unchanged)");
 }
 
+namespace {
+
+// ptxas spilled (or gave the entry a stack frame) in `entry` of the compiled set.
+bool spills_in(const jit::CompiledKernel& compiled, const std::string& entry) {
+  const auto it = compiled.ptxas.find(entry);
+  return it != compiled.ptxas.end() && (it->second.spill_stores + it->second.spill_loads > 0 || it->second.stack > 0);
+}
+
+}  // namespace
+
 const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key) {
   using CacheKey = std::tuple<const ir::Node*, const ir::Node*, std::vector<std::string>, DType, int, int,
-                              std::string, bool, KernelFamily, bool, int, int>;
+                              std::string, bool, KernelFamily, bool, int, int, bool>;
   struct Entry {
     Variant keep_alive;  // holds the nodes whose addresses are in the key
     std::unique_ptr<KernelSet> set;
@@ -121,7 +131,7 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
   static std::map<CacheKey, Entry>* cache = new std::map<CacheKey, Entry>();
   const CacheKey ck{variant.score_mod.get(), variant.mask_mod.get(), variant.grad_buffers, key.dtype, key.d,
                     key.dv, key.arch, key.backward, key.family, key.dq_pass, key.sm90_bwd_persistent,
-                    key.sm90_bwd_grid_order};
+                    key.sm90_bwd_grid_order, key.sm90_fwd_tall};
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache->find(ck);
@@ -135,6 +145,7 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
   auto set = std::make_unique<KernelSet>();
   set->key = key;
   set->layout = gen.layout;
+  set->sm90_fwd_tall = sm90_fwd_tall_for(gen, key);
   jit::KernelRequest req;
   const bool sm90 = key.family == KernelFamily::sm90;
   if (sm90 && key.arch != "sm_90a")
@@ -159,6 +170,15 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
     req.kernel_names = {"flexattn_fwd"};
   if (!(sm90 && key.backward)) {
     set->compiled = jit::get_or_compile(req);
+    // The tall forward's consumers have 160 registers: the heavier mods spill there (ptxas 13.0, D = 64: softcap
+    // + causal 200 bytes, document, relbias + causal, t5, text:mixed). Such a set takes the usual kernel instead.
+    if (set->sm90_fwd_tall && spills_in(set->compiled, "flexattn_fwd")) {
+      KernelSetKey usual = key;
+      usual.sm90_fwd_tall = false;
+      req.source = kernel_source_sm90(gen, usual);
+      set->compiled = jit::get_or_compile(req);
+      set->sm90_fwd_tall = false;
+    }
   } else {
     // The first source whose main kernel compiles without spills (sm90_bwd_fallback_sources: what each step gives
     // up and why). Of the corpus at D = 128 (NVRTC 13.0) only a learnable relative bias (per-diagonal buffer-gradient
@@ -188,15 +208,10 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
         break;
       }
     }
-    auto spills = [&] {
-      const auto main = set->compiled.ptxas.find("flexattn_bwd");
-      return main != set->compiled.ptxas.end() &&
-             (main->second.spill_stores + main->second.spill_loads > 0 || main->second.stack > 0);
-    };
     for (size_t i = 0; i < path.size(); ++i) {
       req.source = path[i];
       set->compiled = jit::get_or_compile(req);
-      if (!spills()) break;
+      if (!spills_in(set->compiled, "flexattn_bwd")) break;
     }
     // What the launch needs to know (shared memory, grid, dQ maps) follows the source the set ended with.
     const Sm90BwdChoice final_choice = sm90_bwd_source_choice(req.source);

@@ -39,6 +39,10 @@ struct KernelSetKey {
   // (auto: variants with a mask_mod). Deterministic calls of variants without one ask for 1 under auto
   // (sm90_bwd_grid_order_for_call).
   int sm90_bwd_grid_order = -1;
+  // sm90 forward only: ask for the tall tile (three consumer warpgroups, kernels/sm90/tile_config_sm90.h); the set
+  // has it where sm90_fwd_tall_ok (KernelSet::sm90_fwd_tall), else the usual kernel. The forward asks per call
+  // (FLEXATTN_SM90_FWD_TALL, D = Dv = 64, no block mask: runtime/attention_cuda.cc).
+  bool sm90_fwd_tall = false;
 };
 
 struct KernelSet {
@@ -60,6 +64,8 @@ struct KernelSet {
   bool sm90_bwd_grid_order = false;
   // sm90 backward only: the TMA-store epilogue (FLEXATTN_SM90_BWD_TMA_STORE) is compiled in, so p.dkv_tma takes it.
   bool sm90_bwd_tma_store = false;
+  // sm90 forward only: the kernel is the tall one (512 threads, 192-row tiles, its own shared-memory layout).
+  bool sm90_fwd_tall = false;
 };
 
 // The generated source of an sm80-family kernel set (exposed for golden-file tests); the sm90 one is

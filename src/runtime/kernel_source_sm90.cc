@@ -67,11 +67,22 @@ std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const K
   s << "#include \"sm90/attn_fwd_sm90.cuh\"\n";
   s << "using namespace flexattn::kern;\n\n";
   s << variant.source << "\n";
-  s << "extern \"C\" __global__ void __launch_bounds__(kSm90Threads, 1)\n"
+  const bool tall = sm90_fwd_tall_for(variant, key);
+  s << "extern \"C\" __global__ void __launch_bounds__(" << (tall ? "kSm90TallThreads" : "kSm90Threads") << ", 1)\n"
     << "flexattn_fwd(const __grid_constant__ AttnParams p) { attn_fwd_sm90<FlexVariant, " << t << ", " << key.d
-    << ", " << key.dv << ", " << (sm90_narrow_tile(variant.layout) ? "true" : "false") << (persistent ? ", true" : "")
-    << ">(p); }\n";
+    << ", " << key.dv << ", " << (sm90_narrow_tile(variant.layout) ? "true" : "false")
+    << (tall ? (persistent ? ", true, true" : ", false, true") : persistent ? ", true" : "") << ">(p); }\n";
   return s.str();
+}
+
+bool sm90_fwd_tall_for(const codegen::GeneratedVariant& variant, const KernelSetKey& key) {
+  return key.family == KernelFamily::sm90 && !key.backward && key.sm90_fwd_tall &&
+         kern::sm90_fwd_tall_ok(key.d, key.dv, sm90_narrow_tile(variant.layout));
+}
+
+bool sm90_fwd_tall_requested(int d, int dv, bool block_mask) {
+  // Read on every call, like FLEXATTN_SM90_PERSISTENT; the tall kernel is a kernel set of its own.
+  return d == 64 && dv == 64 && !block_mask && jit::env_flag("FLEXATTN_SM90_FWD_TALL", false);
 }
 
 }  // namespace flexattn::runtime

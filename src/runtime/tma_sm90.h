@@ -71,4 +71,12 @@ bool sm90_forward_supported(const std::string& arch, const kern::AttnParams& p, 
 // The generated source of the sm90 forward kernel set (one entry, flexattn_fwd).
 std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const KernelSetKey& key);
 
+// The forward set of `key` has the tall kernel (three consumer warpgroups): asked for (key.sm90_fwd_tall), and the
+// tile applies (kern::sm90_fwd_tall_ok: D = Dv = 64, the variant's tile not narrow).
+bool sm90_fwd_tall_for(const codegen::GeneratedVariant& variant, const KernelSetKey& key);
+
+// Whether a forward call asks for the tall kernel: FLEXATTN_SM90_FWD_TALL on (default off), D = Dv = 64 and no
+// block mask (192-row tiles are not a multiple of the 128-row mask tile).
+bool sm90_fwd_tall_requested(int d, int dv, bool block_mask);
+
 }  // namespace flexattn::runtime

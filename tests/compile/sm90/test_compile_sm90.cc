@@ -248,7 +248,9 @@ TEST_F(Sm90Compile, RelAffineAlibiCompilesCleanly) {
           expect_hopper_sass(*sass, what);
           i2f[affine] = testing_sass::count(*sass, "I2FP.F32.S32");
         }
-        if (i2f[0] > 0) EXPECT_LT(i2f[1] + 64, i2f[0]) << what;
+        if (i2f[0] > 0) {
+          EXPECT_LT(i2f[1] + 64, i2f[0]) << what;
+        }
       }
 }
 
@@ -290,6 +292,8 @@ TEST_F(Sm90Compile, UniformDescriptorsCompileCleanly) {
         expect_hopper_sass(*sass, what);
         r2ur[udesc] = testing_sass::count(*sass, "R2UR");
       }
-      if (r2ur[0] > 0) EXPECT_LT(r2ur[1] + 32, r2ur[0]) << what;
+      if (r2ur[0] > 0) {
+        EXPECT_LT(r2ur[1] + 32, r2ur[0]) << what;
+      }
     }
 }

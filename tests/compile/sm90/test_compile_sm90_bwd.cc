@@ -299,11 +299,14 @@ TEST_F(Sm90BwdCompile, V2CompilesCleanlyForEveryCorpusVariant) {
         // D / 32 = 4 tensor reductions per dQ tile (one per 32-column slab), no per-row bulk ones.
         EXPECT_EQ(testing_sass::count(sass, "UTMAREDG"), 4) << what << ": cp.reduce.async.bulk.tensor for dQ";
         EXPECT_EQ(testing_sass::count(sass, "UBLKRED"), 0) << what;
-        if (c.v.grad_buffers.empty())
+        if (c.v.grad_buffers.empty()) {
           EXPECT_EQ(testing_sass::count(sass, "REDG.E.ADD.F32"), 0) << what;
+        }
       } else if (bulk) {
         EXPECT_GT(testing_sass::count(sass, "UBLKRED"), 0) << what << ": cp.reduce.async.bulk for dQ";
-        if (c.v.grad_buffers.empty()) EXPECT_EQ(testing_sass::count(sass, "REDG.E.ADD.F32"), 0) << what;
+        if (c.v.grad_buffers.empty()) {
+          EXPECT_EQ(testing_sass::count(sass, "REDG.E.ADD.F32"), 0) << what;
+        }
       } else {
         EXPECT_GE(testing_sass::count(sass, "REDG.E.ADD.F32x2"), 16) << what << ": dQ reductions";
       }

@@ -49,7 +49,9 @@ void check_set(const runtime::KernelSet& set, const std::string& what) {
   const bool must = what.rfind("full ", 0) == 0 || what.rfind("causal ", 0) == 0 ||
                     what.rfind("sliding_window", 0) == 0 || what.rfind("prefix_lm", 0) == 0 ||
                     what.rfind("alibi+causal", 0) == 0;
-  if (must) EXPECT_TRUE(set.sm90_bwd_persistent) << what << ": the switch must reach the source";
+  if (must) {
+    EXPECT_TRUE(set.sm90_bwd_persistent) << what << ": the switch must reach the source";
+  }
   if (!set.sm90_bwd_persistent) std::printf("[persistent] %s: fell back to the default kernel (spills)\n", what.c_str());
   std::string why;
   const std::optional<std::string> all = testing_sass::disassemble(*set.compiled.cubin, &why);

@@ -590,3 +590,59 @@ TEST(Sm90Host, PersistentCtasAndTheTileQueueSwitch) {
   EXPECT_EQ(runtime::sm90_tile_queue(0, nullptr), nullptr);
   unsetenv("FLEXATTN_SM90_TILE_QUEUE");
 }
+
+// The tall tile (FLEXATTN_SM90_FWD_TALL): three consumer warpgroups of 64 rows at D = Dv = 64 only (not narrow), 512
+// threads, a Q half per warpgroup in each of the persistent kernel's two Q buffers, launch geometry in 192-row
+// tiles; asked for only by calls without a block mask.
+TEST(Sm90Host, TallTileAppliesAtHeadDim64WithoutABlockMask) {
+  const kern::Sm90FwdTile t = kern::sm90_fwd_tile(64, 64, false, true);
+  EXPECT_EQ(t.block_m, 192);
+  EXPECT_EQ(t.block_n, 128);
+  EXPECT_EQ(t.warpgroups, 3);
+  EXPECT_EQ(kern::sm90_fwd_tile(64, 64, false, false).warpgroups, 2);
+  EXPECT_EQ(kern::sm90_fwd_tile(64, 64, true, true).block_m, 128);     // narrow: the usual tile
+  EXPECT_EQ(kern::sm90_fwd_tile(128, 128, false, true).block_m, 128);  // D = 128: the usual tile
+  EXPECT_EQ(kern::sm90_fwd_tile(64, 128, false, true).block_m, 128);
+  EXPECT_EQ(kern::sm90_fwd_threads(64, 64, false, true), 512);
+  EXPECT_EQ(kern::sm90_fwd_threads(64, 64, false, false), 384);
+  const kern::Sm90FwdSmem per = kern::sm90_fwd_smem_layout(64, 64, false, true, true);
+  EXPECT_EQ(per.q_bufs, 2);
+  EXPECT_EQ(per.k, 2 * 3 * per.q_half);
+  EXPECT_EQ(per.q_half, 64 * 64 * 2);
+  EXPECT_EQ(kern::sm90_fwd_smem_layout(64, 64, false, false, true).k, 3 * per.q_half);
+  EXPECT_LE(kern::sm90_fwd_smem(64, 64, false, true, true), kern::kSm90SmemLimit);
+  const kern::Sm90Launch l = kern::sm90_fwd_launch(64, 64, false, 2, 16, 8192, 132, false, true);
+  EXPECT_EQ(l.grid_x, 43u * 32u);  // ceil(8192 / 192) tiles per head
+  EXPECT_EQ(l.block, 512u);
+  EXPECT_EQ(l.smem, unsigned(kern::sm90_fwd_smem(64, 64, false, false, true)));
+  EXPECT_EQ(kern::sm90_fwd_launch(64, 64, false, 2, 16, 8192, 132, true, true).grid_x, 132u);
+  EXPECT_EQ(kern::sm90_fwd_launch(64, 64, false, 1, 1, 193, 132, true, true).grid_x, 2u);
+
+  unsetenv("FLEXATTN_SM90_FWD_TALL");
+  EXPECT_FALSE(runtime::sm90_fwd_tall_requested(64, 64, false));  // off by default
+  setenv("FLEXATTN_SM90_FWD_TALL", "1", 1);
+  EXPECT_TRUE(runtime::sm90_fwd_tall_requested(64, 64, false));
+  EXPECT_FALSE(runtime::sm90_fwd_tall_requested(64, 64, true));  // a block mask: 128-row mask tiles
+  EXPECT_FALSE(runtime::sm90_fwd_tall_requested(128, 128, false));
+  EXPECT_FALSE(runtime::sm90_fwd_tall_requested(64, 128, false));
+  setenv("FLEXATTN_SM90_FWD_TALL", "maybe", 1);  // not a flag value: the default, as for every flag (jit/sys.cc)
+  EXPECT_FALSE(runtime::sm90_fwd_tall_requested(64, 64, false));
+  unsetenv("FLEXATTN_SM90_FWD_TALL");
+
+  // The source: 512-thread launch bounds and the tall template argument only when the key asks and it applies.
+  Variant v;
+  const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, false);
+  runtime::KernelSetKey key{DType::BF16, 64, 64, "sm_90a", false, runtime::KernelFamily::sm90};
+  const std::string usual = runtime::kernel_source_sm90(gen, key);
+  EXPECT_NE(usual.find("__launch_bounds__(kSm90Threads, 1)"), std::string::npos);
+  EXPECT_NE(usual.find("attn_fwd_sm90<FlexVariant, bf16, 64, 64, false, true>(p)"), std::string::npos);
+  key.sm90_fwd_tall = true;
+  EXPECT_TRUE(runtime::sm90_fwd_tall_for(gen, key));
+  const std::string tall = runtime::kernel_source_sm90(gen, key);
+  EXPECT_NE(tall.find("__launch_bounds__(kSm90TallThreads, 1)"), std::string::npos);
+  EXPECT_NE(tall.find("attn_fwd_sm90<FlexVariant, bf16, 64, 64, false, true, true>(p)"), std::string::npos);
+  key.d = key.dv = 128;
+  EXPECT_FALSE(runtime::sm90_fwd_tall_for(gen, key));
+  EXPECT_NE(runtime::kernel_source_sm90(gen, key).find("attn_fwd_sm90<FlexVariant, bf16, 128, 128, false, true>(p)"),
+            std::string::npos);
+}

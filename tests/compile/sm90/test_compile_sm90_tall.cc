@@ -1,0 +1,114 @@
+// The tall sm90 forward (FLEXATTN_SM90_FWD_TALL: three consumer warpgroups, 192 x 128 tiles at D = Dv = 64,
+// kernels/sm90/tile_config_sm90.h) compiles with NVRTC for sm_90a: every corpus variant, the persistent kernel (the
+// default) and the one-CTA-per-tile one, with no spills, no stack and no ptxas warning; 512 threads cap the entry at
+// 128 registers, and -- with a disassembler -- the consumers stay under their setmaxnreg 160 and the producer
+// under 24. The set says which kernel it holds: the tall one only where it applies.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "compile/compile_fixture.h"
+#include "corpus.h"
+#include "flexattn/codegen.h"
+#include "flexattn/jit.h"
+#include "runtime/kernel_set.h"
+#include "runtime/tma_sm90.h"
+#include "sass_tools.h"
+#include "sm90/tile_config_sm90.h"
+#include "sm90_fwd_build.h"
+
+using namespace flexattn;
+
+namespace {
+
+using Sm90TallCompile = compile_test::CompileTest;
+
+runtime::KernelSetKey tall_key(int d, int dv, DType t = DType::BF16) {
+  runtime::KernelSetKey key{t, d, dv, "sm_90a", false, runtime::KernelFamily::sm90};
+  key.sm90_fwd_tall = true;
+  return key;
+}
+
+void expect_clean_tall(const jit::CompiledKernel& compiled, const std::string& what, bool* have_sass) {
+  ASSERT_EQ(compiled.ptxas.count("flexattn_fwd"), 1u) << what << "\n" << compiled.log;
+  const jit::PtxasInfo& info = compiled.ptxas.at("flexattn_fwd");
+  EXPECT_EQ(info.spill_stores + info.spill_loads, 0) << what << " spills";
+  EXPECT_EQ(info.stack, 0) << what << " has a stack frame";
+  EXPECT_LE(info.registers, 65536 / kern::kSm90TallThreads) << what << ": __launch_bounds__(512, 1)";
+  EXPECT_EQ(compiled.log.find("warning"), std::string::npos) << what << " ptxas warned:\n" << compiled.log;
+  if (!*have_sass) return;
+  std::string why;
+  const std::optional<std::string> sass = testing_sass::disassemble(*compiled.cubin, &why);
+  if (!sass) {
+    *have_sass = false;
+    return;
+  }
+  EXPECT_GT(testing_sass::count(*sass, "HGMMA.64x128x16"), 0) << what;
+  EXPECT_EQ(testing_sass::count(*sass, "USETMAXREG"), 2) << what << ": setmaxnreg dec + inc";
+  EXPECT_EQ(testing_sass::count(*sass, "LDL") + testing_sass::count(*sass, "STL"), 0) << what << ": local memory";
+  EXPECT_LT(testing_sass::max_register(*sass), kern::kSm90TallConsumerRegs) << what;
+  const std::optional<int> producer = testing_sass::producer_max_register(*sass);
+  ASSERT_TRUE(producer.has_value()) << what;
+  EXPECT_LT(*producer, kern::kSm90ProducerRegs) << what;
+}
+
+}  // namespace
+
+// Every corpus variant's set asked for the tall kernel holds a clean kernel: the tall one, or -- where the tall one
+// spills at 160 registers -- the usual one (kernel_set.cc). The light mods must keep the tall one.
+TEST_F(Sm90TallCompile, EveryCorpusVariantGetsACleanKernel) {
+  bool have_sass = true;
+  std::string fell_back;
+  for (const corpus::CorpusEntry& c : corpus::mod_corpus()) {
+    mods::ProblemShape shape{1, 4, 4, 256, 256, 64, 64, 1};
+    corpus::BuiltVariant b = corpus::build_variant(c, shape);
+    const runtime::KernelSet& set = runtime::get_kernel_set(b.variant, tall_key(64, 64));
+    if (set.sm90_fwd_tall) {
+      expect_clean_tall(set.compiled, "tall " + c.name, &have_sass);
+      continue;
+    }
+    fell_back += " " + c.name;
+    const jit::PtxasInfo& info = set.compiled.ptxas.at("flexattn_fwd");
+    EXPECT_EQ(info.spill_stores + info.spill_loads + info.stack, 0) << c.name << ": the fallback must be clean";
+    EXPECT_LE(info.registers, 168) << c.name << ": the usual kernel (384 threads)";
+  }
+  for (const char* light : {" full ", " causal ", " alibi+causal ", " sliding_window:100 ", " relbias(learnable) "})
+    EXPECT_EQ((fell_back + " ").find(light), std::string::npos) << light << " fell back:" << fell_back;
+  std::printf("tall kernel spilled and fell back for:%s\n", fell_back.c_str());
+}
+
+// The one-CTA-per-tile kernel (FLEXATTN_SM90_PERSISTENT=0) and f16: the source is compiled directly (the kernel-set
+// cache is keyed without the persistent flag).
+TEST_F(Sm90TallCompile, DefaultKernelAndF16CompileCleanly) {
+  mods::ProblemShape shape{1, 4, 4, 256, 256, 64, 64, 1};
+  bool have_sass = true;
+  for (const char* name : {"full", "causal", "alibi+causal"}) {
+    const Variant v = corpus::build_variant(corpus::corpus_entry(name), shape).variant;
+    const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, false);
+    setenv("FLEXATTN_SM90_PERSISTENT", "0", 1);
+    const std::string src = runtime::kernel_source_sm90(gen, tall_key(64, 64));
+    unsetenv("FLEXATTN_SM90_PERSISTENT");
+    EXPECT_NE(src.find("attn_fwd_sm90<FlexVariant, bf16, 64, 64, false, false, true>(p)"), std::string::npos) << src;
+    expect_clean_tall(sm90_test::compile_fwd_source("attn_fwd_sm90a_tall_default", src), std::string("default ") + name,
+                      &have_sass);
+    const std::string f16 = runtime::kernel_source_sm90(gen, tall_key(64, 64, DType::F16));
+    EXPECT_NE(f16.find("attn_fwd_sm90<FlexVariant, fp16, 64, 64, false, true, true>(p)"), std::string::npos) << f16;
+    expect_clean_tall(sm90_test::compile_fwd_source("attn_fwd_sm90a_tall_f16", f16), std::string("f16 ") + name,
+                      &have_sass);
+  }
+}
+
+// Asked for where it does not apply (another head dim, a narrow variant), the set holds the usual kernel.
+TEST_F(Sm90TallCompile, OtherHeadDimsAndNarrowVariantsKeepTheUsualKernel) {
+  mods::ProblemShape shape{1, 4, 4, 256, 256, 64, 64, 1};
+  const Variant causal = corpus::build_variant(corpus::corpus_entry("causal"), shape).variant;
+  const runtime::KernelSet& d128 = runtime::get_kernel_set(causal, tall_key(128, 128));
+  EXPECT_FALSE(d128.sm90_fwd_tall);
+  EXPECT_LE(d128.compiled.ptxas.at("flexattn_fwd").registers, 168);
+  const Variant relbias = corpus::build_variant(corpus::corpus_entry("relbias(learnable)"), shape).variant;
+  setenv("FLEXATTN_SM90_NARROW", "1", 1);
+  const std::string src = runtime::kernel_source_sm90(codegen::emit_cuda_variant(relbias, false), tall_key(64, 64));
+  unsetenv("FLEXATTN_SM90_NARROW");
+  EXPECT_NE(src.find("__launch_bounds__(kSm90Threads, 1)"), std::string::npos) << src;
+  EXPECT_NE(src.find("attn_fwd_sm90<FlexVariant, bf16, 64, 64, true, true>(p)"), std::string::npos) << src;
+}
