@@ -3,17 +3,18 @@
 // two MUFU ops per entry plus the softmax's exp2 are three against a tensor-core budget of two at D = 128
 // (docs/kernels_sm90.md, "softcap"). A first guess from the float's bits (0x7EF311C2 minus them: the exponent
 // negated, the mantissa reflected; |1 - y x0| <= 0.0506 in every binade, fitted for this file), one Newton
-// step that cubes the error (<= 1.3e-4) and one that squares it (<= 1.7e-8, under f32's half ulp; the
-// final FFMA rounds once). 1 IADD + 5 FFMA against one MUFU op, which holds its SMSP's quarter-rate pipe for
-// 8 cycles per warp. Valid for normal y >= 2^-125 and <= 2^125 (the guess must stay normal); poly_tanh_rcp
-// clamps its argument so that y stays in [1, 2^64 + 1]. A NaN y gives NaN (the Newton steps carry it).
+// step that cubes the error (<= 1.3e-4) and one that squares it (<= 1.7e-8 before the last FFMA's rounding):
+// within 0.78 ulp of 1 / y (not always correctly rounded; rcp.approx is within 1 ulp). 1 IADD + 5 FFMA
+// against one MUFU op, which holds its SMSP's quarter-rate pipe for 8 cycles per warp. Only for positive
+// normal y in [2^-125, 2^125] (the guess must stay normal; +inf gives -inf, 0 NaN): poly_tanh_rcp clamps its
+// argument so that y stays in [1, 2^64 + 1]. A NaN y gives NaN (the Newton steps carry it).
 // Compiles under NVRTC and as host C++ (tests/unit/kernels/test_poly_rcp_host.cc), like poly_exp2.cuh.
 #include "common/poly_exp2.cuh"
 
 namespace flexattn::kern {
 
 FA_POLY_FN float poly_rcp(float y) {
-  float x = poly_float(0x7EF311C2 - poly_bits(y));
+  float x = poly_float(int(0x7EF311C2u - unsigned(poly_bits(y))));  // unsigned: no signed overflow on the host
   float e = fmaf(-y, x, 1.f);
   x = fmaf(x, fmaf(e, e, e), x);
   e = fmaf(-y, x, 1.f);

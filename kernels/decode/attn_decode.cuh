@@ -325,15 +325,19 @@ __device__ __forceinline__ void decode_cluster_combine(const AttnParams& p, unsi
   sm90::cluster_wait_acquire();    // and every peer's reads of this CTA's slab: its shared memory may go
 }
 
-// The last-CTA merge (FLEXATTN_DECODE_MERGE with p.split_counters set; runtime/split_counters.h): every split's CTA
-// has written its partials; after a fence thread 0 bumps the row tile's counter with atomicInc wrapping at
-// num_splits - 1, and the CTA that reads num_splits - 1 is the tile's last: it merges the tile's rows from every
-// split's partials, read past L1 (__ldcg: other CTAs wrote them), with the combine kernel's weights and guards
-// (decode_combine.cuh: a split that saw nothing weighs 0, a row no split attended gets out = 0 and lse = max = -inf),
-// in split order, and writes out / lse / max_score. The counter is 0 again for the next launch. So no combine
-// kernel runs after this one: its launch, its wait for this grid and its tail go (8x8k: 4.4 us of ~85, session 17).
+// The last-CTA merge (FLEXATTN_DECODE_MERGE with p.split_counters set; runtime/split_counters.h; the host sets them
+// only for calls of at most kDecodeMergeMaxSplits splits): every split's CTA has written its partials; after a fence
+// thread 0 bumps the row tile's counter with atomicInc wrapping at num_splits - 1, and the CTA that reads
+// num_splits - 1 is the tile's last: it merges the tile's rows from every split's partials, read past L1 (__ldcg:
+// other CTAs wrote them) in one round trip per float4 (every split's (max, sum) and partial loaded before any is
+// used), with the combine kernel's weights and guards (decode_combine.cuh: a split that saw nothing weighs 0, a row
+// no split attended gets out = 0 and lse = max = -inf), summed in split order (the combine's shuffle tree orders its
+// row sum differently: not bitwise equal to it), and writes out / lse / max_score. The counter is 0 again for the
+// next launch. So no combine kernel runs after this one: its launch, its wait for this grid and its tail go (8x8k:
+// 4.4 us of ~85, session 17).
 template <class T, int Dv, int NT>
 __device__ __forceinline__ void decode_merge_last(const AttnParams& p, int nrows, int b, int h0, int r0, int tid) {
+  constexpr int kMax = kDecodeMergeMaxSplits;
   __shared__ unsigned s_last;
   __threadfence();  // this thread's partials, device-wide, before the count
   __syncthreads();
@@ -350,19 +354,26 @@ __device__ __forceinline__ void decode_merge_last(const AttnParams& p, int nrows
     const int row = idx / (Dv / 4), col = (idx % (Dv / 4)) * 4;
     const int pr = r0 + row, h = h0 + pr / p.L, i = pr % p.L;
     const long long rid = ((long long)b * p.Hq + h) * p.L + i;
+    float2 ml[kMax];
+    float4 x[kMax];
+#pragma unroll
+    for (int s = 0; s < kMax; ++s) {
+      const bool in = s < ns;
+      ml[s] = in ? __ldcg(reinterpret_cast<const float2*>(p.part_ml + (s * R + rid) * 2)) : make_float2(neg_inf(), 0.f);
+      x[s] = in ? __ldcg(reinterpret_cast<const float4*>(p.part_o + (s * R + rid) * Dv + col))
+                : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
     float g = neg_inf();
-#pragma unroll 4
-    for (int s = 0; s < ns; ++s) g = fmaxf(g, __ldcg(p.part_ml + (s * R + rid) * 2));
+#pragma unroll
+    for (int s = 0; s < kMax; ++s) g = fmaxf(g, ml[s].x);
     const float gu = g == neg_inf() ? 0.f : g;
     float total = 0.f;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 4
-    for (int s = 0; s < ns; ++s) {
-      const float2 ml = __ldcg(reinterpret_cast<const float2*>(p.part_ml + (s * R + rid) * 2));
-      const float4 x = __ldcg(reinterpret_cast<const float4*>(p.part_o + (s * R + rid) * Dv + col));
-      const float w = fast_exp2(ml.x - gu);  // exp2(-inf) = 0: a split that saw nothing
-      total += ml.y * w;
-      if (w != 0.f) acc.x += w * x.x, acc.y += w * x.y, acc.z += w * x.z, acc.w += w * x.w;
+#pragma unroll
+    for (int s = 0; s < kMax; ++s) {
+      const float w = fast_exp2(ml[s].x - gu);  // exp2(-inf) = 0: a split that saw nothing, or s >= ns
+      total += ml[s].y * w;
+      if (w != 0.f) acc.x += w * x[s].x, acc.y += w * x[s].y, acc.z += w * x[s].z, acc.w += w * x[s].w;
     }
     const float inv = total > 0.f ? 1.f / total : 0.f;
     uint2 packed;
@@ -396,7 +407,10 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Lets a combine launched as a programmatic dependent (FLEXATTN_DECODE_PDL) be scheduled once every
   // CTA of this grid has started; it still waits for this grid's completion (decode_wait_primary).
-  if (p.num_splits > 1) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  // (Not when this grid merges its splits itself: no combine follows, and a user's dependent launch would only hold
+  // SM slots early.)
+  if (p.num_splits > 1 && (!FLEXATTN_DECODE_MERGE || p.split_counters == nullptr))
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
   if (r0 >= rows) return;
   const int hk = h0 / G, bk = p.Bkv == 1 ? 0 : b;

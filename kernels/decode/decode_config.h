@@ -40,13 +40,17 @@ static_assert(kDecodeStages >= 2 && kDecodeStages <= 4, "decode ring: 2..4 stage
 #ifndef FLEXATTN_DECODE_CLUSTER
 #define FLEXATTN_DECODE_CLUSTER 0
 #endif
-constexpr int kDecodeClusterMax = 8;
+constexpr int kDecodeClusterMax = 8;  // the portable cluster size: splits 2..8 take the cluster path
 // FLEXATTN_DECODE_MERGE=1 in the generated source (env FLEXATTN_DECODE_MERGE): with p.split_counters set, the
 // last split of each row tile to finish merges the tile's partials itself (attn_decode.cuh, decode_merge_last),
 // and the host launches no combine kernel.
 #ifndef FLEXATTN_DECODE_MERGE
 #define FLEXATTN_DECODE_MERGE 0
-#endif  // the portable cluster size: splits 2..8 take the cluster path
+#endif
+// The merge reads every split's (max, sum) and partial of a float4 in one round trip to L2 (all loads issued
+// before any is used), which needs the split count bounded; calls with more splits (1x128k: ~48) keep the
+// combine kernel, whose lanes run over the splits.
+constexpr int kDecodeMergeMaxSplits = 8;
 // Paged caches: the physical page of each kv row of a tile is read from the page table once, into one
 // of kDecodePageSlots slots (one per K/V ring stage): block_n int32 page ids and 64 unmapped-row bits.
 constexpr int kDecodePageSlots = kDecodeStages;

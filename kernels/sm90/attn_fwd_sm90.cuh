@@ -4,7 +4,7 @@
 // stride of the grid (fwd_scheduler_sm90.cuh): one tile each by default, one CTA per SM with
 // kPersistent. 384 threads (512 with kTall: 192-row tiles, three consumer warpgroups at setmaxnreg 160):
 //   warpgroup 0   producer: setmaxnreg 24; one thread issues all TMA loads (fwd_producer_sm90.cuh)
-//   warpgroups 1-2 consumers: setmaxnreg 240; 64 query rows each, wgmma SS for Q K^T, RS for P V,
+//   warpgroups 1-2 consumers (1-3 with kTall): setmaxnreg 240 (160); 64 query rows each, wgmma SS for Q K^T, RS for P V,
 //                 mods on the accumulator registers, exp2 online softmax (fwd_consumer_sm90.cuh),
 //                 TMA-store epilogue (fwd_epilogue_sm90.cuh).
 // Semantics are those of the sm80 family (variant.cuh): mask lists partial then full, mask_mod only on
@@ -54,6 +54,11 @@ __device__ __forceinline__ void attn_fwd_sm90(const AttnParams& p) {
     unsigned dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
     if (dyn < (unsigned)sm90_fwd_smem(D, Dv, kNarrow, true, kTall)) __trap();
+  }
+  if constexpr (kTall) {
+    // A launch with the usual kernel's 384 threads would never run the third consumer warpgroup, whose turn the
+    // others wait for: stop instead of hanging.
+    if (blockDim.x != unsigned(C::kThreads)) __trap();
   }
   if (threadIdx.x == 0) {
 #pragma unroll

@@ -7,8 +7,8 @@
 // work (hopper.md 2.5).
 //
 // Every stage is released per warp right after the wgmma_wait that retired its reads. The kv tiles,
-// their order and kind come from the producer's info slots, so both warpgroups see the same
-// sequence and take the same number of turns. The CTA's tiles run back to back on one ring
+// their order and kind come from the producer's info slots, so every warpgroup sees the same
+// sequence and takes the same number of turns. The CTA's tiles run back to back on one ring
 // (fwd_scheduler_sm90.cuh). Default kernel: the end marker's slot is released like any other
 // (fwd_producer_sm90.cuh). Persistent kernel (kPersistent): the tile itself (the producer takes it
 // from the tile queue) and its kv-tile count come with its Q buffer, an end marker in the next Q buffer
@@ -97,8 +97,8 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const C& c
       kv0 = ld_shared_s32(c.info(pos.stage));
     }
   } else {
-    // Default kernel: the first turn is granted only after Q arrived: Q needs q_free, i.e. both
-    // warpgroups' previous epilogues, so warpgroup 0 has consumed the previous tile's spare grant
+    // Default kernel: the first turn is granted only after Q arrived: Q needs q_free, i.e. every
+    // warpgroup's previous epilogue, so warpgroup 0 has consumed the previous tile's spare grant
     // (Turns::finish) by now and the two grants can never meet on one barrier.
     mbar_wait(c.bar_q(qb), unsigned(use) & 1u);
     turns.start();

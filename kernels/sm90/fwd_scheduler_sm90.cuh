@@ -37,8 +37,8 @@
 //     carries only kv tiles (no end-marker slot) and its (stage, phase) runs on across tiles in step
 //     on both sides. n_i = 0: no Q load (a plain arrival), no ring slot, O = 0, lse = -inf.
 //  2. Before writing the slot and loading Q into qb for use u >= 1 (the end marker included), the
-//     producer waits on q_free(qb) with parity (u - 1) & 1: both warpgroups' O stores of use i - QB have
-//     read the buffer (their O was staged in it), and both have read {n, t} of use i - QB. Neither
+//     producer waits on q_free(qb) with parity (u - 1) & 1: every consumer warpgroup's O store of use i - QB has
+//     read the buffer (their O was staged in it), and every warpgroup has read {n, t} of use i - QB. Neither
 //     barrier can run a phase ahead of its waiter: use u + 1 of qb needs the q_free of use u, which
 //     comes after the consumers' wait. The consumers never need t_{i+1} before full_q of use i + 1, so
 //     learning the tiles late changes no parity: the sequence of uses per buffer is the one the
@@ -54,9 +54,10 @@
 //  4. Ping-pong (fwd_consumer_sm90.cuh, Turns): one token for the CTA's life. The last consumer warpgroup
 //     grants it once before the first tile, warpgroup 0 takes the last grant after the end marker; in between
 //     each warpgroup takes and gives it n_i + 1 times per tile, in turn (round robin over 2, or 3 with the tall
-//     tile), so exactly one grant is pending at any time and it sits on warpgroup 0's barrier at every tile change. (Per-tile start / finish
-//     would let warpgroup 1 grant tile i+1's first turn, now that its Q no longer waits for tile i's
-//     epilogues, while warpgroup 0 has yet to take tile i's last grant: two grants on one barrier.)
+//     tile), so exactly one grant is pending at any time and it sits on warpgroup 0's barrier at every tile
+//     change. (Per-tile start / finish would let the last warpgroup grant tile i+1's first turn, now that its Q
+//     no longer waits for tile i's epilogues, while warpgroup 0 has yet to take tile i's last grant: two grants
+//     on one barrier.)
 #include "common/params.h"
 #include "sm90/head_groups_sm90.h"
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)

@@ -8,7 +8,8 @@
 // is also torch's default BlockMask tile, and the mask tile must be a multiple of the compute tile,
 // which rules out FA3's 192-row (hdim 64) and 176/80-wide kv tiles: block_n must divide 128.
 // Registers: setmaxnreg moves the producer to 24 and the consumers to 240
-// (128 * 24 + 256 * 240 = 64,512 <= 65,536); the entry cap of __launch_bounds__(384, 1) is 168.
+// (128 * 24 + 256 * 240 = 64,512 <= 65,536); the entry cap of __launch_bounds__(384, 1) is 168 (the tall
+// tile: 512 threads, entry 128, consumers 160).
 //
 // Measured (H200, bf16, S=8192, one CTA per tile, before the persistent scheduler): d128 dense 645,
 // causal 563, d64 dense 396 TFLOP/s (bench/RESULTS.md). The rows are otherwise the reasoning below, not
@@ -188,6 +189,8 @@ static_assert(sm90_fwd_smem(64, 64, false, true, true) <= kSm90SmemLimit && sm90
               "persistent d64 tall: two Q buffers");
 static_assert(sm90_fwd_tile(64, 64, true, true).warpgroups == 2 && sm90_fwd_tile(128, 128, false, true).warpgroups == 2,
               "the tall tile only at D = Dv = 64, not narrow");
+static_assert(sm90_fwd_tile(64, 64, false, true).block_n == sm90_fwd_tile(64, 64, false, false).block_n,
+              "the host encodes the K/V maps' boxes from the usual tile (runtime/tma_sm90.cc): same block_n");
 static_assert(kSm90ProducerRegs * 128 + kSm90ConsumerRegs * 256 <= 65536, "register file");
 static_assert(kSm90ProducerRegs * 128 + kSm90TallConsumerRegs * 384 <= 65536, "register file, tall");
 

@@ -62,6 +62,7 @@ std::unique_ptr<LoadResult> load(const std::string& path) {
   bind_symbol(lib, "cuMemcpyDtoH_v2", a.cuMemcpyDtoH, true, missing);
   bind_symbol(lib, "cuMemcpyDtoDAsync_v2", a.cuMemcpyDtoDAsync, true, missing);
   bind_symbol(lib, "cuMemsetD8_v2", a.cuMemsetD8, true, missing);
+  bind_symbol(lib, "cuMemsetD8Async", a.cuMemsetD8Async, true, missing);
   bind_symbol(lib, "cuStreamCreate", a.cuStreamCreate, true, missing);
   bind_symbol(lib, "cuStreamSynchronize", a.cuStreamSynchronize, true, missing);
   bind_symbol(lib, "cuStreamDestroy_v2", a.cuStreamDestroy, true, missing);

@@ -308,7 +308,7 @@ void launch_decode(const runtime::KernelSet& set, const DecodeFns& f, const Devi
   const kern::DecodeLaunchPlan lp = kern::decode_launch_plan(pl.cluster, f.pdl, pl.splits);
   // FLEXATTN_DECODE_MERGE: the last split of each row tile merges it (kernels/decode/attn_decode.cuh); without
   // counters (a graph capture, no memory) the combine kernel does, as before.
-  p.split_counters = f.merge && lp.combine
+  p.split_counters = f.merge && lp.combine && pl.splits <= kern::kDecodeMergeMaxSplits
                          ? runtime::decode_split_counters(device, stream, size_t(l.grid_x) * size_t(l.grid_y))
                          : nullptr;
   jit::CUlaunchAttribute attr{};

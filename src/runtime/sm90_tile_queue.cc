@@ -2,11 +2,9 @@
 #include "runtime/sm90_tile_queue.h"
 
 #include <cstdlib>
-#include <memory>
 
-#include "jit/device.h"
-#include "jit/driver_api.h"
 #include "jit/sys.h"
+#include "runtime/launch_words.h"
 
 namespace flexattn::runtime {
 
@@ -42,28 +40,11 @@ size_t TileQueuePool::chunks(int device) const {
 
 unsigned* sm90_tile_queue(int device, void* stream) {
   if (!jit::env_flag("FLEXATTN_SM90_TILE_QUEUE", true)) return nullptr;
-  // Never destroyed: freeing at exit could run after the context is gone (e.g. torch's teardown).
-  static auto* pool = new TileQueuePool([](size_t bytes) -> uintptr_t {
-    try {
-      auto b = std::make_unique<jit::DeviceBuffer>(bytes);  // in the current context (the launch's device)
-      // cuMemsetD8 runs on the legacy stream and may return before it is done; the launch's stream may
-      // be non-blocking (not ordered after the legacy stream): wait for the zeros before any launch can
-      // use a word. Once per 1024 words, never per launch.
-      b->zero();
-      jit::cu_check(jit::driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
-      return b.release()->ptr();  // never freed (see the header)
-    } catch (const std::exception&) {
-      return 0;  // no word: this launch takes the static stride
-    }
-  });
-  const jit::DriverApi& d = jit::driver();
-  int capturing = jit::CU_STREAM_CAPTURE_STATUS_NONE;
-  const bool can_ask = d.cuStreamIsCapturing != nullptr &&
-                       d.cuStreamIsCapturing(static_cast<jit::CUstream>(stream), &capturing) == jit::CUDA_SUCCESS;
-  // Unknown capture state: treat as capturing (no allocation, a fresh word or the static stride).
-  const bool captured = !can_ask || capturing != jit::CU_STREAM_CAPTURE_STATUS_NONE;
-  constexpr uintptr_t kPerThreadStream = 0x2;  // CU_STREAM_PER_THREAD
-  return pool->word(device, stream, captured, reinterpret_cast<uintptr_t>(stream) == kPerThreadStream);
+  // Never destroyed: freeing at exit could run after the context is gone (e.g. torch's teardown). No memory: no
+  // word, the launch takes the static stride. Zeroed once per 1024 words, never per launch.
+  static auto* pool = new TileQueuePool(alloc_zeroed_forever);
+  // Unknown capture state counts as capturing (no allocation, a fresh word or the static stride).
+  return pool->word(device, stream, stream_maybe_capturing(stream), is_per_thread_stream(stream));
 }
 
 int sm90_persistent_ctas(int sm_count) {

@@ -2,10 +2,12 @@
 #include "runtime/split_counters.h"
 
 #include <algorithm>
+#include <exception>
 #include <memory>
 
 #include "jit/device.h"
 #include "jit/driver_api.h"
+#include "runtime/launch_words.h"
 
 namespace flexattn::runtime {
 
@@ -18,7 +20,7 @@ unsigned* SplitCounterPool::counters(int device, void* stream, size_t count, boo
   if (slot.ptr != 0 && slot.count >= count) return reinterpret_cast<unsigned*>(slot.ptr);
   // Grown by doubling, so a growing batch retires few arrays; the old one stays allocated (see the header).
   const size_t grown = std::max(count, 2 * slot.count);
-  const uintptr_t p = alloc_(grown * sizeof(unsigned));
+  const uintptr_t p = alloc_(grown * sizeof(unsigned), stream);
   if (p == 0) return nullptr;
   ++arrays_;
   slot = Slot{p, grown};
@@ -31,27 +33,19 @@ size_t SplitCounterPool::arrays() const {
 }
 
 unsigned* decode_split_counters(int device, void* stream, size_t count) {
-  // Never destroyed: freeing at exit could run after the context is gone (e.g. torch's teardown).
-  static auto* pool = new SplitCounterPool([](size_t bytes) -> uintptr_t {
+  // Never destroyed (see the header); no memory: no counters, the combine kernel merges.
+  static auto* pool = new SplitCounterPool([](size_t bytes, void* s) -> uintptr_t {
     try {
       auto b = std::make_unique<jit::DeviceBuffer>(bytes);  // in the current context (the launch's device)
-      // cuMemsetD8 runs on the legacy stream and may return before it is done; the launch's stream may be
-      // non-blocking: wait for the zeros before any launch can use the counters. Once per array, never per call.
-      b->zero();
-      jit::cu_check(jit::driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
+      jit::cu_check(jit::driver().cuMemsetD8Async(b->ptr(), 0, bytes, static_cast<jit::CUstream>(s)),
+                    "cuMemsetD8Async");
       return b.release()->ptr();  // never freed (see the header)
     } catch (const std::exception&) {
-      return 0;  // none: this launch leaves the merge to the combine kernel
+      return 0;
     }
   });
-  const jit::DriverApi& d = jit::driver();
-  int capturing = jit::CU_STREAM_CAPTURE_STATUS_NONE;
-  const bool can_ask = d.cuStreamIsCapturing != nullptr &&
-                       d.cuStreamIsCapturing(static_cast<jit::CUstream>(stream), &capturing) == jit::CUDA_SUCCESS;
-  // Unknown capture state: treat as capturing (no counters: the combine kernel).
-  const bool captured = !can_ask || capturing != jit::CU_STREAM_CAPTURE_STATUS_NONE;
-  constexpr uintptr_t kPerThreadStream = 0x2;  // CU_STREAM_PER_THREAD
-  return pool->counters(device, stream, count, captured, reinterpret_cast<uintptr_t>(stream) == kPerThreadStream);
+  // Unknown capture state counts as capturing (no counters: the combine kernel).
+  return pool->counters(device, stream, count, stream_maybe_capturing(stream), is_per_thread_stream(stream));
 }
 
 }  // namespace flexattn::runtime

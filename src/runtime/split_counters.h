@@ -8,7 +8,12 @@
 //    zeroed array; the old one kept, never freed: a launch may still be using it) when a launch needs more;
 //  - launches captured into a CUDA graph get none: the launch then writes partials for the combine kernel as
 //    before (a replay could otherwise overlap eager launches on another stream).
-// Arrays are allocated and zeroed on first need (a legacy-stream memset and a wait for it: the only host sync).
+// Arrays are allocated on first need and zeroed by a memset on the launch's own stream, ordered before the launch
+// (no host sync, nothing on the legacy stream). A counter that does not start a launch at 0 stays off for every
+// later launch on its array (the wrong CTA would merge): that takes two launches sharing an array at once -- a
+// stream handle destroyed with work pending and reused, or a host thread's id reused for the per-thread default
+// stream while the old thread's launches still run -- or a launch killed by a fault (the context is lost then).
+// Only calls of at most kern::kDecodeMergeMaxSplits splits take counters (decode_config.h).
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -22,8 +27,9 @@ namespace flexattn::runtime {
 
 class SplitCounterPool {
  public:
-  // alloc(bytes) returns zeroed device memory (0 when it cannot allocate); host tests pass a fake.
-  explicit SplitCounterPool(std::function<uintptr_t(size_t)> alloc) : alloc_(std::move(alloc)) {}
+  // alloc(bytes, stream) returns device memory that is zero for work ordered after it on `stream` (0 when it cannot
+  // allocate); host tests pass a fake.
+  explicit SplitCounterPool(std::function<uintptr_t(size_t, void*)> alloc) : alloc_(std::move(alloc)) {}
 
   // At least `count` zeroed counters for a launch on `stream` of `device`, or null (capturing, or no memory).
   unsigned* counters(int device, void* stream, size_t count, bool capturing, bool per_thread);
@@ -36,7 +42,7 @@ class SplitCounterPool {
     uintptr_t ptr = 0;
     size_t count = 0;
   };
-  std::function<uintptr_t(size_t)> alloc_;
+  std::function<uintptr_t(size_t, void*)> alloc_;
   mutable std::mutex mu_;
   std::map<std::tuple<int, uintptr_t, std::thread::id>, Slot> live_;
   size_t arrays_ = 0;

@@ -76,7 +76,7 @@ TEST_F(DecodeMergeCompile, MergeCompilesWithoutSpillsAndCountsSplits) {
 TEST(SplitCounterPool, OneArrayPerStreamGrownByDoublingNoneWhileCapturing) {
   std::vector<size_t> allocated;
   uintptr_t next = 0x10000;
-  runtime::SplitCounterPool pool([&](size_t bytes) {
+  runtime::SplitCounterPool pool([&](size_t bytes, void*) {
     allocated.push_back(bytes);
     const uintptr_t p = next;
     next += 0x10000;
@@ -110,7 +110,7 @@ TEST(SplitCounterPool, OneArrayPerStreamGrownByDoublingNoneWhileCapturing) {
 }
 
 TEST(SplitCounterPool, NoMemoryGivesNone) {
-  runtime::SplitCounterPool pool([](size_t) -> uintptr_t { return 0; });
+  runtime::SplitCounterPool pool([](size_t, void*) -> uintptr_t { return 0; });
   EXPECT_EQ(pool.counters(0, nullptr, 16, false, false), nullptr);
   EXPECT_EQ(pool.arrays(), 0u);
 }

@@ -175,7 +175,7 @@ TEST_F(Sm90SoftmaxOptsCompile, SoftcapRcpCompilesCleanlyAndLeavesTheMufu) {
   for (int i : {0, 1})
     for (int d : {64, 128}) {
       const std::string what = std::string(i ? "softcap:30" : "softcap:30+causal") + " D=" + std::to_string(d);
-      int rcp[3] = {0, 0, 0}, ffma[3] = {0, 0, 0};
+      int rcp[3] = {0, 0, 0}, ffma[3] = {0, 0, 0}, nan_min[3] = {0, 0, 0};
       const int ks[3] = {0, 6, 8};
       for (int j : {0, 1, 2}) {
         const std::string value = std::to_string(ks[j]);
@@ -188,6 +188,7 @@ TEST_F(Sm90SoftmaxOptsCompile, SoftcapRcpCompilesCleanlyAndLeavesTheMufu) {
         if (!sass) continue;
         rcp[j] = testing_sass::count(*sass, "MUFU.RCP");
         ffma[j] = testing_sass::count(*sass, "FFMA ");
+        nan_min[j] = testing_sass::count(*sass, "FMNMX.NAN");
       }
       if (rcp[0] == 0) continue;  // no disassembler
       // Each softmax copy of a 64 x 128 tile has 64 tanh reciprocals per thread (at least two copies: the
@@ -198,6 +199,8 @@ TEST_F(Sm90SoftmaxOptsCompile, SoftcapRcpCompilesCleanlyAndLeavesTheMufu) {
       EXPECT_EQ(moved % 64, 0) << what << ": " << rcp[0] << " -> " << rcp[2];
       EXPECT_EQ(rcp[0] - rcp[1], moved * 6 / 8) << what << ": k = 6 moves six eighths";
       EXPECT_GE(ffma[2] - ffma[0], 5 * (rcp[0] - rcp[2])) << what;
+      // poly_tanh_rcp's clamp keeps a NaN score NaN: min.NaN.f32, one per moved reciprocal (fminf would drop it).
+      EXPECT_GE(nan_min[2] - nan_min[0], moved) << what << ": " << nan_min[0] << " -> " << nan_min[2];
     }
   // Not a softcap variant: no define, whatever the value.
   const Variant causal = corpus::build_variant(corpus::corpus_entry("causal"), shape).variant;

@@ -1,0 +1,31 @@
+// Launch-owned counters' memory and stream facts: see launch_words.h.
+#include "runtime/launch_words.h"
+
+#include <exception>
+#include <memory>
+
+#include "jit/device.h"
+#include "jit/driver_api.h"
+
+namespace flexattn::runtime {
+
+uintptr_t alloc_zeroed_forever(size_t bytes) {
+  try {
+    auto b = std::make_unique<jit::DeviceBuffer>(bytes);  // in the current context (the launch's device)
+    b->zero();
+    jit::cu_check(jit::driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
+    return b.release()->ptr();
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+bool stream_maybe_capturing(void* stream) {
+  const jit::DriverApi& d = jit::driver();
+  int capturing = jit::CU_STREAM_CAPTURE_STATUS_NONE;
+  const bool can_ask = d.cuStreamIsCapturing != nullptr &&
+                       d.cuStreamIsCapturing(static_cast<jit::CUstream>(stream), &capturing) == jit::CUDA_SUCCESS;
+  return !can_ask || capturing != jit::CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+}  // namespace flexattn::runtime
