@@ -161,24 +161,28 @@ record_suites() {
 # fwd_sweep VAR "V1 V2 ..." [CASES]: the forward of `bench/run.py --suite long` (flexattn only; CASES, a comma list,
 # default full, causal, sliding, document, prefix-LM, ALiBi, softcap) once per value of VAR, in the order given and
 # then reversed (A/B/B/A for two values; the spread between a value's two runs is the noise), into
-# $O/sweep_VAR/fwd_<run>_<value> (one kernel cache, so each source compiles once); then fwd_sweep_table.py's table
+# $O/sweep_VAR/fwd_<run>_<value> (one kernel cache, so each source compiles once); then sweep_table.py's table
 # (forward ms per run, and the first value's best over each value's best). Needs build-gpu's _C.
-fwd_sweep() {
-  local var=$1 values=($2) cases=${3:-full,causal,sliding1024,document,prefixlm,alibi_causal,softcap_causal} order=() n v
-  local dir=$O/sweep_$var
+# bwd_sweep: the same with the backward timed too (`--backward`), into $O/bsweep_VAR, its table of backward ms.
+sweep_runs() {
+  local kind=$1 var=$2 values=($3) cases=${4:-full,causal,sliding1024,document,prefixlm,alibi_causal,softcap_causal}
+  local order=() n v dir extra=() key=fwd_ms
+  if [ "$kind" = bwd ]; then dir=$O/bsweep_$var; extra=(--backward); key=bwd_ms; else dir=$O/sweep_$var; fi
   mkdir -p $dir
   export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
   order=("${values[@]}")
   for ((n = ${#values[@]} - 1; n >= 0; n--)); do order+=("${values[n]}"); done
   n=0
   for v in "${order[@]}"; do
-    env $var=$v timeout $(cap 90 10) python3 bench/run.py --suite long --impls flexattn --cases $cases \
+    env $var=$v timeout $(cap 120 10) python3 bench/run.py --suite long --impls flexattn --cases $cases "${extra[@]}" \
       --no-warm --reps 30 --cache-dir $PWD/build-gpu/bench-cache --out $dir/fwd_${n}_$v > $dir/fwd_${n}_$v.log 2>&1
-    echo "fwd run $n ($var=$v) rc=$? ($(el) s)"
+    echo "$kind run $n ($var=$v) rc=$? ($(el) s)"
     n=$((n + 1))
   done
-  python3 bench/lab/round/fwd_sweep_table.py "$dir" "$var" "${values[@]}"
+  python3 bench/lab/round/sweep_table.py "$dir" "$var" $key "${values[@]}"
 }
+fwd_sweep() { sweep_runs fwd "$@"; }
+bwd_sweep() { sweep_runs bwd "$@"; }
 
 # fwd_ab VAR: fwd_sweep VAR "0 1" over the default cases (a switch off, on, on, off).
 fwd_ab() { fwd_sweep "$1" "0 1"; }

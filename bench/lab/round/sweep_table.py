@@ -1,12 +1,12 @@
-"""fwd_sweep (lib.sh): the forward ms per case and head dim of its bench/run.py runs under DIR (fwd_<run>_<value>, one
-run per value in the order given, then reversed), and per value its best run against the first value's best
-(> 1: faster than the first value). Usage: fwd_sweep_table.py DIR VAR V1 V2 ..."""
+"""fwd_sweep / bwd_sweep (lib.sh): KEY (fwd_ms or bwd_ms) per case and head dim of their bench/run.py runs under DIR
+(fwd_<run>_<value>, one run per value in the order given, then reversed), and per value its best run against the
+first value's best (> 1: faster than the first value). Usage: sweep_table.py DIR VAR KEY V1 V2 ..."""
 import json
 import os
 import re
 import sys
 
-o, var, values = sys.argv[1], sys.argv[2], sys.argv[3:]
+o, var, key, values = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 runs = sorted((int(m.group(1)), m.group(2)) for d in os.listdir(o) if (m := re.fullmatch(r"fwd_(\d+)_(.+)", d)))
 rows = {}  # (case, D) -> {run index: ms}
 for n, v in runs:
@@ -14,10 +14,10 @@ for n, v in runs:
     if not os.path.exists(f):
         continue
     for x in json.load(open(f))["rows"]:
-        if x["impl"] == "flexattn" and x["fwd_ms"]:
-            rows.setdefault((x["case"], x["D"]), {})[n] = x["fwd_ms"]
+        if x["impl"] == "flexattn" and x.get(key):
+            rows.setdefault((x["case"], x["D"]), {})[n] = x[key]
 value_of = dict(runs)
-print(f"fwd ms per run ({var} = " + " ".join(v for _, v in runs) + "); then best of " + values[0] + " / best of each value")
+print(f"{key} per run ({var} = " + " ".join(v for _, v in runs) + "); then best of " + values[0] + " / best of each value")
 for (c, d), ms in sorted(rows.items()):
     best = {v: min((t for n, t in ms.items() if value_of[n] == v), default=None) for v in values}
     base = best[values[0]]
