@@ -60,6 +60,11 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 # The backward's grouped launch order forced on for every variant and call (FLEXATTN_SM90_BWD_HEAD_GROUPS=1; the default
 # `auto` uses it only for variants with a mask_mod, with a block mask or deterministic), default and deterministic cases.
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_HEAD_GROUPS=1 run gpu_attention_bwd_groups $CHECK --quick
+# Session 21's opt-ins (written without a GPU; bench/RESULTS.md, session 21): the tall forward tile on the D = 64 calls
+# without a block mask (the identity and score-only mods, every length of the full run), the softcap path's reciprocal
+# on the FMA pipe for every entry, and the decode family's last-CTA merge (below, with the decode checks).
+[ $HOPPER = 1 ] && FLEXATTN_SM90_FWD_TALL=1 run gpu_attention_tall $CHECK --only full --only relbias --only t5
+[ $HOPPER = 1 ] && FLEXATTN_SM90_SOFTCAP_RCP=8 run gpu_attention_softcap_rcp $CHECK --only softcap
 # compute-sanitizer memcheck on the quick subset (every kernel, odd lengths, both dtypes): any invalid access
 # fails the step. Skipped where the tool is absent or GPU_TEST_MEMCHECK=0.
 if [ "${GPU_TEST_MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
@@ -70,6 +75,7 @@ fi
 [ -x build-gpu/tests/gpu/decode/gpu_decode_check ] && run gpu_decode build-gpu/tests/gpu/decode/gpu_decode_check ${GPU_TEST_ARGS:-}
 # The cp.async decode ring (the default on sm_90a is the bulk ring with a PDL combine).
 [ $HOPPER = 1 ] && [ -x build-gpu/tests/gpu/decode/gpu_decode_check ] && FLEXATTN_DECODE_BULK=0 FLEXATTN_DECODE_PDL=0 run gpu_decode_cp_async build-gpu/tests/gpu/decode/gpu_decode_check --quick
+[ -x build-gpu/tests/gpu/decode/gpu_decode_check ] && FLEXATTN_DECODE_MERGE=1 run gpu_decode_merge build-gpu/tests/gpu/decode/gpu_decode_check --quick
 [ -x build-gpu/tests/gpu/cp/gpu_cp_check ] && run gpu_cp build-gpu/tests/gpu/cp/gpu_cp_check
 # Every library mod through the CLI: `flexattn run --check --backward` against the CPU reference.
 run gpu_library_mods scripts/gpu_library_check.sh "$LOG"
