@@ -181,7 +181,8 @@ bool try_sm90_forward(const ForwardArgs& a, AttnParams& p, const std::string& ar
   runtime::KernelSetKey key{a.q.dtype, p.D, p.Dv, arch, false, runtime::KernelFamily::sm90};
   key.sm90_fwd_tall = runtime::sm90_fwd_tall_requested(p.D, p.Dv, p.kv_num_blocks != nullptr);
   const runtime::KernelSet& set = runtime::get_kernel_set(*a.variant, key);
-  const bool narrow = runtime::sm90_narrow_tile(set.layout), tall = set.sm90_fwd_tall;
+  // The kernel's own tile and form, as its source was generated (not the switches read again).
+  const bool narrow = set.sm90_fwd_narrow, tall = set.sm90_fwd_tall, persistent = set.sm90_fwd_persistent;
   if (!runtime::sm90_forward_supported(arch, p, narrow, &why)) return runtime::sm90_decline(why);
   try {
     runtime::encode_sm90_forward_maps(&p, a.q.dtype, narrow);
@@ -189,7 +190,6 @@ bool try_sm90_forward(const ForwardArgs& a, AttnParams& p, const std::string& ar
     return runtime::sm90_decline(e.what());
   }
   runtime::fill_mod_params(set.layout, a.bindings, false, &p.mod);
-  const bool persistent = jit::env_flag("FLEXATTN_SM90_PERSISTENT", true);
   const kern::Sm90Launch l = kern::sm90_fwd_launch(p.D, p.Dv, narrow, p.B, p.Hq, p.L,
                                                    runtime::sm90_persistent_ctas(current_device(a.device).sm_count),
                                                    persistent, tall);

@@ -146,6 +146,10 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
   set->key = key;
   set->layout = gen.layout;
   set->sm90_fwd_tall = sm90_fwd_tall_for(gen, key);
+  if (key.family == KernelFamily::sm90 && !key.backward) {  // what kernel_source_sm90 reads as it generates
+    set->sm90_fwd_narrow = sm90_narrow_tile(gen.layout);
+    set->sm90_fwd_persistent = sm90_fwd_persistent_requested();
+  }
   jit::KernelRequest req;
   const bool sm90 = key.family == KernelFamily::sm90;
   if (sm90 && key.arch != "sm_90a")

@@ -66,6 +66,11 @@ struct KernelSet {
   bool sm90_bwd_tma_store = false;
   // sm90 forward only: the kernel is the tall one (512 threads, 192-row tiles, its own shared-memory layout).
   bool sm90_fwd_tall = false;
+  // sm90 forward only: the kernel's narrow kv tile (FLEXATTN_SM90_NARROW) and persistent form
+  // (FLEXATTN_SM90_PERSISTENT) as its source was generated. The launch takes the maps' boxes, the grid and the
+  // shared memory from these, not from the switches read again: a switch flipped after the set was built would
+  // otherwise launch a kernel with the other kernel's boxes (the TMA byte counts no longer match: a hang).
+  bool sm90_fwd_narrow = false, sm90_fwd_persistent = false;
 };
 
 // The generated source of an sm80-family kernel set (exposed for golden-file tests); the sm90 one is

@@ -18,10 +18,9 @@ std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const K
     throw Error("head dims: the sm90 forward takes 64, 128, 192 or 256, got D=" + std::to_string(key.d) +
                 ", Dv=" + std::to_string(key.dv));
   const std::string t = key.dtype == DType::BF16 ? "bf16" : "fp16";
-  // FLEXATTN_SM90_PERSISTENT is read here, when the set is generated, and again at every launch
-  // (attention_cuda.cc sizes the grid and shared memory from it); set it before the process's first
-  // forward. The default source is unchanged by the flag's existence (no sixth template argument).
-  const bool persistent = jit::env_flag("FLEXATTN_SM90_PERSISTENT", true);
+  // FLEXATTN_SM90_PERSISTENT is read when the set is generated; the launch follows the set
+  // (KernelSet::sm90_fwd_persistent). The default source is unchanged by the flag's existence.
+  const bool persistent = sm90_fwd_persistent_requested();
   std::ostringstream s;
   s << "// flexattn forward kernel, sm90 family (sm_90a), " << t << ", D=" << key.d << ", Dv=" << key.dv << "\n";
   // FLEXATTN_SM90_AFFINE (default on since session 5; H200 S=8192 ALiBi + causal 476 -> 525 TFLOP/s):
@@ -79,6 +78,8 @@ bool sm90_fwd_tall_for(const codegen::GeneratedVariant& variant, const KernelSet
   return key.family == KernelFamily::sm90 && !key.backward && key.sm90_fwd_tall &&
          kern::sm90_fwd_tall_ok(key.d, key.dv, sm90_narrow_tile(variant.layout));
 }
+
+bool sm90_fwd_persistent_requested() { return jit::env_flag("FLEXATTN_SM90_PERSISTENT", true); }
 
 bool sm90_fwd_tall_requested(int d, int dv, bool block_mask) {
   // Read on every call, like FLEXATTN_SM90_PERSISTENT; the tall kernel is a kernel set of its own.

@@ -75,6 +75,9 @@ std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const K
 // tile applies (kern::sm90_fwd_tall_ok: D = Dv = 64, the variant's tile not narrow).
 bool sm90_fwd_tall_for(const codegen::GeneratedVariant& variant, const KernelSetKey& key);
 
+// FLEXATTN_SM90_PERSISTENT (default on), read when a forward kernel set is generated (KernelSet::sm90_fwd_persistent).
+bool sm90_fwd_persistent_requested();
+
 // Whether a forward call asks for the tall kernel: FLEXATTN_SM90_FWD_TALL on (default off), D = Dv = 64 and no
 // block mask (192-row tiles are not a multiple of the 128-row mask tile).
 bool sm90_fwd_tall_requested(int d, int dv, bool block_mask);

@@ -114,3 +114,25 @@ TEST_F(Sm90TallCompile, OtherHeadDimsAndNarrowVariantsKeepTheUsualKernel) {
   EXPECT_NE(src.find("__launch_bounds__(kSm90Threads, 1)"), std::string::npos) << src;
   EXPECT_NE(src.find("attn_fwd_sm90<FlexVariant, bf16, 64, 64, true, true>(p)"), std::string::npos) << src;
 }
+
+// The set records the narrow tile and the persistent form its source was generated with, and keeps them when the
+// switches change afterwards (the launch follows the set: runtime/attention_cuda.cc).
+TEST_F(Sm90TallCompile, TheSetRecordsItsTileAndFormAsGenerated) {
+  mods::ProblemShape shape{1, 4, 4, 256, 256, 64, 64, 1};
+  const Variant relbias = corpus::build_variant(corpus::corpus_entry("relbias(learnable)"), shape).variant;
+  const runtime::KernelSetKey key{DType::F16, 64, 64, "sm_90a", false, runtime::KernelFamily::sm90};
+  setenv("FLEXATTN_SM90_NARROW", "1", 1);
+  setenv("FLEXATTN_SM90_PERSISTENT", "0", 1);
+  const runtime::KernelSet& a = runtime::get_kernel_set(relbias, key);
+  unsetenv("FLEXATTN_SM90_NARROW");
+  unsetenv("FLEXATTN_SM90_PERSISTENT");
+  EXPECT_TRUE(a.sm90_fwd_narrow);
+  EXPECT_FALSE(a.sm90_fwd_persistent);
+  EXPECT_EQ(&runtime::get_kernel_set(relbias, key), &a);  // cached: the switches are not read again
+  EXPECT_TRUE(a.sm90_fwd_narrow);
+  EXPECT_FALSE(a.sm90_fwd_persistent);
+  const runtime::KernelSetKey other{DType::BF16, 64, 64, "sm_90a", false, runtime::KernelFamily::sm90};
+  const runtime::KernelSet& b = runtime::get_kernel_set(relbias, other);  // built with the defaults
+  EXPECT_FALSE(b.sm90_fwd_narrow);
+  EXPECT_TRUE(b.sm90_fwd_persistent);
+}
