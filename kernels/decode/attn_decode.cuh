@@ -264,6 +264,39 @@ __device__ __forceinline__ void decode_scores(float (&s)[1][NI][4], const AttnPa
   }
 }
 
+// One float4 of query row i of head h: the lse-weighted merge of N (or fewer: the rest with max -inf, sum 0) splits'
+// (max, sum) ml and partials x, as attn_decode_combine (decode_combine.cuh) with its guards (an empty split has max
+// -inf, sum 0 and weight 0; a row no split attended gets out = 0, lse = max_score = -inf), summed in split order;
+// writes out's 4 columns at col and, at col 0, lse / max_score. The cluster merge and the last-CTA merge share it.
+template <class T, int N>
+__device__ __forceinline__ void decode_merge_item(const AttnParams& p, const float2 (&ml)[N], const float4 (&x)[N], int b,
+                                                  int h, int i, int col) {
+  float g = neg_inf();
+#pragma unroll
+  for (int j = 0; j < N; ++j) g = fmaxf(g, ml[j].x);
+  const float gu = g == neg_inf() ? 0.f : g;
+  float total = 0.f;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    const float w = fast_exp2(ml[j].x - gu);  // exp2(-inf) = 0: a split that saw nothing (or past the count)
+    total += ml[j].y * w;
+    if (w != 0.f) acc.x += w * x[j].x, acc.y += w * x[j].y, acc.z += w * x[j].z, acc.w += w * x[j].w;
+  }
+  const float inv = total > 0.f ? 1.f / total : 0.f;
+  uint2 packed;
+  packed.x = Num<T>::pack(acc.x * inv, acc.y * inv);
+  packed.y = Num<T>::pack(acc.z * inv, acc.w * inv);
+  unsigned char* go =
+      (unsigned char*)p.out + 2 * ((long long)b * p.out_sb + (long long)h * p.out_sh + (long long)i * p.out_sl + col);
+  *reinterpret_cast<uint2*>(go) = packed;
+  if (col == 0) {
+    const long long rid = ((long long)b * p.Hq + h) * p.L + i;
+    if (p.lse != nullptr) p.lse[rid] = total > 0.f ? (g + log2f(total)) * kLn2 : neg_inf();
+    if (p.max_score != nullptr) p.max_score[rid] = total > 0.f ? g * kLn2 : neg_inf();
+  }
+}
+
 // The cluster path (kDecodeCluster, launched with a cluster of the num_splits CTAs of one row tile; rank =
 // split): every CTA has left its partial output of the tile's rows (fp32, unnormalised, relative to its row
 // max) at slab (stride SO floats) and its rows' (max in log2 units, sum) at fin, in its own shared memory.
@@ -295,31 +328,7 @@ __device__ __forceinline__ void decode_cluster_combine(const AttnParams& p, unsi
         x[j] = sm90::ld_shared_cluster_f32x4(sm90::mapa_shared(slab + (row * SO + col) * 4, j));
       }
     }
-    float g = neg_inf();
-#pragma unroll
-    for (int j = 0; j < kDecodeClusterMax; ++j) g = fmaxf(g, ml[j].x);
-    const float gu = g == neg_inf() ? 0.f : g;
-    float total = 0.f;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-    for (int j = 0; j < kDecodeClusterMax; ++j) {
-      const float w = fast_exp2(ml[j].x - gu);  // exp2(-inf) = 0: a split that saw nothing (and j >= n)
-      total += ml[j].y * w;
-      if (w != 0.f) acc.x += w * x[j].x, acc.y += w * x[j].y, acc.z += w * x[j].z, acc.w += w * x[j].w;
-    }
-    const float inv = total > 0.f ? 1.f / total : 0.f;
-    const int pr = r0 + row, h = h0 + pr / p.L, i = pr % p.L;
-    uint2 packed;
-    packed.x = Num<T>::pack(acc.x * inv, acc.y * inv);
-    packed.y = Num<T>::pack(acc.z * inv, acc.w * inv);
-    unsigned char* go = (unsigned char*)p.out + 2 * ((long long)b * p.out_sb + (long long)h * p.out_sh +
-                                                     (long long)i * p.out_sl + col);
-    *reinterpret_cast<uint2*>(go) = packed;
-    if (col == 0) {
-      const long long rid = ((long long)b * p.Hq + h) * p.L + i;
-      if (p.lse != nullptr) p.lse[rid] = total > 0.f ? (g + log2f(total)) * kLn2 : neg_inf();
-      if (p.max_score != nullptr) p.max_score[rid] = total > 0.f ? g * kLn2 : neg_inf();
-    }
+    decode_merge_item<T>(p, ml, x, b, h0 + (r0 + row) / p.L, (r0 + row) % p.L, col);
   }
   sm90::cluster_arrive_relaxed();  // this CTA's reads of its peers are done
   sm90::cluster_wait_acquire();    // and every peer's reads of this CTA's slab: its shared memory may go
@@ -363,29 +372,7 @@ __device__ __forceinline__ void decode_merge_last(const AttnParams& p, int nrows
       x[s] = in ? __ldcg(reinterpret_cast<const float4*>(p.part_o + (s * R + rid) * Dv + col))
                 : make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    float g = neg_inf();
-#pragma unroll
-    for (int s = 0; s < kMax; ++s) g = fmaxf(g, ml[s].x);
-    const float gu = g == neg_inf() ? 0.f : g;
-    float total = 0.f;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-    for (int s = 0; s < kMax; ++s) {
-      const float w = fast_exp2(ml[s].x - gu);  // exp2(-inf) = 0: a split that saw nothing, or s >= ns
-      total += ml[s].y * w;
-      if (w != 0.f) acc.x += w * x[s].x, acc.y += w * x[s].y, acc.z += w * x[s].z, acc.w += w * x[s].w;
-    }
-    const float inv = total > 0.f ? 1.f / total : 0.f;
-    uint2 packed;
-    packed.x = Num<T>::pack(acc.x * inv, acc.y * inv);
-    packed.y = Num<T>::pack(acc.z * inv, acc.w * inv);
-    unsigned char* go =
-        (unsigned char*)p.out + 2 * ((long long)b * p.out_sb + (long long)h * p.out_sh + (long long)i * p.out_sl + col);
-    *reinterpret_cast<uint2*>(go) = packed;
-    if (col == 0) {
-      if (p.lse != nullptr) p.lse[rid] = total > 0.f ? (g + log2f(total)) * kLn2 : neg_inf();
-      if (p.max_score != nullptr) p.max_score[rid] = total > 0.f ? g * kLn2 : neg_inf();
-    }
+    decode_merge_item<T>(p, ml, x, b, h, i, col);
   }
 }
 
