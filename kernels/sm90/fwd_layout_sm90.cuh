@@ -22,7 +22,7 @@ struct FwdCfg {
   static constexpr Sm90FwdSmem kSmem = sm90_fwd_smem_layout(D, Dv, kNarrow, kPersistent, kTall);
   static constexpr int BM = kTile.block_m, BN = kTile.block_n, ST = kTile.stages, QB = kSmem.q_bufs;
   static constexpr int WG = kTile.warpgroups;  // consumer warpgroups
-  static constexpr int kThreads = 128 * (1 + WG);
+  static constexpr int kThreads = sm90_fwd_threads(D, Dv, kNarrow, kTall);
   static constexpr int kConsumerRegs = WG == 3 ? kSm90TallConsumerRegs : kSm90ConsumerRegs;
   // Arrivals on each empty barrier: one per consumer warp (a warp releases a stage once its own wgmma_wait has
   // retired the reads; per-warp rather than per-warpgroup so no warp can be behind).

@@ -189,6 +189,7 @@ static_assert(sm90_fwd_smem(64, 64, false, true, true) <= kSm90SmemLimit && sm90
               "persistent d64 tall: two Q buffers");
 static_assert(sm90_fwd_tile(64, 64, true, true).warpgroups == 2 && sm90_fwd_tile(128, 128, false, true).warpgroups == 2,
               "the tall tile only at D = Dv = 64, not narrow");
+static_assert(sm90_fwd_threads(64, 64, false, true) == kSm90TallThreads, "the generated entry's launch bounds");
 static_assert(sm90_fwd_tile(64, 64, false, true).block_n == sm90_fwd_tile(64, 64, false, false).block_n,
               "the host encodes the K/V maps' boxes from the usual tile (runtime/tma_sm90.cc): same block_n");
 static_assert(kSm90ProducerRegs * 128 + kSm90ConsumerRegs * 256 <= 65536, "register file");

@@ -182,7 +182,7 @@ bool try_sm90_forward(const ForwardArgs& a, AttnParams& p, const std::string& ar
   key.sm90_fwd_tall = runtime::sm90_fwd_tall_requested(p.D, p.Dv, p.kv_num_blocks != nullptr);
   const runtime::KernelSet& set = runtime::get_kernel_set(*a.variant, key);
   // The kernel's own tile and form, as its source was generated (not the switches read again).
-  const bool narrow = set.sm90_fwd_narrow, tall = set.sm90_fwd_tall, persistent = set.sm90_fwd_persistent;
+  const bool narrow = set.sm90_fwd.narrow, tall = set.sm90_fwd.tall, persistent = set.sm90_fwd.persistent;
   if (!runtime::sm90_forward_supported(arch, p, narrow, &why)) return runtime::sm90_decline(why);
   try {
     runtime::encode_sm90_forward_maps(&p, a.q.dtype, narrow);

@@ -82,7 +82,6 @@ struct DecodeFns {
   int per_sm[2] = {1, 1};
   bool pdl = false;
   bool cluster = false;  // FLEXATTN_DECODE_CLUSTER: the set's sm_90 source compiled the cluster merge
-  bool merge = false;    // FLEXATTN_DECODE_MERGE: the set's source compiled the last-CTA merge
   // cluster: clusters of s CTAs resident at once per row tile (cuOccupancyMaxActiveClusters; 0: such a cluster
   // does not fit, -1: the driver cannot tell, then the plain slots are assumed)
   int max_clusters[2][kern::kDecodeClusterMax + 1] = {};
@@ -145,7 +144,6 @@ const DecodeFns& decode_fns(const runtime::KernelSet& set, int d, int dv) {
       f.max_clusters[tile_index(bm)][cs] = n;
     }
   }
-  f.merge = runtime::decode_tuning().merge;  // the source's define follows the same tuning (decode_source.cc)
   f.combine = resolve("flexattn_decode_combine", 0);
   // PDL needs the griddepcontrol instructions, compiled only for sm_90+ (decode_combine.cuh).
   f.pdl = runtime::decode_tuning().pdl && cc >= 90 && drv.cuLaunchKernelEx != nullptr;
@@ -308,7 +306,8 @@ void launch_decode(const runtime::KernelSet& set, const DecodeFns& f, const Devi
   const kern::DecodeLaunchPlan lp = kern::decode_launch_plan(pl.cluster, f.pdl, pl.splits);
   // FLEXATTN_DECODE_MERGE: the last split of each row tile merges it (kernels/decode/attn_decode.cuh); without
   // counters (a graph capture, no memory) the combine kernel does, as before.
-  p.split_counters = f.merge && lp.combine && pl.splits <= kern::kDecodeMergeMaxSplits
+  // (decode_tuning() is read once per process, so the source compiled the merge exactly when it says so.)
+  p.split_counters = runtime::decode_tuning().merge && lp.combine && pl.splits <= kern::kDecodeMergeMaxSplits
                          ? runtime::decode_split_counters(device, stream, size_t(l.grid_x) * size_t(l.grid_y))
                          : nullptr;
   jit::CUlaunchAttribute attr{};

@@ -145,11 +145,6 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
   auto set = std::make_unique<KernelSet>();
   set->key = key;
   set->layout = gen.layout;
-  set->sm90_fwd_tall = sm90_fwd_tall_for(gen, key);
-  if (key.family == KernelFamily::sm90 && !key.backward) {  // what kernel_source_sm90 reads as it generates
-    set->sm90_fwd_narrow = sm90_narrow_tile(gen.layout);
-    set->sm90_fwd_persistent = sm90_fwd_persistent_requested();
-  }
   jit::KernelRequest req;
   const bool sm90 = key.family == KernelFamily::sm90;
   if (sm90 && key.arch != "sm_90a")
@@ -161,7 +156,12 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
   req.prefix = std::string("attn_") + (decode ? "decode" : key.dq_pass ? "bwddq" : key.backward ? "bwd" : "fwd") +
                (sm90 ? "_sm90a_" : decode ? "_" : "_sm80_") + kernel_dtype(key.dtype) + "_d" + std::to_string(key.d) +
                "_dv" + std::to_string(key.dv);
-  req.source = sm90 ? kernel_source_sm90(gen, key) : decode ? kernel_source_decode(gen, key) : kernel_source(gen, key);
+  const bool sm90_fwd = sm90 && !key.backward;
+  if (sm90_fwd) set->sm90_fwd = sm90_fwd_form(gen, key);  // the switches read once: source and launch follow it
+  req.source = sm90_fwd ? kernel_source_sm90_fwd(gen, key, set->sm90_fwd)
+               : sm90   ? kernel_source_sm90(gen, key)
+               : decode ? kernel_source_decode(gen, key)
+                        : kernel_source(gen, key);
   req.arch = key.arch;
   req.options = jit_compile_options();
   if (decode)
@@ -176,12 +176,10 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
     set->compiled = jit::get_or_compile(req);
     // The tall forward's consumers have 160 registers: the heavier mods spill there (ptxas 13.0, D = 64: softcap
     // + causal 200 bytes, document, relbias + causal, t5, text:mixed). Such a set takes the usual kernel instead.
-    if (set->sm90_fwd_tall && spills_in(set->compiled, "flexattn_fwd")) {
-      KernelSetKey usual = key;
-      usual.sm90_fwd_tall = false;
-      req.source = kernel_source_sm90(gen, usual);
+    if (set->sm90_fwd.tall && spills_in(set->compiled, "flexattn_fwd")) {
+      set->sm90_fwd.tall = false;
+      req.source = kernel_source_sm90_fwd(gen, key, set->sm90_fwd);
       set->compiled = jit::get_or_compile(req);
-      set->sm90_fwd_tall = false;
     }
   } else {
     // The first source whose main kernel compiles without spills (sm90_bwd_fallback_sources: what each step gives

@@ -40,9 +40,18 @@ struct KernelSetKey {
   // (sm90_bwd_grid_order_for_call).
   int sm90_bwd_grid_order = -1;
   // sm90 forward only: ask for the tall tile (three consumer warpgroups, kernels/sm90/tile_config_sm90.h); the set
-  // has it where sm90_fwd_tall_ok (KernelSet::sm90_fwd_tall), else the usual kernel. The forward asks per call
+  // has it where sm90_fwd_tall_ok and it compiles without spills (KernelSet::sm90_fwd), else the usual kernel. The forward asks per call
   // (FLEXATTN_SM90_FWD_TALL, D = Dv = 64, no block mask: runtime/attention_cuda.cc).
   bool sm90_fwd_tall = false;
+};
+
+// The sm90 forward kernel a set holds, as its source was generated: the narrow kv tile (FLEXATTN_SM90_NARROW), the
+// persistent form (FLEXATTN_SM90_PERSISTENT) and the tall tile (asked for by KernelSetKey::sm90_fwd_tall, where it
+// applies and compiles without spills). The switches are read once, by sm90_fwd_form (runtime/tma_sm90.h); the source
+// and the launch both follow this, so a switch flipped after the set was built cannot launch a kernel with the other
+// kernel's TMA boxes, grid or shared memory (byte counts that never complete: a hang).
+struct Sm90FwdForm {
+  bool narrow = false, persistent = false, tall = false;
 };
 
 struct KernelSet {
@@ -64,13 +73,8 @@ struct KernelSet {
   bool sm90_bwd_grid_order = false;
   // sm90 backward only: the TMA-store epilogue (FLEXATTN_SM90_BWD_TMA_STORE) is compiled in, so p.dkv_tma takes it.
   bool sm90_bwd_tma_store = false;
-  // sm90 forward only: the kernel is the tall one (512 threads, 192-row tiles, its own shared-memory layout).
-  bool sm90_fwd_tall = false;
-  // sm90 forward only: the kernel's narrow kv tile (FLEXATTN_SM90_NARROW) and persistent form
-  // (FLEXATTN_SM90_PERSISTENT) as its source was generated. The launch takes the maps' boxes, the grid and the
-  // shared memory from these, not from the switches read again: a switch flipped after the set was built would
-  // otherwise launch a kernel with the other kernel's boxes (the TMA byte counts no longer match: a hang).
-  bool sm90_fwd_narrow = false, sm90_fwd_persistent = false;
+  // sm90 forward only: the kernel's tile and form (the tall one: 512 threads, 192-row tiles, its own layout).
+  Sm90FwdForm sm90_fwd;
 };
 
 // The generated source of an sm80-family kernel set (exposed for golden-file tests); the sm90 one is

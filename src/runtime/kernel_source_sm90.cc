@@ -12,15 +12,17 @@ namespace flexattn::runtime {
 
 std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const KernelSetKey& key) {
   if (key.backward) return kernel_source_sm90_bwd(variant, key);
+  return kernel_source_sm90_fwd(variant, key, sm90_fwd_form(variant, key));
+}
+
+std::string kernel_source_sm90_fwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key,
+                                   const Sm90FwdForm& form) {
   if (key.dtype != DType::BF16 && key.dtype != DType::F16)
     throw Error("dtype: the sm90 forward takes bf16 or f16 tensors, got " + std::string(dtype_name(key.dtype)));
   if (!kern::sm90_head_dim_ok(key.d) || !kern::sm90_head_dim_ok(key.dv))
     throw Error("head dims: the sm90 forward takes 64, 128, 192 or 256, got D=" + std::to_string(key.d) +
                 ", Dv=" + std::to_string(key.dv));
   const std::string t = key.dtype == DType::BF16 ? "bf16" : "fp16";
-  // FLEXATTN_SM90_PERSISTENT is read when the set is generated; the launch follows the set
-  // (KernelSet::sm90_fwd_persistent). The default source is unchanged by the flag's existence.
-  const bool persistent = sm90_fwd_persistent_requested();
   std::ostringstream s;
   s << "// flexattn forward kernel, sm90 family (sm_90a), " << t << ", D=" << key.d << ", Dv=" << key.dv << "\n";
   // FLEXATTN_SM90_AFFINE (default on since session 5; H200 S=8192 ALiBi + causal 476 -> 525 TFLOP/s):
@@ -66,24 +68,28 @@ std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const K
   s << "#include \"sm90/attn_fwd_sm90.cuh\"\n";
   s << "using namespace flexattn::kern;\n\n";
   s << variant.source << "\n";
-  const bool tall = sm90_fwd_tall_for(variant, key);
-  s << "extern \"C\" __global__ void __launch_bounds__(" << (tall ? "kSm90TallThreads" : "kSm90Threads") << ", 1)\n"
+  // The persistent form without the tall tile keeps its one extra template argument (the default source is
+  // unchanged by the tall tile's existence).
+  s << "extern \"C\" __global__ void __launch_bounds__(" << (form.tall ? "kSm90TallThreads" : "kSm90Threads")
+    << ", 1)\n"
     << "flexattn_fwd(const __grid_constant__ AttnParams p) { attn_fwd_sm90<FlexVariant, " << t << ", " << key.d
-    << ", " << key.dv << ", " << (sm90_narrow_tile(variant.layout) ? "true" : "false")
-    << (tall ? (persistent ? ", true, true" : ", false, true") : persistent ? ", true" : "") << ">(p); }\n";
+    << ", " << key.dv << ", " << (form.narrow ? "true" : "false")
+    << (form.tall ? (form.persistent ? ", true, true" : ", false, true") : form.persistent ? ", true" : "")
+    << ">(p); }\n";
   return s.str();
 }
 
-bool sm90_fwd_tall_for(const codegen::GeneratedVariant& variant, const KernelSetKey& key) {
-  return key.family == KernelFamily::sm90 && !key.backward && key.sm90_fwd_tall &&
-         kern::sm90_fwd_tall_ok(key.d, key.dv, sm90_narrow_tile(variant.layout));
+Sm90FwdForm sm90_fwd_form(const codegen::GeneratedVariant& variant, const KernelSetKey& key) {
+  Sm90FwdForm f;
+  f.narrow = sm90_narrow_tile(variant.layout);
+  f.persistent = jit::env_flag("FLEXATTN_SM90_PERSISTENT", true);
+  f.tall = key.sm90_fwd_tall && kern::sm90_fwd_tall_ok(key.d, key.dv, f.narrow);
+  return f;
 }
 
-bool sm90_fwd_persistent_requested() { return jit::env_flag("FLEXATTN_SM90_PERSISTENT", true); }
-
 bool sm90_fwd_tall_requested(int d, int dv, bool block_mask) {
-  // Read on every call, like FLEXATTN_SM90_PERSISTENT; the tall kernel is a kernel set of its own.
-  return d == 64 && dv == 64 && !block_mask && jit::env_flag("FLEXATTN_SM90_FWD_TALL", false);
+  // Read on every call (the tall kernel is a kernel set of its own); narrow or not is the set's to decide.
+  return kern::sm90_fwd_tall_ok(d, dv, false) && !block_mask && jit::env_flag("FLEXATTN_SM90_FWD_TALL", false);
 }
 
 }  // namespace flexattn::runtime

@@ -10,8 +10,11 @@ namespace flexattn::runtime {
 // `bytes` of zeroed device memory in the current context, never freed (a captured graph may still point at it;
 // freeing at exit could run after the context is gone); 0 when it cannot be had. The memset runs on the legacy
 // stream and may return before it is done, while a launch's stream may be non-blocking: this waits for the zeros
-// (the pools' only host sync, once per allocation).
+// (the pools' only host sync, once per allocation). For memory that launches on several streams use.
 uintptr_t alloc_zeroed_forever(size_t bytes);
+// The same for memory only launches on `stream` use: zeroed by a memset on that stream, ordered before them (no
+// host sync, nothing on the legacy stream).
+uintptr_t alloc_zeroed_forever_on(size_t bytes, void* stream);
 
 // The stream is being captured into a graph, or its state is unknown (then treated as captured: no allocation).
 bool stream_maybe_capturing(void* stream);

@@ -2,11 +2,7 @@
 #include "runtime/split_counters.h"
 
 #include <algorithm>
-#include <exception>
-#include <memory>
 
-#include "jit/device.h"
-#include "jit/driver_api.h"
 #include "runtime/launch_words.h"
 
 namespace flexattn::runtime {
@@ -34,16 +30,7 @@ size_t SplitCounterPool::arrays() const {
 
 unsigned* decode_split_counters(int device, void* stream, size_t count) {
   // Never destroyed (see the header); no memory: no counters, the combine kernel merges.
-  static auto* pool = new SplitCounterPool([](size_t bytes, void* s) -> uintptr_t {
-    try {
-      auto b = std::make_unique<jit::DeviceBuffer>(bytes);  // in the current context (the launch's device)
-      jit::cu_check(jit::driver().cuMemsetD8Async(b->ptr(), 0, bytes, static_cast<jit::CUstream>(s)),
-                    "cuMemsetD8Async");
-      return b.release()->ptr();  // never freed (see the header)
-    } catch (const std::exception&) {
-      return 0;
-    }
-  });
+  static auto* pool = new SplitCounterPool(alloc_zeroed_forever_on);
   // Unknown capture state counts as capturing (no counters: the combine kernel).
   return pool->counters(device, stream, count, stream_maybe_capturing(stream), is_per_thread_stream(stream));
 }

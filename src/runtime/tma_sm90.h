@@ -16,6 +16,7 @@ struct TmaDesc;
 namespace flexattn::runtime {
 
 struct KernelSetKey;
+struct Sm90FwdForm;
 
 // The arguments of one cuTensorMapEncodeTiled call (enum values as in cuda.h), kept as data so tests
 // can check them without a driver. 4-D, innermost first: (head dim, rows, head, batch); strides in
@@ -68,15 +69,17 @@ bool sm90_decline(const std::string& why);
 bool sm90_forward_supported(const std::string& arch, const kern::AttnParams& p, bool narrow,
                             std::string* why = nullptr);
 
-// The generated source of the sm90 forward kernel set (one entry, flexattn_fwd).
+// The generated source of an sm90 kernel set: the backward's, or the forward's (one entry, flexattn_fwd) in the
+// form sm90_fwd_form reads now.
 std::string kernel_source_sm90(const codegen::GeneratedVariant& variant, const KernelSetKey& key);
+// The forward's source in a given form (get_kernel_set: the form it records in the set).
+std::string kernel_source_sm90_fwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key,
+                                   const Sm90FwdForm& form);
 
-// The forward set of `key` has the tall kernel (three consumer warpgroups): asked for (key.sm90_fwd_tall), and the
-// tile applies (kern::sm90_fwd_tall_ok: D = Dv = 64, the variant's tile not narrow).
-bool sm90_fwd_tall_for(const codegen::GeneratedVariant& variant, const KernelSetKey& key);
-
-// FLEXATTN_SM90_PERSISTENT (default on), read when a forward kernel set is generated (KernelSet::sm90_fwd_persistent).
-bool sm90_fwd_persistent_requested();
+// The form of a forward set of `key` (the switches read here, once per set): narrow per sm90_narrow_tile,
+// persistent per FLEXATTN_SM90_PERSISTENT (default on), tall where key.sm90_fwd_tall asks and
+// kern::sm90_fwd_tall_ok applies (D = Dv = 64, the variant's tile not narrow).
+Sm90FwdForm sm90_fwd_form(const codegen::GeneratedVariant& variant, const KernelSetKey& key);
 
 // Whether a forward call asks for the tall kernel: FLEXATTN_SM90_FWD_TALL on (default off), D = Dv = 64 and no
 // block mask (192-row tiles are not a multiple of the 128-row mask tile).

@@ -65,7 +65,7 @@ TEST_F(Sm90TallCompile, EveryCorpusVariantGetsACleanKernel) {
     mods::ProblemShape shape{1, 4, 4, 256, 256, 64, 64, 1};
     corpus::BuiltVariant b = corpus::build_variant(c, shape);
     const runtime::KernelSet& set = runtime::get_kernel_set(b.variant, tall_key(64, 64));
-    if (set.sm90_fwd_tall) {
+    if (set.sm90_fwd.tall) {
       expect_clean_tall(set.compiled, "tall " + c.name, &have_sass);
       continue;
     }
@@ -105,7 +105,7 @@ TEST_F(Sm90TallCompile, OtherHeadDimsAndNarrowVariantsKeepTheUsualKernel) {
   mods::ProblemShape shape{1, 4, 4, 256, 256, 64, 64, 1};
   const Variant causal = corpus::build_variant(corpus::corpus_entry("causal"), shape).variant;
   const runtime::KernelSet& d128 = runtime::get_kernel_set(causal, tall_key(128, 128));
-  EXPECT_FALSE(d128.sm90_fwd_tall);
+  EXPECT_FALSE(d128.sm90_fwd.tall);
   EXPECT_LE(d128.compiled.ptxas.at("flexattn_fwd").registers, 168);
   const Variant relbias = corpus::build_variant(corpus::corpus_entry("relbias(learnable)"), shape).variant;
   setenv("FLEXATTN_SM90_NARROW", "1", 1);
@@ -126,13 +126,13 @@ TEST_F(Sm90TallCompile, TheSetRecordsItsTileAndFormAsGenerated) {
   const runtime::KernelSet& a = runtime::get_kernel_set(relbias, key);
   unsetenv("FLEXATTN_SM90_NARROW");
   unsetenv("FLEXATTN_SM90_PERSISTENT");
-  EXPECT_TRUE(a.sm90_fwd_narrow);
-  EXPECT_FALSE(a.sm90_fwd_persistent);
+  EXPECT_TRUE(a.sm90_fwd.narrow);
+  EXPECT_FALSE(a.sm90_fwd.persistent);
   EXPECT_EQ(&runtime::get_kernel_set(relbias, key), &a);  // cached: the switches are not read again
-  EXPECT_TRUE(a.sm90_fwd_narrow);
-  EXPECT_FALSE(a.sm90_fwd_persistent);
+  EXPECT_TRUE(a.sm90_fwd.narrow);
+  EXPECT_FALSE(a.sm90_fwd.persistent);
   const runtime::KernelSetKey other{DType::BF16, 64, 64, "sm_90a", false, runtime::KernelFamily::sm90};
   const runtime::KernelSet& b = runtime::get_kernel_set(relbias, other);  // built with the defaults
-  EXPECT_FALSE(b.sm90_fwd_narrow);
-  EXPECT_TRUE(b.sm90_fwd_persistent);
+  EXPECT_FALSE(b.sm90_fwd.narrow);
+  EXPECT_TRUE(b.sm90_fwd.persistent);
 }

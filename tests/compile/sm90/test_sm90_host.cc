@@ -637,12 +637,12 @@ TEST(Sm90Host, TallTileAppliesAtHeadDim64WithoutABlockMask) {
   EXPECT_NE(usual.find("__launch_bounds__(kSm90Threads, 1)"), std::string::npos);
   EXPECT_NE(usual.find("attn_fwd_sm90<FlexVariant, bf16, 64, 64, false, true>(p)"), std::string::npos);
   key.sm90_fwd_tall = true;
-  EXPECT_TRUE(runtime::sm90_fwd_tall_for(gen, key));
+  EXPECT_TRUE(runtime::sm90_fwd_form(gen, key).tall);
   const std::string tall = runtime::kernel_source_sm90(gen, key);
   EXPECT_NE(tall.find("__launch_bounds__(kSm90TallThreads, 1)"), std::string::npos);
   EXPECT_NE(tall.find("attn_fwd_sm90<FlexVariant, bf16, 64, 64, false, true, true>(p)"), std::string::npos);
   key.d = key.dv = 128;
-  EXPECT_FALSE(runtime::sm90_fwd_tall_for(gen, key));
+  EXPECT_FALSE(runtime::sm90_fwd_form(gen, key).tall);
   EXPECT_NE(runtime::kernel_source_sm90(gen, key).find("attn_fwd_sm90<FlexVariant, bf16, 128, 128, false, true>(p)"),
             std::string::npos);
 }
