@@ -17,7 +17,7 @@ import bench_torch as bt
 
 
 def _seed(shape_index, case):
-    return 1000 * shape_index + bc.CASES.index(case)
+    return 1000 * shape_index + bc.ALL_CASES.index(case)
 
 
 def _short(e: BaseException) -> str:

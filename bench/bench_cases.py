@@ -15,6 +15,10 @@ IMPLS = ("flexattn", "torch-flex", "sdpa-cudnn", "sdpa-flash")
 FLEX_IMPLS = ("flexattn", "torch-flex")  # the two that compile per variant
 SDPA_IMPLS = ("sdpa-cudnn", "sdpa-flash")
 CASES = ("full", "causal", "sliding1024", "document", "prefixlm", "alibi_causal", "softcap_causal", "relbias_full")
+# Outside the suite (the issues' table), run only when --cases names them: softcap through the GPU's approximate
+# tanh in both flexattn (tanh_approx) and torch flex (attention-gym's approx::tanh custom op, tanh.approx.f32).
+EXTRA_CASES = ("softcap_approx_causal",)
+ALL_CASES = CASES + EXTRA_CASES
 SUITES = ("full", "long", "quick", "hd256", "decode")
 
 WINDOW = 1024          # sliding1024: q - kv < WINDOW and causal, each query sees WINDOW keys
@@ -29,7 +33,7 @@ BWD_FLOP_FACTOR = 2.5
 class Case:
     name: str
     mask: str             # "none", "causal", "sliding", "document", "prefixlm"
-    score: str            # "none", "alibi", "softcap", "relbias"
+    score: str            # "none", "alibi", "softcap", "softcap_approx", "relbias"
     sdpa_causal: Optional[bool]  # None: SDPA has no backend for it; else its is_causal flag
     title: str
 
@@ -43,6 +47,7 @@ CASE_TABLE: Dict[str, Case] = {c.name: c for c in (
     Case("alibi_causal", "causal", "alibi", None, "ALiBi + causal"),
     Case("softcap_causal", "causal", "softcap", None, "softcap 30 + causal"),
     Case("relbias_full", "none", "relbias", None, "relative-position bias gather, full"),
+    Case("softcap_approx_causal", "causal", "softcap_approx", None, "softcap 30 with tanh.approx + causal"),
 )}
 
 
@@ -81,10 +86,12 @@ def applies(impl: str, case: str) -> bool:
     return impl in FLEX_IMPLS or CASE_TABLE[case].sdpa_causal is not None
 
 
-def parse_list(text: Optional[str], allowed: Sequence[str], arg: str) -> Tuple[str, ...]:
-    """'a,b' -> ('a', 'b') in `allowed` order; None or 'all' -> all. Raises ValueError naming `arg`."""
+def parse_list(text: Optional[str], allowed: Sequence[str], arg: str,
+               default: Optional[Sequence[str]] = None) -> Tuple[str, ...]:
+    """'a,b' -> ('a', 'b') in `allowed` order; None or 'all' -> `default` (all of `allowed` when None). Raises
+    ValueError naming `arg`."""
     if text is None or text.strip() == "all":
-        return tuple(allowed)
+        return tuple(allowed if default is None else default)
     names = [t.strip() for t in text.split(",") if t.strip()]
     if not names:
         raise ValueError(f"{arg}: expected a comma-separated list of {', '.join(allowed)}, got {text!r}")

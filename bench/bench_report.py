@@ -51,8 +51,8 @@ def validate_row(row: dict) -> None:
         raise ValueError(f"row: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}")
     if row["impl"] not in bc.IMPLS:
         raise ValueError(f"row: impl must be one of {', '.join(bc.IMPLS)}, got {row['impl']!r}")
-    if row["case"] not in bc.CASES:
-        raise ValueError(f"row: case must be one of {', '.join(bc.CASES)}, got {row['case']!r}")
+    if row["case"] not in bc.ALL_CASES:
+        raise ValueError(f"row: case must be one of {', '.join(bc.ALL_CASES)}, got {row['case']!r}")
     for k in ("B", "H", "S", "D"):
         if not isinstance(row[k], int) or isinstance(row[k], bool) or row[k] < 1:
             raise ValueError(f"row: {k} must be a positive int, got {row[k]!r}")
@@ -208,7 +208,7 @@ def write_chart(rows: Sequence[dict], path: str) -> Optional[str]:
     impls = [i for i in bc.IMPLS if any(r["impl"] == i for r in rows)]
     width = 0.8 / max(len(impls), 1)
     for ax, (title, key, sel) in zip(axes[:, 0], panels):
-        cases = [c for c in bc.CASES if any(r["case"] == c for r in sel)]
+        cases = [c for c in bc.ALL_CASES if any(r["case"] == c for r in sel)]
         for j, impl in enumerate(impls):
             vals = {r["case"]: r[key] for r in sel if r["impl"] == impl}
             xs = [i + j * width for i, c in enumerate(cases) if c in vals]

@@ -61,6 +61,12 @@ def make_score_mod(case: str, S: int, H: int, seed: int = 0):
         def softcap(score, b, h, q, kv):
             return cap * torch.tanh(score / cap)
         return softcap
+    if kind == "softcap_approx":
+        cap, tanh_approx = bc.SOFTCAP, approx_tanh()
+
+        def softcap_approx(score, b, h, q, kv):
+            return cap * tanh_approx(score / cap)
+        return softcap_approx
     if kind == "relbias":
         g = torch.Generator(device=DEV).manual_seed(seed + 17)
         bias = torch.randn(H, 2 * S, device=DEV, dtype=torch.float32, generator=g) * 0.5
@@ -69,6 +75,49 @@ def make_score_mod(case: str, S: int, H: int, seed: int = 0):
             return score + bias[h, q - kv + S]
         return rel_bias
     raise AssertionError(kind)
+
+
+_APPROX_TANH = []
+
+
+def approx_tanh():
+    """torch.ops.approx.tanh, the custom op attention-gym's softcap(approx=True) defines (its own, when it is already
+    registered in this process): torch.tanh when called eagerly (the reference), tanh.approx.f32 in torch.compile's
+    Triton code (torch flex) through an inline-asm lowering, and flexattn's tracer reads its name as tanh_approx.
+    Its gradient is grad * (1 - y^2)."""
+    if _APPROX_TANH:
+        return _APPROX_TANH[0]
+    try:
+        op = torch.ops.approx.tanh
+    except (AttributeError, RuntimeError):
+        op = None
+    if op is None:
+        from functools import partial
+
+        from torch._inductor.lowering import make_pointwise, register_lowering
+        from torch._inductor.virtualized import ops as inductor_ops
+
+        @torch.library.custom_op("approx::tanh", mutates_args=())
+        def tanh(x: torch.Tensor) -> torch.Tensor:
+            return torch.tanh(x)
+
+        @tanh.register_fake
+        def _(x):
+            return torch.empty_like(x)
+
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(output)
+
+        def backward(ctx, grad):
+            (y,) = ctx.saved_tensors
+            return grad * (1 - y * y)
+
+        tanh.register_autograd(backward, setup_context=setup_context)
+        asm = partial(inductor_ops.inline_asm_elementwise, asm="tanh.approx.f32 $0, $1;")
+        register_lowering(torch.ops.approx.tanh)(lambda x: make_pointwise(asm)(x))
+        op = torch.ops.approx.tanh
+    _APPROX_TANH.append(op)
+    return op
 
 
 # ---- inputs -------------------------------------------------------------------------------------------

@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(the issues' target shape); quick: B=4 H=16 S=2048 D=128 "
                         "(under 3 minutes on an H200); hd256: B=2 H=16 S=8192 D=256; decode: one query token against a long KV "
                         "(default quick)")
-    p.add_argument("--cases", help=f"comma-separated subset of {','.join(bc.CASES)} (default all)")
+    p.add_argument("--cases", help=f"comma-separated subset of {','.join(bc.ALL_CASES)} (default all of the suite: "
+                   f"{','.join(bc.CASES)})")
     p.add_argument("--impls", help=f"comma-separated subset of {','.join(bc.IMPLS)} (default all)")
     p.add_argument("--backward", action="store_true", help="also time the backward (dq, dk, dv)")
     p.add_argument("--deterministic", action="store_true", help="with --backward: also time flexattn's backward in "
@@ -68,7 +69,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = build_parser()
     a = p.parse_args(argv)
     try:
-        a.cases = bc.parse_list(a.cases, bc.CASES, "--cases")
+        a.cases = bc.parse_list(a.cases, bc.ALL_CASES, "--cases", default=bc.CASES)
         a.impls = bc.parse_list(a.impls, bc.IMPLS, "--impls")
     except ValueError as e:
         p.error(str(e))

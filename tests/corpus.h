@@ -15,6 +15,10 @@ namespace flexattn::corpus {
 struct CorpusEntry {
   std::string name, mask, score;  // "" = none
   bool learnable = false;         // ask for the gradient of the mod's trainable buffers
+  // The largest absolute score error the GPU's approximate instructions may add to the reference's scores
+  // (tanh_approx: cap * 2^-11, tanh.approx.f32's relative error bound); the GPU checks widen their tolerances
+  // by it. 0: the mods are as exact as the kernels' usual arithmetic.
+  double score_err = 0;
 };
 
 inline const std::vector<CorpusEntry>& mod_corpus() {
@@ -33,6 +37,8 @@ inline const std::vector<CorpusEntry>& mod_corpus() {
       {"alibi_slopes(learnable)+causal", "causal", "alibi_slopes", true},
       {"t5", "", "t5"},
       {"text:mixed", "expr:q_idx >= kv_idx", "expr:where(score > 0, score * 0.5, score) + 1.0 / (abs(score) + 1.0)"},
+      // Last, so that the entries above keep their positions (gpu_attention_check picks some by index).
+      {"softcap_approx:30+causal", "causal", "softcap_approx:30", false, 30.0 / 2048},
   };
   return corpus;
 }

@@ -145,6 +145,9 @@ Expr log2(Expr a);
 Expr sqrt(Expr a);
 Expr rsqrt(Expr a);
 Expr tanh(Expr a);
+// tanh on the GPU's tanh.approx.f32 (relative error <= 2^-10.99, ~5e-4; the CPU reference computes tanh): a
+// softcap of 30 then moves scores by up to ~0.015. Two MUFU ops per entry fewer on the sm90 softcap path.
+Expr tanh_approx(Expr a);
 Expr sigmoid(Expr a);
 Expr sin(Expr a);
 Expr cos(Expr a);

@@ -54,8 +54,10 @@ ir::Expr not_mask(const ir::Expr& mask);
 ir::Expr alibi(const std::string& heads_scalar = "H");
 // The same with the slopes read from a rank-1 float buffer: score + (kv_idx - q_idx) * slopes[h].
 ir::Expr alibi(const ir::Buffer& slopes);
-// Gemma-2 / Grok tanh soft-capping: cap * tanh(score / cap). cap > 0.
-ir::Expr softcap(double cap);
+// Gemma-2 / Grok tanh soft-capping: cap * tanh(score / cap). cap > 0. approx: tanh_approx instead of tanh (the GPU's
+// tanh.approx.f32, as attention-gym's softcap with approx=True: scores move by up to ~cap * 2^-11; on the sm90
+// forward one MUFU op per entry fewer).
+ir::Expr softcap(double cap, bool approx = false);
 // Learned relative-position bias: score + bias[h, q_idx - kv_idx + S - 1], where S is the named I32
 // scalar `kv_len_scalar` (bound to the KV length), so bias has shape [H, Q_LEN + KV_LEN - 1] and
 // column S - 1 is distance 0. bias: a rank-2 float buffer.

@@ -205,6 +205,17 @@ inline float fa_tanh_rcp(float t) { return 1.0f / (std::exp2(t) + 1.0f); }
 using std::fmaf;
 #endif
 FA_MOD_FN float fa_tanh(float x) { return fmaf(-2.0f, fa_tanh_rcp(x * 2.8853900817779268f), 1.0f); }
+// tanh_approx (IR TanhApprox): one MUFU op, relative error <= 2^-10.99 (PTX ISA, tanh.approx.f32), NaN stays NaN,
+// +-inf give +-1. The host build (tests) computes tanh: the node's definition (src/ir/eval.cc).
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+FA_MOD_FN float fa_tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+#else
+inline float fa_tanh_approx(float x) { return std::tanh(x); }
+#endif
 // tanh(x * k) and u * tanh(x * k) for k, u the same for every entry (codegen: a tanh of a product or
 // quotient by a uniform value, times a uniform value; softcap is cap * tanh(score * (1 / cap))):
 // k * 2 log2 e, -2 u are computed once, so softcap costs an FMUL, two MUFU, an FADD and an FFMA per

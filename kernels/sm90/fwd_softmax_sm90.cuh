@@ -347,6 +347,12 @@ __device__ __forceinline__ constexpr bool use_softcap() {
   return false;
 #endif
 }
+// kSoftcapApprox (the mod's tanh is tanh_approx): the tile keeps r = -tanh(sgn(u) x) from one tanh.approx
+// (fa_tanh_approx) instead of 1 / (2^t + 1) from two MUFU ops; in log2 units w = -|u| log2(e) r, again
+// decreasing in r, so the rest of the path (row minimum of r, the exponent's FFMA, masked = +inf) is the same
+// with a = -|u| log2(e) and top = 0, and the sign and the score scale fold into k2. Two MUFU ops per entry
+// instead of three: the softmax's MUFU time per tile matches the tensor cores' at D = 128.
+FLEXATTN_VARIANT_HOOK(SoftcapApproxOf, kSoftcapApprox, bool, false)
 // FLEXATTN_SM90_SOFTCAP_RCP = k (1..8): entries n of a row with n % 8 < k take the tanh's reciprocal on the FMA
 // pipe (poly_tanh_rcp: IADD + 5 FFMA + a NaN-keeping clamp) instead of rcp.approx on the MUFU. Per 32 entries
 // the score phase issues ~6 instructions but holds the MUFU for 16 cycles (two ops of 8); all on the FMA pipe
@@ -367,6 +373,7 @@ __device__ __forceinline__ SoftcapTile softcap_tile(const AttnParams& p) {
     float u, k;
     V::softcap(p.mod, u, k);
     const float top = fabsf(u) * kLog2e;
+    if constexpr (SoftcapApproxOf<V>::value) return {u < 0.f ? p.scale * k : -(p.scale * k), fminf(-top, -1e-30f), 0.f};
     return {p.scale * k * (u < 0.f ? -2.8853900817779268f : 2.8853900817779268f), fminf(-2.f * top, -1e-30f), top};
   } else {
     return {0.f, 0.f, 0.f};
@@ -384,7 +391,9 @@ __device__ __forceinline__ void scores_softcap(float (&s)[BN / 2], const AttnPar
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const float t = s[4 * i + e] * sc.k2;
-      const float r = (2 * i + (e & 1)) % 8 < kSoftcapRcpOf8 ? poly_tanh_rcp(t) : fa_tanh_rcp(t);
+      float r;
+      if constexpr (SoftcapApproxOf<V>::value) r = fa_tanh_approx(t);
+      else r = (2 * i + (e & 1)) % 8 < kSoftcapRcpOf8 ? poly_tanh_rcp(t) : fa_tanh_rcp(t);
       bool keep = true;
       if constexpr (kMask && V::kHasMaskMod) keep = mask_keeps<V>(p, b, h, qw, kvb, rows, e, 8 * i + (e & 1));
       s[4 * i + e] = keep ? r : pos_inf();

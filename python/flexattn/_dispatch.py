@@ -326,10 +326,28 @@ def _unsupported(name):
     fail(f"{name} is not supported inside mods", "supported: " + ", ".join(supported))
 
 
+# Custom operators (torch.library) that mods call, by qualified name: attention-gym's softcap with approx=True
+# registers approx::tanh (lowered to tanh.approx.f32 for torch.compile).
+_CUSTOM_OPS = {"approx::tanh": "tanh_approx"}
+
+
+def _custom_op_name(func):
+    """'ns::name' of a torch.ops operator (an OpOverload has a schema, an OpOverloadPacket a qualified name),
+    None for anything else."""
+    schema = getattr(func, "_schema", None)
+    name = getattr(schema, "name", None) if schema is not None else getattr(func, "_qualified_op_name", None)
+    return name if isinstance(name, str) and "::" in name else None
+
+
 def dispatch_torch(func, args, kwargs):
     torch = torch_module()
     if torch is not None and func is getattr(torch.Tensor, "where", None):
         return _tensor_where(*args, **kwargs)
+    qualified = _custom_op_name(func)
+    if qualified is not None and not qualified.startswith("aten::"):
+        if qualified not in _CUSTOM_OPS:
+            _unsupported("torch.ops." + qualified.replace("::", "."))
+        return HANDLERS[_CUSTOM_OPS[qualified]](*args, **kwargs)
     name = getattr(func, "__name__", repr(func))
     if name.startswith("special_") and name not in HANDLERS:
         name = name[len("special_"):]

@@ -72,18 +72,26 @@ class FunctionEmitter {
   }
 
   // score_mod = u * tanh(score * k) (softcap; also tanh(score / d) * u, tanh(score) * u) with u and k
-  // uniform: emits their temporaries and returns {u, k} as f32 expressions, or {"", ""} when `root` is
-  // not of that shape. The sm90 forward's softcap path (fwd_softmax_sm90.cuh) evaluates the mod from
-  // them with the score scale and log2(e) folded into two per-tile constants.
-  std::pair<std::string, std::string> softcap_parts(const Node* root) {
-    const Node* u = nullptr;
-    const Node* th = root == nullptr ? nullptr : uniform_times_tanh(*root, &u);
-    if (th == nullptr || th->type != DType::F32) return {"", ""};
-    const Node* x = th->args[0].get();
-    if (x->op == Op::Score) return {as(u, DType::F32), "1.0f"};
-    const Scaled sx = scaled(x);
-    if (sx.k.empty() || sx.x_node->op != Op::Score) return {"", ""};
-    return {as(u, DType::F32), sx.k};
+  // uniform, tanh either node (Tanh or TanhApprox): emits their temporaries and returns {u, k} as f32
+  // expressions and the tanh's node, or {"", "", Tanh} when `root` is not of that shape. The sm90 forward's
+  // softcap path (fwd_softmax_sm90.cuh) evaluates the mod from them with the score scale and log2(e) folded
+  // into two per-tile constants.
+  struct SoftcapParts {
+    std::string u, k;
+    Op tanh = Op::Tanh;
+  };
+  SoftcapParts softcap_parts(const Node* root) {
+    for (Op op : {Op::Tanh, Op::TanhApprox}) {
+      const Node* u = nullptr;
+      const Node* th = root == nullptr ? nullptr : uniform_times_tanh(*root, &u, op);
+      if (th == nullptr || th->type != DType::F32) continue;
+      const Node* x = th->args[0].get();
+      if (x->op == Op::Score) return {as(u, DType::F32), "1.0f", op};
+      const Scaled sx = scaled(x);
+      if (sx.k.empty() || sx.x_node->op != Op::Score) return {};
+      return {as(u, DType::F32), sx.k, op};
+    }
+    return {};
   }
 
   // The value of `n` converted to `to`: promotion's implicit widening, or (a weak i64 operand taken as i32,
@@ -187,6 +195,7 @@ class FunctionEmitter {
       case Op::Sqrt: return float_fn("sqrtf");
       case Op::Rsqrt: return float_fn("fa_rsqrt");
       case Op::Tanh: return float_fn("fa_tanh");
+      case Op::TanhApprox: return float_fn("fa_tanh_approx");
       case Op::Sigmoid: return float_fn("fa_sigmoid");
       case Op::Sin: return float_fn("sinf");
       case Op::Cos: return float_fn("cosf");
@@ -259,13 +268,14 @@ class FunctionEmitter {
            (x.k.empty() ? as(th->args[0].get(), DType::F32) + ", 1.0f" : x.x + ", " + x.k) + ")";
   }
 
-  // n = u * tanh(a) or tanh(a) * u with u uniform: the tanh node (and *u); null when n is not of that shape.
-  const Node* uniform_times_tanh(const Node& n, const Node** u) {
+  // n = u * tanh(a) or tanh(a) * u with u uniform and tanh the node `tanh_op`: the tanh node (and *u); null when
+  // n is not of that shape.
+  const Node* uniform_times_tanh(const Node& n, const Node** u, Op tanh_op = Op::Tanh) {
     if (n.type != DType::F32 || n.op != Op::Mul) return nullptr;
     for (int i : {0, 1}) {
       const Node* f = n.args[size_t(i)].get();
       const Node* th = n.args[size_t(1 - i)].get();
-      if (uniform(f) && th->op == Op::Tanh) {
+      if (uniform(f) && th->op == tanh_op) {
         *u = f;
         return th;
       }
@@ -574,13 +584,17 @@ GeneratedVariant emit_cuda_variant(const Variant& variant, bool with_backward) {
   if (!score_mod.empty()) {
     std::ostringstream body;
     FunctionEmitter fe(layout, body);
-    const auto [u, k] = fe.softcap_parts(score_mod.get());
-    if (!u.empty()) {
-      out << "  // score_mod == u * tanh(score * k), u and k from softcap(p, u, k): yes\n";
+    const FunctionEmitter::SoftcapParts sc = fe.softcap_parts(score_mod.get());
+    if (!sc.u.empty()) {
+      const bool approx = sc.tanh == Op::TanhApprox;
+      out << "  // score_mod == u * " << (approx ? "tanh_approx" : "tanh")
+          << "(score * k), u and k from softcap(p, u, k): yes\n";
       out << "  static constexpr bool kSoftcap = true;\n";
+      if (approx) out << "  static constexpr bool kSoftcapApprox = true;\n";
       gen.softcap = true;
+      gen.softcap_approx = approx;
       out << "  __device__ __forceinline__ static void softcap(const ModParams& p, float& u, float& k) {\n"
-          << body.str() << "    u = " << u << ";\n    k = " << k << ";\n  }\n\n";
+          << body.str() << "    u = " << sc.u << ";\n    k = " << sc.k << ";\n  }\n\n";
     }
   }
   out << "  // g * d score_mod / d score\n";

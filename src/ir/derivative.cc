@@ -110,7 +110,8 @@ class ReverseMode {
       case Op::Log2: return acc(arg(0), [&] { return g / (arg(0) * f32(ln2)); });
       case Op::Sqrt: return acc(arg(0), [&] { return g / (f32(2.0) * y); });
       case Op::Rsqrt: return acc(arg(0), [&] { return (f32(-0.5) * g) * pow(y, f32(3.0)); });
-      case Op::Tanh: return acc(arg(0), [&] { return g * (f32(1.0) - y * y); });
+      case Op::Tanh:
+      case Op::TanhApprox: return acc(arg(0), [&] { return g * (f32(1.0) - y * y); });
       case Op::Sigmoid: return acc(arg(0), [&] { return (g * (f32(1.0) - y)) * y; });
       case Op::Sin: return acc(arg(0), [&] { return g * cos(arg(0)); });
       case Op::Cos: return acc(arg(0), [&] { return g * -sin(arg(0)); });

@@ -145,7 +145,8 @@ Value eval_node(const Node& n, const Value* const* a, const EvalEnv* env, const 
     case Op::Log2: return make_f(std::log2(a[0]->as_double()));
     case Op::Sqrt: return make_f(std::sqrt(a[0]->as_double()));
     case Op::Rsqrt: return make_f(1.0 / std::sqrt(a[0]->as_double()));
-    case Op::Tanh: return make_f(std::tanh(a[0]->as_double()));
+    case Op::Tanh:
+    case Op::TanhApprox: return make_f(std::tanh(a[0]->as_double()));  // the definition: tanh
     case Op::Sigmoid: return make_f(1.0 / (1.0 + std::exp(-a[0]->as_double())));
     case Op::Sin: return make_f(std::sin(a[0]->as_double()));
     case Op::Cos: return make_f(std::cos(a[0]->as_double()));

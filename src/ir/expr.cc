@@ -227,7 +227,7 @@ Expr unary(Op op, Expr a) {
       if (n.type == DType::Bool) type_error(op, "not defined for bool (cast to a number first)");
       return make_node(op, n.type, n.weak, {a});
     case Op::Exp: case Op::Exp2: case Op::Log: case Op::Log2: case Op::Sqrt: case Op::Rsqrt:
-    case Op::Tanh: case Op::Sigmoid: case Op::Sin: case Op::Cos:
+    case Op::Tanh: case Op::TanhApprox: case Op::Sigmoid: case Op::Sin: case Op::Cos:
       return make_node(op, DType::F32, n.weak, {a});
     case Op::Floor:
     case Op::Ceil:
@@ -316,6 +316,7 @@ Expr log2(Expr a) { return unary(Op::Log2, a); }
 Expr sqrt(Expr a) { return unary(Op::Sqrt, a); }
 Expr rsqrt(Expr a) { return unary(Op::Rsqrt, a); }
 Expr tanh(Expr a) { return unary(Op::Tanh, a); }
+Expr tanh_approx(Expr a) { return unary(Op::TanhApprox, a); }
 Expr sigmoid(Expr a) { return unary(Op::Sigmoid, a); }
 Expr sin(Expr a) { return unary(Op::Sin, a); }
 Expr cos(Expr a) { return unary(Op::Cos, a); }

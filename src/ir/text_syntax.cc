@@ -34,6 +34,7 @@ constexpr Function kFunctions[] = {
     {"sin", Function::Unary, Op::Sin, DType::F32, 1},
     {"sqrt", Function::Unary, Op::Sqrt, DType::F32, 1},
     {"tanh", Function::Unary, Op::Tanh, DType::F32, 1},
+    {"tanh_approx", Function::Unary, Op::TanhApprox, DType::F32, 1},
     {"where", Function::Select, Op::Select, DType::F32, 3},
 };
 

@@ -157,6 +157,11 @@ const std::vector<Builder>& builders() {
          expect_count(a, 1, 1, "softcap:C");
          return make_spec(a, false, softcap(float_arg(a, 0, "C (cap)")));
        }},
+      {{"softcap_approx", "softcap_approx:C", false, "C * tanh_approx(score / C)"},
+       [](const Args& a) {
+         expect_count(a, 1, 1, "softcap_approx:C");
+         return make_spec(a, false, softcap(float_arg(a, 0, "C (cap)"), true));
+       }},
       {{"alibi", "alibi", false, "score + (kv_idx - q_idx) * 2^(-8 (h + 1) / H), scalar H = heads"},
        [](const Args& a) {
          expect_count(a, 0, 0, "alibi");

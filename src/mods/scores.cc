@@ -31,9 +31,10 @@ Expr alibi(const ir::Buffer& slopes) {
   return ir::score() + (ir::kv_idx() - ir::q_idx()) * slopes(ir::head());
 }
 
-Expr softcap(double cap) {
+Expr softcap(double cap, bool approx) {
   check(std::isfinite(cap) && cap > 0, "softcap: cap must be a finite number > 0, got " + std::to_string(cap));
-  return Expr(cap) * ir::tanh(ir::score() / Expr(cap));
+  const Expr x = ir::score() / Expr(cap);
+  return Expr(cap) * (approx ? ir::tanh_approx(x) : ir::tanh(x));
 }
 
 Expr relative_bias(const ir::Buffer& bias, const std::string& kv_len_scalar) {

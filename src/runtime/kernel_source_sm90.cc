@@ -47,9 +47,10 @@ std::string kernel_source_sm90_fwd(const codegen::GeneratedVariant& variant, con
   if (const int k = int(jit::env_number("FLEXATTN_SM90_POLY_EXP2", 0, 0, 4)); k > 0)
     s << "#define FLEXATTN_SM90_POLY_EXP2 " << k << "\n";
   // FLEXATTN_SM90_SOFTCAP_RCP = k (0..8, default 0): on the softcap path, k eighths of the tanh reciprocals on
-  // the FMA pipe (common/poly_rcp.cuh) instead of the MUFU; an A/B knob until measured. Only softcap sources
-  // get the define (the others' cache entries stay as they were).
-  if (const int k = int(jit::env_number("FLEXATTN_SM90_SOFTCAP_RCP", 0, 0, 8)); k > 0 && variant.softcap)
+  // the FMA pipe (common/poly_rcp.cuh) instead of the MUFU; an A/B knob until measured. Only sources with those
+  // reciprocals get the define (the others' cache entries stay as they were): not tanh_approx's, which has none.
+  if (const int k = int(jit::env_number("FLEXATTN_SM90_SOFTCAP_RCP", 0, 0, 8));
+      k > 0 && variant.softcap && !variant.softcap_approx)
     s << "#define FLEXATTN_SM90_SOFTCAP_RCP " << k << "\n";
   // FLEXATTN_SM90_SMALL_GROUP_FIRST (default on since session 9; H200 S=8192 D=128 causal / document +4.6 / +4.8 %,
   // session 10): a smaller last head group runs first (fwd_scheduler_sm90.cuh, FwdTileOrder::span). 0: last, as

@@ -33,7 +33,19 @@ def test_case_and_impl_names_are_the_issues():
     assert bc.CASES == ("full", "causal", "sliding1024", "document", "prefixlm", "alibi_causal", "softcap_causal",
                         "relbias_full")
     assert bc.IMPLS == ("flexattn", "torch-flex", "sdpa-cudnn", "sdpa-flash")
-    assert set(bc.CASE_TABLE) == set(bc.CASES)
+    assert bc.EXTRA_CASES == ("softcap_approx_causal",)
+    assert bc.ALL_CASES == bc.CASES + bc.EXTRA_CASES
+    assert set(bc.CASE_TABLE) == set(bc.ALL_CASES)
+
+
+def test_extra_cases_run_only_when_named():
+    from run import parse_args
+
+    assert parse_args([]).cases == bc.CASES
+    assert parse_args(["--cases", "all"]).cases == bc.CASES
+    assert parse_args(["--cases", "softcap_approx_causal,causal"]).cases == ("causal", "softcap_approx_causal")
+    assert bc.CASE_TABLE["softcap_approx_causal"].mask == "causal"
+    assert bc.density("softcap_approx_causal", 2048) == bc.density("softcap_causal", 2048)
 
 
 def test_sdpa_runs_only_full_and_causal():
@@ -102,7 +114,7 @@ def brute_force_mask(case, S):
     return (docs[q] == docs[kv]) & (q >= kv)
 
 
-@pytest.mark.parametrize("case", bc.CASES)
+@pytest.mark.parametrize("case", bc.ALL_CASES)
 def test_attended_entries_match_the_dense_mask(case):
     S = 2048
     assert bc.attended_entries(case, S) == int(brute_force_mask(case, S).sum())

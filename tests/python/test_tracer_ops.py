@@ -30,6 +30,8 @@ SCORE_OPS = [
     (lambda s, b, h, q, kv: +s, "score"),
     (lambda s, b, h, q, kv: abs(s), "abs(score)"),
     (lambda s, b, h, q, kv: ops.tanh(s), "tanh(score)"),
+    (lambda s, b, h, q, kv: ops.tanh_approx(s), "tanh_approx(score)"),
+    (lambda s, b, h, q, kv: 30.0 * ops.tanh_approx(s / 30.0), "30.0 * tanh_approx(score / 30.0)"),
     (lambda s, b, h, q, kv: ops.exp(s), "exp(score)"),
     (lambda s, b, h, q, kv: ops.exp2(s), "exp2(score)"),
     (lambda s, b, h, q, kv: ops.log(s), "log(score)"),
@@ -211,3 +213,45 @@ def test_identical_expressions_are_one_node():
     r = flexattn.trace(lambda s, b, h, q, kv: (q - kv) * (q - kv)).root
     mul = r.args[0]
     assert mul.args[0] is mul.args[1]
+
+
+class _FakeSchema:
+    def __init__(self, name):
+        self.name = name
+
+
+class _FakeOpOverload:
+    """What torch passes to __torch_function__ for a torch.library custom op called on a traced value."""
+
+    def __init__(self, qualified):
+        self._schema = _FakeSchema(qualified)
+        self.__name__ = qualified.split("::")[1] + ".default"
+
+
+class _FakeOpPacket:
+    def __init__(self, qualified):
+        self._qualified_op_name = qualified
+        self.__name__ = qualified.split("::")[1]
+
+
+def test_attention_gym_approx_tanh_custom_op_traces_to_tanh_approx():
+    # attention-gym's softcap(approx=True) calls torch.ops.approx.tanh; it arrives as an OpOverload or a packet.
+    from flexattn._dispatch import dispatch_torch
+
+    for func in (_FakeOpOverload("approx::tanh"), _FakeOpPacket("approx::tanh")):
+        assert text(lambda s, b, h, q, kv, f=func: 30.0 * dispatch_torch(f, (s / 30.0,), {})) == \
+            "30.0 * tanh_approx(score / 30.0)"
+
+
+def test_unknown_custom_op_names_itself():
+    from flexattn._dispatch import dispatch_torch
+
+    with pytest.raises(Exception) as e:
+        flexattn.trace(lambda s, b, h, q, kv: dispatch_torch(_FakeOpOverload("mylib::gelu"), (s,), {}))
+    assert "torch.ops.mylib.gelu is not supported inside mods" in str(e.value)
+
+
+def test_tanh_approx_on_numbers_and_arrays_is_tanh():
+    x = np.linspace(-5, 5, 11)
+    np.testing.assert_array_equal(ops.tanh_approx(x), np.tanh(x))
+    assert ops.tanh_approx(0.5) == np.tanh(0.5)

@@ -30,6 +30,7 @@ const std::map<std::string, std::vector<std::string>> kLibraryMods = {
     {"chunked", {"--mask", "chunked:7"}},
     {"dilated", {"--mask", "dilated:3"}},
     {"softcap", {"--score", "softcap:2.5", "--mask", "causal"}},
+    {"softcap_approx", {"--score", "softcap_approx:2.5", "--mask", "causal"}},
     {"alibi", {"--score", "alibi"}},
     {"alibi_slopes", {"--score", "alibi_slopes", "--mask", "causal"}},
     {"relbias", {"--score", "relbias"}},

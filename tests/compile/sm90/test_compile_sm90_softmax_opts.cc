@@ -5,7 +5,8 @@
 // values are refused with the variable's name.
 // FLEXATTN_SM90_SOFTCAP (on unless 0): softcap variants take the folded path (the source says so; unset = on)
 // and compile clean at D 64 and 128, bf16 and f16, with and without a mask; other variants' code does not change.
-// FLEXATTN_SM90_KV_RANGE=1: kv-range masks test partial tiles against the row bounds (last test).
+// FLEXATTN_SM90_KV_RANGE=1: kv-range masks test partial tiles against the row bounds.
+// tanh_approx softcap (kSoftcapApprox): one MUFU.TANH per entry in place of an ex2 and a reciprocal.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -131,6 +132,43 @@ TEST_F(Sm90SoftmaxOptsCompile, SoftcapPathCompilesCleanly) {
                             d = sm90_test::compile_fwd_source("attn_fwd_sm90a_softcap_switch", source_with(variants[0], 128, "0", "FLEXATTN_SM90_SOFTCAP"));
   EXPECT_FALSE(*testing_sass::elf_section(*c.cubin, ".text.flexattn_fwd") ==
                *testing_sass::elf_section(*d.cubin, ".text.flexattn_fwd"));
+}
+
+// tanh_approx softcap (codegen's kSoftcapApprox): the folded path with one tanh.approx per entry. Clean at D 64 and
+// 128 with and without a mask; in the SASS each MUFU.TANH replaces one MUFU.EX2 and one MUFU.RCP of the exact
+// softcap's (nvdisasm 13.0, softcap + causal D=128: EX2 652 -> 396, RCP 289 -> 33, TANH 256), and
+// FLEXATTN_SM90_SOFTCAP_RCP, which moves the exact path's reciprocals, leaves this source as it is.
+TEST_F(Sm90SoftmaxOptsCompile, ApproxSoftcapTakesOneMufuPerTanh) {
+  mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
+  std::string why;
+  Variant exact_unmasked, approx_unmasked;
+  exact_unmasked.score_mod = mods::softcap(30);
+  approx_unmasked.score_mod = mods::softcap(30, true);
+  const Variant exact[2] = {corpus::build_variant(corpus::corpus_entry("softcap:30+causal"), shape).variant,
+                            exact_unmasked};
+  const Variant approx[2] = {corpus::build_variant(corpus::corpus_entry("softcap_approx:30+causal"), shape).variant,
+                             approx_unmasked};
+  for (int i : {0, 1})
+    for (int d : {64, 128}) {
+      const std::string what = std::string(i ? "softcap_approx:30" : "softcap_approx:30+causal") + " D=" + std::to_string(d);
+      const std::string src = source_with(approx[i], d, nullptr);
+      EXPECT_NE(src.find("static constexpr bool kSoftcapApprox = true;"), std::string::npos) << what;
+      const std::string name = "attn_fwd_sm90a_softcap_approx_d" + std::to_string(d);
+      const jit::CompiledKernel a = sm90_test::compile_fwd_source(name, src);
+      const jit::CompiledKernel e = sm90_test::compile_fwd_source(name, source_with(exact[i], d, nullptr));
+      expect_no_spill(a, what);
+      const std::optional<std::string> sa = testing_sass::disassemble(*a.cubin, &why),
+                                       se = testing_sass::disassemble(*e.cubin, &why);
+      if (sa && se) {
+        const int tanh = testing_sass::count(*sa, "MUFU.TANH");
+        EXPECT_GE(tanh, 128) << what;
+        EXPECT_EQ(tanh % 64, 0) << what;
+        EXPECT_EQ(testing_sass::count(*se, "MUFU.TANH"), 0) << what;
+        EXPECT_EQ(testing_sass::count(*se, "MUFU.EX2") - testing_sass::count(*sa, "MUFU.EX2"), tanh) << what;
+        EXPECT_EQ(testing_sass::count(*se, "MUFU.RCP") - testing_sass::count(*sa, "MUFU.RCP"), tanh) << what;
+      }
+      EXPECT_EQ(source_with(approx[i], d, "8", "FLEXATTN_SM90_SOFTCAP_RCP"), src) << what;
+    }
 }
 
 // FLEXATTN_SM90_KV_RANGE=1 (default off): kv-range masks (codegen's kKvRange) compile clean with the row-bounds

@@ -30,7 +30,8 @@ void check_golden(const std::string& name, const std::string& text) {
 }  // namespace
 
 TEST(CodegenGolden, CorpusSources) {
-  for (const char* name : {"causal", "softcap:30+causal", "relbias(learnable)", "document:3", "t5", "text:mixed"}) {
+  for (const char* name : {"causal", "softcap:30+causal", "softcap_approx:30+causal", "relbias(learnable)", "document:3", "t5",
+                           "text:mixed"}) {
     const corpus::CorpusEntry& c = corpus::corpus_entry(name);
     corpus::BuiltVariant b = corpus::build_variant(c, mods::ProblemShape{});
     const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(b.variant, true);

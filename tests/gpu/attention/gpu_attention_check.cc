@@ -111,16 +111,19 @@ Row run_case(const Case& k, uint64_t seed) {
     const CudaHostResult got = cuda_run_host(req);
 
     const double p_err = k.dtype == DType::BF16 ? 1.0 / 256 : 1.0 / 2048;
+    // An approximate instruction in the mod (tanh_approx) moves scores by up to score_err: lse and the row max
+    // by as much, P (so out and the gradients) by that relative amount.
+    const double s_err = k.mod->score_err;
     row.err_out = rel_err(got.out, ref.out, max_abs(ref.out));
     row.err_lse = rel_err(got.lse, ref.lse, 1.0);
-    if (!(row.err_out <= 4 * p_err)) row.ok = false, row.why += " out";
-    if (!(row.err_lse <= 1e-3)) row.ok = false, row.why += " lse";
-    if (!(rel_err(got.max_score, ref.max_score, 1.0) <= 1e-3)) row.ok = false, row.why += " max";
+    if (!(row.err_out <= 4 * p_err + 2 * s_err)) row.ok = false, row.why += " out";
+    if (!(row.err_lse <= 1e-3 + s_err)) row.ok = false, row.why += " lse";
+    if (!(rel_err(got.max_score, ref.max_score, 1.0) <= 1e-3 + s_err)) row.ok = false, row.why += " max";
 
     if (k.backward) {
       fns.reset_buffer_grads();
       const cpu::BackwardResult rb = cpu::backward(q, kk, v, dout, &dlse, ref_fns, opt);
-      const double tol = 16 * p_err;
+      const double tol = 16 * p_err + 4 * s_err;
       const struct { const char* n; const HostTensor* g; const HostTensor* w; } grads[] = {
           {"dq", &got.dq, &rb.dq}, {"dk", &got.dk, &rb.dk}, {"dv", &got.dv, &rb.dv}};
       for (const auto& g : grads) {

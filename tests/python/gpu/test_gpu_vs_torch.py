@@ -127,6 +127,56 @@ def test_corpus_forward_backward_matches_torch(case, report):
     run(case, score, masks(mask, B), q, k, v, learnable, report)
 
 
+def _approx_tanh_op():
+    """attention-gym's approx::tanh custom op (softcap with approx=True), registered here if absent: eager torch.tanh."""
+    try:
+        return torch.ops.approx.tanh
+    except (AttributeError, RuntimeError):
+        pass
+
+    @torch.library.custom_op("approx::tanh", mutates_args=())
+    def tanh(x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x)
+
+    tanh.register_fake(lambda x: torch.empty_like(x))
+    return torch.ops.approx.tanh
+
+
+@pytest.mark.parametrize("spelling", ["flexattn.ops.tanh_approx", "torch.ops.approx.tanh"])
+def test_softcap_with_approximate_tanh(spelling, report):
+    # Both spellings trace to tanh_approx (the GPU's tanh.approx.f32: relative error ~2^-11); measured against the
+    # exact softcap in float64, the error may exceed torch's bf16 one by what the approximation moves a score
+    # (CAP * 2^-11), in out, lse and the gradients.
+    tanh_approx = flexattn.ops.tanh_approx if spelling.startswith("flexattn") else _approx_tanh_op()
+
+    def softcap_approx(score, b, h, q, kv):
+        return CAP * tanh_approx(score / CAP)
+
+    assert flexattn.trace(softcap_approx).text == "20.0 * tanh_approx(score / 20.0)"
+    torch.manual_seed(0)
+    B, H, D = 2, 4, 128
+    q, k, v = (torch.randn(B, H, n, D, device=DEV, dtype=torch.bfloat16) for n in (L, S, S))
+    bm_t, bm_f = masks(causal, B)
+    g = torch.randn(B, H, L, D, device=DEV, dtype=torch.float64)
+
+    def fwd_bwd(fn, dt, score, bm):
+        xs = [x.detach().to(dt).requires_grad_() for x in (q, k, v)]
+        out, aux = fn(*xs, score_mod=score, block_mask=bm, return_aux=AuxRequest(lse=True))
+        (out.double() * g).sum().backward()
+        return [out.double(), aux.lse.double()] + [x.grad.double() for x in xs]
+
+    ref = fwd_bwd(TORCH_FLEX, torch.float64, softcap, bm_t)
+    base = fwd_bwd(TORCH_FLEX, torch.bfloat16, softcap, bm_t)
+    ours = fwd_bwd(_torch_api.flex_attention, torch.bfloat16, softcap_approx, bm_f)
+    score_err = CAP * 2.0 ** -11
+    ok = True
+    for name, r, b, o in zip(["out", "lse", "dq", "dk", "dv"], ref, base, ours):
+        err, err_b = (o - r).abs().max().item(), (b - r).abs().max().item()
+        scale = max(r.abs().max().item(), 1.0)
+        ok &= report.row(f"softcap_approx {spelling}", name, err, err_b, 3 * err_b + (1e-4 + 4 * score_err) * scale)
+    assert ok, "the approximate softcap is further from the exact one than tanh.approx's error allows"
+
+
 @pytest.mark.parametrize("case", ["full", "causal", "document", "sliding_window"])
 @pytest.mark.parametrize("D", [64, 128])
 def test_deterministic_backward_is_bitwise_repeatable(case, D):

@@ -318,6 +318,18 @@ TEST(EmitCuda, SoftcapScoreModsAreRecognised) {
     const std::string t = source(parse(text));
     EXPECT_TRUE(has(t, "kSoftcap = true;")) << text << "\n" << t;
   }
+  // tanh_approx: the same block plus kSoftcapApprox (the folded path's one-MUFU tanh); tanh's has none.
+  EXPECT_FALSE(has(lib, "kSoftcapApprox")) << lib;
+  for (const Expr& e : {mods::softcap(30, true), parse("tanh_approx(score * 0.2) * -3.0"), cap * tanh_approx(score())}) {
+    Variant v;
+    v.score_mod = e;
+    const codegen::GeneratedVariant g = codegen::emit_cuda_variant(v, false);
+    EXPECT_TRUE(g.softcap && g.softcap_approx) << g.source;
+    EXPECT_TRUE(has(g.source, "static constexpr bool kSoftcap = true;\n  static constexpr bool kSoftcapApprox = true;"))
+        << g.source;
+    EXPECT_TRUE(has(g.source, "fa_tanh_approx(")) << g.source;  // the general path's score_mod
+  }
+  EXPECT_FALSE(codegen::emit_cuda_variant(Variant{mods::softcap(30), {}}, false).softcap_approx);
   // Not of the shape: a positional factor, tanh of something other than a scaled score, an extra term.
   for (const Expr& e : {cast(q_idx(), DType::F32) * tanh(score() / cap), cap * tanh(score() / cap + 1.0),
                         cap * tanh(score() / cap) + 1.0, cap * tanh(score() * score()), score() * tanh(score()),
@@ -356,5 +368,32 @@ TEST(EmitCuda, FoldedSoftcapArithmeticMatchesTheInterpreter) {
         worst_general = std::max(worst_general, std::fabs(general - want));
       }
       EXPECT_LT(worst_fold, 4e-6 * std::fabs(uu)) << "u " << uu << " d " << dd << " general " << worst_general;
+    }
+}
+
+// The same fold with tanh_approx (kSoftcapApprox): r = tanh(raw * k2) with k2 = -sgn(u) scale k, w = a r with
+// a = -|u| log2(e), top = 0. The host's fa_tanh_approx is tanh (the node's definition), so this checks the signs
+// and constants; the device instruction's own error (~2^-11 relative) is the GPU tier's (gpu_tanh_approx).
+TEST(EmitCuda, FoldedApproxSoftcapArithmeticMatchesTheInterpreter) {
+  const Expr u = scalar("u", DType::F32), d = scalar("d", DType::F32);
+  const Expr mod = u * tanh_approx(score() / d);
+  std::mt19937 rng(12);
+  std::normal_distribution<float> raw_dist(0.f, 40.f);
+  const float scale = 1.f / std::sqrt(128.f), log2e = 1.4426950408889634f;
+  for (float uu : {30.f, -30.f, 50.f, 5.f})
+    for (float dd : {30.f, -20.f, 50.f}) {
+      const float k = fa_rcp(dd);
+      const float k2 = uu < 0.f ? scale * k : -(scale * k);
+      const float a = std::fmin(-std::fabs(uu) * log2e, -1e-30f);
+      double worst = 0;
+      for (int i = 0; i < 20000; ++i) {
+        const float raw = raw_dist(rng);
+        EvalEnv env;
+        env.score = raw * scale;
+        env.scalar = [&](const std::string& n) { return double(n == "u" ? uu : dd); };
+        const double want = eval(mod, env).f;
+        worst = std::max(worst, std::fabs(double(a * fa_tanh_approx(raw * k2)) / double(log2e) - want));
+      }
+      EXPECT_LT(worst, 4e-6 * std::fabs(uu)) << "u " << uu << " d " << dd;
     }
 }

@@ -5,6 +5,7 @@
 
 #include "flexattn/error.h"
 #include "flexattn/ir_passes.h"
+#include "flexattn/ir_text.h"
 #include "flexattn/mods.h"
 #include "mods_test_util.h"
 
@@ -27,6 +28,7 @@ std::string example(const mods::RegistryEntry& e) {
   if (e.name == "chunked") return "chunked:8";
   if (e.name == "dilated") return "dilated:2";
   if (e.name == "softcap") return "softcap:20";
+  if (e.name == "softcap_approx") return "softcap_approx:20";
   return e.name;
 }
 
@@ -40,6 +42,9 @@ TEST(Registry, LookupBuildsTheLibraryExpression) {
   EXPECT_EQ(mods::lookup("dilated:4").expr.get(), mods::dilated(4).get());
   EXPECT_EQ(mods::lookup("softcap:30").expr.get(), mods::softcap(30).get());
   EXPECT_EQ(mods::lookup("softcap:2.5").expr.get(), mods::softcap(2.5).get());
+  EXPECT_EQ(mods::lookup("softcap_approx:30").expr.get(), mods::softcap(30, true).get());
+  EXPECT_NE(mods::softcap(30, true).get(), mods::softcap(30).get());
+  EXPECT_EQ(ir::print(mods::softcap(30, true)), "30.0 * tanh_approx(score / 30.0)");
   EXPECT_EQ(mods::lookup("alibi").expr.get(), mods::alibi("H").get());
   EXPECT_EQ(mods::lookup("t5").expr.get(), mods::t5_bias(ir::Buffer{"t5_bias", DType::F32}, 32, 128, true).get());
   EXPECT_EQ(mods::lookup("t5:16:64").expr.get(), mods::t5_bias(ir::Buffer{"t5_bias", DType::F32}, 16, 64, true).get());

@@ -1,0 +1,69 @@
+// Session 22 (no GPU): where the sm90 forward's cold compile goes, per corpus variant, on this machine.
+// NVRTC's --time=<csv> splits front end (parse + instantiate) from NVVM optimisation and ptxas.
+// Build: see compile_time.sh. Usage: compile_time NAME... (corpus names) [--opt=<nvrtc option>]...
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "corpus.h"
+#include "flexattn/codegen.h"
+#include "jit/nvrtc.h"
+#include "runtime/kernel_set.h"
+#include "runtime/tma_sm90.h"
+
+using namespace flexattn;
+
+int main(int argc, char** argv) {
+  std::vector<std::string> names, opts;
+  int d = 128;
+  bool dump = false, beside = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--opt=", 0) == 0) opts.push_back(a.substr(6));
+    else if (a.rfind("--d=", 0) == 0) d = std::atoi(a.c_str() + 4);
+    else if (a == "--dump") dump = true;
+    else if (a == "--beside") beside = true;
+    else names.push_back(a);
+  }
+  for (const std::string& n : names) {
+    mods::ProblemShape shape{1, 4, 4, 256, 256, d, d, 1};
+    corpus::BuiltVariant b = corpus::build_variant(corpus::corpus_entry(n), shape);
+    runtime::KernelSetKey key{DType::BF16, d, d, "sm_90a", false, runtime::KernelFamily::sm90};
+    codegen::GeneratedVariant gen = codegen::emit_cuda_variant(b.variant, false);
+    std::string src = runtime::kernel_source_sm90(gen, key);
+    if (dump) {
+      std::ofstream("/tmp/s22_" + std::to_string(d) + "_" + n + ".cu") << src;
+    }
+    std::vector<std::string> o = opts;
+    std::string csv = "/tmp/s22_time.csv";
+    std::remove(csv.c_str());
+    o.push_back("--time=" + csv);
+    std::thread bwd;
+    double bwd_s = 0;
+    if (beside) {  // the backward's compile beside the forward's, as the bench's --compile-jobs 2
+      runtime::KernelSetKey bkey = key;
+      bkey.backward = true;
+      std::string bsrc = runtime::kernel_source_sm90(codegen::emit_cuda_variant(b.variant, true), bkey);
+      bwd = std::thread([bsrc, n, &bwd_s] {
+        auto b0 = std::chrono::steady_clock::now();
+        jit::nvrtc_compile(bsrc, n + "_bwd", "sm_90a", {});
+        bwd_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
+      });
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    jit::CompileResult r = jit::nvrtc_compile(src, n, "sm_90a", o);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (dump) std::ofstream("/tmp/s22_" + std::to_string(d) + "_" + n + ".cubin", std::ios::binary) << r.cubin;
+    if (bwd.joinable()) bwd.join();
+    if (beside) std::printf("   backward beside: %.2f s\n", bwd_s);
+    std::ifstream f(csv);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    const jit::PtxasInfo& info = r.ptxas.at("flexattn_fwd");
+    std::printf("== %s D=%d total %.2f s regs %d spills %d cubin %zu\n%s", n.c_str(), d, s, info.registers,
+                info.spill_stores + info.spill_loads, r.cubin.size(), ss.str().c_str());
+  }
+}
