@@ -81,41 +81,44 @@ _APPROX_TANH = []
 
 
 def approx_tanh():
-    """torch.ops.approx.tanh, the custom op attention-gym's softcap(approx=True) defines (its own, when it is already
-    registered in this process): torch.tanh when called eagerly (the reference), tanh.approx.f32 in torch.compile's
-    Triton code (torch flex) through an inline-asm lowering, and flexattn's tracer reads its name as tanh_approx.
-    Its gradient is grad * (1 - y^2)."""
+    """torch.ops.approx.tanh, registered here under the name attention-gym's softcap(approx=True) uses: torch.tanh when
+    called eagerly (the reference), tanh.approx.f32 in torch.compile's Triton code (torch flex) through an inline-asm
+    lowering, gradient grad * (1 - y^2); flexattn's tracer reads the name as tanh_approx. An approx::tanh registered
+    by someone else in this process (attention-gym's has its gradient on an autograd.Function, not on the op) is an
+    error rather than a silent op without a gradient or a lowering."""
     if _APPROX_TANH:
         return _APPROX_TANH[0]
     try:
-        op = torch.ops.approx.tanh
+        torch.ops.approx.tanh
     except (AttributeError, RuntimeError):
-        op = None
-    if op is None:
-        from functools import partial
+        pass
+    else:
+        raise RuntimeError("approx::tanh is already registered in this process (attention-gym?): the bench's "
+                           "softcap_approx case registers its own, with a gradient and a tanh.approx.f32 lowering")
+    from functools import partial
 
-        from torch._inductor.lowering import make_pointwise, register_lowering
-        from torch._inductor.virtualized import ops as inductor_ops
+    from torch._inductor.lowering import make_pointwise, register_lowering
+    from torch._inductor.virtualized import ops as inductor_ops
 
-        @torch.library.custom_op("approx::tanh", mutates_args=())
-        def tanh(x: torch.Tensor) -> torch.Tensor:
-            return torch.tanh(x)
+    @torch.library.custom_op("approx::tanh", mutates_args=())
+    def tanh(x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x)
 
-        @tanh.register_fake
-        def _(x):
-            return torch.empty_like(x)
+    @tanh.register_fake
+    def _(x):
+        return torch.empty_like(x)
 
-        def setup_context(ctx, inputs, output):
-            ctx.save_for_backward(output)
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
 
-        def backward(ctx, grad):
-            (y,) = ctx.saved_tensors
-            return grad * (1 - y * y)
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * (1 - y * y)
 
-        tanh.register_autograd(backward, setup_context=setup_context)
-        asm = partial(inductor_ops.inline_asm_elementwise, asm="tanh.approx.f32 $0, $1;")
-        register_lowering(torch.ops.approx.tanh)(lambda x: make_pointwise(asm)(x))
-        op = torch.ops.approx.tanh
+    tanh.register_autograd(backward, setup_context=setup_context)
+    asm = partial(inductor_ops.inline_asm_elementwise, asm="tanh.approx.f32 $0, $1;")
+    register_lowering(torch.ops.approx.tanh)(lambda x: make_pointwise(asm)(x))
+    op = torch.ops.approx.tanh
     _APPROX_TANH.append(op)
     return op
 

@@ -228,6 +228,23 @@ FA_MOD_FN float fa_mul_tanh(float u, float x, float k) {
   return fmaf(-2.0f * u, fa_tanh_rcp(x * (k * 2.8853900817779268f)), u);
 }
 
+// The sm90 forward's folded softcap (fwd_softmax_sm90.cuh, kSoftcap: score_mod = u * tanh(score * k)): its tile
+// keeps r per entry from t = raw * k2 and takes the score in log2 units as w = a * r + top (a < 0: w decreases in
+// r). tanh: r = 1 / (2^t + 1), tanh(sgn(u) x) = 1 - 2 r, so k2 = sgn(u) scale k 2 log2(e), a = -2 |u| log2(e),
+// top = |u| log2(e). tanh_approx (kSoftcapApprox): r = tanh.approx(t) = -tanh(sgn(u) x), so k2 = -sgn(u) scale k,
+// a = -|u| log2(e), top = 0. a is at most -1e-30, so a masked entry's r = +inf gives -inf even for u = 0. Host and
+// device (the constants' test, tests/unit/codegen/test_emit_cuda.cc).
+struct FaSoftcapFold {
+  float k2, a, top;
+};
+FA_MOD_FN FaSoftcapFold fa_softcap_fold(float u, float k, float scale, bool approx) {
+  const float top = (u < 0.f ? -u : u) * 1.4426950408889634f;
+  const float a = approx ? -top : -2.f * top;
+  const float a_capped = a < -1e-30f ? a : -1e-30f;
+  if (approx) return {u < 0.f ? scale * k : -(scale * k), a_capped, 0.f};
+  return {scale * k * (u < 0.f ? -2.8853900817779268f : 2.8853900817779268f), a_capped, top};
+}
+
 // Python-style negative wrap once, then clamp: an out-of-range gather is undefined in torch; here it
 // never reads out of bounds (same rule as ir::clamp_index).
 FA_MOD_FN long long fa_clamp_index(long long i, long long size) {

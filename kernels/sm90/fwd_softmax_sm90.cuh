@@ -364,17 +364,13 @@ constexpr int kSoftcapRcpOf8 = 0;
 #endif
 static_assert(kSoftcapRcpOf8 >= 0 && kSoftcapRcpOf8 <= 8, "FLEXATTN_SM90_SOFTCAP_RCP: 0..8 eighths");
 
-struct SoftcapTile {
-  float k2, a, top;
-};
+using SoftcapTile = FaSoftcapFold;  // k2, a, top: common/mod_ops.cuh fa_softcap_fold
 template <class V>
 __device__ __forceinline__ SoftcapTile softcap_tile(const AttnParams& p) {
   if constexpr (use_softcap<V>()) {
     float u, k;
     V::softcap(p.mod, u, k);
-    const float top = fabsf(u) * kLog2e;
-    if constexpr (SoftcapApproxOf<V>::value) return {u < 0.f ? p.scale * k : -(p.scale * k), fminf(-top, -1e-30f), 0.f};
-    return {p.scale * k * (u < 0.f ? -2.8853900817779268f : 2.8853900817779268f), fminf(-2.f * top, -1e-30f), top};
+    return fa_softcap_fold(u, k, p.scale, SoftcapApproxOf<V>::value);
   } else {
     return {0.f, 0.f, 0.f};
   }

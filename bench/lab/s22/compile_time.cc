@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "corpus.h"
+#include "flexattn/block_mask_gpu.h"
 #include "flexattn/codegen.h"
 #include "jit/nvrtc.h"
 #include "runtime/kernel_set.h"
@@ -19,13 +20,14 @@ using namespace flexattn;
 int main(int argc, char** argv) {
   std::vector<std::string> names, opts;
   int d = 128;
-  bool dump = false, beside = false;
+  bool dump = false, beside = false, builder = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a.rfind("--opt=", 0) == 0) opts.push_back(a.substr(6));
     else if (a.rfind("--d=", 0) == 0) d = std::atoi(a.c_str() + 4);
     else if (a == "--dump") dump = true;
     else if (a == "--beside") beside = true;
+    else if (a == "--builder") builder = true;  // the block-mask builder of the mask_mod instead
     else names.push_back(a);
   }
   for (const std::string& n : names) {
@@ -34,6 +36,11 @@ int main(int argc, char** argv) {
     runtime::KernelSetKey key{DType::BF16, d, d, "sm_90a", false, runtime::KernelFamily::sm90};
     codegen::GeneratedVariant gen = codegen::emit_cuda_variant(b.variant, false);
     std::string src = runtime::kernel_source_sm90(gen, key);
+    if (builder) {
+      Variant mv;
+      mv.mask_mod = b.variant.mask_mod;
+      src = block_mask_build_source(codegen::emit_cuda_variant(mv, false).source);
+    }
     if (dump) {
       std::ofstream("/tmp/s22_" + std::to_string(d) + "_" + n + ".cu") << src;
     }
@@ -62,7 +69,7 @@ int main(int argc, char** argv) {
     std::ifstream f(csv);
     std::stringstream ss;
     ss << f.rdbuf();
-    const jit::PtxasInfo& info = r.ptxas.at("flexattn_fwd");
+    const jit::PtxasInfo& info = r.ptxas.begin()->second;
     std::printf("== %s D=%d total %.2f s regs %d spills %d cubin %zu\n%s", n.c_str(), d, s, info.registers,
                 info.spill_stores + info.spill_loads, r.cubin.size(), ss.str().c_str());
   }

@@ -142,12 +142,30 @@ def _approx_tanh_op():
     return torch.ops.approx.tanh
 
 
-@pytest.mark.parametrize("spelling", ["flexattn.ops.tanh_approx", "torch.ops.approx.tanh"])
+class _TanhApproxFunction(torch.autograd.Function):
+    """attention-gym's spelling: the custom op inside an autograd.Function that carries the gradient."""
+
+    @staticmethod
+    def forward(x):
+        return _approx_tanh_op()(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        return grad * (1 - y * y)
+
+
+@pytest.mark.parametrize("spelling", ["flexattn.ops.tanh_approx", "torch.ops.approx.tanh", "autograd.Function"])
 def test_softcap_with_approximate_tanh(spelling, report):
-    # Both spellings trace to tanh_approx (the GPU's tanh.approx.f32: relative error ~2^-11); measured against the
+    # Every spelling traces to tanh_approx (the GPU's tanh.approx.f32: relative error ~2^-11); measured against the
     # exact softcap in float64, the error may exceed torch's bf16 one by what the approximation moves a score
     # (CAP * 2^-11), in out, lse and the gradients.
-    tanh_approx = flexattn.ops.tanh_approx if spelling.startswith("flexattn") else _approx_tanh_op()
+    tanh_approx = {"flexattn.ops.tanh_approx": flexattn.ops.tanh_approx, "torch.ops.approx.tanh": _approx_tanh_op(),
+                   "autograd.Function": _TanhApproxFunction.apply}[spelling]
 
     def softcap_approx(score, b, h, q, kv):
         return CAP * tanh_approx(score / CAP)

@@ -329,7 +329,9 @@ TEST(EmitCuda, SoftcapScoreModsAreRecognised) {
         << g.source;
     EXPECT_TRUE(has(g.source, "fa_tanh_approx(")) << g.source;  // the general path's score_mod
   }
-  EXPECT_FALSE(codegen::emit_cuda_variant(Variant{mods::softcap(30), {}}, false).softcap_approx);
+  Variant exact;
+  exact.score_mod = mods::softcap(30);
+  EXPECT_FALSE(codegen::emit_cuda_variant(exact, false).softcap_approx);
   // Not of the shape: a positional factor, tanh of something other than a scaled score, an extra term.
   for (const Expr& e : {cast(q_idx(), DType::F32) * tanh(score() / cap), cap * tanh(score() / cap + 1.0),
                         cap * tanh(score() / cap) + 1.0, cap * tanh(score() * score()), score() * tanh(score()),
@@ -352,9 +354,7 @@ TEST(EmitCuda, FoldedSoftcapArithmeticMatchesTheInterpreter) {
   for (float uu : {30.f, -30.f, 50.f, 5.f})
     for (float dd : {30.f, -20.f, 50.f}) {
       const float k = fa_rcp(dd);
-      const float top = std::fabs(uu) * log2e;
-      const float k2 = scale * k * (uu < 0.f ? -2.8853900817779268f : 2.8853900817779268f);
-      const float a = std::fmin(-2.f * top, -1e-30f);
+      const auto [k2, a, top] = fa_softcap_fold(uu, k, scale, false);  // the kernel's constants
       double worst_fold = 0, worst_general = 0;
       for (int i = 0; i < 20000; ++i) {
         const float raw = raw_dist(rng);
@@ -371,9 +371,10 @@ TEST(EmitCuda, FoldedSoftcapArithmeticMatchesTheInterpreter) {
     }
 }
 
-// The same fold with tanh_approx (kSoftcapApprox): r = tanh(raw * k2) with k2 = -sgn(u) scale k, w = a r with
+// The same fold with tanh_approx (kSoftcapApprox): r = tanh(raw * k2) with k2 = -sgn(u) scale k, w = a r + top with
 // a = -|u| log2(e), top = 0. The host's fa_tanh_approx is tanh (the node's definition), so this checks the signs
-// and constants; the device instruction's own error (~2^-11 relative) is the GPU tier's (gpu_tanh_approx).
+// and constants; the device instruction's own error (~2^-11 relative) is the GPU tier's (gpu_attention_check's
+// corpus entry softcap_approx:30+causal, tests/python/gpu's test_softcap_with_approximate_tanh).
 TEST(EmitCuda, FoldedApproxSoftcapArithmeticMatchesTheInterpreter) {
   const Expr u = scalar("u", DType::F32), d = scalar("d", DType::F32);
   const Expr mod = u * tanh_approx(score() / d);
@@ -383,8 +384,8 @@ TEST(EmitCuda, FoldedApproxSoftcapArithmeticMatchesTheInterpreter) {
   for (float uu : {30.f, -30.f, 50.f, 5.f})
     for (float dd : {30.f, -20.f, 50.f}) {
       const float k = fa_rcp(dd);
-      const float k2 = uu < 0.f ? scale * k : -(scale * k);
-      const float a = std::fmin(-std::fabs(uu) * log2e, -1e-30f);
+      const auto [k2, a, top] = fa_softcap_fold(uu, k, scale, true);
+      EXPECT_EQ(top, 0.f);
       double worst = 0;
       for (int i = 0; i < 20000; ++i) {
         const float raw = raw_dist(rng);
@@ -392,7 +393,7 @@ TEST(EmitCuda, FoldedApproxSoftcapArithmeticMatchesTheInterpreter) {
         env.score = raw * scale;
         env.scalar = [&](const std::string& n) { return double(n == "u" ? uu : dd); };
         const double want = eval(mod, env).f;
-        worst = std::max(worst, std::fabs(double(a * fa_tanh_approx(raw * k2)) / double(log2e) - want));
+        worst = std::max(worst, std::fabs(double(std::fma(a, fa_tanh_approx(raw * k2), top)) / double(log2e) - want));
       }
       EXPECT_LT(worst, 4e-6 * std::fabs(uu)) << "u " << uu << " d " << dd;
     }
