@@ -40,6 +40,14 @@ Discrepancy compare(const std::string& name, const HostTensor& got, const HostTe
 // same-precision naive baseline that backend tolerances are derived from.
 void dense_forward(const Problem& p, HostTensor* out, HostTensor* lse, DType precision = DType::F64);
 
+// The relative error the GPU's approximate instructions may add where a mod asks for them (tanh_approx:
+// tanh.approx.f32, ~2^-11), and `p` with every such node made that much off (tanh_approx(x) -> tanh(x) * (1 -
+// 2^-11)): the naive baseline of a backend check then carries the approximation's own error, so a mod that
+// chose it is measured against what it may cost instead of against exact math. `p` itself when its mods
+// have none (*approximate = false).
+constexpr double kApproxRelError = 1.0 / 2048;
+Problem with_approximation_error(const Problem& p, bool* approximate);
+
 // Finite-difference check of the given gradients (F64, shapes of q / k / v / the buffers) at
 // `entries` seeded entries per tensor.
 std::vector<Discrepancy> check_gradients(const Problem& p, const HostTensor& dq, const HostTensor& dk,

@@ -25,6 +25,8 @@ prints timings and a summary of the outputs.
   scores, P rounded to the dtype), at least 1e-5 relative; gradients within 2e-2 (bf16) / 4e-3 (f16),
   or 4x the error of the exact backward whose delta reads that naive evaluation's out, if larger
   (gradients summed with cancellation, such as ALiBi slopes, are that sensitive to the stored out).
+  A mod with tanh_approx (the GPU's tanh.approx.f32, ~2^-11 relative) is measured against a naive
+  evaluation whose tanh_approx is that much off, not against exact tanh.
 --check on the cpu backend verifies the CPU reference independently:
   forward:  out and lse against a separate dense evaluation in double precision that ignores the block
             mask (so the block mask and the reference's softmax are checked), tolerance 1e-9 relative;

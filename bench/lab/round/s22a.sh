@@ -2,8 +2,8 @@
 # Session 22 round 1 (prepared in session 22, which had no device): softcap through tanh_approx (the IR node of its
 # own, codegen's kSoftcapApprox: the sm90 forward's folded softcap path with one tanh.approx.f32 per entry instead
 # of ex2 + rcp). Correctness first: every softcap case of gpu_attention_check (the corpus entry
-# softcap_approx:30+causal, its tolerance widened by cap * 2^-11), `run --check` at odd lengths (against exact math:
-# informative, a failure there may be the approximation itself), the Python GPU tests of both spellings
+# softcap_approx:30+causal, its tolerance widened by cap * 2^-11), `run --check` at odd lengths (its naive baseline
+# with tanh_approx off by 2^-11, tools/check.h with_approximation_error), the Python GPU tests of the three spellings
 # (flexattn.ops.tanh_approx and attention-gym's torch.ops.approx.tanh) against torch's exact softcap; then the
 # bench side by side: causal, softcap_causal and softcap_approx_causal (torch flex with the same approx::tanh
 # lowered to tanh.approx.f32), forward and backward, D = 128 and 64.

@@ -6,6 +6,7 @@
 
 #include "check.h"
 #include "flexattn/cpu_variant.h"
+#include "flexattn/ir_text.h"
 #include "flexattn/reference.h"
 #include "execute.h"
 #include "problem.h"
@@ -174,6 +175,36 @@ TEST(Check, GradientToleranceFollowsTheLowPrecisionOutputBaseline) {
   r = check_execution(p, e, true);
   EXPECT_FALSE(r.backward.back().ok());
   for (size_t i = 0; i + 1 < r.backward.size(); ++i) EXPECT_TRUE(r.backward[i].ok()) << r.backward[i].name;
+}
+
+// A mod that asks for tanh_approx is checked against a naive baseline that carries the approximation's own error
+// (tanh * (1 - 2^-11)): the rewrite touches only those nodes, the report says so, and a pretend backend whose
+// tanh is off by 2^-11 the other way passes.
+TEST(Check, ApproximateTanhIsMeasuredAgainstABaselineWithItsError) {
+  bool approximate = true;
+  ProblemConfig c;
+  c.B = 1, c.H = 2, c.Q = 48, c.D = 16, c.mask_spec = "causal", c.score_spec = "softcap:2.5";
+  c.dtype = DType::BF16, c.backward = true, c.seed = 3;
+  const Problem exact = make_problem(c);
+  EXPECT_TRUE(with_approximation_error(exact, &approximate).variant.score_mod.same(exact.variant.score_mod));
+  EXPECT_FALSE(approximate);
+  c.score_spec = "softcap_approx:2.5";
+  const Problem p = make_problem(c);
+  const Problem off = with_approximation_error(p, &approximate);
+  EXPECT_TRUE(approximate);
+  EXPECT_EQ(ir::print(off.variant.score_mod), "2.5 * (tanh(score / 2.5) * 0.99951171875)");
+  EXPECT_TRUE(off.variant.mask_mod.same(p.variant.mask_mod));
+  // The pretend backend: the exact reference of the mod with tanh * (1 + 2^-11), rounded to bf16.
+  Problem other = p;
+  other.variant.score_mod = ir::parse("2.5 * (tanh(score / 2.5) * 1.00048828125)");
+  Execution e = execute(other, "cpu", 16, true);
+  e.backend = "cuda";
+  for (HostTensor* t : {&e.out, &e.dq, &e.dk, &e.dv})
+    for (int64_t i = 0; i < t->numel(); ++i) t->set(i, double(bf16_to_float(float_to_bf16(float(t->get(i))))));
+  const CheckReport r = check_execution(p, e, true);
+  EXPECT_TRUE(r.ok());
+  EXPECT_NE(r.forward_what.find("with tanh_approx off by its 2^-11"), std::string::npos) << r.forward_what;
+  EXPECT_EQ(check_execution(exact, e, false).forward_what.find("tanh_approx"), std::string::npos);
 }
 
 TEST(Check, ReferenceBackwardRejectsAMisshapenDeltaOutput) {
