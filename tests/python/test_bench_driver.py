@@ -257,6 +257,21 @@ def test_markdown_table_one_line_per_case_with_ratio_and_compile_times():
     assert document["flexattn compile s (cold / warm)"] == "2.0 / —"
 
 
+def test_extra_case_rows_validate_and_tabulate():
+    rows = [row("flexattn", "softcap_approx_causal", 0.8), row("torch-flex", "softcap_approx_causal", 1.6),
+            row("flexattn", "softcap_causal", 1.0)]
+    for r in rows:
+        br.validate_row(r)
+    lines = br.markdown_table(rows).splitlines()
+    head = cells(lines[0])
+    approx = dict(zip(head, cells(lines[2])))  # rows keep their order (a merged record: the suites first)
+    assert approx["case"] == "softcap_approx_causal" and approx["flexattn / best peer fwd"] == "2.00×"
+    bad = row("flexattn", "causal", 1.0)
+    bad["case"] = "softcap_approx"
+    with pytest.raises(ValueError, match="case must be one of"):
+        br.validate_row(bad)
+
+
 def test_cold_compile_shows_its_forward_part_when_the_row_has_a_backward():
     rows = [row("flexattn", "causal", 1.0, 3.0, compile_s=4.46, compile_fwd_s=1.26),
             row("flexattn", "full", 1.0, compile_s=1.3, compile_fwd_s=1.3),

@@ -143,10 +143,11 @@ run_check() {
 }
 run_check_summary() { echo "run --check: $RUN_OK ok, $RUN_BAD failed ($(el) s)"; }
 
-# record_suites: the record run's two benches on build-gpu's _C (build it first, BUILD_PY=ON): bench/run.py --suite
-# long --backward --deterministic (every case, all peers; flexattn's deterministic backward too) and --suite decode
-# into $OUT/bench/{long,decode}, then their tables.
-# Record them here with `python3 bench/run.py --record DIR/bench/long DIR/bench/decode`.
+# record_suites: the record run's benches on build-gpu's _C (build it first, BUILD_PY=ON): bench/run.py --suite
+# long --backward --deterministic (every case, all peers; flexattn's deterministic backward too), --suite decode,
+# and, when 60 s are left, the case outside the suite (softcap_approx_causal, flexattn and torch flex) into
+# $OUT/bench/{long,decode,extra}, then their tables.
+# Record them here with `python3 bench/run.py --record DIR/bench/long DIR/bench/decode [DIR/bench/extra]`.
 record_suites() {
   mkdir -p $OUT/bench
   export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
@@ -154,6 +155,11 @@ record_suites() {
   echo "long rc=$? ($(el) s)"
   timeout $(cap 90 10) python3 bench/run.py --suite decode --out $OUT/bench/decode > $OUT/bench/decode.log 2>&1
   echo "decode rc=$? ($(el) s)"
+  if [ "$(left)" -ge 60 ]; then
+    timeout $(cap 120 10) python3 bench/run.py --suite long --impls flexattn,torch-flex --cases softcap_approx_causal \
+      --backward --no-warm --reps 20 --out $OUT/bench/extra > $OUT/bench/extra.log 2>&1
+    echo "extra rc=$? ($(el) s)"
+  fi
   grep -E "^\|" $OUT/bench/long.log | tail -18 | cut -d'|' -f2,4,6,7,8,10,11,12,14,15,16
   grep -E "^\| flexattn" $OUT/bench/decode.log | head -8
 }
