@@ -238,11 +238,9 @@ struct FaSoftcapFold {
   float k2, a, top;
 };
 FA_MOD_FN FaSoftcapFold fa_softcap_fold(float u, float k, float scale, bool approx) {
-  const float top = (u < 0.f ? -u : u) * 1.4426950408889634f;
-  const float a = approx ? -top : -2.f * top;
-  const float a_capped = a < -1e-30f ? a : -1e-30f;
-  if (approx) return {u < 0.f ? scale * k : -(scale * k), a_capped, 0.f};
-  return {scale * k * (u < 0.f ? -2.8853900817779268f : 2.8853900817779268f), a_capped, top};
+  const float top = fabsf(u) * 1.4426950408889634f;
+  if (approx) return {u < 0.f ? scale * k : -(scale * k), fminf(-top, -1e-30f), 0.f};
+  return {scale * k * (u < 0.f ? -2.8853900817779268f : 2.8853900817779268f), fminf(-2.f * top, -1e-30f), top};
 }
 
 // Python-style negative wrap once, then clamp: an out-of-range gather is undefined in torch; here it
