@@ -39,6 +39,11 @@ inline const std::vector<CorpusEntry>& mod_corpus() {
       {"text:mixed", "expr:q_idx >= kv_idx", "expr:where(score > 0, score * 0.5, score) + 1.0 / (abs(score) + 1.0)"},
       // Last, so that the entries above keep their positions (gpu_attention_check picks some by index).
       {"softcap_approx:30+causal", "causal", "softcap_approx:30", false, 30.0 / 2048},
+      // Integer bitwise nodes (natten's morton codes, bit-packed masks): bands of 64 rows by their bits, or a residue.
+      {"text:bitwise",
+       "expr:bitwise_and(bitwise_right_shift(q_idx, 6), 3) == bitwise_and(bitwise_right_shift(kv_idx, 6), 3) or "
+       "bitwise_or(q_idx, bitwise_left_shift(kv_idx, 1)) % 5 == 0",
+       ""},
   };
   return corpus;
 }

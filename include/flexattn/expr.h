@@ -119,8 +119,10 @@ Expr operator-(Expr a);
 Expr operator!(Expr a);
 Expr operator&&(Expr a, Expr b);
 Expr operator||(Expr a, Expr b);
-Expr operator&(Expr a, Expr b);   // logical and on Bool (torch mask_mod style)
+// As torch's: logical on two bools (torch mask_mod style), bitwise on integers (bitwise_* below).
+Expr operator&(Expr a, Expr b);
 Expr operator|(Expr a, Expr b);
+Expr operator^(Expr a, Expr b);   // bools: a != b
 Expr operator~(Expr a);
 Expr operator==(Expr a, Expr b);
 Expr operator!=(Expr a, Expr b);
@@ -134,6 +136,24 @@ Expr operator==(Expr a, T b) { return a == Expr(b); }
 template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
 Expr operator!=(Expr a, T b) { return a != Expr(b); }
 
+// Integer bitwise operations (i32 / i64 after promotion; floats and two bools are type errors). Shifts follow
+// ATen: a count outside [0, bits) gives 0 (left) or the sign (right, arithmetic). xor and not are built from
+// the others: (a | b) - (a & b), -a - 1.
+Expr bitwise_and(Expr a, Expr b);
+Expr bitwise_or(Expr a, Expr b);
+Expr bitwise_xor(Expr a, Expr b);
+Expr bitwise_not(Expr a);
+Expr bitwise_left_shift(Expr a, Expr b);
+Expr bitwise_right_shift(Expr a, Expr b);
+// Integer bitwise operations (i32 / i64 after promotion; floats and two bools are type errors). Shifts follow
+// ATen: a count outside [0, bits) gives 0 (left) or the sign (right, arithmetic). xor and not are built from
+// the others: (a | b) - (a & b), -a - 1.
+Expr bitwise_and(Expr a, Expr b);
+Expr bitwise_or(Expr a, Expr b);
+Expr bitwise_xor(Expr a, Expr b);
+Expr bitwise_not(Expr a);
+Expr bitwise_left_shift(Expr a, Expr b);
+Expr bitwise_right_shift(Expr a, Expr b);
 Expr floordiv(Expr a, Expr b);    // Python //
 Expr mod(Expr a, Expr b);         // Python %
 Expr neg(Expr a);

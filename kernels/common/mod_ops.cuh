@@ -27,6 +27,13 @@ FA_MOD_FN long long fa_mul(long long a, long long b) {
 }
 FA_MOD_FN long long fa_neg(long long a) { return (long long)(0ull - (unsigned long long)a); }
 FA_MOD_FN long long fa_abs(long long a) { return a < 0 ? fa_neg(a) : a; }
+// Shifts as ATen defines them: a count outside [0, bits) gives 0 (left) or the sign (right, arithmetic).
+FA_MOD_FN int fa_shl(int a, int b) { return b < 0 || b >= 32 ? 0 : (int)((unsigned)a << b); }
+FA_MOD_FN long long fa_shl(long long a, long long b) {
+  return b < 0 || b >= 64 ? 0 : (long long)((unsigned long long)a << b);
+}
+FA_MOD_FN int fa_shr(int a, int b) { return a >> (b < 0 || b >= 32 ? 31 : b); }
+FA_MOD_FN long long fa_shr(long long a, long long b) { return a >> (b < 0 || b >= 64 ? 63 : b); }
 
 // Python floor division / modulo; x // 0 == x % 0 == 0 (the interpreter's definition). The remainder
 // comes from the quotient (one hardware division, not two).

@@ -42,10 +42,20 @@ def n_sub(a, b):
     return _ir.binary("sub", a, b)
 
 
+def _int_operands(a, b, symbol):
+    """True for torch's bitwise case (integers after promotion, a bool operand promoted); False for two bools."""
+    if _is_bool(a) and _is_bool(b):
+        return False
+    t, _ = _ir.promote(a, b)
+    if t not in ("i32", "i64"):
+        raise IRTypeError(f"`{symbol}` on {_ir.type_str(a)} and {_ir.type_str(b)}: bitwise operations take integers "
+                          "or bools (torch refuses floats too)")
+    return True
+
+
 def _logic(op, a, b, symbol):
-    if not (_is_bool(a) and _is_bool(b)):
-        raise IRTypeError(f"`{symbol}` on {_ir.type_str(a)} and {_ir.type_str(b)} is a bitwise integer operation, "
-                          f"which the IR does not have: use comparisons (e.g. x % 2 == 1) and combine bools")
+    if _int_operands(a, b, symbol):
+        return _ir.binary("bitwise_" + op, a, b)
     neutral = op == "and"  # True & x == x, False | x == x (and_masks / or_masks start from these)
     for x, y in ((a, b), (b, a)):
         if _is_lit(x, neutral) and (x.weak or not y.weak):
@@ -62,16 +72,24 @@ def n_or(a, b):
 
 
 def n_xor(a, b):
-    if not (_is_bool(a) and _is_bool(b)):
-        raise IRTypeError(f"`^` on {_ir.type_str(a)} is a bitwise integer operation, which the IR does not have")
+    if _int_operands(a, b, "^"):  # (a | b) - (a & b): the bits set in exactly one
+        return _ir.binary("sub", _ir.binary("bitwise_or", a, b), _ir.binary("bitwise_and", a, b))
     return _ir.binary("ne", a, b)
 
 
 def n_not(a):
+    if a.type in ("i32", "i64"):  # -a - 1 in two's complement
+        return _ir.binary("sub", _ir.unary("neg", a), _ir.python_literal(1))
     if not _is_bool(a):
-        raise IRTypeError(f"`~` on {_ir.type_str(a)} is a bitwise integer operation, which the IR does not have "
-                          "(use logical_not / == 0)")
+        raise IRTypeError(f"`~` on {_ir.type_str(a)}: bitwise not takes an integer or a bool (torch refuses floats too)")
     return _ir.unary("not", a)
+
+
+def n_shift(op, symbol):
+    def f(a, b):
+        _int_operands(a, b, symbol)
+        return _ir.binary(op, a, b)
+    return f
 
 
 def n_where(c, a, b):
@@ -266,6 +284,8 @@ HANDLERS = {
     "logical_xor": _bin(lambda a, b: n_xor(_ir.cast(a, "bool"), _ir.cast(b, "bool"))),
     "logical_not": lambda x: build(lambda a: n_not(_ir.cast(a, "bool")), x),
     "bitwise_and": _bin(n_and), "bitwise_or": _bin(n_or), "bitwise_xor": _bin(n_xor),
+    "bitwise_left_shift": _bin(n_shift("bitwise_left_shift", "<<")),
+    "bitwise_right_shift": _bin(n_shift("bitwise_right_shift", ">>")),
     "bitwise_not": lambda x: build(n_not, x),
     "trunc": lambda x: build(n_trunc, x), "sign": lambda x: build(n_sign, x),
     "relu": lambda x, inplace=False: build(lambda a: _ir.binary("max", a, _ir.python_literal(0)), x),
@@ -299,7 +319,8 @@ _ALIASES = {
 for _a, _t in _ALIASES.items():
     HANDLERS[_a] = HANDLERS[_t]
 _DUNDERS = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "div": "div", "floordiv": "floor_divide",
-            "mod": "remainder", "pow": "pow", "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor"}
+            "mod": "remainder", "pow": "pow", "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
+            "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift"}
 for _d, _t in _DUNDERS.items():
     HANDLERS[f"__{_d}__"] = HANDLERS[_t]
     HANDLERS[f"__r{_d}__"] = (lambda t: lambda a, b: HANDLERS[t](b, a))(_t)
@@ -364,7 +385,8 @@ def dispatch_torch(func, args, kwargs):
 
 _NUMPY = {"subtract": "sub", "multiply": "mul", "true_divide": "div", "divide": "div", "mod": "remainder",
           "power": "pow", "negative": "neg", "absolute": "abs", "fabs": "abs", "equal": "eq", "not_equal": "ne",
-          "less": "lt", "less_equal": "le", "greater": "gt", "greater_equal": "ge", "invert": "bitwise_not"}
+          "less": "lt", "less_equal": "le", "greater": "gt", "greater_equal": "ge", "invert": "bitwise_not",
+          "left_shift": "bitwise_left_shift", "right_shift": "bitwise_right_shift"}
 
 
 def dispatch_numpy(name, args, kwargs):

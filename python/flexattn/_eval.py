@@ -102,6 +102,22 @@ _CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, 
         "ge": np.greater_equal}
 
 
+def _shl(x, y, bits):
+    """ATen's lshift: a count outside [0, bits) gives 0; the shift wraps (in unsigned arithmetic)."""
+    ok = (y >= 0) & (y < bits)
+    u = x.astype(np.uint64 if bits == 64 else np.uint32)
+    return np.where(ok, (u << np.where(ok, y, 0).astype(u.dtype)).astype(x.dtype), 0)
+
+
+def _shr(x, y, bits):
+    """ATen's rshift: arithmetic; a count outside [0, bits) gives the sign (0 or -1)."""
+    return x >> np.where((y >= 0) & (y < bits), y, bits - 1).astype(x.dtype)
+
+
+_BITWISE = {"bitwise_and": lambda x, y, bits: x & y, "bitwise_or": lambda x, y, bits: x | y,
+            "bitwise_left_shift": _shl, "bitwise_right_shift": _shr}
+
+
 def _load(n: Node, idx, buf: np.ndarray):
     if buf.ndim != len(idx):
         raise ValueError(f"buffer '{n.name}' has {buf.ndim} dimensions but the mod indexes it with {len(idx)}")
@@ -147,6 +163,9 @@ def _eval_node(n: Node, a, env):
     if op in _CMP:
         t, _ = promote(n.args[0], n.args[1])
         return _CMP[op](convert(a[0], src[0], t), convert(a[1], src[1], t))
+    if op in _BITWISE:
+        t = n.type
+        return _BITWISE[op](convert(a[0], src[0], t), convert(a[1], src[1], t), 32 if t == "i32" else 64).astype(_NP[t])
     if op == "and":
         return convert(a[0], src[0], "bool") & convert(a[1], src[1], "bool")
     if op == "or":

@@ -22,11 +22,13 @@ UNARY = UNARY_FLOAT + ("neg", "abs", "floor", "ceil", "not")
 ARITH = ("add", "sub", "mul", "div", "floordiv", "mod", "pow", "min", "max")
 COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
 LOGIC = ("and", "or")
-BINARY = ARITH + COMPARE + LOGIC
+# Integer bitwise (ir_nodes.def): torch's & and | on ints, and shifts as ATen defines them.
+BITWISE = ("bitwise_and", "bitwise_or", "bitwise_left_shift", "bitwise_right_shift")
+BINARY = ARITH + COMPARE + LOGIC + BITWISE
 # Identifiers the text form gives a meaning of its own (src/ir/text_syntax.cc kReserved + functions).
 RESERVED = frozenset(INPUTS + ("q", "kv", "inf", "nan", "true", "false", "and", "or", "not", "where",
                                "f32", "float", "i32", "i64", "int", "bool", "min", "max", "minimum",
-                               "maximum", "pow", "neg") + UNARY_FLOAT + ("abs", "floor", "ceil"))
+                               "maximum", "pow", "neg") + UNARY_FLOAT + ("abs", "floor", "ceil") + BITWISE)
 
 
 class IRTypeError(TypeError):
@@ -167,6 +169,11 @@ def binary(op: str, a: Node, b: Node) -> Node:
         if a.type != "bool" or b.type != "bool":
             raise IRTypeError(f"'{op}' expects bool operands, got {type_str(a)} and {type_str(b)}")
         return make(op, "bool", weak, (a, b))
+    if op in BITWISE:
+        if t not in ("i32", "i64"):
+            raise IRTypeError(f"'{op}' expects integer operands, got {type_str(a)} and {type_str(b)}"
+                              + (" (for bools use and / or)" if t == "bool" else ""))
+        return make(op, t, weak, (a, b))
     raise ValueError(f"internal: '{op}' is not a binary operation")
 
 

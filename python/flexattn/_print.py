@@ -17,7 +17,8 @@ _INFIX = {
     "eq": ("==", PREC_CMP), "ne": ("!=", PREC_CMP), "lt": ("<", PREC_CMP), "le": ("<=", PREC_CMP),
     "gt": (">", PREC_CMP), "ge": (">=", PREC_CMP), "and": ("&&", PREC_AND), "or": ("||", PREC_OR),
 }
-_CALL = {"min": "min", "max": "max", "where": "where"}
+_CALL = {"min": "min", "max": "max", "where": "where", "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
+         "bitwise_left_shift": "bitwise_left_shift", "bitwise_right_shift": "bitwise_right_shift"}
 BINDING_PREFIX = "_t"  # capture never names a scalar or buffer like this (see _capture.unique_name)
 
 

@@ -181,7 +181,7 @@ class Proxy:
         return dispatch_numpy(func.__name__, args, kwargs)
 
 
-for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor"):
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift", "rshift"):
     setattr(Proxy, f"__{_name}__", _binop(_name))
     setattr(Proxy, f"__r{_name}__", _binop(_name, reverse=True))
 for _name in ("eq", "ne", "lt", "le", "gt", "ge"):

@@ -36,6 +36,9 @@ _NUMPY = {
     "logical_or": np.logical_or, "logical_xor": np.logical_xor, "logical_not": np.logical_not,
     "isnan": np.isnan, "isinf": np.isinf, "isneginf": np.isneginf, "isposinf": np.isposinf,
     "isfinite": np.isfinite, "sign": np.sign, "to": _np_cast,
+    # integers (bitwise; traced, shifts follow ATen: a count outside [0, bits) gives 0 / the sign)
+    "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
+    "bitwise_not": np.invert, "bitwise_left_shift": np.left_shift, "bitwise_right_shift": np.right_shift,
 }
 # Called eagerly on torch tensors: torch has no approximate tanh of its own.
 _TORCH_NAME = {"tanh_approx": "tanh"}
@@ -73,6 +76,9 @@ logical_and, logical_or, logical_xor, logical_not = (_make("logical_and"), _make
 isnan, isinf, isneginf, isposinf, isfinite = (_make("isnan"), _make("isinf"), _make("isneginf"), _make("isposinf"),
                                               _make("isfinite"))
 sign = _make("sign")
+bitwise_and, bitwise_or, bitwise_xor, bitwise_not = (_make("bitwise_and"), _make("bitwise_or"), _make("bitwise_xor"),
+                                                     _make("bitwise_not"))
+bitwise_left_shift, bitwise_right_shift = _make("bitwise_left_shift"), _make("bitwise_right_shift")
 cast = _make("to")  # cast(x, "float32" | "int32" | "int64" | "bool" | numpy/torch dtype)
 
 __all__ = sorted(n for n in _NUMPY if n != "to") + ["cast"]

@@ -226,6 +226,10 @@ class FunctionEmitter {
         const char* sym = kSym[int(n.op) - int(Op::Eq)];
         return "(" + a0(ct) + " " + sym + " " + a1(ct) + ")";
       }
+      case Op::BitAnd: return "(" + a0(t) + " & " + a1(t) + ")";
+      case Op::BitOr: return "(" + a0(t) + " | " + a1(t) + ")";
+      case Op::Shl: return "fa_shl(" + a0(t) + ", " + a1(t) + ")";
+      case Op::Shr: return "fa_shr(" + a0(t) + ", " + a1(t) + ")";
       case Op::And: return "(" + a0(DType::Bool) + " && " + a1(DType::Bool) + ")";
       case Op::Or: return "(" + a0(DType::Bool) + " || " + a1(DType::Bool) + ")";
       case Op::Select:

@@ -94,7 +94,11 @@ class ReverseMode {
       case Op::Gt:
       case Op::Ge:
       case Op::And:
-      case Op::Or: return;
+      case Op::Or:
+      case Op::BitAnd:
+      case Op::BitOr:
+      case Op::Shl:
+      case Op::Shr: return;
       case Op::Cast: return acc(arg(0), [&] { return g; });
       case Op::Neg: return acc(arg(0), [&] { return -g; });
       case Op::Abs: {

@@ -211,6 +211,18 @@ Value eval_node(const Node& n, const Value* const* a, const EvalEnv* env, const 
       }
       throw Error("internal: bad comparison node");
     }
+    case Op::BitAnd: case Op::BitOr: case Op::Shl: case Op::Shr: {
+      const int64_t x = convert(*a[0], n.type).i, y = convert(*a[1], n.type).i;
+      const int64_t bits = n.type == DType::I32 ? 32 : 64;
+      switch (n.op) {
+        case Op::BitAnd: return make_i(x & y, n.type);
+        case Op::BitOr: return make_i(x | y, n.type);
+        case Op::Shl: return make_i(y < 0 || y >= bits ? 0 : int64_t(uint64_t(x) << y), n.type);
+        case Op::Shr: return make_i(x >> (y < 0 || y >= bits ? bits - 1 : y), n.type);  // arithmetic
+        default: break;
+      }
+      throw Error("internal: bad bitwise node");
+    }
     case Op::And: return make_b(a[0]->as_bool() && a[1]->as_bool());
     case Op::Or: return make_b(a[0]->as_bool() || a[1]->as_bool());
     case Op::Select: return convert(a[0]->as_bool() ? *a[1] : *a[2], n.type);

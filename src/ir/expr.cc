@@ -263,6 +263,11 @@ Expr binary(Op op, Expr a, Expr b) {
       if (a.type() != DType::Bool || b.type() != DType::Bool)
         type_error(op, "expects bool operands, got " + type_str(*a) + " and " + type_str(*b));
       return make_node(op, DType::Bool, weak, {a, b});
+    case Op::BitAnd: case Op::BitOr: case Op::Shl: case Op::Shr:
+      if (t != DType::I32 && t != DType::I64)
+        type_error(op, "expects integer operands, got " + type_str(*a) + " and " + type_str(*b) +
+                           (t == DType::Bool ? " (for bools use and / or)" : ""));
+      return make_node(op, t, weak, {a, b});
     default:
       break;
   }
@@ -295,9 +300,25 @@ Expr operator-(Expr a) { return unary(Op::Neg, a); }
 Expr operator!(Expr a) { return unary(Op::Not, a); }
 Expr operator&&(Expr a, Expr b) { return binary(Op::And, a, b); }
 Expr operator||(Expr a, Expr b) { return binary(Op::Or, a, b); }
-Expr operator&(Expr a, Expr b) { return binary(Op::And, a, b); }
-Expr operator|(Expr a, Expr b) { return binary(Op::Or, a, b); }
-Expr operator~(Expr a) { return unary(Op::Not, a); }
+// torch semantics: logical on two bools, bitwise on integers.
+namespace {
+bool both_given_int(const Expr& a, const Expr& b) { return !a.empty() && !b.empty() && is_int(promote(*a, *b)); }
+}  // namespace
+Expr operator&(Expr a, Expr b) { return binary(both_given_int(a, b) ? Op::BitAnd : Op::And, a, b); }
+Expr operator|(Expr a, Expr b) { return binary(both_given_int(a, b) ? Op::BitOr : Op::Or, a, b); }
+Expr operator^(Expr a, Expr b) { return both_given_int(a, b) ? bitwise_xor(a, b) : binary(Op::Ne, a, b); }
+Expr operator~(Expr a) { return !a.empty() && is_int(a.type()) ? bitwise_not(a) : unary(Op::Not, a); }
+Expr bitwise_and(Expr a, Expr b) { return binary(Op::BitAnd, a, b); }
+Expr bitwise_or(Expr a, Expr b) { return binary(Op::BitOr, a, b); }
+// (a | b) - (a & b): the bits set in exactly one (a | b is the disjoint sum of a ^ b and a & b).
+Expr bitwise_xor(Expr a, Expr b) { return binary(Op::Sub, bitwise_or(a, b), bitwise_and(a, b)); }
+// -a - 1 in two's complement (wrapping).
+Expr bitwise_not(Expr a) {
+  if (a.empty() || !is_int(a.type())) return unary(Op::Not, a);  // Not's own error for anything but bool
+  return binary(Op::Sub, unary(Op::Neg, a), literal(1, a.type(), true));
+}
+Expr bitwise_left_shift(Expr a, Expr b) { return binary(Op::Shl, a, b); }
+Expr bitwise_right_shift(Expr a, Expr b) { return binary(Op::Shr, a, b); }
 Expr operator==(Expr a, Expr b) { return binary(Op::Eq, a, b); }
 Expr operator!=(Expr a, Expr b) { return binary(Op::Ne, a, b); }
 Expr operator<(Expr a, Expr b) { return binary(Op::Lt, a, b); }

@@ -114,7 +114,8 @@ class Parser {
     while (peek().is("||") || peek().is("|") || peek().is_ident("or")) {
       const Token& op = next();
       Expr r = logical_and();
-      l = build(op, [&] { return binary(Op::Or, l, r); });
+      // `|` as torch's: bitwise on integers (operator|), logical on bools; `||` and `or` logical only.
+      l = build(op, [&] { return op.is("|") ? l | r : binary(Op::Or, l, r); });
     }
     return l;
   }
@@ -124,7 +125,7 @@ class Parser {
     while (peek().is("&&") || peek().is("&") || peek().is_ident("and")) {
       const Token& op = next();
       Expr r = comparison();
-      l = build(op, [&] { return binary(Op::And, l, r); });
+      l = build(op, [&] { return op.is("&") ? l & r : binary(Op::And, l, r); });
     }
     return l;
   }

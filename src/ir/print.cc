@@ -192,6 +192,10 @@ class Printer {
         break;
       case Op::Min:
       case Op::Max:
+      case Op::BitAnd:
+      case Op::BitOr:
+      case Op::Shl:
+      case Op::Shr:
         if (builds(n, [&] { return binary(n.op, arg(0), arg(1)); })) return {call(op_name(n.op), n)};
         break;
       case Op::Select:

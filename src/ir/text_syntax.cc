@@ -10,6 +10,10 @@ namespace {
 
 constexpr Function kFunctions[] = {
     {"abs", Function::Unary, Op::Abs, DType::F32, 1},
+    {"bitwise_and", Function::Binary, Op::BitAnd, DType::I64, 2},
+    {"bitwise_left_shift", Function::Binary, Op::Shl, DType::I64, 2},
+    {"bitwise_or", Function::Binary, Op::BitOr, DType::I64, 2},
+    {"bitwise_right_shift", Function::Binary, Op::Shr, DType::I64, 2},
     {"bool", Function::Cast, Op::Cast, DType::Bool, 1},
     {"ceil", Function::Unary, Op::Ceil, DType::F32, 1},
     {"cos", Function::Unary, Op::Cos, DType::F32, 1},

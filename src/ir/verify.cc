@@ -116,6 +116,13 @@ class Verifier {
         promoted(p, 0);
         require(n.type == DType::Bool, p, quoted_op(n) + " must have type bool");
         break;
+      case Op::BitAnd: case Op::BitOr: case Op::Shl: case Op::Shr: {
+        const DType t = promoted(p, 0);
+        require(is_int(t), p, quoted_op(n) + " needs integer operands, got " + name_of(arg_type(n, 0)) + " and " +
+                                  name_of(arg_type(n, 1)));
+        require(n.type == t, p, result_problem(n, t));
+        break;
+      }
       case Op::And: case Op::Or:
         require(arg_type(n, 0) == DType::Bool && arg_type(n, 1) == DType::Bool, p,
                 quoted_op(n) + " needs bool operands, got " + name_of(arg_type(n, 0)) + " and " + name_of(arg_type(n, 1)));

@@ -82,9 +82,11 @@ def test_python_list_indexed_by_a_traced_value():
 
 @pytest.mark.parametrize("fn,pattern", [
     (lambda s, b, h, q, kv: s - (q > kv) - (q > kv) * 0 + ((q > 1) - (kv > 1)), "subtraction of two bools"),
-    (lambda b, h, q, kv: (q & 1) == 0, r"`&` on i32 and i64 \(python scalar\) is a bitwise integer operation"),
-    (lambda b, h, q, kv: (q | kv) == 0, "`|` on i32 and i32 is a bitwise"),
-    (lambda b, h, q, kv: ~q == 0, "`~` on i32 is a bitwise"),
+    (lambda s, b, h, q, kv: (s & 1) + s, r"`&` on f32 and i64 \(python scalar\): bitwise operations take integers or "
+                                         r"bools \(torch refuses floats too\)"),
+    (lambda s, b, h, q, kv: s + (s | q), "`|` on f32 and i32: bitwise operations take integers"),
+    (lambda s, b, h, q, kv: s + (q << s), "`<<` on i32 and f32: bitwise operations take integers"),
+    (lambda s, b, h, q, kv: s + ~s, "`~` on f32: bitwise not takes an integer or a bool"),
     (lambda s, b, h, q, kv: abs(q > kv) + s, "'abs' is not defined for bool"),
     (lambda s, b, h, q, kv: ops.where(s, s, 0.0), "where: the condition must be bool, got f32"),
     (lambda s, b, h, q, kv: s.half(), "casts to float16 are not supported inside mods"),

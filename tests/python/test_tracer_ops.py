@@ -84,6 +84,21 @@ MASK_OPS = [
     (lambda b, h, q, kv: ops.cast(q % 2, "bool"), "bool(q_idx % 2)"),
     (lambda b, h, q, kv: ops.cast(q, "float32") / 2 > kv, "f32(q_idx) / 2 > kv_idx"),
     (lambda b, h, q, kv: q / 2 > kv, "q_idx / 2 > kv_idx"),
+    # integers: & | ^ ~ << >> are bitwise, as in torch (natten's morton codes, bit-packed masks)
+    (lambda b, h, q, kv: (q & 1) == 0, "bitwise_and(q_idx, 1) == 0"),
+    (lambda b, h, q, kv: (q | kv) > 3, "bitwise_or(q_idx, kv_idx) > 3"),
+    (lambda b, h, q, kv: (q ^ kv) == 2, "bitwise_or(q_idx, kv_idx) - bitwise_and(q_idx, kv_idx) == 2"),
+    (lambda b, h, q, kv: ~q < -3, "-q_idx - 1 < -3"),
+    (lambda b, h, q, kv: (q >> 1) == (kv >> 1), "bitwise_right_shift(q_idx, 1) == bitwise_right_shift(kv_idx, 1)"),
+    (lambda b, h, q, kv: (q << 2) > kv, "bitwise_left_shift(q_idx, 2) > kv_idx"),
+    (lambda b, h, q, kv: (1 << (q % 4)) & kv != 0, "bitwise_and(bitwise_left_shift(1, q_idx % 4), kv_idx) != 0"),
+    (lambda b, h, q, kv: (((q | (q << 8)) & 0x00FF00FF) ^ kv) % 3 == 0,
+     "_t0 = bitwise_and(bitwise_or(q_idx, bitwise_left_shift(q_idx, 8)), 16711935);\n"
+     "(bitwise_or(_t0, kv_idx) - bitwise_and(_t0, kv_idx)) % 3 == 0"),
+    (lambda b, h, q, kv: ops.bitwise_xor(ops.bitwise_and(q, 6), ops.bitwise_not(kv)) < ops.bitwise_right_shift(q, 1),
+     "_t0 = bitwise_and(q_idx, 6);\n_t1 = -kv_idx - 1;\n"
+     "bitwise_or(_t0, _t1) - bitwise_and(_t0, _t1) < bitwise_right_shift(q_idx, 1)"),
+    (lambda b, h, q, kv: ops.bitwise_left_shift(q, 1) >= kv, "bitwise_left_shift(q_idx, 1) >= kv_idx"),
     (lambda b, h, q, kv: True & (q >= kv), "q_idx >= kv_idx"),
     (lambda b, h, q, kv: (q >= kv) | False, "q_idx >= kv_idx"),
     (lambda b, h, q, kv: True, "true"),
@@ -255,3 +270,20 @@ def test_tanh_approx_on_numbers_and_arrays_is_tanh():
     x = np.linspace(-5, 5, 11)
     np.testing.assert_array_equal(ops.tanh_approx(x), np.tanh(x))
     assert ops.tanh_approx(0.5) == np.tanh(0.5)
+
+
+@pytest.mark.parametrize("mod,expected", SCORE_OPS + MASK_OPS, ids=[e for _, e in SCORE_OPS + MASK_OPS])
+def test_traced_text_reads_back_the_same_in_the_native_ir(mod, expected):
+    # The Python printer and the C++ parser / printer agree on every op (the text is how a traced mod crosses).
+    from flexattn import _native
+
+    C = _native.load()
+    if C is None:
+        pytest.skip(f"flexattn._C not built: {_native.error()}")
+    kind = "mask_mod" if mod.__code__.co_argcount == 4 else "score_mod"
+    if expected == "true":
+        pytest.skip("a constant mask_mod has no IR node to read back")
+    native = C.Mod(expected, kind)
+    if "_t0" not in expected:  # the two printers bind shared subexpressions by their own rules
+        assert native.text == expected
+    assert C.Mod(native.text, kind) == native

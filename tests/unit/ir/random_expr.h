@@ -405,7 +405,7 @@ class RandomExprGen {
     if (chance(opt_.pattern_rate)) return pattern(sub(), DType::I32, depth, allow_score);
     static const std::vector<Op> ops = {Op::Neg, Op::Abs, Op::Add, Op::Sub, Op::Mul, Op::FloorDiv, Op::Mod,
                                         Op::Min, Op::Max, Op::Pow, Op::Select, Op::Cast, Op::Load, Op::Floor,
-                                        Op::Ceil};
+                                        Op::Ceil, Op::BitAnd, Op::BitOr, Op::Shl, Op::Shr};
     Op op = one_of(ops);
     switch (op) {
       case Op::Select: return where(boolean(depth - 1, allow_score), sub(), sub());
@@ -418,6 +418,9 @@ class RandomExprGen {
         if (!opt_.use_loads) return sub();
         return load_of(DType::I32);
       case Op::Pow: return pow(sub(), Expr(pick(4)));
+      case Op::Shl:
+      case Op::Shr:  // counts in and around [0, 64), the edges included
+        return binary(op, sub(), chance(0.5) ? Expr(pick(70) - 3) : sub());
       default:
         if (op_arity(op) == 1) return unary(op, sub());
         return binary(op, sub(), sub());

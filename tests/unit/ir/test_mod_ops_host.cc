@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/mod_ops.cuh"
+#include "flexattn/error.h"
 #include "flexattn/expr.h"
 
 using namespace flexattn;
@@ -84,5 +85,57 @@ TEST(ModOpsHost, ThirtyTwoBitClampMatchesTheSixtyFourBitOne) {
       if (i >= 0) ASSERT_EQ(fa_clamp_position32(i, size), fa_clamp_index32(i, size)) << i << " in " << size;
       else ASSERT_EQ((long long)fa_clamp_position32(i, size), size - 1) << i << " in " << size << ": stays inside";
     }
+  }
+}
+
+// The bitwise nodes: the device helpers (and C++'s & and | that codegen prints) against the interpreter, ATen's
+// shift edges included (a count outside [0, bits): 0 to the left, the sign to the right), i32 and i64.
+TEST(ModOpsHost, BitwiseOperationsMatchTheInterpreter) {
+  const std::vector<long long> values = {0, 1, -1, 2, 3, 7, -8, 255, 0x0000FFFF, 0x00FF00FF, INT_MAX, INT_MIN,
+                                         (long long)INT_MAX + 1, 1LL << 40, -(1LL << 40), 1LL << 52};
+  const std::vector<long long> counts = {-65, -1, 0, 1, 7, 8, 16, 30, 31, 32, 33, 62, 63, 64, 65, 100};
+  for (long long a : values) {
+    const Expr ea = cast(Expr(0), DType::I64) + Expr(int64_t(a));
+    for (long long b : values) {
+      const Expr eb = cast(Expr(0), DType::I64) + Expr(int64_t(b));
+      EXPECT_EQ(a & b, interp(bitwise_and(ea, eb))) << a << " & " << b;
+      EXPECT_EQ(a | b, interp(bitwise_or(ea, eb))) << a << " | " << b;
+      EXPECT_EQ(a ^ b, interp(bitwise_xor(ea, eb))) << a << " ^ " << b;
+      EXPECT_EQ(a ^ b, interp(ea ^ eb)) << a << " ^ " << b << " (operator)";
+    }
+    EXPECT_EQ(~a, interp(bitwise_not(ea))) << "~" << a;
+    EXPECT_EQ(~a, interp(~ea)) << "~" << a << " (operator)";
+    for (long long s : counts) {
+      const Expr es = cast(Expr(0), DType::I64) + Expr(int64_t(s));
+      EXPECT_EQ(fa_shl(a, s), interp(bitwise_left_shift(ea, es))) << a << " << " << s;
+      EXPECT_EQ(fa_shr(a, s), interp(bitwise_right_shift(ea, es))) << a << " >> " << s;
+      if (s >= 0 && s < 64) {
+        EXPECT_EQ(fa_shl(a, s), (long long)((unsigned long long)a << s)) << a << " << " << s;
+        EXPECT_EQ(fa_shr(a, s), a >> s) << a << " >> " << s;
+      } else {
+        EXPECT_EQ(fa_shl(a, s), 0) << a << " << " << s;
+        EXPECT_EQ(fa_shr(a, s), a < 0 ? -1 : 0) << a << " >> " << s;
+      }
+      if (a == (int)a && s == (int)s) {  // strong i32
+        const Expr ia = q_idx() * 0 + Expr(int(a)), is = q_idx() * 0 + Expr(int(s));
+        EXPECT_EQ(fa_shl(int(a), int(s)), interp(bitwise_left_shift(ia, is))) << a << " << " << s << " (i32)";
+        EXPECT_EQ(fa_shr(int(a), int(s)), interp(bitwise_right_shift(ia, is))) << a << " >> " << s << " (i32)";
+        EXPECT_EQ(int(a) & int(s), interp(ia & is)) << a << " & " << s << " (i32)";
+      }
+    }
+  }
+  // Types: integers only; bools stay logical through the operators, floats are refused by name.
+  EXPECT_EQ(bitwise_and(q_idx(), kv_idx())->op, Op::BitAnd);
+  EXPECT_EQ((q_idx() & kv_idx())->op, Op::BitAnd);
+  EXPECT_EQ(((q_idx() > 1) & (kv_idx() > 1))->op, Op::And);
+  EXPECT_EQ(((q_idx() > 1) ^ (kv_idx() > 1))->op, Op::Ne);
+  EXPECT_EQ((~(q_idx() > 1))->op, Op::Not);
+  EXPECT_EQ(bitwise_left_shift(q_idx(), cast(kv_idx(), DType::I64))->type, DType::I64);
+  try {
+    bitwise_and(score(), q_idx());
+    ADD_FAILURE() << "a float operand was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'bitwise_and': expects integer operands, got f32 and i32"), std::string::npos)
+        << e.what();
   }
 }

@@ -236,6 +236,7 @@ std::vector<Expr> op_corpus() {
       floordiv(q, Expr(128)), mod(s, 1.5), mod(q - kv, Expr(7)), minimum(s, 0.0), maximum(q, kv),
       minimum(t, flag), pow(s, 2), pow(q, Expr(3)), pow(Expr(2.0), s), binary(Op::Eq, q, kv), s != 0.0, q < kv, s <= 1.0,
       q > Expr(3), s >= alpha(), t && flag, t || (kv > q), where(t, s, Expr(-kInf)), where(t, q, kv),
+      bitwise_and(q, Expr(255)), bitwise_or(q, i64v), bitwise_left_shift(kv, Expr(3)), bitwise_right_shift(q - kv, Expr(1)),
       where(flag, Expr(1), Expr(2.5)), where(t, t, flag),
       // ops nested under other ops, every precedence pairing
       -(s + 1.0) * pow(-s, 2) - pow(s, -s) / (alpha() - s), !(t && flag) || !t,
@@ -349,6 +350,19 @@ TEST(RoundTrip, RandomExpressions) {
     }
   }
   EXPECT_EQ(n, 4000);
+}
+
+// `&` and `|` follow torch: bitwise on integers, logical on bools (at the logical operators' precedence); the
+// bitwise nodes print as their functions, so the text reads back to the same node.
+TEST(Parse, AmpersandAndBarAreBitwiseOnIntegers) {
+  EXPECT_TRUE(parse("(q_idx & 1) == 0").same(binary(Op::Eq, bitwise_and(q_idx(), Expr(1)), Expr(0))));
+  EXPECT_TRUE(parse("(q_idx | kv_idx) != 0").same(binary(Op::Ne, bitwise_or(q_idx(), kv_idx()), Expr(0))));
+  EXPECT_TRUE(parse("q_idx > 1 & kv_idx > 2").same((q_idx() > 1) && (kv_idx() > Expr(2))));
+  EXPECT_TRUE(parse("q_idx > 1 | kv_idx > 2").same((q_idx() > 1) || (kv_idx() > Expr(2))));
+  EXPECT_TRUE(parse("bitwise_right_shift(q, 5) == bitwise_right_shift(kv, 5)")
+                  .same(binary(Op::Eq, bitwise_right_shift(q_idx(), Expr(5)), bitwise_right_shift(kv_idx(), Expr(5)))));
+  EXPECT_EQ(print(parse("(q_idx & 3) == bitwise_left_shift(kv_idx, 1)")),
+            "bitwise_and(q_idx, 3) == bitwise_left_shift(kv_idx, 1)");
 }
 
 }  // namespace
