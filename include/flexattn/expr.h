@@ -171,6 +171,8 @@ Expr tanh_approx(Expr a);
 Expr sigmoid(Expr a);
 Expr sin(Expr a);
 Expr cos(Expr a);
+Expr tan(Expr a);
+Expr erf(Expr a);
 Expr floor(Expr a);
 Expr ceil(Expr a);
 Expr minimum(Expr a, Expr b);

@@ -85,6 +85,20 @@ def n_not(a):
     return _ir.unary("not", a)
 
 
+def n_gelu(x, approximate="none"):
+    """torch's gelu in the IR's nodes, in its own order of operations: x * 0.5 * (1 + erf(x * sqrt(1/2))), or with
+    approximate='tanh' 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))."""
+    if x.type != "f32":
+        raise IRTypeError(f"gelu takes a float, got {_ir.type_str(x)} (torch refuses integers too)")
+    lit, mul, add = _ir.python_literal, (lambda a, b: _ir.binary("mul", a, b)), (lambda a, b: _ir.binary("add", a, b))
+    if approximate == "none":
+        return mul(mul(x, lit(0.5)), add(lit(1.0), _ir.unary("erf", mul(x, lit(0.7071067811865476)))))
+    if approximate == "tanh":
+        inner = mul(lit(0.7978845608028654), add(x, mul(lit(0.044715), mul(mul(x, x), x))))
+        return mul(mul(lit(0.5), x), add(lit(1.0), _ir.unary("tanh", inner)))
+    raise IRTypeError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
 def n_shift(op, symbol):
     def f(a, b):
         _int_operands(a, b, symbol)
@@ -289,6 +303,7 @@ HANDLERS = {
     "bitwise_not": lambda x: build(n_not, x),
     "trunc": lambda x: build(n_trunc, x), "sign": lambda x: build(n_sign, x),
     "relu": lambda x, inplace=False: build(lambda a: _ir.binary("max", a, _ir.python_literal(0)), x),
+    "gelu": lambda x, approximate="none": build(lambda a: n_gelu(a, approximate), x),
     "isnan": lambda x: build(lambda a: _ir.binary("ne", a, a), x),
     "isinf": lambda x: build(lambda a: _ir.binary("eq", _ir.unary("abs", a), INF), x),
     "isposinf": lambda x: build(lambda a: _ir.binary("eq", a, INF), x),

@@ -7,6 +7,8 @@ and are then clamped into range.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ._ir import Node, promote, topo_order
@@ -97,7 +99,7 @@ def _float_arith(op, x, y):
 
 _UNARY_F = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
             "rsqrt": lambda x: 1.0 / np.sqrt(x), "tanh": np.tanh, "tanh_approx": np.tanh, "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
-            "sin": np.sin, "cos": np.cos}
+            "sin": np.sin, "cos": np.cos, "tan": np.tan, "erf": np.vectorize(math.erf, otypes=[np.float64])}
 _CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
         "ge": np.greater_equal}
 

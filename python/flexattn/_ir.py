@@ -17,7 +17,7 @@ VALUE_TYPES = ("bool", "i32", "i64", "f32")
 BUFFER_DTYPES = ("bool", "i32", "i64", "f16", "bf16", "f32")
 INPUTS = ("score", "b", "h", "q_idx", "kv_idx")
 # tanh_approx: tanh on the GPU's tanh.approx.f32 (relative error ~2^-11); exact tanh on the CPU (its definition).
-UNARY_FLOAT = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "tanh_approx", "sigmoid", "sin", "cos")
+UNARY_FLOAT = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "tanh_approx", "sigmoid", "sin", "cos", "tan", "erf")
 UNARY = UNARY_FLOAT + ("neg", "abs", "floor", "ceil", "not")
 ARITH = ("add", "sub", "mul", "div", "floordiv", "mod", "pow", "min", "max")
 COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")

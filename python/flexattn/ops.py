@@ -6,6 +6,8 @@ computes with numpy), so a mod written with flexattn.ops can also be called dire
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ._arrays import dtype_name, is_torch_tensor, torch_module
@@ -30,7 +32,8 @@ def _np_cast(x, dtype):
 _NUMPY = {
     "where": np.where, "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
     "rsqrt": lambda x: 1.0 / np.sqrt(x), "tanh": np.tanh, "tanh_approx": np.tanh, "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-np.asarray(x))),
-    "sin": np.sin, "cos": np.cos, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "abs": np.abs,
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "erf": np.vectorize(math.erf, otypes=[np.float64]),
+    "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "abs": np.abs,
     "minimum": np.minimum, "maximum": np.maximum, "clamp": _np_clamp, "pow": np.power,
     "floor_divide": np.floor_divide, "remainder": np.remainder, "logical_and": np.logical_and,
     "logical_or": np.logical_or, "logical_xor": np.logical_xor, "logical_not": np.logical_not,
@@ -69,6 +72,7 @@ tanh_approx = _make("tanh_approx")
 tanh_approx.__doc__ = ("tanh on traced values evaluated with the GPU's tanh.approx.f32 (relative error ~2^-11); exact "
                        "tanh on torch tensors, numpy arrays and numbers.")
 sin, cos, floor, ceil, trunc, abs = _make("sin"), _make("cos"), _make("floor"), _make("ceil"), _make("trunc"), _make("abs")
+tan, erf = _make("tan"), _make("erf")
 minimum, maximum, clamp, pow = _make("minimum"), _make("maximum"), _make("clamp"), _make("pow")
 floor_divide, remainder = _make("floor_divide"), _make("remainder")
 logical_and, logical_or, logical_xor, logical_not = (_make("logical_and"), _make("logical_or"),

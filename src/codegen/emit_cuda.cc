@@ -199,6 +199,8 @@ class FunctionEmitter {
       case Op::Sigmoid: return float_fn("fa_sigmoid");
       case Op::Sin: return float_fn("sinf");
       case Op::Cos: return float_fn("cosf");
+      case Op::Tan: return float_fn("tanf");
+      case Op::Erf: return float_fn("erff");
       case Op::Floor: return f ? call("floorf", a0(t)) : a0(t);
       case Op::Ceil: return f ? call("ceilf", a0(t)) : a0(t);
       case Op::Not: return "(!" + a0(DType::Bool) + ")";

@@ -119,6 +119,9 @@ class ReverseMode {
       case Op::Sigmoid: return acc(arg(0), [&] { return (g * (f32(1.0) - y)) * y; });
       case Op::Sin: return acc(arg(0), [&] { return g * cos(arg(0)); });
       case Op::Cos: return acc(arg(0), [&] { return g * -sin(arg(0)); });
+      case Op::Tan: return acc(arg(0), [&] { return g * (f32(1.0) + y * y); });
+      case Op::Erf:  // 2 / sqrt(pi) exp(-x^2)
+        return acc(arg(0), [&] { return g * (f32(1.1283791670955126) * exp(-(arg(0) * arg(0)))); });
       case Op::Add:
         acc(arg(0), [&] { return g; });
         return acc(arg(1), [&] { return g; });

@@ -150,6 +150,8 @@ Value eval_node(const Node& n, const Value* const* a, const EvalEnv* env, const 
     case Op::Sigmoid: return make_f(1.0 / (1.0 + std::exp(-a[0]->as_double())));
     case Op::Sin: return make_f(std::sin(a[0]->as_double()));
     case Op::Cos: return make_f(std::cos(a[0]->as_double()));
+    case Op::Tan: return make_f(std::tan(a[0]->as_double()));
+    case Op::Erf: return make_f(std::erf(a[0]->as_double()));
     case Op::Floor:
       if (n.type == DType::F32) return make_f(std::floor(a[0]->as_double()));
       return convert(*a[0], n.type);

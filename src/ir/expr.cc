@@ -227,7 +227,7 @@ Expr unary(Op op, Expr a) {
       if (n.type == DType::Bool) type_error(op, "not defined for bool (cast to a number first)");
       return make_node(op, n.type, n.weak, {a});
     case Op::Exp: case Op::Exp2: case Op::Log: case Op::Log2: case Op::Sqrt: case Op::Rsqrt:
-    case Op::Tanh: case Op::TanhApprox: case Op::Sigmoid: case Op::Sin: case Op::Cos:
+    case Op::Tanh: case Op::TanhApprox: case Op::Sigmoid: case Op::Sin: case Op::Cos: case Op::Tan: case Op::Erf:
       return make_node(op, DType::F32, n.weak, {a});
     case Op::Floor:
     case Op::Ceil:
@@ -341,6 +341,8 @@ Expr tanh_approx(Expr a) { return unary(Op::TanhApprox, a); }
 Expr sigmoid(Expr a) { return unary(Op::Sigmoid, a); }
 Expr sin(Expr a) { return unary(Op::Sin, a); }
 Expr cos(Expr a) { return unary(Op::Cos, a); }
+Expr tan(Expr a) { return unary(Op::Tan, a); }
+Expr erf(Expr a) { return unary(Op::Erf, a); }
 Expr floor(Expr a) { return unary(Op::Floor, a); }
 Expr ceil(Expr a) { return unary(Op::Ceil, a); }
 Expr minimum(Expr a, Expr b) { return binary(Op::Min, a, b); }

@@ -173,7 +173,8 @@ class Printer {
         if (builds(n, [&] { return unary(Op::Not, arg(0)); })) return {"!" + wrap(n.args[0], kPrecUnary), kPrecUnary};
         break;
       case Op::Abs: case Op::Exp: case Op::Exp2: case Op::Log: case Op::Log2: case Op::Sqrt: case Op::Rsqrt:
-      case Op::Tanh: case Op::TanhApprox: case Op::Sigmoid: case Op::Sin: case Op::Cos: case Op::Floor: case Op::Ceil:
+      case Op::Tanh: case Op::TanhApprox: case Op::Sigmoid: case Op::Sin: case Op::Cos: case Op::Tan: case Op::Erf:
+      case Op::Floor: case Op::Ceil:
         if (builds(n, [&] { return unary(n.op, arg(0)); })) return {call(op_name(n.op), n)};
         break;
       case Op::Cast:

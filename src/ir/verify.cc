@@ -93,7 +93,7 @@ class Verifier {
         require(n.type == arg_type(n, 0), p, quoted_op(n) + " must keep its operand's type " + name_of(arg_type(n, 0)));
         break;
       case Op::Exp: case Op::Exp2: case Op::Log: case Op::Log2: case Op::Sqrt: case Op::Rsqrt:
-      case Op::Tanh: case Op::TanhApprox: case Op::Sigmoid: case Op::Sin: case Op::Cos:
+      case Op::Tanh: case Op::TanhApprox: case Op::Sigmoid: case Op::Sin: case Op::Cos: case Op::Tan: case Op::Erf:
         require(n.type == DType::F32, p, quoted_op(n) + " must have type f32");
         break;
       case Op::Not:

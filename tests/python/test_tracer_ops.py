@@ -41,6 +41,8 @@ SCORE_OPS = [
     (lambda s, b, h, q, kv: ops.sigmoid(s), "sigmoid(score)"),
     (lambda s, b, h, q, kv: ops.sin(s), "sin(score)"),
     (lambda s, b, h, q, kv: ops.cos(s), "cos(score)"),
+    (lambda s, b, h, q, kv: ops.tan(s), "tan(score)"),
+    (lambda s, b, h, q, kv: ops.erf(s), "erf(score)"),
     (lambda s, b, h, q, kv: ops.floor(s), "floor(score)"),
     (lambda s, b, h, q, kv: ops.ceil(s), "ceil(score)"),
     (lambda s, b, h, q, kv: ops.abs(s), "abs(score)"),
@@ -287,3 +289,30 @@ def test_traced_text_reads_back_the_same_in_the_native_ir(mod, expected):
     if "_t0" not in expected:  # the two printers bind shared subexpressions by their own rules
         assert native.text == expected
     assert C.Mod(native.text, kind) == native
+
+
+@pytest.mark.parametrize("approximate,expected", [
+    ("none", "score * 0.5 * (1.0 + erf(score * 0.7071067811865476))"),
+    ("tanh", "0.5 * score * (1.0 + tanh(0.7978845608028654 * (score + 0.044715 * (score * score * score))))"),
+])
+def test_gelu_is_torchs_formula(approximate, expected):
+    # F.gelu inside a mod (attention-gym's activation mod: log(gelu(score) + offset)) reaches HANDLERS["gelu"].
+    from flexattn._dispatch import HANDLERS
+
+    traced = flexattn.trace(lambda s, b, h, q, kv: HANDLERS["gelu"](s, approximate=approximate))
+    assert traced.text == expected
+    x = np.linspace(-4.0, 4.0, 81)
+    erf = np.vectorize(math.erf)
+    want = (x * 0.5 * (1 + erf(x / math.sqrt(2))) if approximate == "none"
+            else 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))))
+    got = traced.evaluate(score=x, b=0, h=0, q_idx=0, kv_idx=0)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+
+
+def test_gelu_errors_name_the_problem():
+    from flexattn._dispatch import HANDLERS
+
+    with pytest.raises(flexattn.TraceError, match="gelu: approximate must be 'none' or 'tanh', got 'erf'"):
+        flexattn.trace(lambda s, b, h, q, kv: HANDLERS["gelu"](s, approximate="erf"))
+    with pytest.raises(flexattn.TraceError, match="gelu takes a float, got i32"):
+        flexattn.trace(lambda s, b, h, q, kv: s + HANDLERS["gelu"](q))

@@ -159,6 +159,9 @@ TEST(Derivative, UnaryFormulas) {
   EXPECT_NEAR(d_score_at(sigmoid(score()), x), sg * (1.0 - sg), 1e-15);
   EXPECT_NEAR(d_score_at(sin(score()), x), std::cos(x), 1e-15);
   EXPECT_NEAR(d_score_at(cos(score()), x), -std::sin(x), 1e-15);
+  EXPECT_NEAR(d_score_at(tan(score()), x), 1.0 / (std::cos(x) * std::cos(x)), 1e-14);
+  EXPECT_NEAR(d_score_at(erf(score()), x), 2.0 / std::sqrt(M_PI) * std::exp(-x * x), 1e-14);
+  EXPECT_NEAR(d_score_at(tanh_approx(score()), x), 1.0 - std::tanh(x) * std::tanh(x), 1e-15);
   EXPECT_NEAR(d_score_at(Expr(2.0) / score(), x), -2.0 / (x * x), 1e-14);
   EXPECT_EQ(d_score_at(-score(), x), -1.0);
 }
