@@ -145,15 +145,6 @@ Expr bitwise_xor(Expr a, Expr b);
 Expr bitwise_not(Expr a);
 Expr bitwise_left_shift(Expr a, Expr b);
 Expr bitwise_right_shift(Expr a, Expr b);
-// Integer bitwise operations (i32 / i64 after promotion; floats and two bools are type errors). Shifts follow
-// ATen: a count outside [0, bits) gives 0 (left) or the sign (right, arithmetic). xor and not are built from
-// the others: (a | b) - (a & b), -a - 1.
-Expr bitwise_and(Expr a, Expr b);
-Expr bitwise_or(Expr a, Expr b);
-Expr bitwise_xor(Expr a, Expr b);
-Expr bitwise_not(Expr a);
-Expr bitwise_left_shift(Expr a, Expr b);
-Expr bitwise_right_shift(Expr a, Expr b);
 Expr floordiv(Expr a, Expr b);    // Python //
 Expr mod(Expr a, Expr b);         // Python %
 Expr neg(Expr a);

@@ -93,6 +93,9 @@ def literal(v, type_: str, weak: bool) -> Node:
             v = (v + 2**31) % 2**32 - 2**31
         elif not -(2**63) <= v < 2**63:
             raise IRTypeError(f"integer literal {v} does not fit in i64")
+        elif float(v) != v:  # e.g. a 64-bit bitmask such as 0x5555555555555555
+            raise IRTypeError(f"integer literal {v} is not exact in the IR, which keeps literals as doubles (every "
+                              "integer up to 2^53 in magnitude is): build it from smaller parts, e.g. (a << 32) | b")
     return make("literal", type_, weak, value=float(v))
 
 

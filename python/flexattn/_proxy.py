@@ -313,8 +313,8 @@ def _whole_arith(self, other):
     as_node(self)  # raises: a whole captured tensor is not a mod value
 
 
-for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "eq", "ne", "lt",
-              "le", "gt", "ge"):
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift", "rshift", "eq",
+              "ne", "lt", "le", "gt", "ge"):
     setattr(BufferProxy, f"__{_name}__", _whole_arith)
     setattr(BufferProxy, f"__r{_name}__", _whole_arith)
 BufferProxy.__hash__ = object.__hash__

@@ -306,7 +306,13 @@ bool both_given_int(const Expr& a, const Expr& b) { return !a.empty() && !b.empt
 }  // namespace
 Expr operator&(Expr a, Expr b) { return binary(both_given_int(a, b) ? Op::BitAnd : Op::And, a, b); }
 Expr operator|(Expr a, Expr b) { return binary(both_given_int(a, b) ? Op::BitOr : Op::Or, a, b); }
-Expr operator^(Expr a, Expr b) { return both_given_int(a, b) ? bitwise_xor(a, b) : binary(Op::Ne, a, b); }
+Expr operator^(Expr a, Expr b) {
+  if (both_given_int(a, b)) return bitwise_xor(a, b);
+  if (a.empty() || b.empty() || a.type() != DType::Bool || b.type() != DType::Bool)
+    throw Error("'^': expects two bools or two integers, got " + (a.empty() ? std::string("nothing") : type_str(*a)) +
+                " and " + (b.empty() ? std::string("nothing") : type_str(*b)));
+  return binary(Op::Ne, a, b);
+}
 Expr operator~(Expr a) { return !a.empty() && is_int(a.type()) ? bitwise_not(a) : unary(Op::Not, a); }
 Expr bitwise_and(Expr a, Expr b) { return binary(Op::BitAnd, a, b); }
 Expr bitwise_or(Expr a, Expr b) { return binary(Op::BitOr, a, b); }
@@ -315,7 +321,7 @@ Expr bitwise_xor(Expr a, Expr b) { return binary(Op::Sub, bitwise_or(a, b), bitw
 // -a - 1 in two's complement (wrapping).
 Expr bitwise_not(Expr a) {
   if (a.empty() || !is_int(a.type())) return unary(Op::Not, a);  // Not's own error for anything but bool
-  return binary(Op::Sub, unary(Op::Neg, a), literal(1, a.type(), true));
+  return binary(Op::Sub, unary(Op::Neg, a), literal(1, DType::I64, true));  // a Python 1, as the tracer's
 }
 Expr bitwise_left_shift(Expr a, Expr b) { return binary(Op::Shl, a, b); }
 Expr bitwise_right_shift(Expr a, Expr b) { return binary(Op::Shr, a, b); }

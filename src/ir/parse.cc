@@ -73,6 +73,15 @@ class Parser {
     }
   }
 
+  // `&` / `|` between a bool and an integer: the text form gives them the logical operators' precedence, so
+  // `q_idx & 1 == 0` reads as q_idx & (1 == 0), where Python (and a torch mod) means (q_idx & 1) == 0. Refused
+  // rather than silently bitwise.
+  static void check_bitwise_operands(const Token& at, const Expr& l, const Expr& r) {
+    if ((l.type() == DType::Bool) != (r.type() == DType::Bool))
+      text::fail_at(at, "'" + std::string(at.text) + "' between a bool and an integer: the text form gives it the "
+                        "precedence of '&&' / '||', so parenthesize the bitwise part, e.g. (q_idx & 1) == 0");
+  }
+
   struct Depth {
     Parser& p;
     Depth(Parser& parser, const Token& at) : p(parser) {
@@ -115,6 +124,7 @@ class Parser {
       const Token& op = next();
       Expr r = logical_and();
       // `|` as torch's: bitwise on integers (operator|), logical on bools; `||` and `or` logical only.
+      if (op.is("|")) check_bitwise_operands(op, l, r);
       l = build(op, [&] { return op.is("|") ? l | r : binary(Op::Or, l, r); });
     }
     return l;
@@ -125,6 +135,7 @@ class Parser {
     while (peek().is("&&") || peek().is("&") || peek().is_ident("and")) {
       const Token& op = next();
       Expr r = comparison();
+      if (op.is("&")) check_bitwise_operands(op, l, r);
       l = build(op, [&] { return op.is("&") ? l & r : binary(Op::And, l, r); });
     }
     return l;

@@ -316,3 +316,49 @@ def test_gelu_errors_name_the_problem():
         flexattn.trace(lambda s, b, h, q, kv: HANDLERS["gelu"](s, approximate="erf"))
     with pytest.raises(flexattn.TraceError, match="gelu takes a float, got i32"):
         flexattn.trace(lambda s, b, h, q, kv: s + HANDLERS["gelu"](q))
+
+
+def _aten_reference(op, x, y, bits):
+    """ATen's integer bitwise ops on Python ints, wrapped to `bits` (independent of _eval.py's numpy code)."""
+    def wrap(v):
+        v &= (1 << bits) - 1
+        return v - (1 << bits) if v >> (bits - 1) else v
+    if op == "and":
+        return wrap(x & y)
+    if op == "or":
+        return wrap(x | y)
+    if op == "xor":
+        return wrap(x ^ y)
+    if op == "shl":
+        return 0 if y < 0 or y >= bits else wrap(x << y)
+    return x >> (bits - 1 if y < 0 or y >= bits else y)  # shr: arithmetic
+
+
+@pytest.mark.parametrize("op,fn", [("and", lambda a, b: a & b), ("or", lambda a, b: a | b), ("xor", lambda a, b: a ^ b),
+                                   ("shl", lambda a, b: a << b), ("shr", lambda a, b: a >> b)])
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_bitwise_evaluation_follows_aten_on_negative_values_and_any_count(op, fn, dtype):
+    # q - 40 spans negatives; 7 * kv - 10 spans counts from -10 past the bit width (ATen: 0 / the sign there).
+    def mod(b, h, q, kv):
+        return fn(ops.cast(q * 1234567 - 40, dtype), ops.cast(kv * 7 - 10, dtype)) > 0
+
+    def value(b, h, q, kv):
+        return fn(ops.cast(q * 1234567 - 40, dtype), ops.cast(kv * 7 - 10, dtype))
+
+    bits = 32 if dtype == "int32" else 64
+    q, kv = np.arange(0, 3000, 37)[:, None], np.arange(0, 14)[None, :]
+    got = flexattn.trace(lambda b, h, q_, kv_: value(b, h, q_, kv_) == 0).evaluate(b=0, h=0, q_idx=q, kv_idx=kv)
+    traced = flexattn.trace(mod).evaluate(b=0, h=0, q_idx=q, kv_idx=kv)
+    for i in range(q.shape[0]):
+        for j in range(kv.shape[1]):
+            x = _aten_reference("and", int(q[i, 0]) * 1234567 - 40, -1, 32)  # q_idx * 1234567 wraps in i32
+            want = _aten_reference(op, x, int(kv[0, j]) * 7 - 10, bits)
+            assert bool(traced[i, j]) == (want > 0), (op, dtype, x, int(kv[0, j]) * 7 - 10)
+            assert bool(got[i, j]) == (want == 0), (op, dtype, x, int(kv[0, j]) * 7 - 10)
+
+
+def test_integer_literals_a_double_cannot_hold_are_refused():
+    with pytest.raises(TypeError, match=r"integer literal 6148914691236517205 is not exact in the IR"):
+        flexattn.trace(lambda b, h, q, kv: (ops.cast(q, "int64") & 0x5555555555555555) == 0)
+    assert flexattn.trace(lambda b, h, q, kv: (ops.cast(q, "int64") & (1 << 53)) == 0).text == \
+        "bitwise_and(i64(q_idx), 9007199254740992) == 0"

@@ -10,6 +10,7 @@
 #include "common/mod_ops.cuh"
 #include "flexattn/error.h"
 #include "flexattn/expr.h"
+#include "flexattn/ir_text.h"
 
 using namespace flexattn;
 using namespace flexattn::ir;
@@ -124,6 +125,21 @@ TEST(ModOpsHost, BitwiseOperationsMatchTheInterpreter) {
       }
     }
   }
+  // Values written out (not the helpers' own formulas): i32 wraparound, arithmetic right shifts, the ATen edges.
+  EXPECT_EQ(fa_shl(1, 31), INT_MIN);
+  EXPECT_EQ(fa_shl(3, 31), INT_MIN);
+  EXPECT_EQ(fa_shl(0x00FF00FF, 8), int(0xFF00FF00u));
+  EXPECT_EQ(fa_shr(-8, 1), -4);
+  EXPECT_EQ(fa_shr(-1, 31), -1);
+  EXPECT_EQ(fa_shr(INT_MIN, 40), -1);
+  EXPECT_EQ(fa_shr(INT_MAX, 40), 0);
+  EXPECT_EQ(fa_shl(5, -1), 0);
+  EXPECT_EQ(fa_shl(1LL, 63), LLONG_MIN);
+  EXPECT_EQ(fa_shr(-(1LL << 40), 38), -4);
+  EXPECT_EQ(interp(bitwise_left_shift(q_idx() * 0 + Expr(1), Expr(31))), INT_MIN);
+  EXPECT_EQ(interp(bitwise_right_shift(q_idx() * 0 + Expr(-8), Expr(33))), -1);
+  EXPECT_EQ(interp(bitwise_xor(q_idx() * 0 + Expr(12), Expr(10))), 6);
+  EXPECT_EQ(interp(bitwise_not(q_idx() * 0 + Expr(5))), -6);
   // Types: integers only; bools stay logical through the operators, floats are refused by name.
   EXPECT_EQ(bitwise_and(q_idx(), kv_idx())->op, Op::BitAnd);
   EXPECT_EQ((q_idx() & kv_idx())->op, Op::BitAnd);
@@ -131,6 +147,16 @@ TEST(ModOpsHost, BitwiseOperationsMatchTheInterpreter) {
   EXPECT_EQ(((q_idx() > 1) ^ (kv_idx() > 1))->op, Op::Ne);
   EXPECT_EQ((~(q_idx() > 1))->op, Op::Not);
   EXPECT_EQ(bitwise_left_shift(q_idx(), cast(kv_idx(), DType::I64))->type, DType::I64);
+  EXPECT_EQ(print(~q_idx()), "-q_idx - 1");  // the tracer's spelling: one structure for one mod
+  for (const auto& mixed : {std::make_pair(q_idx() > kv_idx(), score()), std::make_pair(score(), score())}) {
+    try {
+      (void)(mixed.first ^ mixed.second);
+      ADD_FAILURE() << "^ accepted " << print(mixed.first) << " and " << print(mixed.second);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("'^': expects two bools or two integers, got "), std::string::npos)
+          << e.what();
+    }
+  }
   try {
     bitwise_and(score(), q_idx());
     ADD_FAILURE() << "a float operand was accepted";

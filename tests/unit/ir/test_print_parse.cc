@@ -363,6 +363,18 @@ TEST(Parse, AmpersandAndBarAreBitwiseOnIntegers) {
                   .same(binary(Op::Eq, bitwise_right_shift(q_idx(), Expr(5)), bitwise_right_shift(kv_idx(), Expr(5)))));
   EXPECT_EQ(print(parse("(q_idx & 3) == bitwise_left_shift(kv_idx, 1)")),
             "bitwise_and(q_idx, 3) == bitwise_left_shift(kv_idx, 1)");
+  // Python reads `q_idx & 1 == 0` as (q_idx & 1) == 0, this grammar as q_idx & (1 == 0): refused, not guessed.
+  for (const char* text : {"q_idx & 1 == 0", "kv_idx > 2 | q_idx"}) {
+    try {
+      parse(text);
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("between a bool and an integer: the text form gives it the precedence of "
+                                           "'&&' / '||', so parenthesize the bitwise part, e.g. (q_idx & 1) == 0"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 }  // namespace
