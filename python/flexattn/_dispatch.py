@@ -304,6 +304,9 @@ HANDLERS = {
     "trunc": lambda x: build(n_trunc, x), "sign": lambda x: build(n_sign, x),
     "relu": lambda x, inplace=False: build(lambda a: _ir.binary("max", a, _ir.python_literal(0)), x),
     "gelu": lambda x, approximate="none": build(lambda a: n_gelu(a, approximate), x),
+    # a mod value is 0-d: unsqueezed it broadcasts against a row as it is (_rows.py)
+    "unsqueeze": lambda x, dim: x if dim in (-1, 0) else fail(f"unsqueeze(dim={dim!r}) of a mod value",
+                                                              "a mod value is 0-d: dim -1 or 0"),
     "isnan": lambda x: build(lambda a: _ir.binary("ne", a, a), x),
     "isinf": lambda x: build(lambda a: _ir.binary("eq", _ir.unary("abs", a), INF), x),
     "isposinf": lambda x: build(lambda a: _ir.binary("eq", a, INF), x),
@@ -379,6 +382,10 @@ def dispatch_torch(func, args, kwargs):
     torch = torch_module()
     if torch is not None and func is getattr(torch.Tensor, "where", None):
         return _tensor_where(*args, **kwargs)
+    if _has_row(args) or _has_row(tuple(kwargs.values())):
+        from ._rows import row_function
+
+        return row_function(getattr(func, "__name__", repr(func)), args, kwargs)
     qualified = _custom_op_name(func)
     if qualified is not None and not qualified.startswith("aten::"):
         if qualified not in _CUSTOM_OPS:
@@ -404,12 +411,21 @@ _NUMPY = {"subtract": "sub", "multiply": "mul", "true_divide": "div", "divide": 
           "left_shift": "bitwise_left_shift", "right_shift": "bitwise_right_shift"}
 
 
+def numpy_name(name):
+    """The HANDLERS name of a numpy function or ufunc."""
+    return _NUMPY.get(name, name)
+
+
 def dispatch_numpy(name, args, kwargs):
     if name == "clip":
         x, lo, hi = (list(args) + [None, None])[:3]
         return HANDLERS["clamp"](x, kwargs.get("a_min", lo), kwargs.get("a_max", hi))
     if name == "positive":
         return args[0]
+    if _has_row(args):
+        from ._rows import row_function
+
+        return row_function(numpy_name(name), args, kwargs)
     h = HANDLERS.get(_NUMPY.get(name, name))
     if h is None:
         _unsupported(f"numpy.{name}")
@@ -429,6 +445,12 @@ def make_mode():
             return func(*args, **kwargs)
 
     return _TraceMode()
+
+
+def _has_row(xs):
+    from ._rows import RowProxy
+
+    return any(isinstance(x, RowProxy) or (isinstance(x, BufferProxy) and x.ndim == 1) for x in xs)
 
 
 def _has_proxy(xs):

@@ -24,6 +24,8 @@ def as_node(x):
     if isinstance(x, np.generic) and x.dtype.kind in "biuf":
         return _ir.python_literal(x.item())
     if isinstance(x, BufferProxy):
+        if x.ndim == 1:  # a row: the operation is the row's (_rows.py), which Python tries next
+            return None
         fail(f"captured tensor '{x.name}' used without indexing",
              f"index every dimension with traced indices first, e.g. {x.name}[h, q_idx]")
     if is_array_like(x):
@@ -284,7 +286,7 @@ class BufferProxy:
             p = HANDLERS["to"](p, self.post_cast)
         return p
 
-    __torch_function__ = classmethod(lambda cls, func, types, args=(), kwargs=None: _whole_buffer(func, args))
+    __torch_function__ = classmethod(lambda cls, func, types, args=(), kwargs=None: _whole_buffer(func, args, kwargs))
 
     def __bool__(self):
         fail(f"captured tensor '{self.name}' used as a Python bool")
@@ -294,27 +296,67 @@ class BufferProxy:
              f"index every dimension with traced indices first, e.g. {self.name}[h, q_idx]")
 
     # numpy would otherwise convert it element by element through __len__/__getitem__
-    __iter__ = __array__ = __array_ufunc__ = __array_function__ = _whole
+    __iter__ = __array__ = _whole
+
+    def __array_function__(self, func, types, args, kwargs):
+        return _whole_buffer(func, args, kwargs)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method != "__call__" or kwargs:
+            self._whole()
+        from ._dispatch import numpy_name
+
+        return _whole_buffer(numpy_name(ufunc.__name__), inputs, {})
+
+    def __neg__(self):
+        return -self._row()
+
+    def __abs__(self):
+        return abs(self._row())
+
+    def __invert__(self):
+        return ~self._row()
+
+    def _row(self):
+        """This captured tensor as a row (one dimension left; _rows.py), or the error of a whole tensor."""
+        from ._rows import as_row
+
+        r = as_row(self)
+        if r is None:
+            self._whole()
+        return r
 
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
+        from ._rows import RowProxy
+
+        if self.ndim == 1 and callable(getattr(RowProxy, name, None)):
+            return getattr(self._row(), name)
         fail(f"unsupported operation '.{name}' on captured tensor '{self.name}'",
              f"index it with traced indices first, e.g. {self.name}[h, q_idx]", cls=TraceAttributeError)
 
 
-def _whole_buffer(func, args):
-    name = next((a.name for a in args if isinstance(a, BufferProxy)), "?")
-    fail(f"{getattr(func, '__name__', func)} applied to a whole captured tensor '{name}'",
+def _whole_buffer(func, args, kwargs=None):
+    fname = func if isinstance(func, str) else getattr(func, "__name__", repr(func))
+    buffers = [a for a in args if isinstance(a, BufferProxy)]
+    if buffers and all(b.ndim == 1 for b in buffers):
+        from ._rows import row_function
+
+        return row_function(fname, args, kwargs or {})
+    name = buffers[0].name if buffers else "?"
+    fail(f"{fname} applied to a whole captured tensor '{name}'",
          f"index it with traced indices first, e.g. {name}[h, q_idx]")
 
 
-def _whole_arith(self, other):
-    as_node(self)  # raises: a whole captured tensor is not a mod value
+def _row_op(op, reverse=False):
+    def f(self, other):
+        return self._row()._zip(other, op, reverse)
+    return f
 
 
 for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift", "rshift", "eq",
               "ne", "lt", "le", "gt", "ge"):
-    setattr(BufferProxy, f"__{_name}__", _whole_arith)
-    setattr(BufferProxy, f"__r{_name}__", _whole_arith)
+    setattr(BufferProxy, f"__{_name}__", _row_op(_name))
+    setattr(BufferProxy, f"__r{_name}__", _row_op(_name, reverse=True))
 BufferProxy.__hash__ = object.__hash__

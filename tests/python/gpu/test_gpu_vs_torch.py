@@ -65,6 +65,21 @@ def rel_bias(score, b, h, q, kv):
     return score + REL_BIAS[h, q - kv + S]
 
 
+# Rows of captured tensors (python/flexattn/_rows.py), as attention-gym's top-k tile mask (vsa.py) and
+# latent-attention rope score (latent_attention.py) use them. Tile t of the queries always keeps its own kv tile.
+TOPK = torch.randint(0, 5, (2, 4, 5, 3), device=DEV)
+TOPK[..., 0] = torch.arange(5, device=DEV)
+ROPE_Q, ROPE_K = torch.randn(2, 4, L, 8, device=DEV) * 0.3, torch.randn(2, 1, S, 8, device=DEV) * 0.3
+
+
+def top_k_tiles(b, h, q, kv):
+    return (TOPK[b, h, q // 64] == (kv // 64).unsqueeze(-1)).any(dim=-1)
+
+
+def rope_score(score, b, h, q, kv):
+    return score + torch.dot(ROPE_Q[b, h, q], ROPE_K[b, 0, kv])
+
+
 CORPUS = {  # name: (score_mod, mask_mod, learnable buffers)
     "full": (None, None, ()),
     "causal": (None, causal, ()),
@@ -74,6 +89,7 @@ CORPUS = {  # name: (score_mod, mask_mod, learnable buffers)
     "alibi+causal": (alibi, causal, ()),
     "softcap+causal": (softcap, causal, ()),
     "learnable_rel_bias": (rel_bias, None, (REL_BIAS,)),
+    "rows: top-k tiles + rope": (rope_score, top_k_tiles, ()),
 }
 
 

@@ -1,0 +1,176 @@
+"""Rows of captured tensors inside mods. A captured tensor indexed in every dimension but its last (a row, e.g.
+`topk[b, h, q_tile]` or `rope_q[b, h, q_idx]`) and elementwise combinations of rows with each other and with mod
+values are vectors of the row's length, unrolled into the IR one element per load; their reductions (sum, any,
+all, amax, amin, mean, dot) are mod values again. What attention-gym's top-k (VSA) mask and latent-attention
+rope score need: `(topk[b, h, t] == kv_tile.unsqueeze(-1)).any(dim=-1)`, `torch.dot(rq[b, h, q], rk[b, h, kv])`.
+A row of n elements costs n loads (and n operations per use) for every score entry: meant for short rows."""
+from __future__ import annotations
+
+from ._context import fail
+
+MAX_ROW = 256  # elements unrolled per row: beyond, the per-entry cost is no longer a mod's
+
+_ELEMENTWISE = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift", "rshift",
+                "eq", "ne", "lt", "le", "gt", "ge")
+
+
+def _handlers():
+    from ._dispatch import HANDLERS
+
+    return HANDLERS
+
+
+class RowProxy:
+    """A vector of mod values (Proxy objects) of a fixed length."""
+
+    def __init__(self, items, what):
+        self.items, self.what = list(items), what
+
+    def __repr__(self):
+        return f"<flexattn row of {len(self.items)} from {self.what}>"
+
+    def __len__(self):
+        return len(self.items)
+
+    @property
+    def shape(self):
+        return (len(self.items),)
+
+    def dim(self):
+        return 1
+
+    def _zip(self, other, op, reverse=False):
+        h = _handlers()[f"__{op}__"]
+        row = as_row(other)
+        other = other if row is None else row
+        if isinstance(other, RowProxy):
+            if len(other) != len(self):
+                fail(f"rows of {len(self)} and {len(other)} elements combined elementwise",
+                     f"{self.what} and {other.what} must have the same length")
+            pairs = zip(self.items, other.items)
+        else:
+            pairs = ((x, other) for x in self.items)
+        return RowProxy([h(b, a) if reverse else h(a, b) for a, b in pairs], self.what)
+
+    def _map(self, name):
+        return RowProxy([_handlers()[name](x) for x in self.items], self.what)
+
+    def __neg__(self):
+        return self._map("__neg__")
+
+    def __abs__(self):
+        return self._map("__abs__")
+
+    def __invert__(self):
+        return self._map("__invert__")
+
+    def __bool__(self):
+        fail(f"a row of {self.what} used as a Python bool", "reduce it first, e.g. .any() or .all()")
+
+    # ---- reductions: a balanced tree, so a long row stays shallow ----
+    def _reduce(self, name, dim):
+        if dim not in (None, -1, 0):
+            fail(f"reduction over dim={dim!r} of a row of {self.what}", "a row has one dimension: dim=-1 (or 0)")
+        h = _handlers()[name]
+        items = list(self.items)
+        while len(items) > 1:
+            items = [h(items[i], items[i + 1]) if i + 1 < len(items) else items[i] for i in range(0, len(items), 2)]
+        return items[0]
+
+    def _as_bool(self):
+        return RowProxy([x if x.node.type == "bool" else _handlers()["__ne__"](x, 0) for x in self.items], self.what)
+
+    def sum(self, dim=None, keepdim=False, dtype=None):
+        return self._reduce("__add__", dim)
+
+    def mean(self, dim=None, keepdim=False, dtype=None):
+        return _handlers()["__truediv__"](self.sum(dim), float(len(self)))
+
+    def any(self, dim=None, keepdim=False):
+        return self._as_bool()._reduce("__or__", dim)
+
+    def all(self, dim=None, keepdim=False):
+        return self._as_bool()._reduce("__and__", dim)
+
+    def amax(self, dim=None, keepdim=False):
+        return self._reduce("maximum", dim)
+
+    def amin(self, dim=None, keepdim=False):
+        return self._reduce("minimum", dim)
+
+    def max(self, dim=None, keepdim=False):
+        if dim is not None:
+            fail(f".max(dim={dim!r}) of a row of {self.what}", "it returns values and indices; use .amax(dim) for "
+                 "the values")
+        return self.amax()
+
+    def min(self, dim=None, keepdim=False):
+        if dim is not None:
+            fail(f".min(dim={dim!r}) of a row of {self.what}", "it returns values and indices; use .amin(dim) for "
+                 "the values")
+        return self.amin()
+
+    def unsqueeze(self, dim):
+        fail(f".unsqueeze on a row of {self.what}", "rows stay one-dimensional inside mods; unsqueeze the mod value "
+             "it is compared with instead, e.g. (row == x.unsqueeze(-1)).any(-1)")
+
+    def to(self, *args, **kwargs):
+        return RowProxy([x.to(*args, **kwargs) for x in self.items], self.what)
+
+    def float(self):
+        return self._map("float")
+
+    def int(self):
+        return self._map("int")
+
+    def long(self):
+        return self._map("long")
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return row_function(getattr(func, "__name__", repr(func)), args, kwargs or {})
+
+    def __array_function__(self, func, types, args, kwargs):
+        return row_function(func.__name__, args, kwargs)
+
+
+for _op in _ELEMENTWISE:
+    setattr(RowProxy, f"__{_op}__", (lambda op: lambda self, other: self._zip(other, op))(_op))
+    setattr(RowProxy, f"__r{_op}__", (lambda op: lambda self, other: self._zip(other, op, reverse=True))(_op))
+RowProxy.__hash__ = object.__hash__
+
+
+def as_row(x):
+    """x as a RowProxy when it is a row (or a captured tensor with one dimension left), else None."""
+    from ._proxy import BufferProxy
+
+    if isinstance(x, RowProxy):
+        return x
+    if isinstance(x, BufferProxy) and x.ndim == 1:
+        n = x.shape[0]
+        if n > MAX_ROW:
+            fail(f"a row of {n} elements of captured tensor '{x.name}'",
+                 f"rows are unrolled into the mod, one load per element, up to {MAX_ROW}")
+        return RowProxy([x[i] for i in range(n)], f"captured tensor '{x.name}'")
+    return None
+
+
+_REDUCTIONS = ("sum", "mean", "any", "all", "amax", "amin", "max", "min")
+
+
+def row_function(name, args, kwargs):
+    """A torch / numpy function applied to rows: reductions, dot, and the elementwise functions of HANDLERS."""
+    rows = [as_row(a) for a in args]
+    if name in ("dot", "inner", "vdot") and len(args) == 2 and all(r is not None for r in rows):
+        return (rows[0] * rows[1]).sum()
+    if name in _REDUCTIONS and args and rows[0] is not None:
+        dim = kwargs.get("dim", kwargs.get("axis", args[1] if len(args) > 1 else None))
+        return getattr(rows[0], name)(dim)
+    h = _handlers().get(name)
+    if h is not None and any(r is not None for r in rows):
+        n = {len(r) for r in rows if r is not None}
+        if len(n) > 1:
+            fail(f"{name} of rows of different lengths {sorted(n)}")
+        return RowProxy([h(*[r.items[i] if r is not None else a for r, a in zip(rows, args)], **kwargs)
+                         for i in range(n.pop())], next(r.what for r in rows if r is not None))
+    fail(f"{name} applied to a row", "rows support elementwise operations, sum, mean, any, all, amax, amin and dot")

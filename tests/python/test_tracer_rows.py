@@ -1,0 +1,82 @@
+"""Rows of captured tensors inside mods (python/flexattn/_rows.py): a captured tensor indexed in all but its last
+dimension, combined elementwise and reduced, as attention-gym's top-k (VSA) mask and latent-attention rope score
+do. Traced text, values against numpy on the whole grid, and the errors."""
+import numpy as np
+import pytest
+
+import flexattn
+from flexattn import _native
+
+RNG = np.random.default_rng(5)
+TOPK = RNG.integers(0, 8, size=(2, 3, 4, 5)).astype(np.int64)  # [B, H, query tiles, k]
+RQ = RNG.standard_normal((2, 3, 64, 8)).astype(np.float32)     # [B, H, Q, rope dim]
+RK = RNG.standard_normal((2, 1, 128, 8)).astype(np.float32)    # [B, Hkv, KV, rope dim]
+
+
+def grid():
+    return (np.arange(2)[:, None, None, None], np.arange(3)[None, :, None, None], np.arange(64)[None, None, :, None],
+            np.arange(128)[None, None, None, :])
+
+
+def vsa(b, h, q, kv):  # attention-gym masks/vsa.py: is kv's tile among q's tile's top-k tiles
+    return (TOPK[b, h, q // 16] == (kv // 16).unsqueeze(-1)).any(dim=-1)
+
+
+def test_top_k_tile_mask_is_an_or_over_the_row():
+    t = flexattn.trace(vsa)
+    assert t.text == ("_t0 = q_idx // 16;\n_t1 = kv_idx // 16;\n"
+                      "TOPK{i64}[b, h, _t0, 0] == _t1 || TOPK{i64}[b, h, _t0, 1] == _t1 || "
+                      "(TOPK{i64}[b, h, _t0, 2] == _t1 || TOPK{i64}[b, h, _t0, 3] == _t1) || TOPK{i64}[b, h, _t0, 4] == _t1")
+    b, h, q, kv = grid()
+    rows = TOPK[:, :, np.arange(64) // 16][:, :, :, None, :]  # [B, H, Q, 1, k]
+    want = (rows == (np.arange(128) // 16)[:, None]).any(-1)   # [B, H, Q, KV]
+    assert np.array_equal(np.broadcast_to(t.evaluate(b=b, h=h, q_idx=q, kv_idx=kv), want.shape), want)
+
+
+@pytest.mark.parametrize("name,mod,reference", [
+    ("dot", lambda s, b, h, q, kv: s + np.dot(RQ[b, h, q], RK[b, 0, kv]),
+     lambda s, Q, K: s + (Q * K).sum(-1)),
+    ("product sum", lambda s, b, h, q, kv: s + (RQ[b, h, q] * RK[b, 0, kv]).sum(-1) * 0.5,
+     lambda s, Q, K: s + (Q * K).sum(-1) * 0.5),
+    ("amax amin mean abs neg", lambda s, b, h, q, kv: s + RQ[b, h, q].amax() - RK[b, 0, kv].amin(-1)
+     - abs(-RK[b, 0, kv]).mean(),
+     lambda s, Q, K: s + Q.max(-1) - K.min(-1) - np.abs(K).mean(-1)),
+    ("any all of numbers", lambda s, b, h, q, kv: s + (RQ[b, h, q] > 1.5).any() * 1.0 + (RK[b, 0, kv] > -2.0).all() * 2.0,
+     lambda s, Q, K: s + (Q > 1.5).any(-1) * 1.0 + (K > -2.0).all(-1) * 2.0),
+    ("row with a row and a value", lambda s, b, h, q, kv: (s - RQ[b, h, q] * RK[b, 0, kv] * s).max(),
+     lambda s, Q, K: (s[..., None] - Q * K * s[..., None]).max(-1)),
+])
+def test_row_arithmetic_and_reductions_match_numpy(name, mod, reference):
+    b, h, q, kv = grid()
+    s = RNG.standard_normal((2, 3, 64, 128))
+    got = flexattn.trace(mod).evaluate(score=s, b=b, h=h, q_idx=q, kv_idx=kv)
+    Q = RQ.astype(np.float64)[:, :, :, None, :]
+    K = np.broadcast_to(RK.astype(np.float64)[:, :, None, :, :], (2, 3, 64, 128, 8))
+    np.testing.assert_allclose(np.broadcast_to(got, s.shape), reference(s, Q, K), rtol=1e-12, atol=1e-12)
+
+
+def test_traced_rows_read_back_in_the_native_ir():
+    C = _native.load()
+    if C is None:
+        pytest.skip(f"flexattn._C not built: {_native.error()}")
+    text = flexattn.trace(vsa).text
+    assert C.Mod(text, "mask_mod") == C.Mod(C.Mod(text, "mask_mod").text, "mask_mod")
+
+
+LONG = np.zeros((2, 300), dtype=np.float32)
+
+
+@pytest.mark.parametrize("mod,message", [
+    (lambda s, b, h, q, kv: s + LONG[b].sum(), r"a row of 300 elements of captured tensor 'LONG' .* rows are unrolled "
+                                               r"into the mod, one load per element, up to 256"),
+    (lambda s, b, h, q, kv: s + np.dot(RQ[b, h, q], TOPK[b, h, 0]), r"rows of 8 and 5 elements combined elementwise"),
+    (lambda s, b, h, q, kv: s + RQ[b, h, q].max(dim=-1), r"\.max\(dim=-1\) of a row .* use \.amax\(dim\)"),
+    (lambda s, b, h, q, kv: s + RQ[b, h, q].sum(dim=1), r"reduction over dim=1 of a row"),
+    (lambda s, b, h, q, kv: s + RQ[b, h, q].unsqueeze(-1).sum(), r"\.unsqueeze on a row"),
+    (lambda s, b, h, q, kv: s if RQ[b, h, q] > 0 else -s, r"a row of captured tensor 'RQ' used as a Python bool"),
+    (lambda s, b, h, q, kv: s + RQ[b].sum(), r"captured tensor 'RQ' used without indexing"),
+    (lambda s, b, h, q, kv: s + (q + 1).unsqueeze(2), r"unsqueeze\(dim=2\) of a mod value"),
+])
+def test_row_errors_say_what_to_do(mod, message):
+    with pytest.raises(flexattn.TraceError, match=message):
+        flexattn.trace(mod)
