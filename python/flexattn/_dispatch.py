@@ -448,14 +448,16 @@ def make_mode():
 
 
 def _has_row(xs):
-    from ._rows import RowProxy
+    from ._rows import is_row
 
-    return any(isinstance(x, RowProxy) or (isinstance(x, BufferProxy) and x.ndim == 1) for x in xs)
+    return any(is_row(x) for x in xs)
 
 
 def _has_proxy(xs):
+    from ._rows import RowProxy
+
     for x in xs:
-        if isinstance(x, (Proxy, BufferProxy)):
+        if isinstance(x, (Proxy, BufferProxy, RowProxy)):
             return True
         if isinstance(x, (tuple, list)) and _has_proxy(x):
             return True

@@ -24,8 +24,6 @@ def as_node(x):
     if isinstance(x, np.generic) and x.dtype.kind in "biuf":
         return _ir.python_literal(x.item())
     if isinstance(x, BufferProxy):
-        if x.ndim == 1:  # a row: the operation is the row's (_rows.py), which Python tries next
-            return None
         fail(f"captured tensor '{x.name}' used without indexing",
              f"index every dimension with traced indices first, e.g. {x.name}[h, q_idx]")
     if is_array_like(x):
@@ -72,8 +70,9 @@ def _concrete(p, kind: str):
 def _binop(name, reverse=False):
     def f(self, other):
         from ._dispatch import HANDLERS
+        from ._rows import is_row
 
-        if as_node(other) is None:
+        if is_row(other) or as_node(other) is None:  # a row's own operation (_rows.py) comes next
             return NotImplemented
         return HANDLERS[name](other, self) if reverse else HANDLERS[name](self, other)
 

@@ -20,6 +20,12 @@ def _handlers():
     return HANDLERS
 
 
+def is_row(x):
+    from ._proxy import BufferProxy
+
+    return isinstance(x, RowProxy) or (isinstance(x, BufferProxy) and x.ndim == 1)
+
+
 class RowProxy:
     """A vector of mod values (Proxy objects) of a fixed length."""
 
@@ -31,6 +37,14 @@ class RowProxy:
 
     def __len__(self):
         return len(self.items)
+
+    def __getitem__(self, i):
+        if not isinstance(i, int):
+            fail(f"row of {self.what} indexed with {i!r}", "index a row with a Python int, or reduce it")
+        return self.items[i]
+
+    def __pos__(self):
+        return self
 
     @property
     def shape(self):
@@ -67,44 +81,67 @@ class RowProxy:
     def __bool__(self):
         fail(f"a row of {self.what} used as a Python bool", "reduce it first, e.g. .any() or .all()")
 
-    # ---- reductions: a balanced tree, so a long row stays shallow ----
-    def _reduce(self, name, dim):
+    # ---- reductions: a balanced tree, so a long row stays shallow; torch's result types ----
+    def _reduce(self, name, dim, keepdim=False, empty=None):
         if dim not in (None, -1, 0):
             fail(f"reduction over dim={dim!r} of a row of {self.what}", "a row has one dimension: dim=-1 (or 0)")
+        if keepdim:
+            fail(f"keepdim=True in a reduction of a row of {self.what}", "a mod value is 0-d: leave keepdim off")
+        if not self.items:
+            if empty is None:
+                fail(f"{name.strip('_')} of an empty row of {self.what}", "torch refuses it too")
+            return empty
         h = _handlers()[name]
         items = list(self.items)
         while len(items) > 1:
             items = [h(items[i], items[i + 1]) if i + 1 < len(items) else items[i] for i in range(0, len(items), 2)]
         return items[0]
 
+    def _type(self):
+        return self.items[0].node.type if self.items else "f32"
+
     def _as_bool(self):
         return RowProxy([x if x.node.type == "bool" else _handlers()["__ne__"](x, 0) for x in self.items], self.what)
 
+    def _cast_items(self, dtype):
+        return self if dtype is None else RowProxy([x.to(dtype) for x in self.items], self.what)
+
     def sum(self, dim=None, keepdim=False, dtype=None):
-        return self._reduce("__add__", dim)
+        row = self._cast_items(dtype)
+        if dtype is None and row._type() != "f32":  # torch sums bools and integers in int64
+            row = row._cast_items("int64")
+        return row._reduce("__add__", dim, keepdim, empty=0.0 if row._type() == "f32" else 0)
 
     def mean(self, dim=None, keepdim=False, dtype=None):
-        return _handlers()["__truediv__"](self.sum(dim), float(len(self)))
+        row = self._cast_items(dtype)
+        if row._type() != "f32":
+            fail(f"mean of a row of {self.what} ({row._type()})", "torch refuses mean on integers and bools: cast "
+                 "it first, e.g. .float().mean() or mean(dtype=torch.float32)")
+        return _handlers()["__truediv__"](row.sum(dim, keepdim), float(len(row)))
 
     def any(self, dim=None, keepdim=False):
-        return self._as_bool()._reduce("__or__", dim)
+        return self._as_bool()._reduce("__or__", dim, keepdim, empty=False)
 
     def all(self, dim=None, keepdim=False):
-        return self._as_bool()._reduce("__and__", dim)
+        return self._as_bool()._reduce("__and__", dim, keepdim, empty=True)
 
     def amax(self, dim=None, keepdim=False):
-        return self._reduce("maximum", dim)
+        return self._reduce("maximum", dim, keepdim)
 
     def amin(self, dim=None, keepdim=False):
-        return self._reduce("minimum", dim)
+        return self._reduce("minimum", dim, keepdim)
 
     def max(self, dim=None, keepdim=False):
+        if dim is not None and not isinstance(dim, int):  # torch.max(input, other): elementwise
+            return row_function("maximum", (self, dim), {})
         if dim is not None:
             fail(f".max(dim={dim!r}) of a row of {self.what}", "it returns values and indices; use .amax(dim) for "
                  "the values")
         return self.amax()
 
     def min(self, dim=None, keepdim=False):
+        if dim is not None and not isinstance(dim, int):
+            return row_function("minimum", (self, dim), {})
         if dim is not None:
             fail(f".min(dim={dim!r}) of a row of {self.what}", "it returns values and indices; use .amin(dim) for "
                  "the values")
@@ -133,6 +170,13 @@ class RowProxy:
     def __array_function__(self, func, types, args, kwargs):
         return row_function(func.__name__, args, kwargs)
 
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method != "__call__" or kwargs:
+            fail(f"numpy {ufunc.__name__}.{method} on a row of {self.what}")
+        from ._dispatch import numpy_name
+
+        return row_function(numpy_name(ufunc.__name__), inputs, {})
+
 
 for _op in _ELEMENTWISE:
     setattr(RowProxy, f"__{_op}__", (lambda op: lambda self, other: self._zip(other, op))(_op))
@@ -149,8 +193,9 @@ def as_row(x):
     if isinstance(x, BufferProxy) and x.ndim == 1:
         n = x.shape[0]
         if n > MAX_ROW:
-            fail(f"a row of {n} elements of captured tensor '{x.name}'",
-                 f"rows are unrolled into the mod, one load per element, up to {MAX_ROW}")
+            fail(f"a row of {n} elements of captured tensor '{x.name}' (indexed in all but its last dimension)",
+                 f"index it fully, e.g. {x.name}[h, q_idx]; rows that a mod combines or reduces are unrolled into "
+                 f"it, one load per element, up to {MAX_ROW}")
         return RowProxy([x[i] for i in range(n)], f"captured tensor '{x.name}'")
     return None
 
@@ -160,7 +205,16 @@ _REDUCTIONS = ("sum", "mean", "any", "all", "amax", "amin", "max", "min")
 
 def row_function(name, args, kwargs):
     """A torch / numpy function applied to rows: reductions, dot, and the elementwise functions of HANDLERS."""
+    if name.startswith("special_"):
+        name = name[len("special_"):]
+    kwargs = dict(kwargs)
+    if "input" in kwargs:  # torch.sum(input=row)
+        args = (kwargs.pop("input"),) + tuple(args)
+    if name == "unsqueeze":
+        return as_row(args[0]).unsqueeze(args[1] if len(args) > 1 else kwargs.get("dim"))
     rows = [as_row(a) for a in args]
+    if name in ("max", "min") and len(args) == 2 and not isinstance(args[1], int):  # torch.max(a, b): elementwise
+        name = "maximum" if name == "max" else "minimum"
     if name in ("dot", "inner", "vdot") and len(args) == 2 and all(r is not None for r in rows):
         return (rows[0] * rows[1]).sum()
     if name in _REDUCTIONS and args and rows[0] is not None:

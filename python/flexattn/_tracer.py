@@ -196,6 +196,11 @@ def _run(fn, kind, name, key, refs):
 
 
 def _result_node(result, kind, name, fn):
+    from ._rows import RowProxy
+
+    if isinstance(result, RowProxy):
+        raise TraceError(f"{kind} '{name}' returned a row of {len(result)} values of {result.what} (indexed in all but "
+                         "its last dimension): index it fully, e.g. bias[h, q_idx], or reduce it, e.g. .sum()", name)
     if isinstance(result, BufferProxy) or result is None or isinstance(result, (tuple, list)):
         what = "None" if result is None else type(result).__name__
         raise TraceError(f"{kind} '{name}' returned {what}; it must return one value", name)

@@ -16,7 +16,9 @@ from ._proxy import BufferProxy, Proxy
 
 
 def _traced(args) -> bool:
-    return any(isinstance(a, (Proxy, BufferProxy)) for a in args)
+    from ._rows import RowProxy
+
+    return any(isinstance(a, (Proxy, BufferProxy, RowProxy)) for a in args)
 
 
 def _np_clamp(x, min=None, max=None):
@@ -50,6 +52,10 @@ _TORCH_NAME = {"tanh_approx": "tanh"}
 def _make(name):
     def op(*args, **kwargs):
         if _traced(args) or _traced(kwargs.values()):
+            from ._rows import is_row, row_function
+
+            if any(is_row(a) for a in args):
+                return row_function(name, args, kwargs)
             return HANDLERS[name](*args, **kwargs)
         if any(is_torch_tensor(a) for a in args):
             if name == "to":

@@ -64,19 +64,87 @@ def test_traced_rows_read_back_in_the_native_ir():
 
 
 LONG = np.zeros((2, 300), dtype=np.float32)
+BOOLS = np.array([[True, True, False], [False, False, True]])
+EMPTY = np.zeros((2, 0), dtype=np.float32)
 
 
+def too_long(s, b, h, q, kv):
+    return s + LONG[b].sum()
+
+
+def different_lengths(s, b, h, q, kv):
+    return s + np.dot(RQ[b, h, q], TOPK[b, h, 0])
+
+
+def max_with_dim(s, b, h, q, kv):
+    return s + RQ[b, h, q].max(dim=-1)
+
+
+def sum_over_dim_1(s, b, h, q, kv):
+    return s + RQ[b, h, q].sum(dim=1)
+
+
+def unsqueezed_row(s, b, h, q, kv):
+    return s + RQ[b, h, q].unsqueeze(-1).sum()
+
+
+def row_as_bool(s, b, h, q, kv):
+    return s if RQ[b, h, q] > 0 else -s
+
+
+def whole_tensor(s, b, h, q, kv):
+    return s + RQ[b].sum()
+
+
+def unsqueeze_dim_2(s, b, h, q, kv):
+    return s + (q + 1).unsqueeze(2)
+
+
+def mean_of_ints(s, b, h, q, kv):
+    return s + TOPK[b, h, 0].mean()
+
+
+def keepdim(s, b, h, q, kv):
+    return s + RQ[b, h, q].sum(-1, keepdim=True)
+
+
+def forgot_an_index(s, b, h, q, kv):
+    return s + RQ[b, h, q]
+
+
+# The patterns sit on other lines than the mods: the messages quote the mod's source line.
 @pytest.mark.parametrize("mod,message", [
-    (lambda s, b, h, q, kv: s + LONG[b].sum(), r"a row of 300 elements of captured tensor 'LONG' .* rows are unrolled "
-                                               r"into the mod, one load per element, up to 256"),
-    (lambda s, b, h, q, kv: s + np.dot(RQ[b, h, q], TOPK[b, h, 0]), r"rows of 8 and 5 elements combined elementwise"),
-    (lambda s, b, h, q, kv: s + RQ[b, h, q].max(dim=-1), r"\.max\(dim=-1\) of a row .* use \.amax\(dim\)"),
-    (lambda s, b, h, q, kv: s + RQ[b, h, q].sum(dim=1), r"reduction over dim=1 of a row"),
-    (lambda s, b, h, q, kv: s + RQ[b, h, q].unsqueeze(-1).sum(), r"\.unsqueeze on a row"),
-    (lambda s, b, h, q, kv: s if RQ[b, h, q] > 0 else -s, r"a row of captured tensor 'RQ' used as a Python bool"),
-    (lambda s, b, h, q, kv: s + RQ[b].sum(), r"captured tensor 'RQ' used without indexing"),
-    (lambda s, b, h, q, kv: s + (q + 1).unsqueeze(2), r"unsqueeze\(dim=2\) of a mod value"),
+    (too_long, r"a row of 300 elements of captured tensor 'LONG' \(indexed in all but its last dimension\) .* "
+               r"index it fully, e\.g\. LONG\[h, q_idx\]; rows that a mod combines or reduces are unrolled"),
+    (different_lengths, r"rows of 8 and 5 elements combined elementwise"),
+    (max_with_dim, r"\.max\(dim=-1\) of a row of captured tensor 'RQ' .* use \.amax\(dim\) for the values"),
+    (sum_over_dim_1, r"reduction over dim=1 of a row .* a row has one dimension"),
+    (unsqueezed_row, r"\.unsqueeze on a row of captured tensor 'RQ' .* rows stay one-dimensional"),
+    (row_as_bool, r"a row of captured tensor 'RQ' used as a Python bool .* reduce it first"),
+    (whole_tensor, r"unsupported operation '\.sum' on captured tensor 'RQ' .* index it with traced indices first"),
+    (unsqueeze_dim_2, r"unsqueeze\(dim=2\) of a mod value .* a mod value is 0-d"),
+    (mean_of_ints, r"mean of a row of captured tensor 'TOPK' \(i64\) .* torch refuses mean on integers"),
+    (keepdim, r"keepdim=True in a reduction of a row .* leave keepdim off"),
+    (forgot_an_index, r"score_mod 'forgot_an_index' returned a row of 8 values of captured tensor 'RQ' \(indexed in all "
+                      r"but its last dimension\): index it fully"),
 ])
 def test_row_errors_say_what_to_do(mod, message):
     with pytest.raises(flexattn.TraceError, match=message):
         flexattn.trace(mod)
+
+
+def test_reductions_take_torchs_result_types():
+    # torch: sum of bools or integers is int64 (a count, not an or); any / all / sum of an empty row are False /
+    # True / 0; torch.max(row, other) is elementwise.
+    t = flexattn.trace(lambda b, h, q, kv: BOOLS[b].sum() >= 2)
+    assert t.text == "i64(BOOLS{bool}[b, 0]) + i64(BOOLS{bool}[b, 1]) + i64(BOOLS{bool}[b, 2]) >= 2"
+    assert list(t.evaluate(b=np.arange(2), h=0, q_idx=0, kv_idx=0)) == [True, False]
+    assert flexattn.trace(lambda s, b, h, q, kv: s + TOPK[b, h, 0].sum(dtype=np.int32)).text.count("i32(") == 5
+    assert flexattn.trace(lambda s, b, h, q, kv: s + EMPTY[b].sum()).text == "score + 0.0"
+    assert flexattn.trace(lambda b, h, q, kv: EMPTY[b].any() | (q >= kv)).text == "q_idx >= kv_idx"
+    elementwise = flexattn.trace(lambda s, b, h, q, kv: s + RQ[b, h, q].max(RK[b, 0, kv]).sum())
+    assert elementwise.text.count("max(RQ[b, h, q_idx, ") == 8
+    assert flexattn.trace(lambda s, b, h, q, kv: s + RQ[b, h, q][3]).text == "score + RQ[b, h, q_idx, 3]"
+    via_ops = flexattn.trace(lambda s, b, h, q, kv: s + flexattn.ops.exp(RQ[b, h, q]).sum())
+    assert via_ops.text.count("exp(RQ[b, h, q_idx, ") == 8
+    assert flexattn.trace(lambda s, b, h, q, kv: s + np.exp(RQ[b, h, q]).sum()).text == via_ops.text

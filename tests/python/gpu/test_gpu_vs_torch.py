@@ -93,11 +93,11 @@ CORPUS = {  # name: (score_mod, mask_mod, learnable buffers)
 }
 
 
-def masks(mask, B, Lq=L, Skv=S):
+def masks(mask, B, Lq=L, Skv=S, H=None):
     if mask is None:
         return None, None
-    return (TORCH_CBM(mask, B, None, Lq, Skv, device=DEV),
-            _torch_api.create_block_mask(mask, B, None, Lq, Skv, device=DEV))
+    return (TORCH_CBM(mask, B, H, Lq, Skv, device=DEV),
+            _torch_api.create_block_mask(mask, B, H, Lq, Skv, device=DEV))
 
 
 def run(case, score, bm_pair, q, k, v, learnable, report, **kw):
@@ -140,7 +140,8 @@ def test_corpus_forward_backward_matches_torch(case, report):
     score, mask, learnable = CORPUS[case]
     B, H, D = 2, 4, 64
     q, k, v = (torch.randn(B, H, n, D, device=DEV, dtype=torch.bfloat16) for n in (L, S, S))
-    run(case, score, masks(mask, B), q, k, v, learnable, report)
+    # One block mask per head: the top-k tiles differ between heads.
+    run(case, score, masks(mask, B, H=H), q, k, v, learnable, report)
 
 
 def _approx_tanh_op():
