@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Session 22 round 1 (prepared in session 22, which had no device): softcap through tanh_approx (the IR node of its
+# Session 22 round 1 (prepared in session 22, which had no device). Also the first GPU run of session 22's new IR nodes
+# (integer bitwise: the corpus mask text:bitwise) and of rows in traced mods (the Python GPU test "rows: top-k tiles +
+# rope" against torch flex). Mainly softcap through tanh_approx (the IR node of its
 # own, codegen's kSoftcapApprox: the sm90 forward's folded softcap path with one tanh.approx.f32 per entry instead
 # of ex2 + rcp). Correctness first: every softcap case of gpu_attention_check (the corpus entry
 # softcap_approx:30+causal, its tolerance widened by cap * 2^-11), `run --check` at odd lengths (its naive baseline
@@ -14,15 +16,16 @@
 out_dir s22a; L=$O
 deadline 540
 BUILD_PY=ON build_gpu $O flexattn _C gpu_attention_check
-timeout $(cap 120 10) $CHECK --only softcap > $O/check_softcap.log 2>&1
-echo "check --only softcap rc=$? $(pass_fail $O/check_softcap.log) ($(el) s)"; grep ^FAIL $O/check_softcap.log | head -5
+timeout $(cap 150 10) $CHECK --only softcap --only bitwise > $O/check_softcap.log 2>&1
+echo "check --only softcap --only bitwise rc=$? $(pass_fail $O/check_softcap.log) ($(el) s)"
+grep ^FAIL $O/check_softcap.log | head -5
 grep -E "softcap_approx" $O/check_softcap.log | head -4
 for q in 65 129 1000 4097; do run_check --dtype bf16 -Q $q -D 128 --mask causal --score softcap_approx:30; done
 run_check --dtype bf16 -Q 1000 -D 64 --score softcap_approx:30 --backward
 run_check --dtype f16 -Q 777 -D 128 --mask causal --score softcap_approx:50 --backward
 run_check_summary
 export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
-timeout $(cap 120 10) python3 -m pytest -q -p no:cacheprovider tests/python/gpu/test_gpu_vs_torch.py -k "approx or softcap" \
+timeout $(cap 150 10) python3 -m pytest -q -p no:cacheprovider tests/python/gpu/test_gpu_vs_torch.py -k "approx or softcap or rows" \
   -rA > $O/python_gpu.log 2>&1
 echo "python_gpu rc=$? $(tail -1 $O/python_gpu.log) ($(el) s)"; grep -E "softcap_approx" $O/python_gpu.log | head -12
 mkdir -p $OUT/bench
