@@ -134,8 +134,8 @@ TEST(ModOpsHost, BitwiseOperationsMatchTheInterpreter) {
   EXPECT_EQ(fa_shr(INT_MIN, 40), -1);
   EXPECT_EQ(fa_shr(INT_MAX, 40), 0);
   EXPECT_EQ(fa_shl(5, -1), 0);
-  EXPECT_EQ(fa_shl(1LL, 63), LLONG_MIN);
-  EXPECT_EQ(fa_shr(-(1LL << 40), 38), -4);
+  EXPECT_EQ(fa_shl(1LL, 63LL), LLONG_MIN);
+  EXPECT_EQ(fa_shr(-(1LL << 40), 38LL), -4);
   EXPECT_EQ(interp(bitwise_left_shift(q_idx() * 0 + Expr(1), Expr(31))), INT_MIN);
   EXPECT_EQ(interp(bitwise_right_shift(q_idx() * 0 + Expr(-8), Expr(33))), -1);
   EXPECT_EQ(interp(bitwise_xor(q_idx() * 0 + Expr(12), Expr(10))), 6);
