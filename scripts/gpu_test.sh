@@ -60,10 +60,11 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 # The backward's grouped launch order forced on for every variant and call (FLEXATTN_SM90_BWD_HEAD_GROUPS=1; the default
 # `auto` uses it only for variants with a mask_mod, with a block mask or deterministic), default and deterministic cases.
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_HEAD_GROUPS=1 run gpu_attention_bwd_groups $CHECK --quick
-# Session 21's opt-ins (written without a GPU; bench/RESULTS.md, session 21): the tall forward tile on the D = 64 calls
-# without a block mask (the identity and score-only mods, every length of the full run), the softcap path's reciprocal
-# on the FMA pipe for every entry, and the decode family's last-CTA merge (below, with the decode checks).
-[ $HOPPER = 1 ] && FLEXATTN_SM90_FWD_TALL=1 run gpu_attention_tall $CHECK --only full --only relbias --only t5
+# Session 21's switches (bench/RESULTS.md, sessions 21-22): the tall forward tile (default on since session 22) turned
+# off on the D = 64 calls without a block mask (the identity and score-only mods, every length of the full run), the
+# softcap path's reciprocal on the FMA pipe for every entry, and the decode family's last-CTA merge (below, with the
+# decode checks).
+[ $HOPPER = 1 ] && FLEXATTN_SM90_FWD_TALL=0 run gpu_attention_no_tall $CHECK --only full --only relbias --only t5
 [ $HOPPER = 1 ] && FLEXATTN_SM90_SOFTCAP_RCP=8 run gpu_attention_softcap_rcp $CHECK --only softcap
 # compute-sanitizer memcheck on the quick subset (every kernel, odd lengths, both dtypes): any invalid access
 # fails the step. Skipped where the tool is absent or GPU_TEST_MEMCHECK=0.

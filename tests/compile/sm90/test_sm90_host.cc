@@ -619,14 +619,16 @@ TEST(Sm90Host, TallTileAppliesAtHeadDim64WithoutABlockMask) {
   EXPECT_EQ(kern::sm90_fwd_launch(64, 64, false, 1, 1, 193, 132, true, true).grid_x, 2u);
 
   unsetenv("FLEXATTN_SM90_FWD_TALL");
-  EXPECT_FALSE(runtime::sm90_fwd_tall_requested(64, 64, false));  // off by default
+  EXPECT_TRUE(runtime::sm90_fwd_tall_requested(64, 64, false));  // on by default (session 22)
+  setenv("FLEXATTN_SM90_FWD_TALL", "0", 1);
+  EXPECT_FALSE(runtime::sm90_fwd_tall_requested(64, 64, false));
   setenv("FLEXATTN_SM90_FWD_TALL", "1", 1);
   EXPECT_TRUE(runtime::sm90_fwd_tall_requested(64, 64, false));
   EXPECT_FALSE(runtime::sm90_fwd_tall_requested(64, 64, true));  // a block mask: 128-row mask tiles
   EXPECT_FALSE(runtime::sm90_fwd_tall_requested(128, 128, false));
   EXPECT_FALSE(runtime::sm90_fwd_tall_requested(64, 128, false));
   setenv("FLEXATTN_SM90_FWD_TALL", "maybe", 1);  // not a flag value: the default, as for every flag (jit/sys.cc)
-  EXPECT_FALSE(runtime::sm90_fwd_tall_requested(64, 64, false));
+  EXPECT_TRUE(runtime::sm90_fwd_tall_requested(64, 64, false));
   unsetenv("FLEXATTN_SM90_FWD_TALL");
 
   // The source: 512-thread launch bounds and the tall template argument only when the key asks and it applies.
