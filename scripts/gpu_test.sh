@@ -76,7 +76,7 @@ fi
 [ -x build-gpu/tests/gpu/decode/gpu_decode_check ] && run gpu_decode build-gpu/tests/gpu/decode/gpu_decode_check ${GPU_TEST_ARGS:-}
 # The cp.async decode ring (the default on sm_90a is the bulk ring with a PDL combine).
 [ $HOPPER = 1 ] && [ -x build-gpu/tests/gpu/decode/gpu_decode_check ] && FLEXATTN_DECODE_BULK=0 FLEXATTN_DECODE_PDL=0 run gpu_decode_cp_async build-gpu/tests/gpu/decode/gpu_decode_check --quick
-[ -x build-gpu/tests/gpu/decode/gpu_decode_check ] && FLEXATTN_DECODE_MERGE=1 run gpu_decode_merge build-gpu/tests/gpu/decode/gpu_decode_check --quick
+[ -x build-gpu/tests/gpu/decode/gpu_decode_check ] && FLEXATTN_DECODE_MERGE=0 run gpu_decode_no_merge build-gpu/tests/gpu/decode/gpu_decode_check --quick
 [ -x build-gpu/tests/gpu/cp/gpu_cp_check ] && run gpu_cp build-gpu/tests/gpu/cp/gpu_cp_check
 # Every library mod through the CLI: `flexattn run --check --backward` against the CPU reference.
 run gpu_library_mods scripts/gpu_library_check.sh "$LOG"
