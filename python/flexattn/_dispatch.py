@@ -378,31 +378,39 @@ def _custom_op_name(func):
     return name if isinstance(name, str) and "::" in name else None
 
 
-def dispatch_torch(func, args, kwargs):
-    torch = torch_module()
-    if torch is not None and func is getattr(torch.Tensor, "where", None):
-        return _tensor_where(*args, **kwargs)
+def call_handler(name, args, kwargs, label=None):
+    """HANDLERS[name] on traced operands, or, when an operand is a row of a captured tensor, the row's elementwise
+    operation or reduction (_rows.py). The one place that tells the two apart: torch and numpy functions, the
+    rows' own torch / numpy protocols and flexattn.ops all come through here. `label` names the call in errors."""
+    label = label or name
     if _has_row(args) or _has_row(tuple(kwargs.values())):
         from ._rows import row_function
 
-        return row_function(getattr(func, "__name__", repr(func)), args, kwargs)
-    qualified = _custom_op_name(func)
-    if qualified is not None and not qualified.startswith("aten::"):
-        if qualified not in _CUSTOM_OPS:
-            _unsupported("torch.ops." + qualified.replace("::", "."))
-        return HANDLERS[_CUSTOM_OPS[qualified]](*args, **kwargs)
-    name = getattr(func, "__name__", repr(func))
-    if name.startswith("special_") and name not in HANDLERS:
-        name = name[len("special_"):]
+        return row_function(name, args, kwargs)
     h = HANDLERS.get(name)
     if h is None:
-        _unsupported(f"torch.{name}")
+        _unsupported(label)
     try:
         return h(*args, **kwargs)
     except TypeError as e:
         if "argument" not in str(e):
             raise
-        fail(f"torch.{name} called with unsupported arguments", str(e))
+        fail(f"{label} called with unsupported arguments", str(e))
+
+
+def dispatch_torch(func, args, kwargs):
+    torch = torch_module()
+    if torch is not None and func is getattr(torch.Tensor, "where", None):
+        return _tensor_where(*args, **kwargs)
+    qualified = _custom_op_name(func)
+    if qualified is not None and not qualified.startswith("aten::"):
+        if qualified not in _CUSTOM_OPS:
+            _unsupported("torch.ops." + qualified.replace("::", "."))
+        return call_handler(_CUSTOM_OPS[qualified], args, kwargs, "torch.ops." + qualified.replace("::", "."))
+    name = getattr(func, "__name__", repr(func))
+    if name.startswith("special_") and name not in HANDLERS:
+        name = name[len("special_"):]
+    return call_handler(name, args, kwargs, f"torch.{name}")
 
 
 _NUMPY = {"subtract": "sub", "multiply": "mul", "true_divide": "div", "divide": "div", "mod": "remainder",
@@ -422,14 +430,7 @@ def dispatch_numpy(name, args, kwargs):
         return HANDLERS["clamp"](x, kwargs.get("a_min", lo), kwargs.get("a_max", hi))
     if name == "positive":
         return args[0]
-    if _has_row(args):
-        from ._rows import row_function
-
-        return row_function(numpy_name(name), args, kwargs)
-    h = HANDLERS.get(_NUMPY.get(name, name))
-    if h is None:
-        _unsupported(f"numpy.{name}")
-    return h(*args, **kwargs)
+    return call_handler(numpy_name(name), args, kwargs, f"numpy.{name}")
 
 
 def make_mode():

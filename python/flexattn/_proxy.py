@@ -285,7 +285,12 @@ class BufferProxy:
             p = HANDLERS["to"](p, self.post_cast)
         return p
 
-    __torch_function__ = classmethod(lambda cls, func, types, args=(), kwargs=None: _whole_buffer(func, args, kwargs))
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        from ._dispatch import dispatch_torch
+
+        _whole_unless_rows(getattr(func, "__name__", func), args)
+        return dispatch_torch(func, args, kwargs or {})
 
     def __bool__(self):
         fail(f"captured tensor '{self.name}' used as a Python bool")
@@ -298,14 +303,18 @@ class BufferProxy:
     __iter__ = __array__ = _whole
 
     def __array_function__(self, func, types, args, kwargs):
-        return _whole_buffer(func, args, kwargs)
+        from ._dispatch import dispatch_numpy
+
+        _whole_unless_rows(func.__name__, args)
+        return dispatch_numpy(func.__name__, args, kwargs)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if method != "__call__" or kwargs:
             self._whole()
-        from ._dispatch import numpy_name
+        from ._dispatch import dispatch_numpy
 
-        return _whole_buffer(numpy_name(ufunc.__name__), inputs, {})
+        _whole_unless_rows(ufunc.__name__, inputs)
+        return dispatch_numpy(ufunc.__name__, inputs, {})
 
     def __neg__(self):
         return -self._row()
@@ -336,16 +345,13 @@ class BufferProxy:
              f"index it with traced indices first, e.g. {self.name}[h, q_idx]", cls=TraceAttributeError)
 
 
-def _whole_buffer(func, args, kwargs=None):
-    fname = func if isinstance(func, str) else getattr(func, "__name__", repr(func))
-    buffers = [a for a in args if isinstance(a, BufferProxy)]
-    if buffers and all(b.ndim == 1 for b in buffers):
-        from ._rows import row_function
-
-        return row_function(fname, args, kwargs or {})
-    name = buffers[0].name if buffers else "?"
-    fail(f"{fname} applied to a whole captured tensor '{name}'",
-         f"index it with traced indices first, e.g. {name}[h, q_idx]")
+def _whole_unless_rows(fname, args):
+    """Refuses a function of a captured tensor with more than one dimension left; rows (one left) go on to the
+    dispatchers, which hand them to _rows.py."""
+    whole = next((a for a in args if isinstance(a, BufferProxy) and a.ndim != 1), None)
+    if whole is not None:
+        fail(f"{fname} applied to a whole captured tensor '{whole.name}'",
+             f"index it with traced indices first, e.g. {whole.name}[h, q_idx]")
 
 
 def _row_op(op, reverse=False):

@@ -53,8 +53,9 @@ class RowProxy:
     def dim(self):
         return 1
 
-    def _zip(self, other, op, reverse=False):
-        h = _handlers()[f"__{op}__"]
+    def _zip(self, other, op, reverse=False, fn=False):
+        """Elementwise `op` (a dunder name, or with fn a HANDLERS function name) with a row or a mod value."""
+        h = _handlers()[op if fn else f"__{op}__"]
         row = as_row(other)
         other = other if row is None else row
         if isinstance(other, RowProxy):
@@ -131,21 +132,20 @@ class RowProxy:
     def amin(self, dim=None, keepdim=False):
         return self._reduce("minimum", dim, keepdim)
 
+    def _extreme(self, which, other, keepdim):
+        """max / min: of the row (no dim), elementwise with `other` (torch.max(input, other)); a dim is refused."""
+        if other is None:
+            return self._reduce("maximum" if which == "max" else "minimum", None, keepdim)
+        if not isinstance(other, int):
+            return self._zip(other, "maximum" if which == "max" else "minimum", fn=True)
+        fail(f".{which}(dim={other!r}) of a row of {self.what}", f"it returns values and indices; use .a{which}(dim) "
+             "for the values")
+
     def max(self, dim=None, keepdim=False):
-        if dim is not None and not isinstance(dim, int):  # torch.max(input, other): elementwise
-            return row_function("maximum", (self, dim), {})
-        if dim is not None:
-            fail(f".max(dim={dim!r}) of a row of {self.what}", "it returns values and indices; use .amax(dim) for "
-                 "the values")
-        return self.amax()
+        return self._extreme("max", dim, keepdim)
 
     def min(self, dim=None, keepdim=False):
-        if dim is not None and not isinstance(dim, int):
-            return row_function("minimum", (self, dim), {})
-        if dim is not None:
-            fail(f".min(dim={dim!r}) of a row of {self.what}", "it returns values and indices; use .amin(dim) for "
-                 "the values")
-        return self.amin()
+        return self._extreme("min", dim, keepdim)
 
     def unsqueeze(self, dim):
         fail(f".unsqueeze on a row of {self.what}", "rows stay one-dimensional inside mods; unsqueeze the mod value "
@@ -163,19 +163,24 @@ class RowProxy:
     def long(self):
         return self._map("long")
 
+    # torch and numpy functions go through the dispatchers, which hand rows to row_function below.
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        return row_function(getattr(func, "__name__", repr(func)), args, kwargs or {})
+        from ._dispatch import dispatch_torch
+
+        return dispatch_torch(func, args, kwargs or {})
 
     def __array_function__(self, func, types, args, kwargs):
-        return row_function(func.__name__, args, kwargs)
+        from ._dispatch import dispatch_numpy
+
+        return dispatch_numpy(func.__name__, args, kwargs)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if method != "__call__" or kwargs:
             fail(f"numpy {ufunc.__name__}.{method} on a row of {self.what}")
-        from ._dispatch import numpy_name
+        from ._dispatch import dispatch_numpy
 
-        return row_function(numpy_name(ufunc.__name__), inputs, {})
+        return dispatch_numpy(ufunc.__name__, inputs, {})
 
 
 for _op in _ELEMENTWISE:
@@ -204,17 +209,14 @@ _REDUCTIONS = ("sum", "mean", "any", "all", "amax", "amin", "max", "min")
 
 
 def row_function(name, args, kwargs):
-    """A torch / numpy function applied to rows: reductions, dot, and the elementwise functions of HANDLERS."""
-    if name.startswith("special_"):
-        name = name[len("special_"):]
+    """A function (its HANDLERS name, from _dispatch.call_handler) with a row among its operands: reductions, dot,
+    and the elementwise functions of HANDLERS."""
     kwargs = dict(kwargs)
     if "input" in kwargs:  # torch.sum(input=row)
         args = (kwargs.pop("input"),) + tuple(args)
     if name == "unsqueeze":
         return as_row(args[0]).unsqueeze(args[1] if len(args) > 1 else kwargs.get("dim"))
     rows = [as_row(a) for a in args]
-    if name in ("max", "min") and len(args) == 2 and not isinstance(args[1], int):  # torch.max(a, b): elementwise
-        name = "maximum" if name == "max" else "minimum"
     if name in ("dot", "inner", "vdot") and len(args) == 2 and all(r is not None for r in rows):
         return (rows[0] * rows[1]).sum()
     if name in _REDUCTIONS and args and rows[0] is not None:

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from ._arrays import dtype_name, is_torch_tensor, torch_module
-from ._dispatch import HANDLERS
+from ._dispatch import call_handler
 from ._proxy import BufferProxy, Proxy
 
 
@@ -52,11 +52,7 @@ _TORCH_NAME = {"tanh_approx": "tanh"}
 def _make(name):
     def op(*args, **kwargs):
         if _traced(args) or _traced(kwargs.values()):
-            from ._rows import is_row, row_function
-
-            if any(is_row(a) for a in args):
-                return row_function(name, args, kwargs)
-            return HANDLERS[name](*args, **kwargs)
+            return call_handler(name, args, kwargs)
         if any(is_torch_tensor(a) for a in args):
             if name == "to":
                 return args[0].to(getattr(torch_module(), dtype_name(args[1])))
