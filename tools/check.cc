@@ -236,13 +236,13 @@ ir::Expr approximation_made_off(const ir::Expr& e, bool* found) {
 
 }  // namespace
 
-Problem with_approximation_error(const Problem& p, bool* approximate) {
+std::optional<Variant> with_approximation_error(const Variant& v) {
   bool found = false;
-  Problem off = p;
-  off.variant.score_mod = approximation_made_off(p.variant.score_mod, &found);
-  off.variant.mask_mod = approximation_made_off(p.variant.mask_mod, &found);
-  *approximate = found;
-  return found ? off : p;
+  Variant off = v;
+  off.score_mod = approximation_made_off(v.score_mod, &found);
+  off.mask_mod = approximation_made_off(v.mask_mod, &found);
+  if (!found) return std::nullopt;
+  return off;
 }
 
 void dense_forward(const Problem& p, HostTensor* out, HostTensor* lse, DType precision) {

@@ -8,6 +8,7 @@
 // (tests/unit/ir covers it); everything around the mods (block mask, GQA, softmax, gradients of the
 // score mod and of buffers) is.
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,12 +42,11 @@ Discrepancy compare(const std::string& name, const HostTensor& got, const HostTe
 void dense_forward(const Problem& p, HostTensor* out, HostTensor* lse, DType precision = DType::F64);
 
 // The relative error the GPU's approximate instructions may add where a mod asks for them (tanh_approx:
-// tanh.approx.f32, ~2^-11), and `p` with every such node made that much off (tanh_approx(x) -> tanh(x) * (1 -
-// 2^-11)): the naive baseline of a backend check then carries the approximation's own error, so a mod that
-// chose it is measured against what it may cost instead of against exact math. `p` itself when its mods
-// have none (*approximate = false).
+// tanh.approx.f32, ~2^-11), and the variant with every such node made that much off (tanh_approx(x) -> tanh(x) *
+// (1 - 2^-11)): the naive baseline of a backend check then carries the approximation's own error, so a mod that
+// chose it is measured against what it may cost instead of against exact math. Empty when the mods have none.
 constexpr double kApproxRelError = 1.0 / 2048;
-Problem with_approximation_error(const Problem& p, bool* approximate);
+std::optional<Variant> with_approximation_error(const Variant& v);
 
 // Finite-difference check of the given gradients (F64, shapes of q / k / v / the buffers) at
 // `entries` seeded entries per tensor.

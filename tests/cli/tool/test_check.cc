@@ -181,19 +181,17 @@ TEST(Check, GradientToleranceFollowsTheLowPrecisionOutputBaseline) {
 // (tanh * (1 - 2^-11)): the rewrite touches only those nodes, the report says so, and a pretend backend whose
 // tanh is off by 2^-11 the other way passes.
 TEST(Check, ApproximateTanhIsMeasuredAgainstABaselineWithItsError) {
-  bool approximate = true;
   ProblemConfig c;
   c.B = 1, c.H = 2, c.Q = 48, c.D = 16, c.mask_spec = "causal", c.score_spec = "softcap:2.5";
   c.dtype = DType::BF16, c.backward = true, c.seed = 3;
   const Problem exact = make_problem(c);
-  EXPECT_TRUE(with_approximation_error(exact, &approximate).variant.score_mod.same(exact.variant.score_mod));
-  EXPECT_FALSE(approximate);
+  EXPECT_FALSE(with_approximation_error(exact.variant).has_value());  // no tanh_approx: the problem as it is
   c.score_spec = "softcap_approx:2.5";
   const Problem p = make_problem(c);
-  const Problem off = with_approximation_error(p, &approximate);
-  EXPECT_TRUE(approximate);
-  EXPECT_EQ(ir::print(off.variant.score_mod), "2.5 * (tanh(score / 2.5) * 0.99951171875)");
-  EXPECT_TRUE(off.variant.mask_mod.same(p.variant.mask_mod));
+  const std::optional<Variant> off = with_approximation_error(p.variant);
+  ASSERT_TRUE(off.has_value());
+  EXPECT_EQ(ir::print(off->score_mod), "2.5 * (tanh(score / 2.5) * 0.99951171875)");
+  EXPECT_TRUE(off->mask_mod.same(p.variant.mask_mod));
   // The pretend backend: the exact reference of the mod with tanh * (1 + 2^-11), rounded to bf16.
   Problem other = p;
   other.variant.score_mod = ir::parse("2.5 * (tanh(score / 2.5) * 1.00048828125)");
