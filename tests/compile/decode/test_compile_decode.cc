@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "compile/compile_fixture.h"
+#include "compile/decode/decode_build.h"
 #include "compile/sm90/sass_tools.h"
 #include "corpus.h"
 #include "decode/decode_config.h"
@@ -36,36 +37,19 @@ void expect_no_spills(const CompileReport& r, const std::string& what, size_t en
   }
 }
 
-// The decode set of a variant with explicit tuning (FLEXATTN_DECODE_CLUSTER on or off, the other knobs at
-// their defaults), generated and compiled the way get_kernel_set does; decode_tuning() is read once per
-// process, so the env var cannot switch it inside this test binary.
+using decode_test::expect_clean;
+
+// The decode set of a variant with FLEXATTN_DECODE_CLUSTER on or off, the other knobs at their defaults.
 jit::CompiledKernel compile_decode_tuned(const Variant& v, DType t, int d, int dv, const std::string& arch,
                                          bool cluster) {
-  const runtime::KernelSetKey key{t, d, dv, arch, false, runtime::KernelFamily::decode};
-  runtime::DecodeTuning tuning;
-  tuning.pdl = tuning.bulk = true;  // the defaults since session 4
+  runtime::DecodeTuning tuning = decode_test::base_tuning();
   tuning.cluster = cluster;
-  jit::KernelRequest req;
-  req.prefix = std::string("attn_decode_tuned_") + (cluster ? "cluster_" : "") + "d" + std::to_string(d) + "_dv" +
-               std::to_string(dv);
-  req.source = runtime::kernel_source_decode(codegen::emit_cuda_variant(v, false), key, tuning);
-  EXPECT_EQ(req.source.find("#define FLEXATTN_DECODE_CLUSTER 1") != std::string::npos,
-            cluster && arch == "sm_90a")
+  std::string source;
+  jit::CompiledKernel k = decode_test::compile_tuned(v, t, d, dv, arch, tuning,
+                                                     cluster ? "attn_decode_tuned_cluster" : "attn_decode_tuned", &source);
+  EXPECT_EQ(source.find("#define FLEXATTN_DECODE_CLUSTER 1") != std::string::npos, cluster && arch == "sm_90a")
       << "the switch reaches sm_90a sources only";
-  req.arch = arch;
-  req.kernel_names = runtime::decode_kernel_names(d, dv);
-  return jit::get_or_compile(req);
-}
-
-int expect_clean(const jit::CompiledKernel& k, const std::string& what) {
-  int most = 0;
-  for (const auto& [fn, info] : k.ptxas) {
-    EXPECT_EQ(info.spill_stores + info.spill_loads, 0) << what << ": " << fn << " spills";
-    EXPECT_EQ(info.stack, 0) << what << ": " << fn << " has a stack frame";
-    std::printf("  %-40s %-32s %3d regs\n", what.c_str(), fn.c_str(), info.registers);
-    most = std::max(most, info.registers);
-  }
-  return most;
+  return k;
 }
 
 }  // namespace
@@ -251,21 +235,14 @@ TEST_F(DecodeCompile, ClusterMergeCompilesWithoutSpills) {
       EXPECT_EQ(on.ptxas.size(), d > 128 ? 2u : 3u) << what;
       expect_clean(on, what + " cluster");
       expect_clean(off, what + " default");
-      std::string why;
-      const std::optional<std::string> sass_on = testing_sass::disassemble(*on.cubin, &why);
-      const std::optional<std::string> sass_off = testing_sass::disassemble(*off.cubin, &why);
-      if (!sass_on || !sass_off) continue;
-      for (const std::string& entry : runtime::decode_kernel_names(d, d)) {
-        if (entry == "flexattn_decode_combine") continue;
-        const std::string a = testing_sass::function_sass(*sass_on, entry);
-        const std::string b = testing_sass::function_sass(*sass_off, entry);
-        ASSERT_FALSE(a.empty() || b.empty()) << what << " " << entry;
-        EXPECT_EQ(testing_sass::count(a, "UCGABAR_ARV"), 2) << what << " " << entry;
-        EXPECT_EQ(testing_sass::count(a, "UCGABAR_WAIT"), 2) << what << " " << entry;
-        EXPECT_GT(testing_sass::count(a, "LD.E.64"), 0) << what << " " << entry << ": no (max, sum) loads of the peers";
-        EXPECT_EQ(testing_sass::count(b, "UCGABAR"), 0) << what << " " << entry;
-        EXPECT_EQ(testing_sass::count(a, "LDL") + testing_sass::count(a, "STL"), 0) << what << " " << entry;
-      }
+      decode_test::for_each_main_entry(on, off, d, what, [](const std::string& a, const std::string& b,
+                                                            const std::string& where) {
+        EXPECT_EQ(testing_sass::count(a, "UCGABAR_ARV"), 2) << where;
+        EXPECT_EQ(testing_sass::count(a, "UCGABAR_WAIT"), 2) << where;
+        EXPECT_GT(testing_sass::count(a, "LD.E.64"), 0) << where << ": no (max, sum) loads of the peers";
+        EXPECT_EQ(testing_sass::count(b, "UCGABAR"), 0) << where;
+        EXPECT_EQ(testing_sass::count(a, "LDL") + testing_sass::count(a, "STL"), 0) << where;
+      });
     }
   }
   for (const char* name : {"relbias(learnable)", "text:mixed"}) {

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "compile/compile_fixture.h"
+#include "compile/decode/decode_build.h"
 #include "compile/sm90/sass_tools.h"
 #include "corpus.h"
 #include "flexattn/codegen.h"
@@ -25,17 +26,13 @@ namespace {
 using DecodeMergeCompile = compile_test::CompileTest;
 
 jit::CompiledKernel compile_merge(const Variant& v, int d, const std::string& arch, bool merge) {
-  const runtime::KernelSetKey key{DType::BF16, d, d, arch, false, runtime::KernelFamily::decode};
-  runtime::DecodeTuning tuning;
-  tuning.pdl = tuning.bulk = true;  // the defaults
+  runtime::DecodeTuning tuning = decode_test::base_tuning();
   tuning.merge = merge;
-  jit::KernelRequest req;
-  req.prefix = std::string("attn_decode_merge_") + (merge ? "on_" : "off_") + "d" + std::to_string(d);
-  req.source = runtime::kernel_source_decode(codegen::emit_cuda_variant(v, false), key, tuning);
-  EXPECT_EQ(req.source.find("#define FLEXATTN_DECODE_MERGE 1") != std::string::npos, merge);
-  req.arch = arch;
-  req.kernel_names = runtime::decode_kernel_names(d, d);
-  return jit::get_or_compile(req);
+  std::string source;
+  jit::CompiledKernel k = decode_test::compile_tuned(v, DType::BF16, d, d, arch, tuning,
+                                                     merge ? "attn_decode_merge_on" : "attn_decode_merge_off", &source);
+  EXPECT_EQ(source.find("#define FLEXATTN_DECODE_MERGE 1") != std::string::npos, merge);
+  return k;
 }
 
 }  // namespace
@@ -49,27 +46,17 @@ TEST_F(DecodeMergeCompile, MergeCompilesWithoutSpillsAndCountsSplits) {
       for (const Variant* v : {&plain, &windowed}) {
         const std::string what = std::string(v == &plain ? "plain" : "window+softcap") + " D=" + std::to_string(d) + " " + arch;
         const jit::CompiledKernel on = compile_merge(*v, d, arch, true);
-        for (const auto& [fn, info] : on.ptxas) {
-          EXPECT_EQ(info.spill_stores + info.spill_loads, 0) << what << ": " << fn << " spills";
-          EXPECT_EQ(info.stack, 0) << what << ": " << fn << " has a stack frame";
-        }
+        decode_test::expect_clean(on, what);
         if (d != 128) continue;
         const jit::CompiledKernel off = compile_merge(*v, d, arch, false);
-        std::string why;
-        const std::optional<std::string> sass_on = testing_sass::disassemble(*on.cubin, &why);
-        const std::optional<std::string> sass_off = testing_sass::disassemble(*off.cubin, &why);
-        if (!sass_on || !sass_off) continue;
-        for (const std::string& entry : runtime::decode_kernel_names(d, d)) {
-          if (entry == "flexattn_decode_combine") continue;
-          const std::string a = testing_sass::function_sass(*sass_on, entry);
-          const std::string b = testing_sass::function_sass(*sass_off, entry);
-          ASSERT_FALSE(a.empty() || b.empty()) << what << " " << entry;
-          EXPECT_EQ(testing_sass::count(a, "ATOMG.E.INC"), 1) << what << " " << entry << ": the split counter";
-          EXPECT_EQ(testing_sass::count(b, "ATOMG"), 0) << what << " " << entry;
+        decode_test::for_each_main_entry(on, off, d, what, [](const std::string& a, const std::string& b,
+                                                              const std::string& where) {
+          EXPECT_EQ(testing_sass::count(a, "ATOMG.E.INC"), 1) << where << ": the split counter";
+          EXPECT_EQ(testing_sass::count(b, "ATOMG"), 0) << where;
           EXPECT_GT(testing_sass::count(a, ".STRONG.GPU"), testing_sass::count(b, ".STRONG.GPU"))
-              << what << " " << entry << ": partials read past L1 (ld.global.cg)";
-          EXPECT_EQ(testing_sass::count(a, "LDL") + testing_sass::count(a, "STL"), 0) << what << " " << entry;
-        }
+              << where << ": partials read past L1 (ld.global.cg)";
+          EXPECT_EQ(testing_sass::count(a, "LDL") + testing_sass::count(a, "STL"), 0) << where;
+        });
       }
 }
 
