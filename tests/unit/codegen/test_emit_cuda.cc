@@ -341,34 +341,42 @@ TEST(EmitCuda, SoftcapScoreModsAreRecognised) {
   }
 }
 
+namespace {
+
+// The worst |w / log2(e) - interpreter| of the sm90 forward's folded softcap for u * tanh(score / d) (or
+// tanh_approx), with the kernel's constants (fa_softcap_fold: t = raw * k2, w = fma(a, r, top)) and r from
+// fa_tanh_rcp or fa_tanh_approx, over 20000 raw scores of N(0, 40) at D = 128.
+double worst_folded_softcap_error(bool approx, float uu, float dd, std::mt19937& rng) {
+  const Expr u = scalar("u", DType::F32), d = scalar("d", DType::F32);
+  const Expr mod = u * (approx ? tanh_approx(score() / d) : tanh(score() / d));
+  std::normal_distribution<float> raw_dist(0.f, 40.f);
+  const float scale = 1.f / std::sqrt(128.f), log2e = 1.4426950408889634f;
+  const auto [k2, a, top] = fa_softcap_fold(uu, fa_rcp(dd), scale, approx);
+  EXPECT_TRUE(!approx || top == 0.f);
+  double worst = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const float raw = raw_dist(rng);
+    EvalEnv env;
+    env.score = raw * scale;
+    env.scalar = [&](const std::string& n) { return double(n == "u" ? uu : dd); };
+    const double want = eval(mod, env).f;
+    const float r = approx ? fa_tanh_approx(raw * k2) : fa_tanh_rcp(raw * k2);
+    worst = std::max(worst, std::fabs(double(std::fma(a, r, top)) / double(log2e) - want));
+  }
+  return worst;
+}
+
+}  // namespace
+
 // The folded softcap arithmetic of the sm90 forward (fwd_softmax_sm90.cuh: t = raw * k2 with the score scale,
 // k, sgn(u) and 2 log2(e) in k2; w = fma(a, fa_tanh_rcp(t), top), a = -2 |u| log2(e), top = |u| log2(e)) in f32
 // on the host, against the interpreter: w / log2(e) stays within the error fa_mul_tanh has (the general path),
 // for both signs of u and k.
 TEST(EmitCuda, FoldedSoftcapArithmeticMatchesTheInterpreter) {
-  const Expr u = scalar("u", DType::F32), d = scalar("d", DType::F32);
-  const Expr mod = u * tanh(score() / d);
   std::mt19937 rng(11);
-  std::normal_distribution<float> raw_dist(0.f, 40.f);
-  const float scale = 1.f / std::sqrt(128.f), log2e = 1.4426950408889634f;
   for (float uu : {30.f, -30.f, 50.f, 5.f})
-    for (float dd : {30.f, -20.f, 50.f}) {
-      const float k = fa_rcp(dd);
-      const auto [k2, a, top] = fa_softcap_fold(uu, k, scale, false);  // the kernel's constants
-      double worst_fold = 0, worst_general = 0;
-      for (int i = 0; i < 20000; ++i) {
-        const float raw = raw_dist(rng);
-        EvalEnv env;
-        env.score = raw * scale;
-        env.scalar = [&](const std::string& n) { return double(n == "u" ? uu : dd); };
-        const double want = eval(mod, env).f;
-        const double fold = double(std::fma(a, fa_tanh_rcp(raw * k2), top)) / double(log2e);
-        const double general = fa_mul_tanh(uu, raw * scale, k);
-        worst_fold = std::max(worst_fold, std::fabs(fold - want));
-        worst_general = std::max(worst_general, std::fabs(general - want));
-      }
-      EXPECT_LT(worst_fold, 4e-6 * std::fabs(uu)) << "u " << uu << " d " << dd << " general " << worst_general;
-    }
+    for (float dd : {30.f, -20.f, 50.f})
+      EXPECT_LT(worst_folded_softcap_error(false, uu, dd, rng), 4e-6 * std::fabs(uu)) << "u " << uu << " d " << dd;
 }
 
 // The same fold with tanh_approx (kSoftcapApprox): r = tanh(raw * k2) with k2 = -sgn(u) scale k, w = a r + top with
@@ -376,25 +384,8 @@ TEST(EmitCuda, FoldedSoftcapArithmeticMatchesTheInterpreter) {
 // and constants; the device instruction's own error (~2^-11 relative) is the GPU tier's (gpu_attention_check's
 // corpus entry softcap_approx:30+causal, tests/python/gpu's test_softcap_with_approximate_tanh).
 TEST(EmitCuda, FoldedApproxSoftcapArithmeticMatchesTheInterpreter) {
-  const Expr u = scalar("u", DType::F32), d = scalar("d", DType::F32);
-  const Expr mod = u * tanh_approx(score() / d);
   std::mt19937 rng(12);
-  std::normal_distribution<float> raw_dist(0.f, 40.f);
-  const float scale = 1.f / std::sqrt(128.f), log2e = 1.4426950408889634f;
   for (float uu : {30.f, -30.f, 50.f, 5.f})
-    for (float dd : {30.f, -20.f, 50.f}) {
-      const float k = fa_rcp(dd);
-      const auto [k2, a, top] = fa_softcap_fold(uu, k, scale, true);
-      EXPECT_EQ(top, 0.f);
-      double worst = 0;
-      for (int i = 0; i < 20000; ++i) {
-        const float raw = raw_dist(rng);
-        EvalEnv env;
-        env.score = raw * scale;
-        env.scalar = [&](const std::string& n) { return double(n == "u" ? uu : dd); };
-        const double want = eval(mod, env).f;
-        worst = std::max(worst, std::fabs(double(std::fma(a, fa_tanh_approx(raw * k2), top)) / double(log2e) - want));
-      }
-      EXPECT_LT(worst, 4e-6 * std::fabs(uu)) << "u " << uu << " d " << dd;
-    }
+    for (float dd : {30.f, -20.f, 50.f})
+      EXPECT_LT(worst_folded_softcap_error(true, uu, dd, rng), 4e-6 * std::fabs(uu)) << "u " << uu << " d " << dd;
 }
