@@ -228,6 +228,18 @@ constexpr int kSoftmaxChains = 4;
 constexpr int kSoftmaxChains = 1;
 #endif
 
+// FLEXATTN_SM90_SUM_MMA (the source generator's define): the row sums of P come from the tensor cores -- a
+// m64n8k16 wgmma of the rounded P against an all-ones B, issued with P V (fwd_gemm_sm90.cuh issue_pv) -- so the
+// softmax keeps no sum: one FADD per entry less on the softmax's issue slots (the relative-bias and D = 64
+// softmaxes are issue-bound, session 7's profile), 8 small wgmmas per kv tile more on the tensor cores. l
+// then sums P as rounded to the input dtype, the P that P V multiplies (FlexAttention sums it in f32 before the
+// rounding: a relative difference of at most 2^-9 per term, unbiased; out is normalised by the same P it holds).
+#if defined(FLEXATTN_SM90_SUM_MMA)
+constexpr bool kSumMma = true;
+#else
+constexpr bool kSumMma = false;
+#endif
+
 // FLEXATTN_SM90_POLY_EXP2 = k (1..4): entries n of a row with n % 8 < k (k eighths of each tile) take
 // poly_exp2 (FMA pipe) instead of ex2.approx (MUFU), whose 16 results per clock and SM are the softmax's
 // narrowest pipe at D = 64 (one exp2 per entry against 256 tensor-core flops) and with softcap (two more
@@ -323,7 +335,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[BN / 2], float (&m)[2]
     m[r] = mx;
 #endif
     const float rs = exp2_row_sum<kSoftmaxChains, BN>(s, r, c, mc);
-    l[r] = l[r] * alpha[r] + rs;
+    if constexpr (!kSumMma) l[r] = l[r] * alpha[r] + rs;  // else the sums' FADDs are dead code
   }
 }
 
@@ -408,7 +420,7 @@ __device__ __forceinline__ void online_softmax_softcap(float (&s)[BN / 2], float
     const float mx = fmaxf(m[r], fmaf(sc.a, rmin, sc.top));  // rmin = +inf (all masked): -inf
     const float mu = lazy_reference(mx, 1.f, m[r], mr[r], alpha[r]);  // log2 units: c = 1
     const float rs = exp2_row_sum<kSoftmaxChains, BN>(s, r, sc.a, mu - sc.top);
-    l[r] = l[r] * alpha[r] + rs;
+    if constexpr (!kSumMma) l[r] = l[r] * alpha[r] + rs;
   }
 }
 
@@ -480,6 +492,14 @@ __device__ __forceinline__ void rescale_o(float (&o)[DV / 2], const float (&alph
     o[4 * i + 2] *= alpha[1];
     o[4 * i + 3] *= alpha[1];
   }
+}
+
+// The row sums' accumulator (FLEXATTN_SM90_SUM_MMA) follows O's rescale: d[0], d[1] row g, d[2], d[3] row g + 8.
+__device__ __forceinline__ void rescale_sum(float (&ls)[4], const float (&alpha)[2]) {
+  ls[0] *= alpha[0];
+  ls[1] *= alpha[0];
+  ls[2] *= alpha[1];
+  ls[3] *= alpha[1];
 }
 
 // P rounded to T (before P V, as the reference casts P to the input dtype), packed in A-operand order:

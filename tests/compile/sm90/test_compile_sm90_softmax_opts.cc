@@ -253,3 +253,51 @@ TEST_F(Sm90SoftmaxOptsCompile, SoftcapRcpCompilesCleanlyAndLeavesTheMufu) {
     }
   }
 }
+
+// FLEXATTN_SM90_SUM_MMA=1: the row sums come from a m64n8k16 wgmma of P against ones, issued with P V. The kernels
+// compile clean (the tall D = 64 kernel included), the define is the only change to the source, and the SASS
+// (when a disassembler is present) has the small wgmmas -- 8 per P V of a 128-wide kv tile, the peeled first tile's
+// and the loop's -- and at least one FADD fewer per entry of a thread's 64-entry tile per softmax copy.
+TEST_F(Sm90SoftmaxOptsCompile, SumMmaCompilesCleanlyAndMovesTheRowSums) {
+  mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
+  const char* var = "FLEXATTN_SM90_SUM_MMA";
+  std::string why;
+  const corpus::CorpusEntry relbias{"relbias", "", "relbias:const"};
+  const corpus::CorpusEntry entries[] = {corpus::corpus_entry("full"), corpus::corpus_entry("causal"), relbias,
+                                         corpus::corpus_entry("softcap:30+causal"), corpus::corpus_entry("document:3")};
+  for (const corpus::CorpusEntry& e : entries)
+    for (int d : {64, 128})
+      for (bool tall : {false, true}) {
+        if (tall && (d != 64 || !e.mask.empty())) continue;  // the tall tile: D = 64 without a block mask
+        const Variant v = corpus::build_variant(e, shape).variant;
+        const std::string what = e.name + " D=" + std::to_string(d) + (tall ? " tall" : "");
+        runtime::KernelSetKey key{DType::BF16, d, d, "sm_90a", false, runtime::KernelFamily::sm90};
+        key.sm90_fwd_tall = tall;
+        const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, false);
+        setenv(var, "1", 1);
+        const std::string on = runtime::kernel_source_sm90(gen, key);
+        unsetenv(var);
+        const std::string off = runtime::kernel_source_sm90(gen, key);
+        const std::string define = "#define FLEXATTN_SM90_SUM_MMA 1\n";
+        ASSERT_NE(on.find(define), std::string::npos) << what;
+        EXPECT_EQ(off.find("SUM_MMA"), std::string::npos) << what;
+        std::string stripped = on;
+        stripped.erase(stripped.find(define), define.size());
+        EXPECT_EQ(stripped, off) << what;
+        const std::string tag = std::string(tall ? "t" : "") + "d" + std::to_string(d);
+        const jit::CompiledKernel a = sm90_test::compile_fwd_source("attn_fwd_sm90a_summma_on_" + tag, on);
+        expect_no_spill(a, what + " on");
+        const jit::CompiledKernel b = sm90_test::compile_fwd_source("attn_fwd_sm90a_summma_off_" + tag, off);
+        const std::optional<std::string> sa = testing_sass::disassemble(*a.cubin, &why),
+                                         sb = testing_sass::disassemble(*b.cubin, &why);
+        if (!sa || !sb) continue;
+        const int small_on = testing_sass::count(*sa, "HGMMA.64x8x16"), small_off = testing_sass::count(*sb, "HGMMA.64x8x16");
+        const int fadd_on = testing_sass::count(*sa, "FADD "), fadd_off = testing_sass::count(*sb, "FADD ");
+        std::printf("%s: HGMMA.64x8x16 %d -> %d, FADD %d -> %d, registers %d -> %d\n", what.c_str(), small_off, small_on,
+                    fadd_off, fadd_on, b.ptxas.at("flexattn_fwd").registers, a.ptxas.at("flexattn_fwd").registers);
+        EXPECT_EQ(small_off, 0) << what;
+        EXPECT_GE(small_on, 16) << what;
+        EXPECT_EQ(small_on % 8, 0) << what;
+        EXPECT_GE(fadd_off - fadd_on, 2 * 64) << what;
+      }
+}
