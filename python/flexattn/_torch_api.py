@@ -187,8 +187,8 @@ def _row_order_on():
 
 
 def _row_order(block_mask, num, full_num, nkv):
-    """[B, H, nq] int32: each (b, h)'s query-block rows, most kv blocks (partial + full) first, ties in row
-    order -- flexattn::block_mask_row_order, the Hopper forward's longest-first work order. Cached on the mask
+    """[B, H, nq] int32: each (b, h)'s query-block rows, most kv blocks (partial + full) first, ties last row
+    first (the natural order, which causal masks and sliding windows therefore keep) -- flexattn::block_mask_row_order, the Hopper forward's longest-first work order. Cached on the mask
     object: a mask whose tensors are rewritten in place keeps a stale order, which is still a permutation
     (a slower schedule, never a wrong result)."""
     cached = getattr(block_mask, "_flexattn_q_order", None)
@@ -197,7 +197,9 @@ def _row_order(block_mask, num, full_num, nkv):
     counts = num.clamp(0, nkv)
     if full_num is not None:
         counts = counts + full_num.clamp(0, nkv)
-    order = torch.argsort(counts, dim=-1, descending=True, stable=True).to(torch.int32).contiguous()
+    nq = counts.shape[-1]
+    key = counts.to(torch.int64) * nq + torch.arange(nq, device=counts.device)  # distinct: ties by row, last first
+    order = torch.argsort(key, dim=-1, descending=True).to(torch.int32).contiguous()
     if not torch.compiler.is_compiling():
         try:
             block_mask._flexattn_q_order = order

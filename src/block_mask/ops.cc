@@ -81,8 +81,11 @@ std::vector<int32_t> block_mask_row_order(const BlockMask& bm) {
       const size_t g = size_t(s * bm.nq + r);
       count[size_t(r)] = int64_t(bm.kv_num_blocks[g]) + (bm.has_full ? bm.full_kv_num_blocks[g] : 0);
     }
+    // Ties keep the natural order (last rows first), so a mask whose natural order is already longest first
+    // (causal, sliding windows) gets exactly that order back: session 10 measured this option with ties in
+    // ascending row order, and sliding windows (most rows tied) ran 5 % slower.
     int32_t* row = order.data() + s * bm.nq;
-    for (int64_t r = 0; r < bm.nq; ++r) row[r] = int32_t(r);
+    for (int64_t r = 0; r < bm.nq; ++r) row[r] = int32_t(bm.nq - 1 - r);
     std::stable_sort(row, row + bm.nq, [&](int32_t a, int32_t b) { return count[size_t(a)] > count[size_t(b)]; });
   }
   return order;

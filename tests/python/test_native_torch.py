@@ -293,7 +293,7 @@ def test_row_order_is_most_kv_blocks_first_cached_and_only_for_cuda(monkeypatch)
     bm = _torch_api.create_block_mask(lambda b, h, q, kv: (doc[q] == doc[kv]) & (q >= kv), 1, 1, 512, 512,
                                       device="cpu")
     order = _torch_api._row_order(bm, bm.kv_num_blocks, bm.full_kv_num_blocks, bm.kv_indices.shape[-1])
-    assert order.dtype == torch.int32 and order.tolist() == [[[2, 1, 0, 3]]]
+    assert order.dtype == torch.int32 and order.tolist() == [[[2, 1, 3, 0]]]  # ties: last row first
     assert _torch_api._row_order(bm, bm.kv_num_blocks, bm.full_kv_num_blocks, 4) is order  # cached on the mask
     monkeypatch.setenv("FLEXATTN_SM90_ROW_ORDER", "1")
     _, mask, meta = _torch_api._mask_tensors(bm, torch.device("cpu"))

@@ -500,7 +500,7 @@ TEST(Sm90Host, RowOrderShortensTheDocumentMaskSchedule) {
     for (int kt = 0; kt <= qt; ++kt)  // causal inside a document: some (q, kv) pair shares a document
       if (doc_of[size_t(kt * 128)] <= doc_of[size_t(qt * 128 + 127)] && doc_of[size_t(kt * 128 + 127)] >= doc_of[size_t(qt * 128)])
         ++kv_tiles[size_t(qt)];
-  std::iota(q_order.begin(), q_order.end(), 0);
+  for (int k = 0; k < 64; ++k) q_order[size_t(k)] = 63 - k;  // ties last row first, as block_mask_row_order
   std::stable_sort(q_order.begin(), q_order.end(), [&](int a, int b) { return kv_tiles[size_t(a)] > kv_tiles[size_t(b)]; });
   kern::AttnParams p{};
   p.B = 2, p.Hq = 16, p.L = p.S = 8192, p.q_block = 128, p.nq = 64, p.mask_B = p.mask_H = 1;

@@ -41,7 +41,7 @@ TEST(Stats, RejectsMalformedMask) {
   expect_error([&] { sparsity(bm); }, "block_mask_stats: kv_num_blocks has 3 elements; expected B*H*nq = 4");
 }
 
-TEST(RowOrder, MostKvBlocksFirstStablePerBatchAndHead) {
+TEST(RowOrder, MostKvBlocksFirstTiesLastRowFirstPerBatchAndHead) {
   // Causal 4x4 tiles: row r has r + 1 blocks (r partial-or-full), so the order is 3 2 1 0.
   EXPECT_EQ(block_mask_row_order(build_block_mask(kCausal, 1, 1, 512, 512, 128, 128)),
             (std::vector<int32_t>{3, 2, 1, 0}));
@@ -51,8 +51,13 @@ TEST(RowOrder, MostKvBlocksFirstStablePerBatchAndHead) {
     return doc(q) == doc(k) && (b == 0 ? q >= k : q <= k);
   };
   const BlockMask bm = build_block_mask(docs, 2, 1, 512, 512, 128, 128);
-  // b = 0: rows hold 1, 2, 3, 1 blocks; b = 1 (anti-causal, mirrored): 1, 3, 2, 1. Ties keep row order.
-  EXPECT_EQ(block_mask_row_order(bm), (std::vector<int32_t>{2, 1, 0, 3, 1, 2, 0, 3}));
+  // b = 0: rows hold 1, 2, 3, 1 blocks; b = 1 (anti-causal, mirrored): 1, 3, 2, 1. Ties keep the natural order,
+  // last row first.
+  EXPECT_EQ(block_mask_row_order(bm), (std::vector<int32_t>{2, 1, 3, 0, 1, 2, 3, 0}));
+  // A sliding window: every row but the first ties, so the order is the natural one (last row first).
+  const MaskFn window = [](int64_t, int64_t, int64_t q, int64_t k) { return q >= k && q - k < 256; };
+  EXPECT_EQ(block_mask_row_order(build_block_mask(window, 1, 1, 768, 768, 128, 128)),
+            (std::vector<int32_t>{5, 4, 3, 2, 1, 0}));
   // A malformed mask is refused, not ordered.
   BlockMask bad = build_block_mask(kCausal, 1, 1, 512, 512, 128, 128);
   bad.kv_num_blocks[0] = 1000;
