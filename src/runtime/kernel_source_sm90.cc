@@ -87,8 +87,12 @@ Sm90FwdForm sm90_fwd_form(const codegen::GeneratedVariant& variant, const Kernel
   Sm90FwdForm f;
   f.narrow = sm90_narrow_tile(variant.layout);
   f.persistent = jit::env_flag("FLEXATTN_SM90_PERSISTENT", true);
-  f.tall = key.sm90_fwd_tall && kern::sm90_fwd_tall_ok(key.d, key.dv, f.narrow);
+  f.tall = key.sm90_fwd_tall && kern::sm90_fwd_tall_ok(key.d, key.dv, f.narrow) && sm90_fwd_tall_suits(variant);
   return f;
+}
+
+bool sm90_fwd_tall_suits(const codegen::GeneratedVariant& variant) {
+  return !(variant.softcap && !variant.softcap_approx) && variant.layout.buffers.empty();
 }
 
 bool sm90_fwd_tall_requested(int d, int dv, bool block_mask) {

@@ -77,9 +77,15 @@ std::string kernel_source_sm90_fwd(const codegen::GeneratedVariant& variant, con
                                    const Sm90FwdForm& form);
 
 // The form of a forward set of `key` (the switches read here, once per set): narrow per sm90_narrow_tile,
-// persistent per FLEXATTN_SM90_PERSISTENT (default on), tall where key.sm90_fwd_tall asks and
-// kern::sm90_fwd_tall_ok applies (D = Dv = 64, the variant's tile not narrow).
+// persistent per FLEXATTN_SM90_PERSISTENT (default on), tall where key.sm90_fwd_tall asks, kern::sm90_fwd_tall_ok
+// applies (D = Dv = 64, the variant's tile not narrow) and sm90_fwd_tall_suits the variant.
 Sm90FwdForm sm90_fwd_form(const codegen::GeneratedVariant& variant, const KernelSetKey& key);
+
+// Whether the tall tile is worth compiling for a variant: not for the exact softcap (its tall kernel spills at D = 64
+// and fell back to the usual one after a wasted compile) nor for score mods that read captured buffers (t5 spills;
+// the relative-bias gather compiles clean but ran no faster, H200 session 22: relbias_full D=64 1.674 / 1.682 ms
+// usual / tall, and its tall compile took 2.5 s against 1.85 s here).
+bool sm90_fwd_tall_suits(const codegen::GeneratedVariant& variant);
 
 // Whether a forward call asks for the tall kernel: FLEXATTN_SM90_FWD_TALL on (default off), D = Dv = 64 and no
 // block mask (192-row tiles are not a multiple of the 128-row mask tile).

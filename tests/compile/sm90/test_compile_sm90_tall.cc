@@ -74,9 +74,26 @@ TEST_F(Sm90TallCompile, EveryCorpusVariantGetsACleanKernel) {
     EXPECT_EQ(info.spill_stores + info.spill_loads + info.stack, 0) << c.name << ": the fallback must be clean";
     EXPECT_LE(info.registers, 168) << c.name << ": the usual kernel (384 threads)";
   }
-  for (const char* light : {" full ", " causal ", " alibi+causal ", " sliding_window:100 ", " relbias(learnable) "})
+  for (const char* light : {" full ", " causal ", " alibi+causal ", " sliding_window:100 "})
     EXPECT_EQ((fell_back + " ").find(light), std::string::npos) << light << " fell back:" << fell_back;
-  std::printf("tall kernel spilled and fell back for:%s\n", fell_back.c_str());
+  std::printf("usual kernel (tall spilled, or not suited) for:%s\n", fell_back.c_str());
+}
+
+// Variants the tall tile does not suit (sm90_fwd_tall_suits: the exact softcap, score mods reading captured buffers)
+// get the usual kernel without a tall compile first: their set's source is the usual one from the start.
+TEST_F(Sm90TallCompile, HeavyScoreModsSkipTheTallTile) {
+  mods::ProblemShape shape{1, 4, 4, 256, 256, 64, 64, 1};
+  for (const char* score : {"softcap:30", "relbias:const", "relbias", "t5"}) {
+    corpus::BuiltVariant b = corpus::build_variant(corpus::CorpusEntry{score, "", score}, shape);
+    const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(b.variant, false);
+    EXPECT_FALSE(runtime::sm90_fwd_tall_suits(gen)) << score;
+    EXPECT_FALSE(runtime::sm90_fwd_form(gen, tall_key(64, 64)).tall) << score;
+    EXPECT_EQ(runtime::kernel_source_sm90(gen, tall_key(64, 64)).find("kSm90TallThreads"), std::string::npos) << score;
+  }
+  for (const char* light : {"full", "alibi+causal", "softcap_approx:30+causal"}) {
+    const Variant v = corpus::build_variant(corpus::corpus_entry(light), shape).variant;
+    EXPECT_TRUE(runtime::sm90_fwd_tall_suits(codegen::emit_cuda_variant(v, false))) << light;
+  }
 }
 
 // The one-CTA-per-tile kernel (FLEXATTN_SM90_PERSISTENT=0) and f16: the source is compiled directly (the kernel-set
