@@ -153,13 +153,9 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const C& c
       fence_operands(pa);
       release(c.empty_v(prev.stage), lane);
 #if defined(FLEXATTN_SM90_LAZY_RESCALE)
-      if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
-        rescale_o<Dv>(o, alpha);
-        if constexpr (kSumMma) rescale_sum(ls, alpha);
-      }
+      if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale_acc<Dv, kSumMma>(o, ls, alpha);
 #else
-      rescale_o<Dv>(o, alpha);
-      if constexpr (kSumMma) rescale_sum(ls, alpha);
+      rescale_acc<Dv, kSumMma>(o, ls, alpha);
 #endif
       pack_p<T, BN>(pa, s);
       prev = pos;

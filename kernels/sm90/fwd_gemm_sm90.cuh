@@ -49,18 +49,12 @@ __device__ __forceinline__ void issue_pv(float (&o)[Dv / 2], float (&ls)[4], uns
   if constexpr (kSum) fence_operands(ls);
   fence_operands(pa);
   wgmma_fence();
+  const unsigned long long d1 = kSum ? desc_at(smem_desc(stage_addr(ones), 128, 128, 0), 0) : 0;
 #pragma unroll
   for (int ks = 0; ks < BN / 16; ++ks) {
     const unsigned a[4] = {pa[4 * ks], pa[4 * ks + 1], pa[4 * ks + 2], pa[4 * ks + 3]};
     wgmma_rs<T, Dv, 1>(o, a, desc_at(db, ks * 16 * 128), 1);
-  }
-  if constexpr (kSum) {
-    const unsigned long long d1 = smem_desc_plain(stage_addr(ones), 128, 128);
-#pragma unroll
-    for (int ks = 0; ks < BN / 16; ++ks) {
-      const unsigned a[4] = {pa[4 * ks], pa[4 * ks + 1], pa[4 * ks + 2], pa[4 * ks + 3]};
-      wgmma_rs<T, 8, 0>(ls, a, d1, 1);
-    }
+    if constexpr (kSum) wgmma_rs<T, 8, 0>(ls, a, d1, 1);
   }
   wgmma_commit();
 }

@@ -494,12 +494,11 @@ __device__ __forceinline__ void rescale_o(float (&o)[DV / 2], const float (&alph
   }
 }
 
-// The row sums' accumulator (FLEXATTN_SM90_SUM_MMA) follows O's rescale: d[0], d[1] row g, d[2], d[3] row g + 8.
-__device__ __forceinline__ void rescale_sum(float (&ls)[4], const float (&alpha)[2]) {
-  ls[0] *= alpha[0];
-  ls[1] *= alpha[0];
-  ls[2] *= alpha[1];
-  ls[3] *= alpha[1];
+// O and, with kSum (FLEXATTN_SM90_SUM_MMA), the row sums' accumulator ls, whose m64n8 layout is one O atom.
+template <int DV, bool kSum>
+__device__ __forceinline__ void rescale_acc(float (&o)[DV / 2], float (&ls)[4], const float (&alpha)[2]) {
+  rescale_o<DV>(o, alpha);
+  if constexpr (kSum) rescale_o<8>(ls, alpha);
 }
 
 // P rounded to T (before P V, as the reference casts P to the input dtype), packed in A-operand order:

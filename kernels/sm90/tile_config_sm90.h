@@ -91,7 +91,7 @@ FLEXATTN_HD constexpr int sm90_fwd_threads(int d, int dv, bool narrow = false, b
 //   info   : per stage the kv tile start written by the producer (-1 = end of the list) and its kind;
 //            persistent only: then per Q buffer the kv-tile count of the work tile whose Q it holds.
 //   ones   : 256 bytes (16-aligned) of 1.0 in the input dtype, the B operand of the row-sum wgmma
-//            (FLEXATTN_SM90_SUM_MMA, fwd_gemm_sm90.cuh issue_row_sum); reserved in every layout so the launch
+//            (FLEXATTN_SM90_SUM_MMA, fwd_gemm_sm90.cuh issue_pv); reserved in every layout so the launch
 //            needs no flag, written only by kernels that use it.
 // The default (one CTA per tile) has one Q buffer and no counts. The persistent kernel
 // (FLEXATTN_SM90_PERSISTENT=1, sm90/fwd_scheduler_sm90.cuh) takes a second Q buffer where it fits:

@@ -27,14 +27,10 @@ struct SmemDesc {
   unsigned hi;  // SBO >> 4 | swizzle mode << 30
 };
 
-__device__ __forceinline__ SmemDesc smem_desc(unsigned addr, unsigned lbo, unsigned sbo) {
-  return SmemDesc{((addr & 0x3FFFFu) >> 4) | (((lbo >> 4) & 0x3FFFu) << 16), ((sbo >> 4) & 0x3FFFu) | (1u << 30)};
-}
-
-// An operand without swizzle (bits 62-63 = 0): 8 x 16-byte core matrices, LBO / SBO between them. Used only for
-// the row-sum wgmma's all-ones B (fwd_gemm_sm90.cuh issue_row_sum), where any layout reads the same values.
-__device__ __forceinline__ unsigned long long smem_desc_plain(unsigned addr, unsigned lbo, unsigned sbo) {
-  return ((unsigned long long)((sbo >> 4) & 0x3FFFu) << 32) | ((addr & 0x3FFFFu) >> 4) | (((lbo >> 4) & 0x3FFFu) << 16);
+// layout 0 instead: no swizzle, 8 x 16-byte core matrices with LBO / SBO between them (only the row-sum wgmma's
+// all-ones B, fwd_gemm_sm90.cuh issue_pv, where any layout reads the same values).
+__device__ __forceinline__ SmemDesc smem_desc(unsigned addr, unsigned lbo, unsigned sbo, unsigned layout = 1) {
+  return SmemDesc{((addr & 0x3FFFFu) >> 4) | (((lbo >> 4) & 0x3FFFu) << 16), ((sbo >> 4) & 0x3FFFu) | (layout << 30)};
 }
 
 // The descriptor of the operand `bytes` past the described one (offsets keep the address below
