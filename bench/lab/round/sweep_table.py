@@ -7,7 +7,8 @@ import re
 import sys
 
 o, var, key, values = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-runs = sorted((int(m.group(1)), m.group(2)) for d in os.listdir(o) if (m := re.fullmatch(r"fwd_(\d+)_(.+)", d)))
+runs = sorted((int(m.group(1)), m.group(2)) for d in os.listdir(o)
+              if os.path.isdir(os.path.join(o, d)) and (m := re.fullmatch(r"fwd_(\d+)_(.+)", d)))
 rows = {}  # (case, D) -> {run index: ms}
 for n, v in runs:
     f = os.path.join(o, f"fwd_{n}_{v}", "results.json")
