@@ -21,6 +21,19 @@
 
 namespace flexattn::kern::sm90 {
 
+// FLEXATTN_SM90_EARLY_CLAIM = k (1..4; the source generator's define): the persistent producer claims its next
+// tile from the queue before issuing the k-th last K/V of the current one instead of after the last. The claim
+// starts the chain that the next tile's first loads wait for (the queue's atomic, the row order's lookup, the
+// block counts and lists); the ring's lead (`stages` kv tiles) is all that hides it, and a sliding window's
+// 9-tile walk measured that chain as exposed: one more dependent load in it (FLEXATTN_SM90_ROW_ORDER's) cost
+// 2-3 % (session 24). An A/B knob until measured.
+#if defined(FLEXATTN_SM90_EARLY_CLAIM)
+constexpr int kEarlyClaim = FLEXATTN_SM90_EARLY_CLAIM;
+#else
+constexpr int kEarlyClaim = 0;
+#endif
+static_assert(kEarlyClaim >= 0 && kEarlyClaim <= 4, "FLEXATTN_SM90_EARLY_CLAIM: 0..4 kv tiles");
+
 // C: the kernel's FwdCfg (fwd_layout_sm90.cuh), in every function of this file.
 template <class C>
 __device__ __forceinline__ void produce_kv(const AttnParams& p, const C& c, RingPos& pos, int kv0, bool full, int hk,
@@ -108,20 +121,27 @@ __device__ __forceinline__ int fwd_produce_tile_persistent(const AttnParams& p, 
         tma_load_4d(c.q_half(qb, w) + s * C::kQSlabBytes, &p.q_map, c.bar_q(qb), 64 * s, q0 + 64 * w, h, b);
     }
   };
+  // The next tile is claimed once the tile's last K/V is issued, or with kEarlyClaim kv tiles still to issue:
+  // not when the tile starts (the greedy order; a claim one tile ahead left causal 11 % over the queue's
+  // makespan in the schedule model of tests/compile/sm90/test_sm90_host.cc).
+  int next = -1, left = n;
+  auto produce = [&] {
+    if (kEarlyClaim > 0 && next < 0 && left <= kEarlyClaim) next = fwd_queue_next(p.tile_queue, t, order.count);
+    produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
+    --left;
+  };
   if constexpr (C::QB == 2) {
     load_q();
-    while (walk.next()) produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
+    while (walk.next()) produce();
   } else {
     const bool first = walk.next();
-    if (first) produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
+    if (first) produce();
     load_q();
     if (first)
-      while (walk.next()) produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
+      while (walk.next()) produce();
   }
-  // Taken now, not when the tile starts: a CTA claims its next tile only when it is about to need it
-  // (the greedy order; a claim one tile ahead left causal 11 % over the queue's makespan in the
-  // schedule model of tests/compile/sm90/test_sm90_host.cc).
-  return fwd_uniform(fwd_queue_next(p.tile_queue, t, order.count));
+  if (next < 0) next = fwd_queue_next(p.tile_queue, t, order.count);
+  return fwd_uniform(next);
 }
 
 // The persistent producer's last use of a Q buffer: the end marker {0, -1}, a plain arrival (handshake 1, 2).

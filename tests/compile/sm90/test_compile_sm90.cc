@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <tuple>
 
 #include "compile/compile_fixture.h"
 #include "corpus.h"
@@ -149,6 +150,39 @@ TEST_F(Sm90Compile, PersistentKernelCompilesCleanly) {
     EXPECT_GE(testing_sass::count(*sass, "REDUX.OR UR"), 1) << what;
   }
   if (!have_sass) GTEST_SKIP() << "SASS not checked: " << why;
+}
+
+// FLEXATTN_SM90_EARLY_CLAIM = k: the persistent producer claims its next tile inside the tile's kv loop (k kv
+// tiles before its end) or, for a tile without kv tiles, after it: atomics in both places, and the producer still
+// fits its 24 registers (two Q buffers at D = 128, one at D = 256). Another value is refused with the variable's
+// name.
+TEST_F(Sm90Compile, EarlyClaimCompilesCleanly) {
+  mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
+  const Variant causal = corpus::build_variant(corpus::corpus_entry("causal"), shape).variant;
+  const Variant document = corpus::build_variant(corpus::corpus_entry("document:3"), shape).variant;
+  std::string why;
+  for (const auto& [v, name, d] : {std::tuple{&document, "document", 128}, std::tuple{&causal, "causal", 256}}) {
+    const std::string what = std::string("early claim ") + name + " D=" + std::to_string(d);
+    setenv("FLEXATTN_SM90_EARLY_CLAIM", "2", 1);
+    const jit::CompiledKernel compiled = compile_sm90_persistent(*v, DType::BF16, d, d);
+    unsetenv("FLEXATTN_SM90_EARLY_CLAIM");
+    expect_clean(compiled, what);
+    const std::optional<std::string> sass = testing_sass::disassemble(*compiled.cubin, &why);
+    if (!sass) continue;
+    // The loop's claim (inlined twice where one Q buffer puts the Q load after the first K/V) and the late one.
+    EXPECT_EQ(testing_sass::count(*sass, "ATOMG.E.ADD"), d == 256 ? 3 : 2) << what;
+    EXPECT_GE(testing_sass::count(*sass, "REDUX.OR UR"), 1) << what;
+  }
+  runtime::KernelSetKey key{DType::BF16, 128, 128, "sm_90a", false, runtime::KernelFamily::sm90};
+  setenv("FLEXATTN_SM90_EARLY_CLAIM", "5", 1);
+  try {
+    (void)runtime::kernel_source_sm90(codegen::emit_cuda_variant(causal, false), key);
+    ADD_FAILURE() << "FLEXATTN_SM90_EARLY_CLAIM=5 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("FLEXATTN_SM90_EARLY_CLAIM"), std::string::npos) << e.what();
+  }
+  unsetenv("FLEXATTN_SM90_EARLY_CLAIM");
+  if (why.size()) GTEST_SKIP() << "SASS not checked: " << why;
 }
 
 // compile_variant (cache prewarm, the benchmark's up-front compiles) compiles what a call would run:
