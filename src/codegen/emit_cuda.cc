@@ -448,6 +448,23 @@ RelGather rel_gather(const ir::Expr& e) {
   return {};
 }
 
+// score_mod = score + e (either order), e an f32 value that depends on the positions only through q_idx - kv_idx
+// (ir::position_dependence: Diagonal; T5's bucketed bias, any formula of the distance). The sm90 forward
+// (fwd_softmax_sm90.cuh, FLEXATTN_SM90_REL_DIAG) then evaluates e once per distance a warp's tile spans (BN + 15 of
+// them, the lanes in turn, into shared memory) instead of once per entry, and reads it back like the rel-gather
+// row. Null when the mod is not of that shape.
+const Node* rel_diag_term(const ir::Expr& e) {
+  const Node* n = e.get();
+  if (n == nullptr || n->type != DType::F32 || n->op != Op::Add) return nullptr;
+  for (int si : {0, 1}) {
+    const ir::NodePtr& term = n->args[size_t(1 - si)];
+    if (n->args[size_t(si)]->op == Op::Score && term->type == DType::F32 &&
+        ir::position_dependence(ir::Expr(term)) == ir::PositionDependence::Diagonal)
+      return term.get();
+  }
+  return nullptr;
+}
+
 // 1: the one gradient load's index is free of q_idx / kv_idx (alibi_slopes' slopes[h]); 2: it depends on
 // them only through q_idx - kv_idx (relative bias, T5); 0: per-entry atomics only. Several gradient
 // loads keep the per-entry path (one reduction each would hold that many more accumulators).
@@ -584,6 +601,17 @@ GeneratedVariant emit_cuda_variant(const Variant& variant, bool with_backward) {
     out << "    n = (int)" << fe.buf_size(slot, last) << ";\n";
     out << "    return (const float*)p.buf[" << slot << "] + (" << row << ");\n  }\n\n";
     gen.rel_gather = g.sign;
+  }
+  // Only variants of the rel-diag shape that neither the affine nor the gather form takes (theirs are cheaper) get
+  // the block: the kernels test for V::kRelDiag (fwd_softmax_sm90.cuh RelDiagOf).
+  if (const Node* d = rel_diag_term(score_mod); d != nullptr && !rel.coef && gen.rel_gather == 0) {
+    out << "  // score_mod == score + rel_diag(p, b, h, q_idx, kv_idx), a function of q_idx - kv_idx: yes\n";
+    out << "  static constexpr bool kRelDiag = true;\n";
+    out << "  __device__ __forceinline__ static float rel_diag(" << kMaskSignature << ") {\n";
+    FunctionEmitter fe(layout, out);
+    const std::string r = fe.as(d, DType::F32);
+    out << "    return " << r << ";\n  }\n\n";
+    gen.rel_diag = true;
   }
   // Only variants of the softcap shape get the block (other sources stay as they were): the kernels test
   // for V::kSoftcap (fwd_softmax_sm90.cuh SoftcapOf).

@@ -43,6 +43,29 @@ struct FlexVariant {
     return 0.0f;
   }
 
+  // score_mod == score + rel_diag(p, b, h, q_idx, kv_idx), a function of q_idx - kv_idx: yes
+  static constexpr bool kRelDiag = true;
+  __device__ __forceinline__ static float rel_diag(const ModParams& p, int b, int h, int q_idx, int kv_idx) {
+    const int t0 = fa_sub(kv_idx, q_idx);
+    const bool t1 = (t0 > ((int)((long long)p.lit[0])));
+    const long long t2 = (t1 ? ((long long)p.lit[1]) : ((long long)p.lit[0]));
+    const int t3 = fa_abs(t0);
+    const bool t4 = (t3 < ((int)((long long)p.lit[2])));
+    const int t5 = fa_max_i(t3, ((int)((long long)p.lit[2])));
+    const float t6 = ((float)t5);
+    const float t7 = (t6 * fa_rcp(((float)((long long)p.lit[2]))));
+    const float t8 = log2f(t7);
+    const float t9 = (t8 * fa_rcp(((float)p.lit[3])));
+    const float t10 = (t9 * ((float)((long long)p.lit[2])));
+    const int t11 = fa_f2i(t10);
+    const int t12 = fa_add(((int)((long long)p.lit[2])), t11);
+    const int t13 = fa_min_i(t12, ((int)((long long)p.lit[4])));
+    const int t14 = (t4 ? t3 : t13);
+    const int t15 = fa_add(((int)t2), t14);
+    const float t16 = fa_read_f32(p.buf[0], ((long long)fa_clamp_position32(h, p.buf_shape[0][0])) * p.buf_shape[0][1], fa_clamp_index32(t15, p.buf_shape[0][1]));
+    return t16;
+  }
+
   // g * d score_mod / d score
   __device__ __forceinline__ static float score_grad(const ModParams& p, float score, int b, int h, int q_idx, int kv_idx, float g) {
     return g * ((float)p.lit[5]);

@@ -219,6 +219,41 @@ TEST(EmitCuda, RelativeBiasGathersAreRecognised) {
   }
 }
 
+// score + e with e a function of q_idx - kv_idx alone (T5's buckets, a formula of the distance) that neither the
+// affine nor the gather form takes gets kRelDiag and rel_diag(p, b, h, q_idx, kv_idx) = e, for the sm90 forward's
+// per-warp table (fwd_softmax_sm90.cuh, FLEXATTN_SM90_REL_DIAG); other shapes get no block.
+TEST(EmitCuda, DistanceOnlyBiasesAreRecognised) {
+  auto gen = [](const Expr& score_mod) {
+    Variant v;
+    v.score_mod = score_mod;
+    return codegen::emit_cuda_variant(v, false);
+  };
+  const Buffer bias{"bias", DType::F32};
+  for (const Expr& e : {mods::t5_bias(bias, 32, 128, true), mods::t5_bias(bias, 16, 64, false),
+                        score() + log2(abs(q_idx() - kv_idx()) + 1.0),
+                        bias(head(), kv_idx() - q_idx() + 3) * 0.5 + score()}) {
+    const codegen::GeneratedVariant g = gen(e);
+    EXPECT_TRUE(g.rel_diag);
+    EXPECT_TRUE(has(g.source, "static constexpr bool kRelDiag = true;")) << g.source;
+    const size_t a = g.source.find("static float rel_diag(const ModParams& p, int b, int h, int q_idx, int kv_idx) {");
+    ASSERT_NE(a, std::string::npos) << g.source;
+    // The body reads the positions (the difference) but never the score.
+    const std::string body = g.source.substr(a, g.source.find("\n  }\n", a) - a);
+    EXPECT_TRUE(has(body, "kv_idx")) << body;
+    EXPECT_FALSE(has(body, "score")) << body;
+  }
+  // Not of the shape (or taken by a cheaper form): the gather, ALiBi's affine bias, a position alone, a scaled
+  // score, a product with the score, no score_mod.
+  for (const Expr& e : {score() + bias(head(), q_idx() - kv_idx()), mods::alibi(), score() + bias(head(), q_idx()),
+                        score() * 2.0 + log2(abs(q_idx() - kv_idx()) + 1.0), score() * log2(abs(q_idx() - kv_idx()) + 1.0),
+                        score() + bias(head(), q_idx() * 2 - kv_idx())}) {
+    const codegen::GeneratedVariant g = gen(e);
+    EXPECT_FALSE(g.rel_diag);
+    EXPECT_FALSE(has(g.source, "kRelDiag")) << g.source;
+  }
+  EXPECT_FALSE(gen(Expr()).rel_diag);
+}
+
 // The arithmetic of the sm90 forward's affine ALiBi path (scores_inside_affine, FLEXATTN_SM90_AFFINE) in
 // f32 on the host, against the interpreter (double): u = fma(slope, k, fma(raw, scale, slope * (kv0 + 2t
 // - q))) with k the column inside the tile. Its error stays within that of the per-entry form the default
