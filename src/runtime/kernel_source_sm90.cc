@@ -52,9 +52,6 @@ std::string kernel_source_sm90_fwd(const codegen::GeneratedVariant& variant, con
   if (const int k = int(jit::env_number("FLEXATTN_SM90_SOFTCAP_RCP", 0, 0, 8));
       k > 0 && variant.softcap && !variant.softcap_approx)
     s << "#define FLEXATTN_SM90_SOFTCAP_RCP " << k << "\n";
-  // FLEXATTN_SM90_SUM_MMA (default off): the softmax's row sums from a small wgmma of P against ones, issued
-  // with P V, instead of one FADD per entry (fwd_softmax_sm90.cuh kSumMma); an A/B knob until measured.
-  if (jit::env_flag("FLEXATTN_SM90_SUM_MMA", false)) s << "#define FLEXATTN_SM90_SUM_MMA 1\n";
   // FLEXATTN_SM90_SMALL_GROUP_FIRST (default on since session 9; H200 S=8192 D=128 causal / document +4.6 / +4.8 %,
   // session 10): a smaller last head group runs first (fwd_scheduler_sm90.cuh, FwdTileOrder::span). 0: last, as
   // before; an A/B knob.
