@@ -66,9 +66,6 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 # decode checks).
 [ $HOPPER = 1 ] && FLEXATTN_SM90_FWD_TALL=0 run gpu_attention_no_tall $CHECK --only full --only relbias --only t5
 [ $HOPPER = 1 ] && FLEXATTN_SM90_SOFTCAP_RCP=8 run gpu_attention_softcap_rcp $CHECK --only softcap
-# Session 23's opt-in: the forward's row sums on the tensor cores (FLEXATTN_SM90_SUM_MMA=1), every variant of the quick
-# run (out and lse against the reference; the backward then starts from that lse).
-[ $HOPPER = 1 ] && FLEXATTN_SM90_SUM_MMA=1 run gpu_attention_sum_mma $CHECK --quick
 # compute-sanitizer memcheck on the quick subset (every kernel, odd lengths, both dtypes): any invalid access
 # fails the step. Skipped where the tool is absent or GPU_TEST_MEMCHECK=0.
 if [ "${GPU_TEST_MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then

@@ -74,16 +74,6 @@ __device__ __forceinline__ void attn_fwd_sm90(const AttnParams& p) {
     for (int qb = 0; qb < C::QB; ++qb) mbar_init(c.q_free(qb), C::WG);
     fence_mbarrier_init();
   }
-  if constexpr (kSumMma) {
-    // The row-sum wgmma's B (fwd_gemm_sm90.cuh issue_pv): 256 bytes of 1.0, 16 per thread of the first 16,
-    // made visible to the tensor cores' (async proxy's) reads before the barrier.
-    if (threadIdx.x < kSm90OnesBytes / 16) {
-      const unsigned one = Num<T>::pack(1.f, 1.f);
-#pragma unroll
-      for (int w = 0; w < 4; ++w) st_shared_u32(c.ones() + 16 * threadIdx.x + 4 * w, one);
-      fence_proxy_async_smem();
-    }
-  }
   __syncthreads();
 
   // One branch per role, each starting with its setmaxnreg (ptxas ignores them otherwise, C7508).

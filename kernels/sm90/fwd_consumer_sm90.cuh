@@ -83,7 +83,6 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const C& c
   const SoftcapTile sc = softcap_tile<V>(p);     // zeros and unused unless use_softcap<V>()
 
   float o[Dv / 2], s[BN / 2], m[2], l[2], alpha[2];
-  float ls[4] = {0.f, 0.f, 0.f, 0.f};  // row sums on the tensor cores (kSumMma only)
   unsigned pa[BN / 4];
 #pragma unroll
   for (int i = 0; i < Dv / 2; ++i) o[i] = 0.f;
@@ -136,7 +135,7 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const C& c
       turns.take();
       issue_qk<T, D, BN>(s, q_half, c.k_tile(pos.stage));
       mbar_wait(c.full_v(prev.stage), prev.phase);
-      issue_pv<T, Dv, BN, kSumMma>(o, ls, pa, c.v_tile(prev.stage), c.ones());
+      issue_pv<T, Dv, BN>(o, pa, c.v_tile(prev.stage));
       turns.give();
       wgmma_wait<1>();  // S_j is ready; P_{j-1} V_{j-1} may still run
       fence_operands(s);
@@ -149,13 +148,12 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const C& c
       fence_operands(alpha);
       wgmma_wait<0>();
       fence_operands(o);
-      if constexpr (kSumMma) fence_operands(ls);
       fence_operands(pa);
       release(c.empty_v(prev.stage), lane);
 #if defined(FLEXATTN_SM90_LAZY_RESCALE)
-      if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale_acc<Dv, kSumMma>(o, ls, alpha);
+      if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale_o<Dv>(o, alpha);
 #else
-      rescale_acc<Dv, kSumMma>(o, ls, alpha);
+      rescale_o<Dv>(o, alpha);
 #endif
       pack_p<T, BN>(pa, s);
       prev = pos;
@@ -165,11 +163,10 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const C& c
     // Drain: the last P V.
     mbar_wait(c.full_v(prev.stage), prev.phase);
     turns.take();
-    issue_pv<T, Dv, BN, kSumMma>(o, ls, pa, c.v_tile(prev.stage), c.ones());
+    issue_pv<T, Dv, BN>(o, pa, c.v_tile(prev.stage));
     turns.give();
     wgmma_wait<0>();
     fence_operands(o);
-    if constexpr (kSumMma) fence_operands(ls);
     fence_operands(pa);
     release(c.empty_v(prev.stage), lane);
   }
@@ -180,12 +177,6 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const C& c
     release(c.empty_v(pos.stage), lane);
     pos.template advance<C::ST>();
     turns.finish();
-  }
-  if constexpr (kSumMma) {
-    // Every column of the row-sum wgmma holds the whole row's sum, so each of the quad's four threads
-    // contributes a quarter to the epilogue's quad reduction (exact: powers of two).
-    l[0] = 0.25f * ls[0];
-    l[1] = 0.25f * ls[2];
   }
   // The O tile is staged in this warpgroup's half of the tile's own Q buffer: its last Q K^T retired.
   // The row max in log2 units (the softmax kept it in u units, fwd_softmax_sm90.cuh); c > 0 keeps -inf.

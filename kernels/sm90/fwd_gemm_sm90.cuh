@@ -38,23 +38,16 @@ __device__ __forceinline__ void issue_qk(float (&s)[BN / 2], unsigned q_half, un
   wgmma_commit();
 }
 
-// kSum (FLEXATTN_SM90_SUM_MMA, fwd_softmax_sm90.cuh kSumMma): the same group also adds P's row sums into ls,
-// P (A, the same registers) against the layout's 256 bytes of ones (`ones`, m64n8k16 per k-step; every one of
-// the 8 columns gets the row's sum, so any descriptor reading inside the ones reads the same B).
-template <class T, int Dv, int BN, bool kSum = false>
-__device__ __forceinline__ void issue_pv(float (&o)[Dv / 2], float (&ls)[4], unsigned (&pa)[BN / 4], unsigned v_tile,
-                                         unsigned ones) {
+template <class T, int Dv, int BN>
+__device__ __forceinline__ void issue_pv(float (&o)[Dv / 2], unsigned (&pa)[BN / 4], unsigned v_tile) {
   const SmemDesc db = smem_desc(stage_addr(v_tile), BN * 128, 1024);  // LBO: next 64-wide Dv slab
   fence_operands(o);
-  if constexpr (kSum) fence_operands(ls);
   fence_operands(pa);
   wgmma_fence();
-  const unsigned long long d1 = kSum ? desc_at(smem_desc(stage_addr(ones), 128, 128, 0), 0) : 0;
 #pragma unroll
   for (int ks = 0; ks < BN / 16; ++ks) {
     const unsigned a[4] = {pa[4 * ks], pa[4 * ks + 1], pa[4 * ks + 2], pa[4 * ks + 3]};
     wgmma_rs<T, Dv, 1>(o, a, desc_at(db, ks * 16 * 128), 1);
-    if constexpr (kSum) wgmma_rs<T, 8, 0>(ls, a, d1, 1);
   }
   wgmma_commit();
 }

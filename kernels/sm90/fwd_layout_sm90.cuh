@@ -62,8 +62,6 @@ struct FwdCfg {
   // Persistent only: the kv-tile count of the work tile whose Q is in buffer `buf` (written before its
   // full_q arrival, read after the wait on it).
   __device__ __forceinline__ unsigned kv_count(int buf) const { return base + kSmem.counts + 8 * buf; }
-  // 256 bytes of 1.0 (T) for the row-sum wgmma (FLEXATTN_SM90_SUM_MMA), written at the kernel's start.
-  __device__ __forceinline__ unsigned ones() const { return base + kSmem.ones; }
 };
 
 // Ring position shared by the producer and the consumers.

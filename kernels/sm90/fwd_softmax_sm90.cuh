@@ -228,18 +228,6 @@ constexpr int kSoftmaxChains = 4;
 constexpr int kSoftmaxChains = 1;
 #endif
 
-// FLEXATTN_SM90_SUM_MMA (the source generator's define): the row sums of P come from the tensor cores -- a
-// m64n8k16 wgmma of the rounded P against an all-ones B, issued with P V (fwd_gemm_sm90.cuh issue_pv) -- so the
-// softmax keeps no sum: one FADD per entry less on the softmax's issue slots (the relative-bias and D = 64
-// softmaxes are issue-bound, session 7's profile), 8 small wgmmas per kv tile more on the tensor cores. l
-// then sums P as rounded to the input dtype, the P that P V multiplies (FlexAttention sums it in f32 before the
-// rounding: a relative difference of at most 2^-9 per term, unbiased; out is normalised by the same P it holds).
-#if defined(FLEXATTN_SM90_SUM_MMA)
-constexpr bool kSumMma = true;
-#else
-constexpr bool kSumMma = false;
-#endif
-
 // FLEXATTN_SM90_POLY_EXP2 = k (1..4): entries n of a row with n % 8 < k (k eighths of each tile) take
 // poly_exp2 (FMA pipe) instead of ex2.approx (MUFU), whose 16 results per clock and SM are the softmax's
 // narrowest pipe at D = 64 (one exp2 per entry against 256 tensor-core flops) and with softcap (two more
@@ -335,7 +323,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[BN / 2], float (&m)[2]
     m[r] = mx;
 #endif
     const float rs = exp2_row_sum<kSoftmaxChains, BN>(s, r, c, mc);
-    if constexpr (!kSumMma) l[r] = l[r] * alpha[r] + rs;  // else the sums' FADDs are dead code
+    l[r] = l[r] * alpha[r] + rs;
   }
 }
 
@@ -420,7 +408,7 @@ __device__ __forceinline__ void online_softmax_softcap(float (&s)[BN / 2], float
     const float mx = fmaxf(m[r], fmaf(sc.a, rmin, sc.top));  // rmin = +inf (all masked): -inf
     const float mu = lazy_reference(mx, 1.f, m[r], mr[r], alpha[r]);  // log2 units: c = 1
     const float rs = exp2_row_sum<kSoftmaxChains, BN>(s, r, sc.a, mu - sc.top);
-    if constexpr (!kSumMma) l[r] = l[r] * alpha[r] + rs;
+    l[r] = l[r] * alpha[r] + rs;
   }
 }
 
@@ -492,13 +480,6 @@ __device__ __forceinline__ void rescale_o(float (&o)[DV / 2], const float (&alph
     o[4 * i + 2] *= alpha[1];
     o[4 * i + 3] *= alpha[1];
   }
-}
-
-// O and, with kSum (FLEXATTN_SM90_SUM_MMA), the row sums' accumulator ls, whose m64n8 layout is one O atom.
-template <int DV, bool kSum>
-__device__ __forceinline__ void rescale_acc(float (&o)[DV / 2], float (&ls)[4], const float (&alpha)[2]) {
-  rescale_o<DV>(o, alpha);
-  if constexpr (kSum) rescale_o<8>(ls, alpha);
 }
 
 // P rounded to T (before P V, as the reference casts P to the input dtype), packed in A-operand order:

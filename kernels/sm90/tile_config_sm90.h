@@ -90,9 +90,6 @@ FLEXATTN_HD constexpr int sm90_fwd_threads(int d, int dv, bool narrow = false, b
 //            buffer (8 bytes each).
 //   info   : per stage the kv tile start written by the producer (-1 = end of the list) and its kind;
 //            persistent only: then per Q buffer the kv-tile count of the work tile whose Q it holds.
-//   ones   : 256 bytes (16-aligned) of 1.0 in the input dtype, the B operand of the row-sum wgmma
-//            (FLEXATTN_SM90_SUM_MMA, fwd_gemm_sm90.cuh issue_pv); reserved in every layout so the launch
-//            needs no flag, written only by kernels that use it.
 // The default (one CTA per tile) has one Q buffer and no counts. The persistent kernel
 // (FLEXATTN_SM90_PERSISTENT=1, sm90/fwd_scheduler_sm90.cuh) takes a second Q buffer where it fits:
 // the next work tile's Q then loads during this tile's mainloop instead of after its epilogue.
@@ -100,9 +97,8 @@ FLEXATTN_HD constexpr int sm90_fwd_threads(int d, int dv, bool narrow = false, b
 //              +16 KiB at d 64 (160 KiB).
 //   d >  128 : one buffer (d 192: 240 KiB, d 256: 256 KiB would not fit 227 KiB).
 struct Sm90FwdSmem {
-  int q_half, q_bufs, q, k_stage, k, v_stage, v, bars, info, counts, ones, total;
+  int q_half, q_bufs, q, k_stage, k, v_stage, v, bars, info, counts, total;
 };
-constexpr int kSm90OnesBytes = 256;
 
 FLEXATTN_HD constexpr Sm90FwdSmem sm90_fwd_smem_layout_with(int d, int dv, bool narrow, int q_bufs, bool counts,
                                                             bool tall = false) {
@@ -118,8 +114,7 @@ FLEXATTN_HD constexpr Sm90FwdSmem sm90_fwd_smem_layout_with(int d, int dv, bool 
   s.bars = s.v + t.stages * s.v_stage;
   s.info = s.bars + 8 * (2 * q_bufs + 4 * t.stages);
   s.counts = s.info + 8 * t.stages;
-  s.ones = (s.counts + (counts ? 8 * q_bufs : 0) + 15) / 16 * 16;
-  s.total = s.ones + kSm90OnesBytes;
+  s.total = s.counts + (counts ? 8 * q_bufs : 0);
   return s;
 }
 

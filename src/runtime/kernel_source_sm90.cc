@@ -52,9 +52,6 @@ std::string kernel_source_sm90_fwd(const codegen::GeneratedVariant& variant, con
   if (const int k = int(jit::env_number("FLEXATTN_SM90_SOFTCAP_RCP", 0, 0, 8));
       k > 0 && variant.softcap && !variant.softcap_approx)
     s << "#define FLEXATTN_SM90_SOFTCAP_RCP " << k << "\n";
-  // FLEXATTN_SM90_SUM_MMA (default off): the softmax's row sums from a small wgmma of P against ones, issued
-  // with P V, instead of one FADD per entry (fwd_softmax_sm90.cuh kSumMma); an A/B knob until measured.
-  if (jit::env_flag("FLEXATTN_SM90_SUM_MMA", false)) s << "#define FLEXATTN_SM90_SUM_MMA 1\n";
   // FLEXATTN_SM90_EARLY_CLAIM = k (0..4, default 0): the persistent producer claims its next tile with k kv tiles
   // of the current one still to issue (fwd_producer_sm90.cuh kEarlyClaim); an A/B knob until measured.
   if (const int k = int(jit::env_number("FLEXATTN_SM90_EARLY_CLAIM", 0, 0, 4)); k > 0)

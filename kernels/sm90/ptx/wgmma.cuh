@@ -27,10 +27,8 @@ struct SmemDesc {
   unsigned hi;  // SBO >> 4 | swizzle mode << 30
 };
 
-// layout 0 instead: no swizzle, 8 x 16-byte core matrices with LBO / SBO between them (only the row-sum wgmma's
-// all-ones B, fwd_gemm_sm90.cuh issue_pv, where any layout reads the same values).
-__device__ __forceinline__ SmemDesc smem_desc(unsigned addr, unsigned lbo, unsigned sbo, unsigned layout = 1) {
-  return SmemDesc{((addr & 0x3FFFFu) >> 4) | (((lbo >> 4) & 0x3FFFu) << 16), ((sbo >> 4) & 0x3FFFu) | (layout << 30)};
+__device__ __forceinline__ SmemDesc smem_desc(unsigned addr, unsigned lbo, unsigned sbo) {
+  return SmemDesc{((addr & 0x3FFFFu) >> 4) | (((lbo >> 4) & 0x3FFFu) << 16), ((sbo >> 4) & 0x3FFFu) | (1u << 30)};
 }
 
 // The descriptor of the operand `bytes` past the described one (offsets keep the address below
@@ -106,8 +104,6 @@ struct WgmmaType<fp16> {
 #define FA_WG_SS64(TY) FA_WG_SS("64", TY, FA_WG_R0, "%32", "%33", "%34", "%35", "%36", FA_WG_F32(0))
 #define FA_WG_SS128(TY) FA_WG_SS("128", TY, FA_WG_R0 ", " FA_WG_R32, "%64", "%65", "%66", "%67", "%68", FA_WG_F32(0), \
                                  FA_WG_F32(32))
-#define FA_WG_RS8(TY) FA_WG_RS("8", TY, "%0, %1, %2, %3", "%4, %5, %6, %7", "%8", "%9", "%10", "+f"(d[0]), \
-                               "+f"(d[1]), "+f"(d[2]), "+f"(d[3]))
 #define FA_WG_RS64(TY) FA_WG_RS("64", TY, FA_WG_R0, "%32, %33, %34, %35", "%36", "%37", "%38", FA_WG_F32(0))
 #define FA_WG_RS128(TY)                                                                                     \
   FA_WG_RS("128", TY, FA_WG_R0 ", " FA_WG_R32, "%64, %65, %66, %67", "%68", "%69", "%70", FA_WG_F32(0), \
@@ -136,15 +132,12 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], unsigned long long d
   }
 }
 
-// The same with A from registers (RS); N = 64 / 128 / 192 / 256 (the value head dim of P V), 8 (the forward's
-// row sums, FLEXATTN_SM90_SUM_MMA).
+// The same with A from registers (RS); N = 64 / 128 / 192 / 256 (the value head dim of P V).
 template <class T, int N, int kTransB>
 __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long db,
                                          int scale_d) {
-  static_assert(N == 8 || N == 64 || N == 128 || N == 192 || N == 256, "wgmma_rs: add the shape to ptx/wgmma.cuh");
-  if constexpr (N == 8) {
-    if constexpr (WgmmaType<T>::kBf16) FA_WG_RS8("bf16"); else FA_WG_RS8("f16");
-  } else if constexpr (N == 64) {
+  static_assert(N == 64 || N == 128 || N == 192 || N == 256, "wgmma_rs: add the shape to ptx/wgmma.cuh");
+  if constexpr (N == 64) {
     if constexpr (WgmmaType<T>::kBf16) FA_WG_RS64("bf16"); else FA_WG_RS64("f16");
   } else if constexpr (N == 128) {
     if constexpr (WgmmaType<T>::kBf16) FA_WG_RS128("bf16"); else FA_WG_RS128("f16");
@@ -160,7 +153,6 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const unsigned (&a)[
 #undef FA_WG_SS32
 #undef FA_WG_SS64
 #undef FA_WG_SS128
-#undef FA_WG_RS8
 #undef FA_WG_RS64
 #undef FA_WG_RS128
 #undef FA_WG_RS192

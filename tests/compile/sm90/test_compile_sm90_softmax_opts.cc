@@ -30,9 +30,8 @@ using Sm90SoftmaxOptsCompile = compile_test::CompileTest;
 
 // The forward source with environment variable `var` set to `value` (unset when null) for this call only.
 std::string source_with(const Variant& v, int d, const char* value, const char* var = "FLEXATTN_SM90_POLY_EXP2",
-                        DType t = DType::BF16, bool tall = false) {
+                        DType t = DType::BF16) {
   runtime::KernelSetKey key{t, d, d, "sm_90a", false, runtime::KernelFamily::sm90};
-  key.sm90_fwd_tall = tall;
   if (value) setenv(var, value, 1);
   std::string src;
   try {
@@ -253,51 +252,4 @@ TEST_F(Sm90SoftmaxOptsCompile, SoftcapRcpCompilesCleanlyAndLeavesTheMufu) {
           << e.what();
     }
   }
-}
-
-// FLEXATTN_SM90_SUM_MMA=1: the row sums come from a m64n8k16 wgmma of P against ones, issued with P V. The kernels
-// compile clean (the tall D = 64 kernel and D = 256 included), the define is the only change to the source, and the
-// SASS (when a disassembler is present) has the small wgmmas -- one per k-step of P V (8 for a 128-wide kv tile, 4 for
-// D = 256's 64-wide one), the peeled first tile's and the loop's -- and at least one FADD fewer per entry of a thread's
-// tile per softmax copy.
-TEST_F(Sm90SoftmaxOptsCompile, SumMmaCompilesCleanlyAndMovesTheRowSums) {
-  mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
-  const char* var = "FLEXATTN_SM90_SUM_MMA";
-  std::string why;
-  const corpus::CorpusEntry relbias{"relbias", "", "relbias:const"};
-  const corpus::CorpusEntry entries[] = {corpus::corpus_entry("full"), corpus::corpus_entry("causal"), relbias,
-                                         corpus::corpus_entry("softcap:30+causal"), corpus::corpus_entry("document:3")};
-  for (const corpus::CorpusEntry& e : entries)
-    for (int d : {64, 128, 256})
-      for (bool tall : {false, true}) {
-        // The tall tile: D = 64, no block mask, a light score mod (sm90_fwd_tall_suits; relbias keeps the usual one).
-        if (tall && (d != 64 || !e.mask.empty() || !e.score.empty())) continue;
-        if (d == 256 && e.name != "full" && e.name != "relbias") continue;  // 64-wide kv tiles: 4 small wgmmas
-        const Variant v = corpus::build_variant(e, shape).variant;
-        const std::string what = e.name + " D=" + std::to_string(d) + (tall ? " tall" : "");
-        const std::string on = source_with(v, d, "1", var, DType::BF16, tall);
-        const std::string off = source_with(v, d, nullptr, var, DType::BF16, tall);
-        const std::string define = "#define FLEXATTN_SM90_SUM_MMA 1\n";
-        ASSERT_NE(on.find(define), std::string::npos) << what;
-        EXPECT_EQ(off.find("SUM_MMA"), std::string::npos) << what;
-        std::string stripped = on;
-        stripped.erase(stripped.find(define), define.size());
-        EXPECT_EQ(stripped, off) << what;
-        const std::string tag = std::string(tall ? "t" : "") + "d" + std::to_string(d);
-        const jit::CompiledKernel a = sm90_test::compile_fwd_source("attn_fwd_sm90a_summma_on_" + tag, on);
-        expect_no_spill(a, what + " on");
-        const jit::CompiledKernel b = sm90_test::compile_fwd_source("attn_fwd_sm90a_summma_off_" + tag, off);
-        const std::optional<std::string> sa = testing_sass::disassemble(*a.cubin, &why),
-                                         sb = testing_sass::disassemble(*b.cubin, &why);
-        if (!sa || !sb) continue;
-        const int small_on = testing_sass::count(*sa, "HGMMA.64x8x16"), small_off = testing_sass::count(*sb, "HGMMA.64x8x16");
-        const int fadd_on = testing_sass::count(*sa, "FADD "), fadd_off = testing_sass::count(*sb, "FADD ");
-        std::printf("%s: HGMMA.64x8x16 %d -> %d, FADD %d -> %d, registers %d -> %d\n", what.c_str(), small_off, small_on,
-                    fadd_off, fadd_on, b.ptxas.at("flexattn_fwd").registers, a.ptxas.at("flexattn_fwd").registers);
-        EXPECT_EQ(small_off, 0) << what;
-        const int steps = d == 256 ? 4 : 8;  // k-steps of a kv tile: 64 or 128 wide (tile_config_sm90.h)
-        EXPECT_GE(small_on, 2 * steps) << what;
-        EXPECT_EQ(small_on % steps, 0) << what;
-        EXPECT_GE(fadd_off - fadd_on, 2 * 8 * steps) << what;
-      }
 }
