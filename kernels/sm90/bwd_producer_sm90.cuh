@@ -21,10 +21,6 @@
 
 namespace flexattn::kern::sm90 {
 
-__device__ __forceinline__ void st_shared_f32(unsigned addr, float v) {
-  asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
-}
-
 // One query tile into ring stage `stage` (its empty barrier passed): lane 0 announces the stage's TMA bytes and
 // issues the Q and dO loads first, so they run while all 32 lanes fetch the tile's lse (converted to log2 units,
 // +inf past L) and delta from global memory into the stage; lane 0 writes the info slot; every lane's arrival

@@ -81,6 +81,7 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const C& c
   const Turns<kPingPong, C::WG> turns{wg};
   const float slope = rel_slope_of<V>(p, b, h);  // 0 and unused unless use_rel_affine<V>()
   const SoftcapTile sc = softcap_tile<V>(p);     // zeros and unused unless use_softcap<V>()
+  const RelDiagWarp rdw = use_rel_diag<V>() ? RelDiagWarp{c.rel_table(wg, warp), row - (lane >> 2), lane} : RelDiagWarp{};
 
   float o[Dv / 2], s[BN / 2], m[2], l[2], alpha[2];
   unsigned pa[BN / 4];
@@ -112,10 +113,11 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const C& c
     turns.take();
     issue_qk<T, D, BN>(s, q_half, c.k_tile(pos.stage));
     turns.give();
+    unsigned rel_from = rel_diag_tile<V, BN>(rdw, p, b, h, kv0);  // while S is computed
     wgmma_wait<0>();
     fence_operands(s);
     release(c.empty_k(pos.stage), lane);
-    scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, mr, slope, sc);
+    scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, mr, slope, sc, rel_from);
     pack_p<T, BN>(pa, s);
     RingPos prev = pos;
     pos.template advance<C::ST>();
@@ -137,10 +139,11 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const C& c
       mbar_wait(c.full_v(prev.stage), prev.phase);
       issue_pv<T, Dv, BN>(o, pa, c.v_tile(prev.stage));
       turns.give();
+      rel_from = rel_diag_tile<V, BN>(rdw, p, b, h, kv0);
       wgmma_wait<1>();  // S_j is ready; P_{j-1} V_{j-1} may still run
       fence_operands(s);
       release(c.empty_k(pos.stage), lane);
-      scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, mr, slope, sc);
+      scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, mr, slope, sc, rel_from);
       // Keep the softmax above the wait: its results are used only after it, and NVVM would
       // otherwise be free to sink the exp2s below it, losing the overlap with the P V wgmma.
       fence_operands(s);

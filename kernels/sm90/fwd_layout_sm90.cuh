@@ -62,6 +62,10 @@ struct FwdCfg {
   // Persistent only: the kv-tile count of the work tile whose Q is in buffer `buf` (written before its
   // full_q arrival, read after the wait on it).
   __device__ __forceinline__ unsigned kv_count(int buf) const { return base + kSmem.counts + 8 * buf; }
+  // Consumer warp `warp` (0..3) of warpgroup `wg`: its distance-bias table (fwd_rel_diag_sm90.cuh).
+  __device__ __forceinline__ unsigned rel_table(int wg, int warp) const {
+    return base + kSmem.rel + 4 * sm90_rel_diag_table_floats(BN) * (4 * wg + warp);
+  }
 };
 
 // Ring position shared by the producer and the consumers.

@@ -10,6 +10,7 @@
 #include "common/poly_rcp.cuh"
 #include "common/variant.cuh"
 #include "sm80/scores_sm80.cuh"
+#include "sm90/fwd_rel_diag_sm90.cuh"
 #include "sm90/rel_affine_sm90.cuh"
 
 namespace flexattn::kern::sm90 {
@@ -182,6 +183,28 @@ __device__ __forceinline__ RelGatherTile rel_gather_tile(const AttnParams& p, in
 }
 __device__ __forceinline__ bool rel_gather_ok(const RelGatherTile& g) { return __all_sync(0xffffffffu, g.ok); }
 
+// The entries of a tile from g[j][e] = the bias at row 0's distance q_0 - (kv0 + 2t) + 8 - 8j - e (kRelGather's
+// row, kRelDiag's table): row 0's entry i is g[i + 1], row 1's (8 rows below) g[i]. kFull: no mask_mod. full
+// (kClamp only): the tile skips mask_mod.
+template <class V, bool kFull, bool kClamp, int BN>
+__device__ __forceinline__ void scores_from_rel_row(float (&s)[BN / 2], const float (&g)[BN / 8 + 1][2],
+                                                    const AttnParams& p, int b, int h, const int (&qw)[2], int kv0,
+                                                    int t, bool full) {
+  const int kvb = kv0 + p.kv_offset + 2 * t;
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float u = fmaf(s[4 * i + e], p.scale, e < 2 ? g[i + 1][e] : g[i][e - 2]);
+      if constexpr (!kFull && V::kHasMaskMod) {
+        // (mask_mod itself, not kv_range: the row bounds' 4 registers spilled relbias + causal at D = 128)
+        if (!(kClamp && full) && !V::mask_mod(p.mod, b, h, qw[e >> 1], kvb + 8 * i + (e & 1))) u = neg_inf();
+      }
+      s[4 * i + e] = u;
+    }
+  }
+}
+
 // kClamp = false: the fast path, 34 loads at immediate offsets of one pointer. kClamp = true: the general
 // form, each of the 34 indices clamped as codegen clamps score_mod's (fa_clamp_index32), so the result is
 // score_mod's own; rows past L, whose second row is not 8 above the first, and lanes past S (dropped by the
@@ -203,19 +226,16 @@ __device__ __forceinline__ void scores_inside_rel_gather(float (&s)[BN / 2], con
       g[j][e] = kClamp ? __ldg(gt.row + fa_clamp_index32(int(gt.base + off), gt.n)) : __ldg(base + off);
     }
   }
-  const int kvb = kv0 + p.kv_offset + 2 * t;
-#pragma unroll
-  for (int i = 0; i < BN / 8; ++i) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float u = fmaf(s[4 * i + e], p.scale, e < 2 ? g[i + 1][e] : g[i][e - 2]);
-      if constexpr (!kFull && V::kHasMaskMod) {
-        // (mask_mod itself, not kv_range: the row bounds' 4 registers spilled relbias + causal at D = 128)
-        if (!(kClamp && full) && !V::mask_mod(p.mod, b, h, qw[e >> 1], kvb + 8 * i + (e & 1))) u = neg_inf();
-      }
-      s[4 * i + e] = u;
-    }
-  }
+  scores_from_rel_row<V, kFull, kClamp, BN>(s, g, p, b, h, qw, kv0, t, full);
+}
+
+// kRelDiag (fwd_rel_diag_sm90.cuh): the same entries from the warp's table, `from` = rel_diag_fill's address.
+template <class V, bool kFull, int BN>
+__device__ __forceinline__ void scores_inside_rel_diag(float (&s)[BN / 2], const AttnParams& p, int b, int h,
+                                                       const int (&qw)[2], int kv0, int t, unsigned from) {
+  float g[BN / 8 + 1][2];
+  rel_diag_read<BN>(g, from);
+  scores_from_rel_row<V, kFull, false, BN>(s, g, p, b, h, qw, kv0, t, false);
 }
 
 // Independent chains for the row max and the row sum of online_softmax: four with
@@ -417,7 +437,7 @@ __device__ __forceinline__ void online_softmax_softcap(float (&s)[BN / 2], float
 // edges of windows and documents, most tiles of sparse masks); the tail tile (kv0 + BN > S) takes its
 // kind's branch and drop_past_end (a variant without mask_mod: the second branch). Rel-gather variants
 // have a third branch, the clamped form of their gathers, for their tail and for tiles whose gathers leave
-// the row.
+// the row. Rel-diag variants read `rel_from` (rel_diag_fill's address for this tile; unused otherwise).
 // The softmax sits *inside* each branch on purpose: ptxas 13.0 hoists a wgmma.wait_group to the top of
 // the basic block it lives in, so with the branch join before the softmax the wait for the in-flight
 // P V landed above the row max and the exp2s no longer overlapped it (seen in the SASS; session 14's
@@ -426,7 +446,7 @@ template <class V, int BN>
 __device__ __forceinline__ void scores_softmax(float (&s)[BN / 2], const AttnParams& p, int b, int h,
                                                const int (&qw)[2], int kv0, bool full, int t, float (&m)[2],
                                                float (&l)[2], float (&alpha)[2], float (&mr)[2], float slope,
-                                               const SoftcapTile& sc) {
+                                               const SoftcapTile& sc, unsigned rel_from) {
   const bool tail = kv0 + BN > p.S;
   // The first branch: a tile that needs no mask_mod; for a variant without mask_mod only the tiles that are
   // not the tail, so that it still has two branches and the softmax a branch join below it (see above);
@@ -455,12 +475,14 @@ __device__ __forceinline__ void scores_softmax(float (&s)[BN / 2], const AttnPar
   if (!general && no_mask) {
     if constexpr (use_rel_affine<V>()) scores_inside_affine<V, true, BN>(s, p, b, h, qw, kv0, t, slope);
     else if constexpr (use_rel_gather<V>()) scores_inside_rel_gather<V, true, false, BN>(s, p, b, h, qw, kv0, t, gather);
+    else if constexpr (use_rel_diag<V>()) scores_inside_rel_diag<V, true, BN>(s, p, b, h, qw, kv0, t, rel_from);
     else scores_inside<V, true, BN>(s, p, b, h, qw, kv0, t);
     if (tail) drop_past_end<BN>(s, kv0, t, p.S, neg_inf());
     online_softmax<BN>(s, m, l, alpha, c, mr);
   } else if (!general) {
     if constexpr (use_rel_affine<V>()) scores_inside_affine<V, false, BN>(s, p, b, h, qw, kv0, t, slope);
     else if constexpr (use_rel_gather<V>()) scores_inside_rel_gather<V, false, false, BN>(s, p, b, h, qw, kv0, t, gather);
+    else if constexpr (use_rel_diag<V>()) scores_inside_rel_diag<V, false, BN>(s, p, b, h, qw, kv0, t, rel_from);
     else scores_inside<V, false, BN>(s, p, b, h, qw, kv0, t);
     if (tail) drop_past_end<BN>(s, kv0, t, p.S, neg_inf());
     online_softmax<BN>(s, m, l, alpha, c, mr);

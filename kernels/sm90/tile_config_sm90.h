@@ -97,8 +97,13 @@ FLEXATTN_HD constexpr int sm90_fwd_threads(int d, int dv, bool narrow = false, b
 //              +16 KiB at d 64 (160 KiB).
 //   d >  128 : one buffer (d 192: 240 KiB, d 256: 256 KiB would not fit 227 KiB).
 struct Sm90FwdSmem {
-  int q_half, q_bufs, q, k_stage, k, v_stage, v, bars, info, counts, total;
+  int q_half, q_bufs, q, k_stage, k, v_stage, v, bars, info, counts, rel, total;
 };
+// rel: per consumer warp a table of block_n + 15 floats (rounded up to block_n + 16), the distance-only bias of the
+// warp's 16 rows x block_n columns (FLEXATTN_SM90_REL_DIAG, fwd_rel_diag_sm90.cuh): 4.5 KiB at block_n 128 with two
+// consumer warpgroups, 6.75 KiB tall. Reserved last in every layout (no other offset moves), written only by kernels
+// that use it.
+FLEXATTN_HD constexpr int sm90_rel_diag_table_floats(int block_n) { return block_n + 16; }
 
 FLEXATTN_HD constexpr Sm90FwdSmem sm90_fwd_smem_layout_with(int d, int dv, bool narrow, int q_bufs, bool counts,
                                                             bool tall = false) {
@@ -114,7 +119,8 @@ FLEXATTN_HD constexpr Sm90FwdSmem sm90_fwd_smem_layout_with(int d, int dv, bool 
   s.bars = s.v + t.stages * s.v_stage;
   s.info = s.bars + 8 * (2 * q_bufs + 4 * t.stages);
   s.counts = s.info + 8 * t.stages;
-  s.total = s.counts + (counts ? 8 * q_bufs : 0);
+  s.rel = (s.counts + (counts ? 8 * q_bufs : 0) + 15) / 16 * 16;
+  s.total = s.rel + t.warpgroups * 4 * sm90_rel_diag_table_floats(t.block_n) * 4;
   return s;
 }
 
