@@ -66,11 +66,11 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 # decode checks).
 [ $HOPPER = 1 ] && FLEXATTN_SM90_FWD_TALL=0 run gpu_attention_no_tall $CHECK --only full --only relbias --only t5
 [ $HOPPER = 1 ] && FLEXATTN_SM90_SOFTCAP_RCP=8 run gpu_attention_softcap_rcp $CHECK --only softcap
-# Session 24's distance-only bias tables (FLEXATTN_SM90_REL_DIAG=1, opt-in): the T5 entries of the full run, and under
-# memcheck (the tables' shared-memory indices).
-[ $HOPPER = 1 ] && FLEXATTN_SM90_REL_DIAG=1 run gpu_attention_rel_diag $CHECK --only t5
+# Session 24's distance-only bias tables (FLEXATTN_SM90_REL_DIAG=1, opt-in): the T5 and relative-bias entries of the
+# full run, and under memcheck (the tables' shared-memory indices).
+[ $HOPPER = 1 ] && FLEXATTN_SM90_REL_DIAG=1 run gpu_attention_rel_diag $CHECK --only t5 --only relbias
 [ $HOPPER = 1 ] && command -v compute-sanitizer >/dev/null && FLEXATTN_SM90_REL_DIAG=1 run memcheck_rel_diag \
-  compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick --only t5
+  compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick --only t5 --only relbias
 # compute-sanitizer memcheck on the quick subset (every kernel, odd lengths, both dtypes): any invalid access
 # fails the step. Skipped where the tool is absent or GPU_TEST_MEMCHECK=0.
 if [ "${GPU_TEST_MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then

@@ -38,7 +38,7 @@ struct GeneratedVariant {
   bool rel_affine = false;    // kRelAffine: score_mod = score + rel_slope(b, h) * (kv_idx - q_idx)
   int rel_gather = 0;         // kRelGather: score_mod = score + row(b, h)[+-(q_idx - kv_idx) + c] (the sign, 0: no)
   bool rel_diag = false;      // kRelDiag: score_mod = score + rel_diag(b, h, q_idx, kv_idx), a function of q_idx - kv_idx
-                              // that neither rel_affine nor rel_gather takes
+                              // that rel_affine does not take (rel_gather's shape included)
   bool softcap = false;       // kSoftcap: score_mod = u * tanh(score * k), u and k uniform (softcap(p, u, k))
   bool softcap_approx = false;  // kSoftcapApprox: that tanh is tanh_approx (IR TanhApprox)
   bool kv_range = false;      // kKvRange: mask_mod keeps lo <= kv_idx <= hi per row (ir::kv_range, kv_range(p, b, h, q, lo, hi))

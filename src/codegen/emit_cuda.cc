@@ -450,7 +450,7 @@ RelGather rel_gather(const ir::Expr& e) {
 
 // score_mod = score + e (either order), e an f32 value that depends on the positions only through q_idx - kv_idx
 // (ir::position_dependence: Diagonal; T5's bucketed bias, any formula of the distance). The sm90 forward
-// (fwd_softmax_sm90.cuh, FLEXATTN_SM90_REL_DIAG) then evaluates e once per distance a warp's tile spans (BN + 15 of
+// (fwd_rel_diag_sm90.cuh, FLEXATTN_SM90_REL_DIAG) then evaluates e once per distance a warp's tile spans (BN + 15 of
 // them, the lanes in turn, into shared memory) instead of once per entry, and reads it back like the rel-gather
 // row. Null when the mod is not of that shape.
 const Node* rel_diag_term(const ir::Expr& e) {
@@ -602,9 +602,10 @@ GeneratedVariant emit_cuda_variant(const Variant& variant, bool with_backward) {
     out << "    return (const float*)p.buf[" << slot << "] + (" << row << ");\n  }\n\n";
     gen.rel_gather = g.sign;
   }
-  // Only variants of the rel-diag shape that neither the affine nor the gather form takes (theirs are cheaper) get
-  // the block: the kernels test for V::kRelDiag (fwd_softmax_sm90.cuh RelDiagOf).
-  if (const Node* d = rel_diag_term(score_mod); d != nullptr && !rel.coef && gen.rel_gather == 0) {
+  // Only variants of the rel-diag shape that the affine form (2 FFMA per entry) does not take get the block, the
+  // gather shape included (the forward's source generator picks one of the two): the kernels test for V::kRelDiag
+  // (fwd_rel_diag_sm90.cuh RelDiagOf).
+  if (const Node* d = rel_diag_term(score_mod); d != nullptr && !rel.coef) {
     out << "  // score_mod == score + rel_diag(p, b, h, q_idx, kv_idx), a function of q_idx - kv_idx: yes\n";
     out << "  static constexpr bool kRelDiag = true;\n";
     out << "  __device__ __forceinline__ static float rel_diag(" << kMaskSignature << ") {\n";

@@ -63,11 +63,14 @@ std::string kernel_source_sm90_fwd(const codegen::GeneratedVariant& variant, con
   // FLEXATTN_SM90_GATHER (default on): relative-position-bias score_mods (codegen's kRelGather) read their row at
   // compile-time offsets per tile (fwd_softmax_sm90.cuh scores_inside_rel_gather); only their sources get the
   // define. 0: the general per-entry gather; an A/B knob.
-  if (variant.rel_gather != 0 && jit::env_flag("FLEXATTN_SM90_GATHER", true)) s << "#define FLEXATTN_SM90_REL_GATHER 1\n";
-  // FLEXATTN_SM90_REL_DIAG (default off until run on a GPU): distance-only biases (codegen's kRelDiag, T5's buckets)
-  // evaluate once per distance of a warp's tile into a table in shared memory instead of once per entry
-  // (fwd_rel_diag_sm90.cuh); only their sources get the define.
-  if (variant.rel_diag && jit::env_flag("FLEXATTN_SM90_REL_DIAG", false)) s << "#define FLEXATTN_SM90_REL_DIAG 1\n";
+  // FLEXATTN_SM90_REL_DIAG (default off until run on a GPU): distance-only biases (codegen's kRelDiag: T5's buckets,
+  // and the gather shape, which then takes the tables instead of its row gathers) evaluate once per distance of a
+  // warp's tile into a table in shared memory instead of once per entry (fwd_rel_diag_sm90.cuh); only their
+  // sources get the define.
+  const bool rel_diag = variant.rel_diag && jit::env_flag("FLEXATTN_SM90_REL_DIAG", false);
+  if (rel_diag) s << "#define FLEXATTN_SM90_REL_DIAG 1\n";
+  if (variant.rel_gather != 0 && !rel_diag && jit::env_flag("FLEXATTN_SM90_GATHER", true))
+    s << "#define FLEXATTN_SM90_REL_GATHER 1\n";
   // FLEXATTN_SM90_KV_RANGE (default off): masks of one kv interval per row (codegen's kKvRange: causal, sliding
   // windows, prefix-LM) test a partial tile's entries against the row's bounds (fwd_softmax_sm90.cuh); only
   // their sources get the define. Measured flat on the H200 (session 17: S=8192 D=128 sliding 0.290 / 0.287 ms,

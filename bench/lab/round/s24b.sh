@@ -6,15 +6,16 @@
 #    causal, GQA, kv != q (the tables' unwrapped rows and tail columns), backward after it.
 # 2. Speed: B=2 H=16 S=8192 forward ms (flexattn run, median of 5) off / on / on / off, D 128 and 64, with and
 #    without causal; cold compile (a fresh kernel cache) of each.
+# 3. The relative-bias gather through the tables too (REL_DIAG=1 takes the gather shape): relbias_full A/B/B/A.
 # Predicted: on is correct everywhere; t5 forward D=128 several times faster (per entry ~40 instructions of bucket
 # math and a gather become 34 shared loads per 64 entries plus ~5 evaluations per lane and tile), near relbias_full
-# (2.03 ms at D=128); cold compile of the forward 11.9 -> ~1.3 s locally (device: ~8 -> ~1 s).
+# (2.03 ms at D=128); relbias_full within +-3 % (34 shared loads instead of 34 L1 loads, plus the fill); cold compile of the forward 11.9 -> ~1.3 s locally (device: ~8 -> ~1 s).
 . "$(dirname "$0")/lib.sh"
 out_dir s24b; L=$O
-deadline 420
-build_gpu $O flexattn gpu_attention_check
+deadline 560
+BUILD_PY=ON build_gpu $O flexattn _C gpu_attention_check
 export FLEXATTN_SM90_REL_DIAG=1
-quick_check 90 --only t5
+quick_check 90 --only t5 --only relbias
 timeout $(cap 60 5) compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick --only t5 > $O/memcheck.log 2>&1
 echo "memcheck --quick --only t5 rc=$? $(pass_fail $O/memcheck.log) ($(el) s)"; grep -m3 "Invalid\|ERROR SUMMARY" $O/memcheck.log
 for q in 1 17 127 129 1000 4097; do run_check --dtype bf16 -Q $q -D 128 --score t5; done
@@ -22,6 +23,8 @@ run_check --dtype bf16 -Q 1000 -D 64 --score t5 --mask causal
 run_check --dtype f16 -Q 300 --kv 1001 -D 128 --score t5:16:64 --mask sliding_window:100
 run_check --dtype bf16 -Q 777 -D 128 --hkv 2 --score t5 --mask causal --backward
 run_check --dtype f16 -Q 129 --kv 4097 -D 64 --score t5
+run_check --dtype bf16 -Q 1000 -D 128 --score relbias:const --mask causal
+run_check --dtype bf16 -Q 4097 -D 64 --score relbias --backward
 run_check_summary
 unset FLEXATTN_SM90_REL_DIAG
 tdir=$O/timing; mkdir -p $tdir
@@ -40,4 +43,6 @@ for d in 128 64; do
   done
 done
 echo "(forward ms per run, off on on off; in parentheses the whole run's wall time, the first of each value cold)"
+# The gather shape through the tables (REL_DIAG=1 drops its row gathers and their clamped third branch).
+fwd_sweep FLEXATTN_SM90_REL_DIAG "0 1" relbias_full
 (cd $OUT && tar czf all.tgz --exclude=all.tgz . 2>/dev/null); true

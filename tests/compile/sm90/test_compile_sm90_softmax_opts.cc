@@ -287,7 +287,16 @@ TEST_F(Sm90SoftmaxOptsCompile, RelDiagTablesCompileCleanlyAndEvaluateOncePerDist
       EXPECT_LT(2 * sa->size(), sb->size()) << what << ": SASS text " << sb->size() << " -> " << sa->size();
     }
   const Variant alibi = corpus::build_variant(corpus::corpus_entry("alibi+causal"), shape).variant;
-  const Variant rel = corpus::build_variant(corpus::corpus_entry("relbias+causal"), shape).variant;
   EXPECT_EQ(source_with(alibi, 128, "1", "FLEXATTN_SM90_REL_DIAG").find("REL_DIAG"), std::string::npos);
-  EXPECT_EQ(source_with(rel, 128, "1", "FLEXATTN_SM90_REL_DIAG").find("REL_DIAG"), std::string::npos);
+  // The gather shape takes the tables instead of its row gathers (and drops its clamped third branch): clean too.
+  for (const char* name : {"relbias+causal", "relbias(learnable)"}) {
+    const Variant rel = corpus::build_variant(corpus::corpus_entry(name), shape).variant;
+    const std::string on = source_with(rel, 128, "1", "FLEXATTN_SM90_REL_DIAG");
+    EXPECT_NE(on.find("#define FLEXATTN_SM90_REL_DIAG 1"), std::string::npos) << name;
+    EXPECT_EQ(on.find("FLEXATTN_SM90_REL_GATHER"), std::string::npos) << name;
+    EXPECT_NE(source_with(rel, 128, nullptr, "FLEXATTN_SM90_REL_DIAG").find("#define FLEXATTN_SM90_REL_GATHER 1"),
+              std::string::npos)
+        << name;
+    expect_no_spill(sm90_test::compile_fwd_source("attn_fwd_sm90a_rel_diag_gather", on), std::string(name) + " rel diag");
+  }
 }

@@ -38,6 +38,16 @@ struct FlexVariant {
     return (const float*)p.buf[0] + (((long long)fa_clamp_position32(h, p.buf_shape[0][0])) * p.buf_shape[0][1]);
   }
 
+  // score_mod == score + rel_diag(p, b, h, q_idx, kv_idx), a function of q_idx - kv_idx: yes
+  static constexpr bool kRelDiag = true;
+  __device__ __forceinline__ static float rel_diag(const ModParams& p, int b, int h, int q_idx, int kv_idx) {
+    const int t0 = fa_sub(q_idx, kv_idx);
+    const int t1 = fa_add(t0, ((int)p.scalar[0]));
+    const int t2 = fa_sub(t1, ((int)((long long)p.lit[0])));
+    const float t3 = fa_read_f32(p.buf[0], ((long long)fa_clamp_position32(h, p.buf_shape[0][0])) * p.buf_shape[0][1], fa_clamp_index32(t2, p.buf_shape[0][1]));
+    return t3;
+  }
+
   // g * d score_mod / d score
   __device__ __forceinline__ static float score_grad(const ModParams& p, float score, int b, int h, int q_idx, int kv_idx, float g) {
     return g * ((float)p.lit[1]);

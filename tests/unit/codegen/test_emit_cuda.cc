@@ -219,9 +219,9 @@ TEST(EmitCuda, RelativeBiasGathersAreRecognised) {
   }
 }
 
-// score + e with e a function of q_idx - kv_idx alone (T5's buckets, a formula of the distance) that neither the
-// affine nor the gather form takes gets kRelDiag and rel_diag(p, b, h, q_idx, kv_idx) = e, for the sm90 forward's
-// per-warp table (fwd_softmax_sm90.cuh, FLEXATTN_SM90_REL_DIAG); other shapes get no block.
+// score + e with e a function of q_idx - kv_idx alone (T5's buckets, a formula of the distance, the gather shape)
+// that the affine form does not take gets kRelDiag and rel_diag(p, b, h, q_idx, kv_idx) = e, for the sm90 forward's
+// per-warp table (fwd_rel_diag_sm90.cuh, FLEXATTN_SM90_REL_DIAG); other shapes get no block.
 TEST(EmitCuda, DistanceOnlyBiasesAreRecognised) {
   auto gen = [](const Expr& score_mod) {
     Variant v;
@@ -231,7 +231,7 @@ TEST(EmitCuda, DistanceOnlyBiasesAreRecognised) {
   const Buffer bias{"bias", DType::F32};
   for (const Expr& e : {mods::t5_bias(bias, 32, 128, true), mods::t5_bias(bias, 16, 64, false),
                         score() + log2(abs(q_idx() - kv_idx()) + 1.0),
-                        bias(head(), kv_idx() - q_idx() + 3) * 0.5 + score()}) {
+                        bias(head(), kv_idx() - q_idx() + 3) * 0.5 + score(), score() + bias(head(), q_idx() - kv_idx())}) {
     const codegen::GeneratedVariant g = gen(e);
     EXPECT_TRUE(g.rel_diag);
     EXPECT_TRUE(has(g.source, "static constexpr bool kRelDiag = true;")) << g.source;
@@ -242,9 +242,9 @@ TEST(EmitCuda, DistanceOnlyBiasesAreRecognised) {
     EXPECT_TRUE(has(body, "kv_idx")) << body;
     EXPECT_FALSE(has(body, "score")) << body;
   }
-  // Not of the shape (or taken by a cheaper form): the gather, ALiBi's affine bias, a position alone, a scaled
-  // score, a product with the score, no score_mod.
-  for (const Expr& e : {score() + bias(head(), q_idx() - kv_idx()), mods::alibi(), score() + bias(head(), q_idx()),
+  // Not of the shape (or taken by the affine form): ALiBi's affine bias, a position alone, a scaled score, a product
+  // with the score, no score_mod.
+  for (const Expr& e : {mods::alibi(), score() + bias(head(), q_idx()),
                         score() * 2.0 + log2(abs(q_idx() - kv_idx()) + 1.0), score() * log2(abs(q_idx() - kv_idx()) + 1.0),
                         score() + bias(head(), q_idx() * 2 - kv_idx())}) {
     const codegen::GeneratedVariant g = gen(e);
