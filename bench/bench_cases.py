@@ -16,8 +16,10 @@ FLEX_IMPLS = ("flexattn", "torch-flex")  # the two that compile per variant
 SDPA_IMPLS = ("sdpa-cudnn", "sdpa-flash")
 CASES = ("full", "causal", "sliding1024", "document", "prefixlm", "alibi_causal", "softcap_causal", "relbias_full")
 # Outside the suite (the issues' table), run only when --cases names them: softcap through the GPU's approximate
-# tanh in both flexattn (tanh_approx) and torch flex (attention-gym's approx::tanh custom op, tanh.approx.f32).
-EXTRA_CASES = ("softcap_approx_causal",)
+# tanh in both flexattn (tanh_approx) and torch flex (attention-gym's approx::tanh custom op, tanh.approx.f32); T5's
+# bucketed relative bias (attention-gym's form: a log per entry for torch flex, flexattn's distance tables with
+# FLEXATTN_SM90_REL_DIAG=1).
+EXTRA_CASES = ("softcap_approx_causal", "t5_full")
 ALL_CASES = CASES + EXTRA_CASES
 SUITES = ("full", "long", "quick", "hd256", "decode")
 
@@ -26,6 +28,7 @@ N_DOCS = 8             # document: 8 packed documents, causal within each
 DOC_SEED = 0           # their lengths are a seeded random split (equal lengths would be an easy case)
 PREFIX_DIVISOR = 4     # prefixlm: the first S/4 keys are visible to every query, causal elsewhere
 SOFTCAP = 30.0
+T5_BUCKETS, T5_MAX_DISTANCE = 32, 128  # t5_full: bidirectional, as T5's encoder
 BWD_FLOP_FACTOR = 2.5
 
 
@@ -33,7 +36,7 @@ BWD_FLOP_FACTOR = 2.5
 class Case:
     name: str
     mask: str             # "none", "causal", "sliding", "document", "prefixlm"
-    score: str            # "none", "alibi", "softcap", "softcap_approx", "relbias"
+    score: str            # "none", "alibi", "softcap", "softcap_approx", "relbias", "t5"
     sdpa_causal: Optional[bool]  # None: SDPA has no backend for it; else its is_causal flag
     title: str
 
@@ -48,6 +51,7 @@ CASE_TABLE: Dict[str, Case] = {c.name: c for c in (
     Case("softcap_causal", "causal", "softcap", None, "softcap 30 + causal"),
     Case("relbias_full", "none", "relbias", None, "relative-position bias gather, full"),
     Case("softcap_approx_causal", "causal", "softcap_approx", None, "softcap 30 with tanh.approx + causal"),
+    Case("t5_full", "none", "t5", None, "T5 bucketed relative bias (32 buckets, max distance 128), full"),
 )}
 
 

@@ -74,6 +74,25 @@ def make_score_mod(case: str, S: int, H: int, seed: int = 0):
         def rel_bias(score, b, h, q, kv):
             return score + bias[h, q - kv + S]
         return rel_bias
+    if kind == "t5":
+        # T5's bidirectional buckets (attention-gym's t5 example): half the buckets per direction, exact distances
+        # below max_exact, log-spaced ones up to max_distance; the log's argument kept >= 1 (the where picks the
+        # exact bucket there) so that no -inf reaches the integer cast.
+        g = torch.Generator(device=DEV).manual_seed(seed + 23)
+        table = torch.randn(H, bc.T5_BUCKETS, device=DEV, dtype=torch.float32, generator=g) * 0.5
+        half = bc.T5_BUCKETS // 2
+        max_exact = half // 2
+        log_span = math.log(bc.T5_MAX_DISTANCE / max_exact)
+
+        def t5(score, b, h, q, kv):
+            rel = kv - q
+            n = torch.abs(rel)
+            big = max_exact + (torch.log(torch.clamp(n, min=max_exact).float() / max_exact)
+                               / log_span * (half - max_exact)).to(torch.int32)
+            big = torch.clamp(big, max=half - 1)
+            bucket = (rel > 0).to(torch.int32) * half + torch.where(n < max_exact, n, big)
+            return score + table[h, bucket]
+        return t5
     raise AssertionError(kind)
 
 
