@@ -43,6 +43,7 @@ for d in 128 64; do
   done
 done
 echo "(forward ms per run, off on on off; in parentheses the whole run's wall time, the first of each value cold)"
-# The gather shape through the tables (REL_DIAG=1 drops its row gathers and their clamped third branch).
-fwd_sweep FLEXATTN_SM90_REL_DIAG "0 1" relbias_full
+# The gather shape through the tables (REL_DIAG=1 drops its row gathers and their clamped third branch), and the
+# bench's Python-traced T5 (attention-gym's form: codegen must find it distance-only too).
+fwd_sweep FLEXATTN_SM90_REL_DIAG "0 1" relbias_full,t5_full
 (cd $OUT && tar czf all.tgz --exclude=all.tgz . 2>/dev/null); true
