@@ -9,6 +9,7 @@
 #include <random>
 #include <numeric>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/params.h"
@@ -412,6 +413,40 @@ TEST(Sm90Host, TileQueueBalancesCausalBetterThanTheStaticStride) {
   EXPECT_DOUBLE_EQ(stride, 91.0);
   EXPECT_DOUBLE_EQ(queue, 71.0);
   EXPECT_LT(queue, 1.02 * total / kCtas);
+}
+
+// FLEXATTN_SM90_EARLY_CLAIM = k (fwd_producer_sm90.cuh): a CTA claims its next tile k kv-tile times before its
+// current tile ends (at its start if the tile is shorter), and tiles go out in claim order. Claims then come in the
+// order of the tiles' ends, as the greedy queue's do, except behind tiles shorter than k, so the makespan barely
+// moves; a claim at the tile's start (one tile ahead) orders by starts instead and loses. Causal, B=2 H=16 S=8192, the
+// order of SmallerHeadGroupRunsFirst, kv-tile times: greedy 512.5; k = 1, 2: 512.5; k = 4: 514; k = 8: 517; one tile
+// ahead: 531.5.
+TEST(Sm90Host, EarlyClaimKeepsTheGreedyMakespan) {
+  kern::AttnParams p{};
+  p.B = 2, p.Hq = 16, p.L = p.S = 8192;
+  const auto order = kern::sm90::fwd_tile_order<128, 128, 128>(p);
+  // claim(start, dur): when a CTA running a tile from `start` for `dur` asks for its next one.
+  auto makespan = [&](auto claim) {
+    using Ev = std::pair<double, int>;  // (claim time, CTA)
+    std::priority_queue<Ev, std::vector<Ev>, std::greater<Ev>> claims;
+    std::vector<double> end(132, 0.0);
+    for (int c = 0; c < 132; ++c) claims.push({0.0, c});
+    double last = 0.0;
+    for (int t = 0; t < order.count; ++t) {
+      const int c = claims.top().second;
+      claims.pop();
+      const double start = end[size_t(c)], dur = order.at<128>(t).q0 / 128 + 1 + 0.5;
+      end[size_t(c)] = start + dur;
+      last = std::max(last, start + dur);
+      claims.push({claim(start, dur), c});
+    }
+    return last;
+  };
+  const double greedy = makespan([](double s, double d) { return s + d; });
+  EXPECT_DOUBLE_EQ(greedy, 512.5);
+  for (double k : {1.0, 2.0, 4.0})
+    EXPECT_LE(makespan([k](double s, double d) { return std::max(s, s + d - k); }), greedy * 1.005) << "k " << k;
+  EXPECT_GT(makespan([](double s, double) { return s; }), greedy * 1.02);  // one tile ahead
 }
 
 // The smaller head group first (FwdTileOrder::span): B=2 H=16 S=8192 D=128 has groups of 6, 6, 6, 6, 6 and 2
