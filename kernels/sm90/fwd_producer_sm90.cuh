@@ -26,7 +26,9 @@ namespace flexattn::kern::sm90 {
 // starts the chain that the next tile's first loads wait for (the queue's atomic, the row order's lookup, the
 // block counts and lists); the ring's lead (`stages` kv tiles) is all that hides it, and a sliding window's
 // 9-tile walk measured that chain as exposed: one more dependent load in it (FLEXATTN_SM90_ROW_ORDER's) cost
-// 2-3 % (session 24). An A/B knob until measured.
+// 2-3 % (session 24). Claims k kv tiles early still come in the order of the tiles' ends, as the greedy queue's do
+// (schedule model: causal makespan unchanged at k = 1, 2; test_sm90_host.cc EarlyClaimKeepsTheGreedyMakespan). An A/B
+// knob until measured.
 #if defined(FLEXATTN_SM90_EARLY_CLAIM)
 constexpr int kEarlyClaim = FLEXATTN_SM90_EARLY_CLAIM;
 #else
