@@ -66,6 +66,9 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 # decode checks).
 [ $HOPPER = 1 ] && FLEXATTN_SM90_FWD_TALL=0 run gpu_attention_no_tall $CHECK --only full --only relbias --only t5
 [ $HOPPER = 1 ] && FLEXATTN_SM90_SOFTCAP_RCP=8 run gpu_attention_softcap_rcp $CHECK --only softcap
+# Session 24's early claim of the persistent forward's next tile (FLEXATTN_SM90_EARLY_CLAIM=2, opt-in): every tile
+# still runs exactly once (the quick run's masks and lengths).
+[ $HOPPER = 1 ] && FLEXATTN_SM90_EARLY_CLAIM=2 run gpu_attention_early_claim $CHECK --quick
 # Session 24's distance-only bias tables (FLEXATTN_SM90_REL_DIAG=1, opt-in): the T5 and relative-bias entries of the
 # full run, and under memcheck (the tables' shared-memory indices).
 [ $HOPPER = 1 ] && FLEXATTN_SM90_REL_DIAG=1 run gpu_attention_rel_diag $CHECK --only t5 --only relbias
