@@ -123,27 +123,43 @@ __device__ __forceinline__ int fwd_produce_tile_persistent(const AttnParams& p, 
         tma_load_4d(c.q_half(qb, w) + s * C::kQSlabBytes, &p.q_map, c.bar_q(qb), 64 * s, q0 + 64 * w, h, b);
     }
   };
-  // The next tile is claimed once the tile's last K/V is issued, or with kEarlyClaim kv tiles still to issue:
-  // not when the tile starts (the greedy order; a claim one tile ahead left causal 11 % over the queue's
-  // makespan in the schedule model of tests/compile/sm90/test_sm90_host.cc).
-  int next = -1, left = n;
-  auto produce = [&] {
-    if (kEarlyClaim > 0 && next < 0 && left <= kEarlyClaim) next = fwd_queue_next(p.tile_queue, t, order.count);
-    produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
-    --left;
-  };
-  if constexpr (C::QB == 2) {
-    load_q();
-    while (walk.next()) produce();
+  // The next tile is claimed once the tile's last K/V is issued (the greedy order: not when the tile starts; a claim
+  // one tile ahead left causal 11 % over the queue's makespan in the schedule model of
+  // tests/compile/sm90/test_sm90_host.cc), or with kEarlyClaim kv tiles still to issue. The default is spelled out
+  // without the lambda: even a plain forwarding lambda moved ptxas's uniform registers in the producer (+2 UMOV,
+  // nvcc 13.0), and the A/B's baseline should be the kernel that was measured.
+  if constexpr (kEarlyClaim == 0) {
+    if constexpr (C::QB == 2) {
+      load_q();
+      while (walk.next()) produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
+    } else {
+      const bool first = walk.next();
+      if (first) produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
+      load_q();
+      if (first)
+        while (walk.next()) produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
+    }
+    return fwd_uniform(fwd_queue_next(p.tile_queue, t, order.count));
   } else {
-    const bool first = walk.next();
-    if (first) produce();
-    load_q();
-    if (first)
+    int next = -1, left = n;
+    auto produce = [&] {
+      if (next < 0 && left <= kEarlyClaim) next = fwd_queue_next(p.tile_queue, t, order.count);
+      --left;
+      produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
+    };
+    if constexpr (C::QB == 2) {
+      load_q();
       while (walk.next()) produce();
+    } else {
+      const bool first = walk.next();
+      if (first) produce();
+      load_q();
+      if (first)
+        while (walk.next()) produce();
+    }
+    if (next < 0) next = fwd_queue_next(p.tile_queue, t, order.count);
+    return fwd_uniform(next);
   }
-  if (next < 0) next = fwd_queue_next(p.tile_queue, t, order.count);
-  return fwd_uniform(next);
 }
 
 // The persistent producer's last use of a Q buffer: the end marker {0, -1}, a plain arrival (handshake 1, 2).
