@@ -8,6 +8,15 @@
 
 namespace flexattn::kern::sm90 {
 
+// The source generator defines FLEXATTN_SM90_REL_DIAG only for the variants whose forward uses the distance tables
+// (fwd_rel_diag_sm90.cuh); only their layout reserves them, and the host's launch asks for the same size
+// (Sm90FwdForm::rel_diag).
+#if defined(FLEXATTN_SM90_REL_DIAG)
+constexpr bool kSm90RelTables = true;
+#else
+constexpr bool kSm90RelTables = false;
+#endif
+
 // Named barrier ids (0 is __syncthreads): 1 + w = "consumer warpgroup w may issue its GEMMs" (ping-pong), then
 // 1 + WG + w = epilogue of consumer warpgroup w (FwdCfg::bar_epilogue; 3, 4 with two warpgroups as before the tall
 // tile, so the two-warpgroup kernels' code did not change).
@@ -19,7 +28,7 @@ struct FwdCfg {
   static constexpr bool kNarrow = kNarrow_, kPersistent = kPersistent_;
   static constexpr Sm90FwdTile kTile = sm90_fwd_tile(D, Dv, kNarrow, kTall_);
   static constexpr bool kTall = kTile.warpgroups == 3;  // false where the tall tile does not apply
-  static constexpr Sm90FwdSmem kSmem = sm90_fwd_smem_layout(D, Dv, kNarrow, kPersistent, kTall);
+  static constexpr Sm90FwdSmem kSmem = sm90_fwd_smem_layout(D, Dv, kNarrow, kPersistent, kTall, kSm90RelTables);
   static constexpr int BM = kTile.block_m, BN = kTile.block_n, ST = kTile.stages, QB = kSmem.q_bufs;
   static constexpr int WG = kTile.warpgroups;  // consumer warpgroups
   static constexpr int kThreads = sm90_fwd_threads(D, Dv, kNarrow, kTall);

@@ -101,12 +101,12 @@ struct Sm90FwdSmem {
 };
 // rel: per consumer warp a table of block_n + 15 floats (rounded up to block_n + 16), the distance-only bias of the
 // warp's 16 rows x block_n columns (FLEXATTN_SM90_REL_DIAG, fwd_rel_diag_sm90.cuh): 4.5 KiB at block_n 128 with two
-// consumer warpgroups, 6.75 KiB tall. Reserved last in every layout (no other offset moves), written only by kernels
-// that use it.
+// consumer warpgroups, 6.75 KiB tall. Only in the layouts of kernels that use them (rel_tables), and last, so no other
+// offset moves: the others keep their request (the D = 64 persistent one would cross the 164 KiB carveout step).
 FLEXATTN_HD constexpr int sm90_rel_diag_table_floats(int block_n) { return block_n + 16; }
 
 FLEXATTN_HD constexpr Sm90FwdSmem sm90_fwd_smem_layout_with(int d, int dv, bool narrow, int q_bufs, bool counts,
-                                                            bool tall = false) {
+                                                            bool tall = false, bool rel_tables = false) {
   const Sm90FwdTile t = sm90_fwd_tile(d, dv, narrow, tall);
   Sm90FwdSmem s{};
   s.q_half = 64 * sm90_dmax(d, dv) * 2;
@@ -119,30 +119,32 @@ FLEXATTN_HD constexpr Sm90FwdSmem sm90_fwd_smem_layout_with(int d, int dv, bool 
   s.bars = s.v + t.stages * s.v_stage;
   s.info = s.bars + 8 * (2 * q_bufs + 4 * t.stages);
   s.counts = s.info + 8 * t.stages;
-  s.rel = (s.counts + (counts ? 8 * q_bufs : 0) + 15) / 16 * 16;
-  s.total = s.rel + t.warpgroups * 4 * sm90_rel_diag_table_floats(t.block_n) * 4;
+  const int end = s.counts + (counts ? 8 * q_bufs : 0);
+  s.rel = (end + 15) / 16 * 16;
+  s.total = rel_tables ? s.rel + t.warpgroups * 4 * sm90_rel_diag_table_floats(t.block_n) * 4 : end;
   return s;
 }
 
 // Q buffers of the persistent kernel: two at d <= 128 where the layout (plus the base-alignment
 // slack) fits the opt-in limit, else one.
-FLEXATTN_HD constexpr int sm90_fwd_q_buffers(int d, int dv, bool narrow, bool tall = false) {
+FLEXATTN_HD constexpr int sm90_fwd_q_buffers(int d, int dv, bool narrow, bool tall = false, bool rel_tables = false) {
   return sm90_dmax(d, dv) <= 128 &&
-                 sm90_fwd_smem_layout_with(d, dv, narrow, 2, true, tall).total + 1024 <= kSm90SmemLimit
+                 sm90_fwd_smem_layout_with(d, dv, narrow, 2, true, tall, rel_tables).total + 1024 <= kSm90SmemLimit
              ? 2
              : 1;
 }
 
 FLEXATTN_HD constexpr Sm90FwdSmem sm90_fwd_smem_layout(int d, int dv, bool narrow = false, bool persistent = false,
-                                                       bool tall = false) {
-  return persistent ? sm90_fwd_smem_layout_with(d, dv, narrow, sm90_fwd_q_buffers(d, dv, narrow, tall), true, tall)
-                    : sm90_fwd_smem_layout_with(d, dv, narrow, 1, false, tall);
+                                                       bool tall = false, bool rel_tables = false) {
+  return persistent ? sm90_fwd_smem_layout_with(d, dv, narrow, sm90_fwd_q_buffers(d, dv, narrow, tall, rel_tables), true,
+                                                tall, rel_tables)
+                    : sm90_fwd_smem_layout_with(d, dv, narrow, 1, false, tall, rel_tables);
 }
 
 // Dynamic shared memory to request: the layout plus slack to round the base up to 1024 bytes.
 FLEXATTN_HD constexpr int sm90_fwd_smem(int d, int dv, bool narrow = false, bool persistent = false,
-                                        bool tall = false) {
-  return sm90_fwd_smem_layout(d, dv, narrow, persistent, tall).total + 1024;
+                                        bool tall = false, bool rel_tables = false) {
+  return sm90_fwd_smem_layout(d, dv, narrow, persistent, tall, rel_tables).total + 1024;
 }
 
 struct Sm90Launch {
@@ -161,12 +163,12 @@ struct Sm90Launch {
 // tile change and Q waited for both warpgroups' epilogues. Both are gone from the kPersistent kernel
 // (kv-tile counts, two Q buffers); it stays opt-in (FLEXATTN_SM90_PERSISTENT=1) until measured.
 FLEXATTN_HD constexpr Sm90Launch sm90_fwd_launch(int d, int dv, bool narrow, int B, int Hq, int L, int sm_count,
-                                                 bool persistent, bool tall = false) {
+                                                 bool persistent, bool tall = false, bool rel_tables = false) {
   const int bm = sm90_fwd_tile(d, dv, narrow, tall).block_m;
   const long long tiles = (long long)((L + bm - 1) / bm) * Hq * B;
   const long long ctas = !persistent || tiles < sm_count ? tiles : (sm_count > 0 ? sm_count : 1);
   return Sm90Launch{(unsigned)ctas, 1u, 1u, (unsigned)sm90_fwd_threads(d, dv, narrow, tall),
-                    (unsigned)sm90_fwd_smem(d, dv, narrow, persistent, tall)};
+                    (unsigned)sm90_fwd_smem(d, dv, narrow, persistent, tall, rel_tables)};
 }
 
 // The mask tile sizes the forward accepts (the no-mask sentinel 1 << 30 qualifies).

@@ -52,6 +52,7 @@ struct KernelSetKey {
 // kernel's TMA boxes, grid or shared memory (byte counts that never complete: a hang).
 struct Sm90FwdForm {
   bool narrow = false, persistent = false, tall = false;
+  bool rel_diag = false;  // distance tables (FLEXATTN_SM90_REL_DIAG): their source's define and their shared memory
 };
 
 struct KernelSet {

@@ -63,13 +63,10 @@ std::string kernel_source_sm90_fwd(const codegen::GeneratedVariant& variant, con
   // FLEXATTN_SM90_GATHER (default on): relative-position-bias score_mods (codegen's kRelGather) read their row at
   // compile-time offsets per tile (fwd_softmax_sm90.cuh scores_inside_rel_gather); only their sources get the
   // define. 0: the general per-entry gather; an A/B knob.
-  // FLEXATTN_SM90_REL_DIAG (default off until run on a GPU): distance-only biases (codegen's kRelDiag: T5's buckets,
-  // and the gather shape, which then takes the tables instead of its row gathers) evaluate once per distance of a
-  // warp's tile into a table in shared memory instead of once per entry (fwd_rel_diag_sm90.cuh); only their
-  // sources get the define.
-  const bool rel_diag = variant.rel_diag && jit::env_flag("FLEXATTN_SM90_REL_DIAG", false);
-  if (rel_diag) s << "#define FLEXATTN_SM90_REL_DIAG 1\n";
-  if (variant.rel_gather != 0 && !rel_diag && jit::env_flag("FLEXATTN_SM90_GATHER", true))
+  // The distance tables (sm90_fwd_form: FLEXATTN_SM90_REL_DIAG) replace the gather where both apply; only their
+  // sources get the define (their layout then reserves the tables).
+  if (form.rel_diag) s << "#define FLEXATTN_SM90_REL_DIAG 1\n";
+  if (variant.rel_gather != 0 && !form.rel_diag && jit::env_flag("FLEXATTN_SM90_GATHER", true))
     s << "#define FLEXATTN_SM90_REL_GATHER 1\n";
   // FLEXATTN_SM90_KV_RANGE (default off): masks of one kv interval per row (codegen's kKvRange: causal, sliding
   // windows, prefix-LM) test a partial tile's entries against the row's bounds (fwd_softmax_sm90.cuh); only
@@ -96,6 +93,10 @@ Sm90FwdForm sm90_fwd_form(const codegen::GeneratedVariant& variant, const Kernel
   f.narrow = sm90_narrow_tile(variant.layout);
   f.persistent = jit::env_flag("FLEXATTN_SM90_PERSISTENT", true);
   f.tall = key.sm90_fwd_tall && kern::sm90_fwd_tall_ok(key.d, key.dv, f.narrow) && sm90_fwd_tall_suits(variant);
+  // FLEXATTN_SM90_REL_DIAG (default off until run on a GPU): distance-only biases (codegen's kRelDiag: T5's buckets,
+  // and the gather shape, which then takes the tables instead of its row gathers) evaluate once per distance of a
+  // warp's tile into a table in shared memory instead of once per entry (fwd_rel_diag_sm90.cuh).
+  f.rel_diag = variant.rel_diag && jit::env_flag("FLEXATTN_SM90_REL_DIAG", false);
   return f;
 }
 

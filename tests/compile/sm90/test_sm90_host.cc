@@ -242,16 +242,14 @@ TEST(Sm90Host, PersistentLayoutHasTwoQBuffersUpToD128) {
     EXPECT_EQ(kern::sm90_fwd_q_buffers(x.d, x.dv, x.narrow), x.q_bufs) << what;
     // The default: Q, ring, 2 + 4 * stages barriers, 2 info ints per stage (as before the persistent kernel).
     EXPECT_EQ(def.k, 2 * def.q_half) << what;
-    // Then the distance-bias tables (fwd_rel_diag_sm90.cuh), 16-aligned, one per consumer warp.
-    const int tables = t.warpgroups * 4 * kern::sm90_rel_diag_table_floats(t.block_n) * 4;
+    // (Then, 16-aligned, the distance-bias tables of the kernels that use them: none here.)
     EXPECT_EQ(def.rel, (def.bars + 8 * (2 + 4 * t.stages) + 8 * t.stages + 15) / 16 * 16) << what;
-    EXPECT_EQ(def.total, def.rel + tables) << what;
+    EXPECT_EQ(def.total, def.bars + 8 * (2 + 4 * t.stages) + 8 * t.stages) << what;
     EXPECT_EQ(per.k, 2 * x.q_bufs * per.q_half) << what;
     EXPECT_EQ(per.k % 1024, 0) << what;
     EXPECT_EQ(per.v - per.k, def.v - def.k) << what;
     EXPECT_EQ(per.counts, per.info + 8 * t.stages) << what;
-    EXPECT_EQ(per.rel, (per.counts + 8 * x.q_bufs + 15) / 16 * 16) << what;
-    EXPECT_EQ(per.total, per.rel + tables) << what;
+    EXPECT_EQ(per.total, per.counts + 8 * x.q_bufs) << what;
     EXPECT_LE(kern::sm90_fwd_smem(x.d, x.dv, x.narrow, true), kern::kSm90SmemLimit) << what;
     EXPECT_EQ(kern::sm90_fwd_launch(x.d, x.dv, x.narrow, 2, 16, 8192, 132, true).smem,
               unsigned(kern::sm90_fwd_smem(x.d, x.dv, x.narrow, true)))
@@ -260,8 +258,9 @@ TEST(Sm90Host, PersistentLayoutHasTwoQBuffersUpToD128) {
               unsigned(kern::sm90_fwd_smem(x.d, x.dv, x.narrow)))
         << what;
   }
-  // Q x 2 x 2, K and V x 2 stages; barriers, info, counts; 8 warps' tables of 144 floats; the alignment slack.
-  EXPECT_EQ(kern::sm90_fwd_smem(128, 128, false, true), 192 * 1024 + 8 * (4 + 8) + 8 * 2 + 8 * 2 + 8 * 144 * 4 + 1024);
+  EXPECT_EQ(kern::sm90_fwd_smem(128, 128, false, true), 192 * 1024 + 8 * (4 + 8) + 8 * 2 + 8 * 2 + 1024);
+  // With the distance tables: 8 warps' tables of 144 floats after the counts (16-aligned).
+  EXPECT_EQ(kern::sm90_fwd_smem(128, 128, false, true, false, true), 192 * 1024 + 8 * (4 + 8) + 8 * 2 + 8 * 2 + 8 * 144 * 4 + 1024);
 }
 
 // The persistent producer publishes the kv-tile count of a work tile before it walks the lists; the

@@ -5,8 +5,14 @@
 // the table is evaluated at lies in the tile's rectangle.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <cstdlib>
 #include <vector>
 
+#include "corpus.h"
+#include "flexattn/codegen.h"
+#include "runtime/kernel_set.h"
+#include "runtime/tma_sm90.h"
 #include "sm90/fwd_rel_diag_sm90.cuh"
 #include "sm90/tile_config_sm90.h"
 
@@ -59,17 +65,50 @@ TEST(Sm90RelDiag, EveryEntryReadsItsOwnDistanceInsideTheTable) {
       for (int kvs : {0, 128, 4096, 7 * 128 + 5}) check_tile(bn, qs, kvs);
 }
 
-// The table sits after everything else of the layout (no other offset moves) and fits every tile.
+// The tables sit after everything else of the layout (no other offset moves, the Q buffers stay as many), fit every
+// tile, and only the layouts that ask for them have them (the launch of the others requests what it did).
 TEST(Sm90RelDiag, TablesFitEveryForwardLayout) {
   for (int d : {64, 128, 192, 256})
     for (bool narrow : {false, true})
       for (bool persistent : {false, true})
         for (bool tall : {false, true}) {
+          const std::string what = "d " + std::to_string(d) + " narrow " + std::to_string(narrow) + " persistent " +
+                                   std::to_string(persistent) + " tall " + std::to_string(tall);
           const Sm90FwdTile t = sm90_fwd_tile(d, d, narrow, tall);
-          const Sm90FwdSmem s = sm90_fwd_smem_layout(d, d, narrow, persistent, tall);
-          EXPECT_EQ(s.rel % 16, 0);
-          EXPECT_GE(s.rel, s.counts);
-          EXPECT_EQ(s.total - s.rel, t.warpgroups * 4 * sm90_rel_diag_table_floats(t.block_n) * 4);
-          EXPECT_LE(s.total + 1024, kSm90SmemLimit) << "d " << d << " narrow " << narrow << " tall " << tall;
+          const Sm90FwdSmem s = sm90_fwd_smem_layout(d, d, narrow, persistent, tall, true);
+          const Sm90FwdSmem plain = sm90_fwd_smem_layout(d, d, narrow, persistent, tall);
+          EXPECT_EQ(s.rel % 16, 0) << what;
+          EXPECT_GE(s.rel, s.counts) << what;
+          EXPECT_EQ(s.total - s.rel, t.warpgroups * 4 * sm90_rel_diag_table_floats(t.block_n) * 4) << what;
+          EXPECT_LE(s.total + 1024, kSm90SmemLimit) << what;
+          EXPECT_EQ(s.q_bufs, plain.q_bufs) << what;
+          EXPECT_EQ(s.counts, plain.counts) << what;
+          EXPECT_EQ(s.rel, plain.rel) << what;
+          EXPECT_LE(plain.total, plain.rel) << what;
+          EXPECT_GT(plain.total + 16, plain.rel) << what;
+          EXPECT_EQ(sm90_fwd_launch(d, d, narrow, 2, 16, 8192, 132, persistent, tall, true).smem, unsigned(s.total + 1024))
+              << what;
         }
+}
+
+// The form the forward's source and launch share (runtime::sm90_fwd_form): the tables only with
+// FLEXATTN_SM90_REL_DIAG=1 and only for distance-only biases (T5, the relative-bias gather), never for ALiBi's affine
+// bias or a variant without one; the source gets the define exactly when the form has the tables.
+TEST(Sm90RelDiag, TheFormTakesTheTablesOnlyWhenAskedAndApplicable) {
+  flexattn::mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
+  flexattn::runtime::KernelSetKey key{flexattn::DType::BF16, 128, 128, "sm_90a", false,
+                                      flexattn::runtime::KernelFamily::sm90};
+  for (const char* name : {"t5", "relbias(learnable)", "relbias+causal", "alibi+causal", "causal", "full"}) {
+    const flexattn::Variant v = flexattn::corpus::build_variant(flexattn::corpus::corpus_entry(name), shape).variant;
+    const flexattn::codegen::GeneratedVariant gen = flexattn::codegen::emit_cuda_variant(v, false);
+    const bool applicable = std::string(name).rfind("t5", 0) == 0 || std::string(name).rfind("relbias", 0) == 0;
+    unsetenv("FLEXATTN_SM90_REL_DIAG");
+    EXPECT_FALSE(flexattn::runtime::sm90_fwd_form(gen, key).rel_diag) << name;
+    setenv("FLEXATTN_SM90_REL_DIAG", "1", 1);
+    const flexattn::runtime::Sm90FwdForm f = flexattn::runtime::sm90_fwd_form(gen, key);
+    const std::string src = flexattn::runtime::kernel_source_sm90_fwd(gen, key, f);
+    unsetenv("FLEXATTN_SM90_REL_DIAG");
+    EXPECT_EQ(f.rel_diag, applicable) << name;
+    EXPECT_EQ(src.find("#define FLEXATTN_SM90_REL_DIAG 1") != std::string::npos, applicable) << name;
+  }
 }
