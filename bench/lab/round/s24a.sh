@@ -18,6 +18,12 @@ export FLEXATTN_SM90_EARLY_CLAIM=2
 quick_check 70 --only causal --only document --only sliding --only full
 unset FLEXATTN_SM90_EARLY_CLAIM
 fwd_sweep FLEXATTN_SM90_EARLY_CLAIM "0 1 2" sliding1024,document,causal
+# With the claim early, the row order's lookup (s23a: document +1.2 %, sliding -2.9 %, its load exposed) may hide too:
+# ROW_ORDER 0/1 under EARLY_CLAIM=2. Predicted: document +1-2 % over EARLY_CLAIM alone, sliding flat.
+O=$L/row_order; mkdir -p $O
+export FLEXATTN_SM90_EARLY_CLAIM=2
+fwd_sweep FLEXATTN_SM90_ROW_ORDER "0 1" document,sliding1024
+unset FLEXATTN_SM90_EARLY_CLAIM
 O=$L/softcap; mkdir -p $O
 for k in 8; do
   FLEXATTN_SM90_SOFTCAP_RCP=$k timeout $(cap 70 10) $CHECK --only softcap:30 > $O/check_rcp$k.log 2>&1
