@@ -92,11 +92,13 @@ Sm90FwdForm sm90_fwd_form(const codegen::GeneratedVariant& variant, const Kernel
   Sm90FwdForm f;
   f.narrow = sm90_narrow_tile(variant.layout);
   f.persistent = jit::env_flag("FLEXATTN_SM90_PERSISTENT", true);
-  f.tall = key.sm90_fwd_tall && kern::sm90_fwd_tall_ok(key.d, key.dv, f.narrow) && sm90_fwd_tall_suits(variant);
   // FLEXATTN_SM90_REL_DIAG (default off until run on a GPU): distance-only biases (codegen's kRelDiag: T5's buckets,
   // and the gather shape, which then takes the tables instead of its row gathers) evaluate once per distance of a
-  // warp's tile into a table in shared memory instead of once per entry (fwd_rel_diag_sm90.cuh).
+  // warp's tile into a table in shared memory instead of once per entry (fwd_rel_diag_sm90.cuh). Not with the tall
+  // tile: the 34 table values a thread holds per tile spilled its 160-register consumers (60 bytes, ptxas 13.0).
   f.rel_diag = variant.rel_diag && jit::env_flag("FLEXATTN_SM90_REL_DIAG", false);
+  f.tall = key.sm90_fwd_tall && kern::sm90_fwd_tall_ok(key.d, key.dv, f.narrow) && sm90_fwd_tall_suits(variant) &&
+           !f.rel_diag;
   return f;
 }
 

@@ -11,6 +11,7 @@
 #include "corpus.h"
 #include "flexattn/codegen.h"
 #include "flexattn/jit.h"
+#include "flexattn/mods.h"
 #include "runtime/kernel_set.h"
 #include "runtime/tma_sm90.h"
 #include "sass_tools.h"
@@ -115,6 +116,33 @@ TEST_F(Sm90TallCompile, DefaultKernelAndF16CompileCleanly) {
     expect_clean_tall(sm90_test::compile_fwd_source("attn_fwd_sm90a_tall_f16", f16), std::string("f16 ") + name,
                       &have_sass);
   }
+}
+
+// A distance-only bias without buffers (a formula of q - kv) suits the tall tile, but with FLEXATTN_SM90_REL_DIAG=1
+// the 34 table values a thread holds spilled the tall consumers' 160 registers (60 bytes, ptxas 13.0): the form
+// takes the tables on the usual tile, which compiles clean, instead of a tall compile that would fall back.
+TEST_F(Sm90TallCompile, DistanceTablesTakeTheUsualTile) {
+  const Variant v = [] {
+    Variant x;
+    x.score_mod = ir::score() + ir::log2(ir::abs(ir::q_idx() - ir::kv_idx()) + 1.0);
+    x.mask_mod = mods::causal();
+    return x;
+  }();
+  const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, false);
+  ASSERT_TRUE(gen.rel_diag);
+  ASSERT_TRUE(runtime::sm90_fwd_tall_suits(gen));
+  EXPECT_TRUE(runtime::sm90_fwd_form(gen, tall_key(64, 64)).tall);
+  setenv("FLEXATTN_SM90_REL_DIAG", "1", 1);
+  const runtime::Sm90FwdForm form = runtime::sm90_fwd_form(gen, tall_key(64, 64));
+  const std::string src = runtime::kernel_source_sm90_fwd(gen, tall_key(64, 64), form);
+  unsetenv("FLEXATTN_SM90_REL_DIAG");
+  EXPECT_TRUE(form.rel_diag);
+  EXPECT_FALSE(form.tall);
+  EXPECT_NE(src.find("#define FLEXATTN_SM90_REL_DIAG 1"), std::string::npos);
+  const jit::CompiledKernel compiled = sm90_test::compile_fwd_source("attn_fwd_sm90a_rel_diag_formula", src);
+  ASSERT_EQ(compiled.ptxas.count("flexattn_fwd"), 1u) << compiled.log;
+  EXPECT_EQ(compiled.ptxas.at("flexattn_fwd").spill_stores + compiled.ptxas.at("flexattn_fwd").spill_loads, 0);
+  EXPECT_EQ(compiled.log.find("warning"), std::string::npos) << compiled.log;
 }
 
 // Asked for where it does not apply (another head dim, a narrow variant), the set holds the usual kernel.
