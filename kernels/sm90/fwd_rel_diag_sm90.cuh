@@ -1,7 +1,7 @@
 #pragma once
 // Distance-only biases in the sm90 forward (codegen's kRelDiag: score_mod = score + rel_diag(b, h, q, kv), a
-// function of q - kv alone that neither the affine nor the gather form takes; T5's bucketed bias) with
-// FLEXATTN_SM90_REL_DIAG (the source generator defines it for those variants). The general path evaluates the
+// function of q - kv alone that the affine form does not take: T5's bucketed bias, the relative-bias gather, which
+// then leaves its row gathers) with FLEXATTN_SM90_REL_DIAG (the source generator defines it for those variants). The general path evaluates the
 // whole mod per entry: T5's bucket (a log2, a clamp, a gather) 64 times per thread and tile, inlined into every
 // copy of the softmax, so ptxas alone took 9.3 s of the D=64 forward's 11.9 s compile (locally, NVRTC 13.0; 1.3 s
 // with the table). Here a warp's 16 rows x BN columns span BN + 15 distances: its lanes evaluate rel_diag once per
