@@ -56,6 +56,23 @@ __device__ __forceinline__ void produce_kv(const AttnParams& p, const C& c, Ring
   pos.template advance<C::ST>();
 }
 
+// The persistent producer's claim of its next tile (kEarlyClaim): `next` once taken (-1 before), `left` the current
+// tile's kv tiles still to issue. With kEarlyClaim = 0 nothing is taken here (the claim follows the walk) and this is
+// produce_kv itself: the default kernel's SASS is the measured one (a forwarding lambda here had moved the
+// producer's uniform registers, nvcc 13.0).
+struct TileClaim {
+  int next, left;
+};
+template <class C>
+__device__ __forceinline__ void produce_kv_claiming(const AttnParams& p, const C& c, RingPos& pos, const TileWalker& walk,
+                                                    int hk, int bk, TileClaim& claim, const FwdTileOrder& order, int t) {
+  if constexpr (kEarlyClaim > 0) {
+    if (claim.next < 0 && claim.left <= kEarlyClaim) claim.next = fwd_queue_next(p.tile_queue, t, order.count);
+    --claim.left;
+  }
+  produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
+}
+
 // One tile; `it` counts the CTA's tiles (the Q barriers' phase), `pos` is the ring position.
 template <class C>
 __device__ __forceinline__ void fwd_produce_tile(const AttnParams& p, const C& c, const FwdTile& tile, int it, RingPos& pos) {
@@ -125,41 +142,19 @@ __device__ __forceinline__ int fwd_produce_tile_persistent(const AttnParams& p, 
   };
   // The next tile is claimed once the tile's last K/V is issued (the greedy order: not when the tile starts; a claim
   // one tile ahead left causal 11 % over the queue's makespan in the schedule model of
-  // tests/compile/sm90/test_sm90_host.cc), or with kEarlyClaim kv tiles still to issue. The default is spelled out
-  // without the lambda: even a plain forwarding lambda moved ptxas's uniform registers in the producer (+2 UMOV,
-  // nvcc 13.0), and the A/B's baseline should be the kernel that was measured.
-  if constexpr (kEarlyClaim == 0) {
-    if constexpr (C::QB == 2) {
-      load_q();
-      while (walk.next()) produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
-    } else {
-      const bool first = walk.next();
-      if (first) produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
-      load_q();
-      if (first)
-        while (walk.next()) produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
-    }
-    return fwd_uniform(fwd_queue_next(p.tile_queue, t, order.count));
+  // tests/compile/sm90/test_sm90_host.cc), or with kEarlyClaim kv tiles still to issue (TileClaim).
+  TileClaim claim{-1, n};
+  if constexpr (C::QB == 2) {
+    load_q();
+    while (walk.next()) produce_kv_claiming(p, c, pos, walk, hk, bk, claim, order, t);
   } else {
-    int next = -1, left = n;
-    auto produce = [&] {
-      if (next < 0 && left <= kEarlyClaim) next = fwd_queue_next(p.tile_queue, t, order.count);
-      --left;
-      produce_kv(p, c, pos, walk.start, walk.full, hk, bk);
-    };
-    if constexpr (C::QB == 2) {
-      load_q();
-      while (walk.next()) produce();
-    } else {
-      const bool first = walk.next();
-      if (first) produce();
-      load_q();
-      if (first)
-        while (walk.next()) produce();
-    }
-    if (next < 0) next = fwd_queue_next(p.tile_queue, t, order.count);
-    return fwd_uniform(next);
+    const bool first = walk.next();
+    if (first) produce_kv_claiming(p, c, pos, walk, hk, bk, claim, order, t);
+    load_q();
+    if (first)
+      while (walk.next()) produce_kv_claiming(p, c, pos, walk, hk, bk, claim, order, t);
   }
+  return fwd_uniform(claim.next >= 0 ? claim.next : fwd_queue_next(p.tile_queue, t, order.count));
 }
 
 // The persistent producer's last use of a Q buffer: the end marker {0, -1}, a plain arrival (handshake 1, 2).
