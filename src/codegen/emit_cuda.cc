@@ -428,13 +428,18 @@ bool rel_gather_terms(const Node* n, int sign, int* q, int* kv, std::vector<std:
            rel_gather_terms(n->args[1].get(), n->op == Op::Sub ? -sign : sign, q, kv, c);
   return false;
 }
-RelGather rel_gather(const ir::Expr& e) {
+// score_mod = score + x (si = 0) or x + score (si = 1), f32: x, else null. The shape rel_gather and rel_diag_term
+// look for.
+const ir::NodePtr* added_to_score(const ir::Expr& e, int si) {
   const Node* n = e.get();
-  if (n == nullptr || n->type != DType::F32 || n->op != Op::Add) return {};
+  if (n == nullptr || n->type != DType::F32 || n->op != Op::Add || n->args[size_t(si)]->op != Op::Score) return nullptr;
+  return &n->args[size_t(1 - si)];
+}
+RelGather rel_gather(const ir::Expr& e) {
   for (int si : {0, 1}) {
-    const Node* sc = n->args[size_t(si)].get();
-    const Node* ld = n->args[size_t(1 - si)].get();
-    if (sc->op != Op::Score || ld->op != Op::Load || ld->type != DType::F32 || ld->buffer_dtype != DType::F32) continue;
+    const ir::NodePtr* x = added_to_score(e, si);
+    const Node* ld = x ? x->get() : nullptr;
+    if (ld == nullptr || ld->op != Op::Load || ld->type != DType::F32 || ld->buffer_dtype != DType::F32) continue;
     bool rows_fixed = true;
     for (size_t d = 0; d + 1 < ld->args.size(); ++d) rows_fixed = rows_fixed && !depends_on_position(ld->args[d].get());
     RelGather g;
@@ -454,13 +459,11 @@ RelGather rel_gather(const ir::Expr& e) {
 // them, the lanes in turn, into shared memory) instead of once per entry, and reads it back like the rel-gather
 // row. Null when the mod is not of that shape.
 const Node* rel_diag_term(const ir::Expr& e) {
-  const Node* n = e.get();
-  if (n == nullptr || n->type != DType::F32 || n->op != Op::Add) return nullptr;
   for (int si : {0, 1}) {
-    const ir::NodePtr& term = n->args[size_t(1 - si)];
-    if (n->args[size_t(si)]->op == Op::Score && term->type == DType::F32 &&
-        ir::position_dependence(ir::Expr(term)) == ir::PositionDependence::Diagonal)
-      return term.get();
+    const ir::NodePtr* x = added_to_score(e, si);
+    if (x != nullptr && (*x)->type == DType::F32 &&
+        ir::position_dependence(ir::Expr(*x)) == ir::PositionDependence::Diagonal)
+      return x->get();
   }
   return nullptr;
 }
