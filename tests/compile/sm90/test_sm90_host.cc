@@ -33,6 +33,36 @@ using sm90_test::eligible_params;
 using sm90_test::error_of;
 using sm90_test::g_data;
 
+namespace {
+
+// The schedule model of the forward's tile queue: `count` tiles, tile t running dur(t) kv-tile times, handed out in
+// order to `ctas` CTAs, each tile to the CTA whose claim comes first; a CTA running a tile from `start` for `d`
+// claims its next one at claim(start, d) -- the greedy queue (the producer's take) at the tile's end. Returns the
+// makespan.
+template <class Dur, class Claim>
+double queue_makespan(int count, Dur dur, Claim claim, int ctas = 132) {
+  using Ev = std::pair<double, int>;  // (claim time, CTA)
+  std::priority_queue<Ev, std::vector<Ev>, std::greater<Ev>> claims;
+  std::vector<double> end(size_t(ctas), 0.0);
+  for (int c = 0; c < ctas; ++c) claims.push({0.0, c});
+  double last = 0.0;
+  for (int t = 0; t < count; ++t) {
+    const int c = claims.top().second;
+    claims.pop();
+    const double start = end[size_t(c)], d = dur(t);
+    end[size_t(c)] = start + d;
+    last = std::max(last, start + d);
+    claims.push({claim(start, d), c});
+  }
+  return last;
+}
+template <class Dur>
+double queue_makespan(int count, Dur dur, int ctas = 132) {
+  return queue_makespan(count, dur, [](double start, double d) { return start + d; }, ctas);
+}
+
+}  // namespace
+
 TEST(Sm90Host, MapArgsDescribeA4dViewWithSlabBoxes) {
   // q [B=2, H=3, L=100, D=128] with padded rows (stride 136) and heads (stride 100 * 136).
   const runtime::TmaMapArgs a =
@@ -399,16 +429,8 @@ TEST(Sm90Host, TileQueueBalancesCausalBetterThanTheStaticStride) {
   std::vector<double> load(kCtas, 0.0);
   for (int t = 0; t < order.count; ++t) load[t % kCtas] += dur[t];
   const double stride = *std::max_element(load.begin(), load.end());
-  std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
-  for (int c = 0; c < kCtas; ++c) free_at.push(0.0);
-  double queue = 0.0, total = 0.0;
-  for (int t = 0; t < order.count; ++t) {
-    const double f = free_at.top() + dur[t];
-    free_at.pop();
-    free_at.push(f);
-    queue = std::max(queue, f);
-    total += dur[t];
-  }
+  const double queue = queue_makespan(order.count, [&](int t) { return dur[size_t(t)]; }, kCtas);
+  const double total = std::accumulate(dur.begin(), dur.end(), 0.0);
   EXPECT_DOUBLE_EQ(stride, 91.0);
   EXPECT_DOUBLE_EQ(queue, 71.0);
   EXPECT_LT(queue, 1.02 * total / kCtas);
@@ -424,24 +446,9 @@ TEST(Sm90Host, EarlyClaimKeepsTheGreedyMakespan) {
   kern::AttnParams p{};
   p.B = 2, p.Hq = 16, p.L = p.S = 8192;
   const auto order = kern::sm90::fwd_tile_order<128, 128, 128>(p);
-  // claim(start, dur): when a CTA running a tile from `start` for `dur` asks for its next one.
-  auto makespan = [&](auto claim) {
-    using Ev = std::pair<double, int>;  // (claim time, CTA)
-    std::priority_queue<Ev, std::vector<Ev>, std::greater<Ev>> claims;
-    std::vector<double> end(132, 0.0);
-    for (int c = 0; c < 132; ++c) claims.push({0.0, c});
-    double last = 0.0;
-    for (int t = 0; t < order.count; ++t) {
-      const int c = claims.top().second;
-      claims.pop();
-      const double start = end[size_t(c)], dur = order.at<128>(t).q0 / 128 + 1 + 0.5;
-      end[size_t(c)] = start + dur;
-      last = std::max(last, start + dur);
-      claims.push({claim(start, dur), c});
-    }
-    return last;
-  };
-  const double greedy = makespan([](double s, double d) { return s + d; });
+  auto dur = [&](int t) { return order.at<128>(t).q0 / 128 + 1 + 0.5; };
+  auto makespan = [&](auto claim) { return queue_makespan(order.count, dur, claim); };
+  const double greedy = queue_makespan(order.count, dur);
   EXPECT_DOUBLE_EQ(greedy, 512.5);
   for (double k : {1.0, 2.0, 4.0})
     EXPECT_LE(makespan([k](double s, double d) { return std::max(s, s + d - k); }), greedy * 1.005) << "k " << k;
@@ -464,20 +471,13 @@ TEST(Sm90Host, SmallerHeadGroupRunsFirst) {
   // Every tile exactly once in both orders; the causal makespan of each (tile = q tiles + half a tile).
   auto makespan = [&](auto at) {
     std::vector<int> seen(size_t(order.count), 0);
-    std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
-    for (int c = 0; c < 132; ++c) free_at.push(0.0);
-    double end = 0.0;
     for (int t = 0; t < order.count; ++t) {
       const auto tile = at(t);
       EXPECT_TRUE(tile.b >= 0 && tile.b < 2 && tile.h >= 0 && tile.h < 16 && tile.q0 >= 0 && tile.q0 < 8192) << t;
       ++seen[size_t((tile.b * 16 + tile.h) * 64 + tile.q0 / 128)];
-      const double f = free_at.top() + tile.q0 / 128 + 1 + 0.5;
-      free_at.pop();
-      free_at.push(f);
-      end = std::max(end, f);
     }
     for (int i = 0; i < order.count; ++i) EXPECT_EQ(seen[size_t(i)], 1) << "tile " << i;
-    return end;
+    return queue_makespan(order.count, [&](int t) { return at(t).q0 / 128 + 1 + 0.5; });
   };
   EXPECT_DOUBLE_EQ(makespan([&](int t) { return order.at<128, true>(t); }), 512.5);
   EXPECT_DOUBLE_EQ(makespan([&](int t) { return order.at<128, false>(t); }), 534.5);
@@ -542,17 +542,9 @@ TEST(Sm90Host, RowOrderShortensTheDocumentMaskSchedule) {
   const auto order = kern::sm90::fwd_tile_order<128, 128, 128>(p);
   auto makespan = [&](const int* rows) {
     p.q_order = rows;
-    std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
-    for (int c = 0; c < 132; ++c) free_at.push(0.0);
-    double end = 0.0;
-    for (int t = 0; t < order.count; ++t) {
-      const auto tile = order.at<128>(kern::sm90::fwd_ordered_index<128>(order, p, t));
-      const double f = free_at.top() + kv_tiles[size_t(tile.q0 / 128)] + 0.5;
-      free_at.pop();
-      free_at.push(f);
-      end = std::max(end, f);
-    }
-    return end;
+    return queue_makespan(order.count, [&](int t) {
+      return kv_tiles[size_t(order.at<128>(kern::sm90::fwd_ordered_index<128>(order, p, t)).q0 / 128)] + 0.5;
+    });
   };
   const double natural = makespan(nullptr), sorted = makespan(q_order.data());
   EXPECT_DOUBLE_EQ(natural, 138.0);
