@@ -154,20 +154,22 @@ def prewarm_flexattn(variants, jobs, backward):
     tasks = []
     for (case, D), (score_mod, mask_mod) in variants.items():
         variant = flexattn_variant(score_mod, mask_mod)
-        tasks += [((case, D), variant, D, bw) for bw in ((False, True) if backward else (False,))]
+        # The row's call has a block mask exactly when the case has a mask_mod (make_block_mask); the forward's tile
+        # can depend on that, and a prewarmed set of another tile would be compiled again by the call.
+        tasks += [((case, D), variant, D, bw, mask_mod is not None) for bw in ((False, True) if backward else (False,))]
 
     def compile_one(task):
-        key, variant, D, bw = task
+        key, variant, D, bw, block_mask = task
         t0 = time.perf_counter()
         try:
-            C.compile_variant(variant, "bf16", D, D, arch, bw)
+            C.compile_variant(variant, "bf16", D, D, arch, bw, block_mask=block_mask)
         except Exception as e:  # noqa: BLE001 - the first call compiles it again, and its row says why
             return key, None, f"{key[0]} D={D}{' backward' if bw else ''}: {e}"
         return key, time.perf_counter() - t0, None
 
     seconds, failures = {}, []
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for (key, s, why), (_, _, _, bw) in zip(pool.map(compile_one, tasks), tasks):
+        for (key, s, why), (_, _, _, bw, _) in zip(pool.map(compile_one, tasks), tasks):
             if why:
                 failures.append(why)
                 continue

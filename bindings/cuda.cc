@@ -234,12 +234,13 @@ nb::tuple cuda_available_py() {
 }
 
 nb::dict compile_variant_py(const VariantHandle& v, const std::string& dtype, int head_dim, int value_head_dim,
-                            const std::string& arch, bool backward, bool portable, bool deterministic) {
+                            const std::string& arch, bool backward, bool portable, bool deterministic,
+                            bool block_mask) {
   CompileReport r;
   {
     const DType t = parse_dtype_arg(dtype, "dtype");
     nb::gil_scoped_release release;
-    r = compile_variant(v.variant, t, head_dim, value_head_dim, arch, backward, portable, deterministic);
+    r = compile_variant(v.variant, t, head_dim, value_head_dim, arch, backward, portable, deterministic, block_mask);
   }
   nb::dict d;
   d["key"] = r.key;
@@ -316,10 +317,11 @@ void bind_cuda(nb::module_& m) {
         "The NVRTC target the kernels of CUDA device `device` compile for, e.g. 'sm_90a'.");
   m.def("compile_variant", &compile_variant_py, nb::arg("variant"), nb::arg("dtype"), nb::arg("head_dim"),
         nb::arg("value_head_dim"), nb::arg("arch"), nb::arg("backward") = false, nb::arg("portable") = false,
-        nb::arg("deterministic") = false,
+        nb::arg("deterministic") = false, nb::arg("block_mask") = false,
         "Compiles (or finds in the cache) the kernels of a call without running them: {key, registers, "
         "spill_bytes}. On sm_90a the Hopper family the dispatch would take; portable=True: the sm80 family; "
-        "deterministic=True (backward): also the deterministic mode's dQ pass.");
+        "deterministic=True (backward): also the deterministic mode's dQ pass; block_mask=True: for a call with a "
+        "block mask (the forward's tile can depend on it).");
 }
 
 }  // namespace flexattn::py

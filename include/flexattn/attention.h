@@ -97,6 +97,8 @@ void cuda_backward(const BackwardArgs& args);
 // (the portable family; on sm_90a only with FLEXATTN_SM90_BWD_ORDERED_DQ=0, the per-element dQ path or
 // the persistent kernel: the Hopper kernel otherwise orders its own dQ reductions), which a backward
 // otherwise compiles at its first deterministic call; its entry ("flexattn_bwd_dq") joins the report.
+// `block_mask`: for a call with a block mask (the forward's tile can depend on it: without one, D = Dv = 64 takes the
+// tall tile, FLEXATTN_SM90_FWD_TALL), so that the prewarmed forward is the one that call looks up.
 struct CompileReport {
   std::string key;
   std::map<std::string, int> registers;      // per entry function
@@ -104,7 +106,7 @@ struct CompileReport {
 };
 CompileReport compile_variant(const Variant& variant, DType dtype, int head_dim, int value_head_dim,
                               const std::string& arch, bool backward, bool portable = false,
-                              bool deterministic = false);
+                              bool deterministic = false, bool block_mask = false);
 
 // Head dims every cuda kernel takes, forward and backward: the smallest (d', dv') >= (d, dv) that are (48 ->
 // 64, 80 -> 96, 160 -> 192; 64 -> 64). Zero-padding q and k to d' and v to dv' leaves the result unchanged

@@ -260,10 +260,11 @@ void cuda_backward(const BackwardArgs& a) {
 }
 
 CompileReport compile_variant(const Variant& variant, DType dtype, int head_dim, int value_head_dim,
-                              const std::string& arch, bool backward, bool portable, bool deterministic) {
+                              const std::string& arch, bool backward, bool portable, bool deterministic,
+                              bool block_mask) {
   runtime::KernelSetKey key{dtype, head_dim, value_head_dim, arch, backward};
-  // The family try_sm90_forward / try_sm90_backward choose, by their own rules, for a call without a block
-  // mask (a call's block sizes or strides can still send it to the sm80 family).
+  // The family try_sm90_forward / try_sm90_backward choose, by their own rules (a call's block sizes or strides
+  // can still send it to the sm80 family).
   kern::AttnParams p{};
   p.D = head_dim, p.Dv = value_head_dim, p.scale = 1.f;
   const bool hopper =
@@ -271,6 +272,8 @@ CompileReport compile_variant(const Variant& variant, DType dtype, int head_dim,
       (backward ? runtime::sm90_backward_requested() && runtime::sm90_backward_supported(arch, p, nullptr)
                 : runtime::sm90_forward_requested() && runtime::sm90_forward_supported(arch, p, true, nullptr));
   if (hopper) key.family = runtime::KernelFamily::sm90;
+  // The set try_sm90_forward asks for: a different tile is another set, which the call would compile again.
+  if (hopper && !backward) key.sm90_fwd_tall = runtime::sm90_fwd_tall_requested(head_dim, value_head_dim, block_mask);
   const runtime::KernelSet& set = runtime::get_kernel_set(variant, key);
   CompileReport r = runtime::compile_report(set);
   // Deterministic mode needs the sm80 dQ pass unless the sm90 set orders its own dQ reductions.

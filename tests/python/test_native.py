@@ -270,3 +270,19 @@ def test_cuda_padded_head_dims_are_the_kernel_dims():
     assert C.cuda_padded_head_dims(128, 128) == (128, 128)
     with pytest.raises(Exception, match=r"head dims: expected 1..256, got D=300, Dv=64"):
         C.cuda_padded_head_dims(300, 64)
+
+
+def test_compile_variant_prewarms_the_forward_tile_the_call_takes():
+    # Compiles with NVRTC (no GPU): without a block mask a D = 64 forward takes the tall tile, with one the usual tile,
+    # so the two prewarms are different kernels; the backward does not depend on it.
+    full = C.Variant(C.Mod("score", "score_mod"), None)
+    try:
+        bare = C.compile_variant(full, "bf16", 64, 64, "sm_90a")
+    except C.Error as e:
+        if "nvrtc" in str(e).lower():
+            pytest.skip(f"no NVRTC: {e}")
+        raise
+    masked = C.compile_variant(full, "bf16", 64, 64, "sm_90a", block_mask=True)
+    assert bare["key"].startswith("attn_fwd_sm90a") and masked["key"].startswith("attn_fwd_sm90a")
+    assert bare["key"] != masked["key"]
+    assert bare["spill_bytes"] == {"flexattn_fwd": 0} and masked["spill_bytes"] == {"flexattn_fwd": 0}

@@ -20,7 +20,7 @@ using namespace flexattn;
 int main(int argc, char** argv) {
   std::vector<std::string> names, opts;
   int d = 128;
-  bool dump = false, beside = false, builder = false;
+  bool dump = false, beside = false, builder = false, backward = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a.rfind("--opt=", 0) == 0) opts.push_back(a.substr(6));
@@ -28,13 +28,14 @@ int main(int argc, char** argv) {
     else if (a == "--dump") dump = true;
     else if (a == "--beside") beside = true;
     else if (a == "--builder") builder = true;  // the block-mask builder of the mask_mod instead
+    else if (a == "--bwd") backward = true;     // the backward kernel instead of the forward
     else names.push_back(a);
   }
   for (const std::string& n : names) {
     mods::ProblemShape shape{1, 4, 4, 256, 256, d, d, 1};
     corpus::BuiltVariant b = corpus::build_variant(corpus::corpus_entry(n), shape);
-    runtime::KernelSetKey key{DType::BF16, d, d, "sm_90a", false, runtime::KernelFamily::sm90};
-    codegen::GeneratedVariant gen = codegen::emit_cuda_variant(b.variant, false);
+    runtime::KernelSetKey key{DType::BF16, d, d, "sm_90a", backward, runtime::KernelFamily::sm90};
+    codegen::GeneratedVariant gen = codegen::emit_cuda_variant(b.variant, backward);
     std::string src = runtime::kernel_source_sm90(gen, key);
     if (builder) {
       Variant mv;
@@ -42,7 +43,7 @@ int main(int argc, char** argv) {
       src = block_mask_build_source(codegen::emit_cuda_variant(mv, false).source);
     }
     if (dump) {
-      std::ofstream("/tmp/s22_" + std::to_string(d) + "_" + n + ".cu") << src;
+      std::ofstream("/tmp/s22_" + std::string(backward ? "bwd_" : "") + std::to_string(d) + "_" + n + ".cu") << src;
     }
     std::vector<std::string> o = opts;
     std::string csv = "/tmp/s22_time.csv";
@@ -63,7 +64,7 @@ int main(int argc, char** argv) {
     auto t0 = std::chrono::steady_clock::now();
     jit::CompileResult r = jit::nvrtc_compile(src, n, "sm_90a", o);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (dump) std::ofstream("/tmp/s22_" + std::to_string(d) + "_" + n + ".cubin", std::ios::binary) << r.cubin;
+    if (dump) std::ofstream("/tmp/s22_" + std::string(backward ? "bwd_" : "") + std::to_string(d) + "_" + n + ".cubin", std::ios::binary) << r.cubin;
     if (bwd.joinable()) bwd.join();
     if (beside) std::printf("   backward beside: %.2f s\n", bwd_s);
     std::ifstream f(csv);

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <tuple>
+#include <utility>
 
 #include "compile/compile_fixture.h"
 #include "corpus.h"
@@ -185,6 +186,48 @@ TEST_F(Sm90Compile, EarlyClaimCompilesCleanly) {
   if (why.size()) GTEST_SKIP() << "SASS not checked: " << why;
 }
 
+// FLEXATTN_SM90_ROTATED=1: the consumer's kv loop rotated around one softmax call site. Clean at every tile form
+// (default and persistent, D 64 / 128 / 256, the tall tile), the overlap's wait for one group kept, and the machine
+// code clearly smaller than the peeled loop's (ptxas 13.0: 70-85 % of its bytes): the point is the compile time.
+TEST_F(Sm90Compile, RotatedLoopCompilesCleanlyAndSmaller) {
+  mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
+  std::string why;
+  struct Case {
+    const char* name;
+    int d;
+    bool persistent, tall;
+  };
+  for (const Case& k : {Case{"document:3", 128, true, false}, Case{"softcap:30+causal", 128, false, false},
+                        Case{"full", 128, true, false}, Case{"full", 64, true, true}, Case{"causal", 256, true, false}}) {
+    const Variant v = corpus::build_variant(corpus::corpus_entry(k.name), shape).variant;
+    const std::string what = std::string("rotated ") + k.name + " D=" + std::to_string(k.d) +
+                             (k.persistent ? " persistent" : "") + (k.tall ? " tall" : "");
+    runtime::KernelSetKey key{DType::BF16, k.d, k.d, "sm_90a", false, runtime::KernelFamily::sm90};
+    key.sm90_fwd_tall = k.tall;
+    const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, false);
+    setenv("FLEXATTN_SM90_PERSISTENT", k.persistent ? "1" : "0", 1);
+    const runtime::Sm90FwdForm form = runtime::sm90_fwd_form(gen, key);
+    const std::string off = runtime::kernel_source_sm90_fwd(gen, key, form);
+    setenv("FLEXATTN_SM90_ROTATED", "1", 1);
+    const std::string on = runtime::kernel_source_sm90_fwd(gen, key, form);
+    unsetenv("FLEXATTN_SM90_ROTATED");
+    unsetenv("FLEXATTN_SM90_PERSISTENT");
+    EXPECT_EQ(form.tall, k.tall) << what;
+    EXPECT_NE(on.find("#define FLEXATTN_SM90_ROTATED_LOOP 1"), std::string::npos) << what;
+    EXPECT_EQ(off.find("ROTATED"), std::string::npos) << what << ": unset is off";
+    const std::string prefix = "attn_fwd_sm90a_rotated_d" + std::to_string(k.d);
+    const jit::CompiledKernel a = sm90_test::compile_fwd_source(prefix, on), b = sm90_test::compile_fwd_source(prefix, off);
+    expect_clean(a, what);
+    const std::optional<std::string> ta = testing_sass::elf_section(*a.cubin, ".text.flexattn_fwd"),
+                                     tb = testing_sass::elf_section(*b.cubin, ".text.flexattn_fwd");
+    ASSERT_TRUE(ta && tb) << what;
+    EXPECT_LT(double(ta->size()), 0.9 * double(tb->size())) << what << ": machine code " << tb->size() << " -> " << ta->size() << " bytes";
+    const std::optional<std::string> sass = testing_sass::disassemble(*a.cubin, &why);
+    if (sass) expect_hopper_sass(*sass, what);
+  }
+  if (why.size()) GTEST_SKIP() << "SASS not checked: " << why;
+}
+
 // compile_variant (cache prewarm, the benchmark's up-front compiles) compiles what a call would run:
 // on sm_90a the Hopper families unless switched off or asked for the portable one.
 TEST_F(Sm90Compile, CompileVariantTakesTheFamilyTheDispatchWould) {
@@ -206,6 +249,28 @@ TEST_F(Sm90Compile, CompileVariantTakesTheFamilyTheDispatchWould) {
 // FLEXATTN_SM90_NARROW=0: the buffer-reading mods on the wide tile (128 x 128), which the narrow rule
 // kept them off while their 64-bit gather index math spilled there. The kernel-set cache is keyed without
 // the flag, so the source is compiled here directly.
+// ... and the forward set that call looks up: without a block mask D = Dv = 64 asks for the tall tile, with one not
+// (the benchmark's prewarm compiled the usual tile for a call that then compiled the tall one: twice the cold compile).
+// Here the call's lookup afterwards touches no JIT at all.
+TEST_F(Sm90Compile, CompileVariantPrewarmsTheSetTheCallLooksUp) {
+  Variant full;
+  Variant causal;
+  causal.mask_mod = mods::causal();
+  for (const auto& [v, block_mask] : {std::pair<const Variant*, bool>{&full, false}, {&causal, true}}) {
+    const std::string what = block_mask ? "with a block mask" : "without a block mask";
+    (void)compile_variant(*v, DType::BF16, 64, 64, "sm_90a", false, false, false, block_mask);
+    runtime::KernelSetKey key{DType::BF16, 64, 64, "sm_90a", false, runtime::KernelFamily::sm90};
+    key.sm90_fwd_tall = runtime::sm90_fwd_tall_requested(64, 64, block_mask);  // as try_sm90_forward asks
+    EXPECT_EQ(key.sm90_fwd_tall, !block_mask) << what;
+    const jit::JitStats before = jit::jit_stats();
+    const runtime::KernelSet& set = runtime::get_kernel_set(*v, key);
+    const jit::JitStats after = jit::jit_stats();
+    EXPECT_EQ(after.compiles + after.memory_hits + after.disk_hits, before.compiles + before.memory_hits + before.disk_hits)
+        << what << ": the call's set was not the prewarmed one";
+    EXPECT_EQ(set.sm90_fwd.tall, !block_mask) << what;
+  }
+}
+
 TEST_F(Sm90Compile, GatherModsCompileCleanlyOnTheWideTile) {
   mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
   for (const char* name : {"relbias(learnable)", "alibi_slopes(learnable)+causal", "t5", "document:3"})
