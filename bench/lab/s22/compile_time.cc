@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> names, opts;
   int d = 128;
   bool dump = false, beside = false, builder = false, backward = false;
+  std::string src_file;  // --src=FILE: compile this source instead (named by the first corpus name)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a.rfind("--opt=", 0) == 0) opts.push_back(a.substr(6));
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
     else if (a == "--beside") beside = true;
     else if (a == "--builder") builder = true;  // the block-mask builder of the mask_mod instead
     else if (a == "--bwd") backward = true;     // the backward kernel instead of the forward
+    else if (a.rfind("--src=", 0) == 0) src_file = a.substr(6);
     else names.push_back(a);
   }
   for (const std::string& n : names) {
@@ -41,6 +43,11 @@ int main(int argc, char** argv) {
       Variant mv;
       mv.mask_mod = b.variant.mask_mod;
       src = block_mask_build_source(codegen::emit_cuda_variant(mv, false).source);
+    }
+    if (!src_file.empty()) {
+      std::stringstream file;
+      file << std::ifstream(src_file).rdbuf();
+      src = file.str();
     }
     if (dump) {
       std::ofstream("/tmp/s22_" + std::string(backward ? "bwd_" : "") + std::to_string(d) + "_" + n + ".cu") << src;
