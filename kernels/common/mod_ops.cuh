@@ -265,7 +265,7 @@ FA_MOD_FN long long fa_clamp_index(long long i, long long size) {
 // in the relbias sm90 forward), this one ~4.
 FA_MOD_FN unsigned fa_clamp_index32(int i, long long size) {
   const int s = (int)size;
-  const int lo = i + s;  // used only for i < 0: no overflow
+  const int lo = (int)((unsigned)i + (unsigned)s);  // used only for i < 0, where it cannot overflow (computed always)
   const int j = i < 0 ? (lo < 0 ? 0 : lo) : (i >= s ? s - 1 : i);
   return (unsigned)j;
 }

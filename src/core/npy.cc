@@ -170,7 +170,7 @@ HostTensor read(const std::string& path) {
     fail(path, "truncated data: expected " + std::to_string(nbytes) + " bytes, found " +
                    std::to_string(file.size() - offset));
   HostTensor r(t, h.shape);
-  std::memcpy(r.data(), file.data() + offset, nbytes);
+  if (nbytes > 0) std::memcpy(r.data(), file.data() + offset, nbytes);  // an empty tensor has no buffer (null)
   if (t == DType::Bool)
     for (uint8_t& b : r.bytes) b = b != 0;
   return r;

@@ -53,7 +53,8 @@ TEST(ModOpsHost, ThirtyTwoBitPathMatchesTheSixtyFourBitDefinition) {
   long long checked = 0;
   for (int b : divisors) {
     if (b == 0) continue;
-    std::vector<int> as = {0, 1, -1, b, -b, (1 << 22) - 1, -(1 << 22) + 1, (1 << 22), INT_MAX, INT_MIN};
+    const int minus_b = int(0u - unsigned(b));  // -b, wrapping for INT_MIN (negating it is undefined)
+    std::vector<int> as = {0, 1, -1, b, minus_b, (1 << 22) - 1, -(1 << 22) + 1, (1 << 22), INT_MAX, INT_MIN};
     for (int k = -3; k <= 3; ++k) as.push_back(int(fa_mul(b, 1000 + k)));  // around exact multiples
     for (int k = 0; k < 400; ++k) as.push_back(small(rng));
     for (int a : as) {
