@@ -2,13 +2,18 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: run test build setup gpu-test multigpu-test clean
+.PHONY: run test sanitize-test build setup gpu-test multigpu-test clean
 
 run: build
 	./$(BUILD)/tools/flexattn bench --suite quick
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+	JOBS=$(JOBS) scripts/sanitize_test.sh
+
+# The host tests again under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/).
+sanitize-test: setup
+	JOBS=$(JOBS) scripts/sanitize_test.sh
 
 build: setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DFLEXATTN_BUILD_PYTHON=ON >/dev/null
@@ -25,4 +30,4 @@ multigpu-test:
 	scripts/multigpu_test.sh
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-asan
