@@ -124,6 +124,8 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const C& c
     release(c.empty_k(pos.stage), lane);
     RingPos cur = pos;  // the kv tile whose S (then P) this iteration holds
     int v_read = -1;    // the V stage of the P V that this iteration's wgmma_wait<0> retires; -1: none yet
+#pragma unroll
+    for (int i = 0; i < BN / 4; ++i) pa[i] = 0u;  // the first iteration's fence reads P before any was packed
     for (int j = 1;; ++j) {
       scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, mr, slope, sc, rel_from);
       // Keep the softmax above the wait (see below).
