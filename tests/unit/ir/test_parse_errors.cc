@@ -2,7 +2,12 @@
 // offending token, and never a crash on hostile input.
 #include <gtest/gtest.h>
 
+#include <random>
+#include <string>
+#include <vector>
+
 #include "flexattn/error.h"
+#include "flexattn/ir_passes.h"
 #include "flexattn/ir_text.h"
 
 namespace flexattn::ir {
@@ -161,6 +166,63 @@ TEST(ParseErrors, DeepNestingIsAnErrorNotACrash) {
   EXPECT_NE(error_of(ternary + "score").find("levels of nesting"), std::string::npos);
   // Moderate nesting is fine.
   EXPECT_EQ(error_of(std::string(100, '(') + "score" + std::string(100, ')')), "(no error)");
+}
+
+// Mutated mods (tokens inserted, spans cut, bytes replaced, pieces of other mods spliced in): every text either
+// parses, and then prints to a text that parses to the same node and goes through verify, simplify, the position
+// analysis and the derivative, or fails with flexattn::Error; never another exception (and, in the sanitizer build
+// of `make test`, never a memory or undefined-behaviour report). Session 25 ran 600,000 such texts under ASan + UBSan
+// clean; this is a seeded 20,000 of them.
+TEST(ParseErrors, MutatedModsParseOrFailCleanly) {
+  const std::vector<std::string> seeds = {
+      "score", "q_idx >= kv_idx", "30.0 * tanh(score / 30.0)", "score + bias[h, q_idx - kv_idx + S - 1]",
+      "doc{i32}[q_idx] == doc{i32}[kv_idx]", "(q_idx - kv_idx) % 3 == 0 && q_idx >= kv_idx",
+      "where(q < kv, score, -score)", "score + (kv_idx - q_idx) * exp2(-8.0 * (h + 1) / H)",
+      "q_idx // 64 == kv_idx // 64", "kv_idx < 70 || q_idx >= kv_idx", "score * sigmoid(score) + log(abs(score) + 1e-6)",
+      "min(max(score, -5.0), 5.0) ** 2", "q_idx - kv_idx <= W && q_idx >= kv_idx", "x = score * 2\nx + x",
+      "f32(q_idx) * 0.5 + rsqrt(f32(kv_idx) + 1.0)", "bool(q_idx) ? score : 0.0", "pow(score, 3) - floor(score)"};
+  const std::vector<std::string> tokens = {
+      "score", "q_idx", "kv_idx", "b", "h", "(", ")", "[", "]", ",", "+", "-", "*", "/", "//", "%", "**", "<", "<=",
+      "==", "!=", "&&", "||", "!", "?", ":", "tanh(", "exp(", "where(", "i32(", "f32(", "bool(", "i64(", "bias[",
+      "1e308", "1e-45", "0", "-2147483648", "9223372036854775808", "0x7fffffff", "nan", "inf", "\n", "#", " ", "=",
+      "&", "|", "^", "<<", ">>", "~", "min(", "max(", ".", "1.", ".5", "{i64}", "@", "\"", "\\", "\xff"};
+  std::mt19937 rng(25);
+  int parsed = 0;
+  for (int it = 0; it < 20000; ++it) {
+    std::string s = seeds[rng() % seeds.size()];
+    for (int m = 1 + int(rng() % 6); m > 0; --m) {
+      const size_t pos = rng() % (s.size() + 1);
+      switch (rng() % 4) {
+        case 0: s.insert(pos, tokens[rng() % tokens.size()]); break;
+        case 1: if (pos < s.size()) s.erase(pos, 1 + rng() % 4); break;
+        case 2: if (pos < s.size()) s[pos] = char(32 + rng() % 95); break;
+        default: {
+          const std::string& o = seeds[rng() % seeds.size()];
+          s.insert(pos, o.substr(rng() % (o.size() + 1), rng() % 12));
+        }
+      }
+    }
+    try {
+      const Expr e = parse(s);
+      ++parsed;
+      ASSERT_EQ(parse(print(e)).get(), e.get()) << s << "\nprints as\n" << print(e);
+      // Each pass on its own: a mod that is not a valid score_mod still goes through the others.
+      const auto may_refuse = [](auto&& pass) {
+        try {
+          pass();
+        } catch (const Error&) {
+        }
+      };
+      may_refuse([&] { verify(e, "score_mod"); });
+      may_refuse([&] { (void)simplify(e); });
+      may_refuse([&] { (void)position_dependence(e); });
+      may_refuse([&] { (void)differentiate(e, {"bias"}); });
+    } catch (const Error&) {
+    } catch (const std::exception& x) {
+      FAIL() << "not a flexattn::Error (" << x.what() << ") for: " << s;
+    }
+  }
+  EXPECT_GT(parsed, 1000);  // the mutations leave enough valid mods to exercise the passes
 }
 
 }  // namespace
