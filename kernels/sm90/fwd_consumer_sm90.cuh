@@ -106,13 +106,6 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const C& c
     mbar_wait(c.full_k(pos.stage), pos.phase);
     kv0 = ld_shared_s32(c.info(pos.stage));
   }
-#if defined(FLEXATTN_SM90_ROTATED_LOOP)
-  // The same schedule with the loop rotated: an iteration starts with the softmax of the tile whose S arrived
-  // and ends with the next tile's Q K^T and this tile's P V in flight, so the mods and the softmax have one call
-  // site instead of two (the peeled first tile's and the loop's). Locally (ptxas 13.0, sm_90a, D = 128) that takes
-  // NVVM + ptxas 15-20 % off the forward's cold compile and a quarter of its SASS. The first iteration's wgmma_wait<0>
-  // and O rescale have nothing to wait for or scale (O = 0). wgmma issues and waits stay unconditional in the
-  // loop body (the issues below the exit tests, as before): C7514 otherwise.
   if (kv0 >= 0) {
     bool full = ld_shared_s32(c.info(pos.stage) + 4) != 0;
     turns.take();
@@ -122,27 +115,39 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const C& c
     wgmma_wait<0>();
     fence_operands(s);
     release(c.empty_k(pos.stage), lane);
-    RingPos cur = pos;  // the kv tile whose S (then P) this iteration holds
-    int v_read = -1;    // the V stage of the P V that this iteration's wgmma_wait<0> retires; -1: none yet
-#pragma unroll
-    for (int i = 0; i < BN / 4; ++i) pa[i] = 0u;  // the first iteration's fence reads P before any was packed
-    for (int j = 1;; ++j) {
-      scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, mr, slope, sc, rel_from);
-      // Keep the softmax above the wait (see below).
+    RingPos prev;  // the slot of the kv tile whose S (then P) the softmax last took (set by each form below)
+    // Both forms issue S_j = Q K_j^T and O += P_{j-1} V_{j-1} (prev) together, then wait for S_j only; that step is
+    // written out in each: as a shared lambda it swapped two registers of the default kernel's loop (ptxas 13.0),
+    // whose SASS stays the measured one until a GPU compares. The peeled form goes once the rotated one is the default.
+
+    // After the softmax of a tile: the wait for the P V in flight (the softmax kept above it: its results are used
+    // only after it, and NVVM would otherwise be free to sink the exp2s below it, losing the overlap), then O's
+    // rescale and P rounded for the next P V. has_v: that P V exists (a constant true in the peeled loop).
+    const auto fold_step = [&](bool has_v, int v_stage) {
       fence_operands(s);
       fence_operands(l);
       fence_operands(alpha);
       wgmma_wait<0>();
       fence_operands(o);
       fence_operands(pa);
-      if (v_read >= 0) release(c.empty_v(v_read), lane);
-#if defined(FLEXATTN_SM90_LAZY_RESCALE)
-      if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale_o<Dv>(o, alpha);
-#else
+      if (has_v) release(c.empty_v(v_stage), lane);
       rescale_o<Dv>(o, alpha);
-#endif
       pack_p<T, BN>(pa, s);
-      cur = pos;
+    };
+#if defined(FLEXATTN_SM90_ROTATED_LOOP)
+    // The same schedule with the loop rotated: an iteration starts with the softmax of the tile whose S arrived
+    // and ends with the next tile's Q K^T and this tile's P V in flight, so the mods and the softmax have one call
+    // site instead of two (the peeled first tile's and the loop's). Locally (ptxas 13.0, sm_90a, D = 128) that
+    // takes NVVM + ptxas 15-20 % off the forward's cold compile and a quarter of its SASS. The first iteration's
+    // wgmma_wait<0> and O rescale have nothing to wait for or scale (O = 0). wgmma issues and waits stay
+    // unconditional in the loop body (the issues below the exit tests, as before): C7514 otherwise.
+    int v_read = -1;  // the V stage of the P V that this iteration's wgmma_wait<0> retires; -1: none yet
+#pragma unroll
+    for (int i = 0; i < BN / 4; ++i) pa[i] = 0u;  // the first iteration's fence reads P before any was packed
+    for (int j = 1;; ++j) {
+      scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, mr, slope, sc, rel_from);
+      fold_step(v_read >= 0, v_read);
+      prev = pos;
       pos.template advance<C::ST>();
       if constexpr (kPersistent) {
         if (j >= n) break;
@@ -155,31 +160,21 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const C& c
       full = ld_shared_s32(c.info(pos.stage) + 4) != 0;
       turns.take();
       issue_qk<T, D, BN>(s, q_half, c.k_tile(pos.stage));
-      mbar_wait(c.full_v(cur.stage), cur.phase);
-      issue_pv<T, Dv, BN>(o, pa, c.v_tile(cur.stage));
+      mbar_wait(c.full_v(prev.stage), prev.phase);
+      issue_pv<T, Dv, BN>(o, pa, c.v_tile(prev.stage));
       turns.give();
       rel_from = rel_diag_tile<V, BN>(rdw, p, b, h, kv0);
       wgmma_wait<1>();  // S_j is ready; P_{j-1} V_{j-1} may still run
       fence_operands(s);
       release(c.empty_k(pos.stage), lane);
-      v_read = cur.stage;
+      v_read = prev.stage;
     }
-    RingPos prev = cur;
 #else
-  // The first tile is peeled rather than guarded by a "P V pending" flag: wgmma issues and waits under
-  // run-time conditions make ptxas serialize every wgmma (C7514).
-  if (kv0 >= 0) {
-    bool full = ld_shared_s32(c.info(pos.stage) + 4) != 0;
-    turns.take();
-    issue_qk<T, D, BN>(s, q_half, c.k_tile(pos.stage));
-    turns.give();
-    unsigned rel_from = rel_diag_tile<V, BN>(rdw, p, b, h, kv0);  // while S is computed
-    wgmma_wait<0>();
-    fence_operands(s);
-    release(c.empty_k(pos.stage), lane);
+    // The first tile is peeled rather than guarded by a "P V pending" flag: wgmma issues and waits under
+    // run-time conditions make ptxas serialize every wgmma (C7514).
     scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, mr, slope, sc, rel_from);
     pack_p<T, BN>(pa, s);
-    RingPos prev = pos;
+    prev = pos;
     pos.template advance<C::ST>();
 
     // Steady state: S_j and P_{j-1} V_{j-1} in flight together.
@@ -204,26 +199,12 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const C& c
       fence_operands(s);
       release(c.empty_k(pos.stage), lane);
       scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, mr, slope, sc, rel_from);
-      // Keep the softmax above the wait: its results are used only after it, and NVVM would
-      // otherwise be free to sink the exp2s below it, losing the overlap with the P V wgmma.
-      fence_operands(s);
-      fence_operands(l);
-      fence_operands(alpha);
-      wgmma_wait<0>();
-      fence_operands(o);
-      fence_operands(pa);
-      release(c.empty_v(prev.stage), lane);
-#if defined(FLEXATTN_SM90_LAZY_RESCALE)
-      if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) rescale_o<Dv>(o, alpha);
-#else
-      rescale_o<Dv>(o, alpha);
-#endif
-      pack_p<T, BN>(pa, s);
+      fold_step(true, prev.stage);
       prev = pos;
       pos.template advance<C::ST>();
     }
-
 #endif
+
     // Drain: the last P V.
     mbar_wait(c.full_v(prev.stage), prev.phase);
     turns.take();

@@ -493,8 +493,12 @@ __device__ __forceinline__ void scores_softmax(float (&s)[BN / 2], const AttnPar
   }
 }
 
+// O *= alpha per row. With FLEXATTN_SM90_LAZY_RESCALE skipped when the whole warp kept its reference max (alpha = 1).
 template <int DV>
 __device__ __forceinline__ void rescale_o(float (&o)[DV / 2], const float (&alpha)[2]) {
+#if defined(FLEXATTN_SM90_LAZY_RESCALE)
+  if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
+#endif
 #pragma unroll
   for (int i = 0; i < DV / 8; ++i) {
     o[4 * i] *= alpha[0];

@@ -178,9 +178,8 @@ bool try_sm90_forward(const ForwardArgs& a, AttnParams& p, const std::string& ar
   // Head dims and arch first (no compile); the mask-block rule depends on the tile the variant gets.
   std::string why;
   if (!runtime::sm90_forward_supported(arch, p, true, &why)) return runtime::sm90_decline(why);
-  runtime::KernelSetKey key{a.q.dtype, p.D, p.Dv, arch, false, runtime::KernelFamily::sm90};
-  key.sm90_fwd_tall = runtime::sm90_fwd_tall_requested(p.D, p.Dv, p.kv_num_blocks != nullptr);
-  const runtime::KernelSet& set = runtime::get_kernel_set(*a.variant, key);
+  const runtime::KernelSet& set = runtime::get_kernel_set(
+      *a.variant, runtime::sm90_fwd_call_key(a.q.dtype, p.D, p.Dv, arch, p.kv_num_blocks != nullptr));
   // The kernel's own tile and form, as its source was generated (not the switches read again).
   const bool narrow = set.sm90_fwd.narrow, tall = set.sm90_fwd.tall, persistent = set.sm90_fwd.persistent;
   if (!runtime::sm90_forward_supported(arch, p, narrow, &why)) return runtime::sm90_decline(why);
@@ -271,9 +270,8 @@ CompileReport compile_variant(const Variant& variant, DType dtype, int head_dim,
       !portable && (dtype == DType::BF16 || dtype == DType::F16) &&
       (backward ? runtime::sm90_backward_requested() && runtime::sm90_backward_supported(arch, p, nullptr)
                 : runtime::sm90_forward_requested() && runtime::sm90_forward_supported(arch, p, true, nullptr));
-  if (hopper) key.family = runtime::KernelFamily::sm90;
-  // The set try_sm90_forward asks for: a different tile is another set, which the call would compile again.
-  if (hopper && !backward) key.sm90_fwd_tall = runtime::sm90_fwd_tall_requested(head_dim, value_head_dim, block_mask);
+  if (hopper && backward) key.family = runtime::KernelFamily::sm90;
+  if (hopper && !backward) key = runtime::sm90_fwd_call_key(dtype, head_dim, value_head_dim, arch, block_mask);
   const runtime::KernelSet& set = runtime::get_kernel_set(variant, key);
   CompileReport r = runtime::compile_report(set);
   // Deterministic mode needs the sm80 dQ pass unless the sm90 set orders its own dQ reductions.

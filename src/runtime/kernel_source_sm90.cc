@@ -117,4 +117,10 @@ bool sm90_fwd_tall_requested(int d, int dv, bool block_mask) {
   return kern::sm90_fwd_tall_ok(d, dv, false) && !block_mask && jit::env_flag("FLEXATTN_SM90_FWD_TALL", true);
 }
 
+KernelSetKey sm90_fwd_call_key(DType dtype, int d, int dv, const std::string& arch, bool block_mask) {
+  KernelSetKey key{dtype, d, dv, arch, false, KernelFamily::sm90};
+  key.sm90_fwd_tall = sm90_fwd_tall_requested(d, dv, block_mask);
+  return key;
+}
+
 }  // namespace flexattn::runtime

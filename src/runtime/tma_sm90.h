@@ -87,8 +87,11 @@ Sm90FwdForm sm90_fwd_form(const codegen::GeneratedVariant& variant, const Kernel
 // usual / tall, and its tall compile took 2.5 s against 1.85 s here).
 bool sm90_fwd_tall_suits(const codegen::GeneratedVariant& variant);
 
-// Whether a forward call asks for the tall kernel: FLEXATTN_SM90_FWD_TALL on (default off), D = Dv = 64 and no
-// block mask (192-row tiles are not a multiple of the 128-row mask tile).
+// Whether a forward call asks for the tall kernel: FLEXATTN_SM90_FWD_TALL on (the default since session 22), D = Dv = 64
+// and no block mask (192-row tiles are not a multiple of the 128-row mask tile).
 bool sm90_fwd_tall_requested(int d, int dv, bool block_mask);
+// The sm90 forward set a call asks for (try_sm90_forward), and so the one compile_variant prewarms: a different tile is
+// another set, which the call would compile again.
+KernelSetKey sm90_fwd_call_key(DType dtype, int d, int dv, const std::string& arch, bool block_mask);
 
 }  // namespace flexattn::runtime

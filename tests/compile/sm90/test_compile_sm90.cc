@@ -259,8 +259,7 @@ TEST_F(Sm90Compile, CompileVariantPrewarmsTheSetTheCallLooksUp) {
   for (const auto& [v, block_mask] : {std::pair<const Variant*, bool>{&full, false}, {&causal, true}}) {
     const std::string what = block_mask ? "with a block mask" : "without a block mask";
     (void)compile_variant(*v, DType::BF16, 64, 64, "sm_90a", false, false, false, block_mask);
-    runtime::KernelSetKey key{DType::BF16, 64, 64, "sm_90a", false, runtime::KernelFamily::sm90};
-    key.sm90_fwd_tall = runtime::sm90_fwd_tall_requested(64, 64, block_mask);  // as try_sm90_forward asks
+    const runtime::KernelSetKey key = runtime::sm90_fwd_call_key(DType::BF16, 64, 64, "sm_90a", block_mask);
     EXPECT_EQ(key.sm90_fwd_tall, !block_mask) << what;
     const jit::JitStats before = jit::jit_stats();
     const runtime::KernelSet& set = runtime::get_kernel_set(*v, key);
