@@ -5,6 +5,7 @@
 #include "convert.h"
 #include "flexattn/cpu_variant.h"
 #include "flexattn/error.h"
+#include "flexattn/ir_passes.h"
 #include "flexattn/reference.h"
 
 namespace flexattn::py {
@@ -90,8 +91,8 @@ nb::tuple build_mask_cpu(const std::optional<Mod>& mask_mod, int64_t B, int64_t 
     if (mask_mod) variant.mask_mod = mask_mod->expr;
     cpu::VariantFns fns(variant, bindings, n);  // checks the scalars and buffers the mask reads
     const cpu::ModFns& f = fns.fns();
-    if (MaskRowFn row = cpu::kv_range_row_fn(variant.mask_mod, bindings)) {  // one kv interval per row
-      bm = build_block_mask(row, B, H, q_len, kv_len, q_block, kv_block, n);
+    if (MaskRowRangeFn range = ir::kv_range_rows(variant.mask_mod, eval_env(bindings))) {  // one kv interval per row
+      bm = build_block_mask_from_ranges(range, B, H, q_len, kv_len, q_block, kv_block, n);
     } else {
       MaskFn fn = f.mask_mod ? MaskFn(f.mask_mod) : MaskFn([](int64_t, int64_t, int64_t, int64_t) { return true; });
       bm = build_block_mask(fn, B, H, q_len, kv_len, q_block, kv_block, n);

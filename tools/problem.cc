@@ -7,6 +7,7 @@
 #include "args.h"
 #include "flexattn/cpu_variant.h"
 #include "flexattn/error.h"
+#include "flexattn/ir_passes.h"
 #include "flexattn/ir_text.h"
 #include "flexattn/npy.h"
 
@@ -303,9 +304,10 @@ BlockMask make_block_mask(const Problem& p, int block, bool use_kv_range) {
   const int64_t B = ir::depends_on(mask, ir::Op::Batch) ? p.shape.B : 1;
   const int64_t H = ir::depends_on(mask, ir::Op::Head) ? p.shape.H : 1;
   const ModBindings binds = p.bindings();
-  // One interval of kv per row: filled from the row's bounds (flexattn/cpu_variant.h).
+  // One interval of kv per row: classified from the rows' bounds (flexattn/cpu_variant.h).
   if (use_kv_range)
-    if (MaskRowFn row = cpu::kv_range_row_fn(mask, binds)) return build_block_mask(row, B, H, p.shape.Q, p.shape.KV, block, block);
+    if (MaskRowRangeFn range = ir::kv_range_rows(mask, eval_env(binds)))
+      return build_block_mask_from_ranges(range, B, H, p.shape.Q, p.shape.KV, block, block);
   const ir::EvalEnv env = eval_env(binds);
   // One evaluator per call: rows are evaluated on several threads and an Evaluator is single-threaded.
   MaskRowFn row = [&](int64_t b, int64_t h, int64_t q, int64_t kv_begin, int64_t kv_end, uint8_t* out) {

@@ -43,9 +43,8 @@ Problem make_problem(const ProblemConfig& config);
 
 // The BlockMask of the problem's mask with square blocks of `block`; B / H are 1 unless the mask reads
 // b / h. The mask is evaluated with the IR interpreter, or, for a mask that keeps one kv interval per row
-// (ir::kv_range: causal, sliding windows, prefix-LM, ...) and use_kv_range, through each row's bounds (the same
-// block mask: tests/cli/tool/test_check.cc; `flexattn mask -Q 8192`: causal 1.04 -> 0.02 s, sliding window 2.1 -> 0.01 s
-// on a 2-core machine, so a masked `flexattn run` no longer spends a second of the device round on the host).
+// (ir::kv_range: causal, sliding windows, prefix-LM, ...) and use_kv_range, from each row's bounds
+// (build_block_mask_from_ranges; the same block mask: tests/cli/tool/test_check.cc).
 BlockMask make_block_mask(const Problem& p, int block, bool use_kv_range = true);
 
 // "--scalar name[:type]=value" -> name, type, value (type: f32 / i32 / i64 / bool; without it an integer

@@ -33,11 +33,4 @@ class VariantFns {
   std::unique_ptr<Impl> impl_;
 };
 
-// A row function for build_block_mask that fills each row of a kv-range mask (ir::kv_range: causal, sliding
-// windows, prefix-LM, bands, ...) from the row's bounds instead of evaluating the mask per entry: the same block
-// mask, entry for entry (tests/cli/tool/test_check.cc), at S=8192 in 0.02 s instead of ~1 s. Empty when the mask
-// is not one interval per row. Thread-safe; the bindings must outlive the function's use, and their values must not
-// change while it is used (each thread keeps the bounds of the row it saw last; make a new function instead).
-MaskRowFn kv_range_row_fn(const ir::Expr& mask_mod, const ModBindings& bindings);
-
 }  // namespace flexattn::cpu

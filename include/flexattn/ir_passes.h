@@ -79,5 +79,12 @@ constexpr int64_t kKvOpen = int64_t(1) << 42;  // the value of an Open bound (ti
 KvRange kv_range(const Expr& mask_mod);
 // The row's bounds; value(n) evaluates a kv-free node of the mask for the row (b, h, q_idx).
 std::pair<int64_t, int64_t> eval_kv_range(const KvRange& r, int64_t q_idx, const std::function<Value(const NodePtr&)>& value);
+// Each row's bounds of a kv-range mask as (b, h, q_idx) -> {lo, hi} (block_mask.h's MaskRowRangeFn, for
+// build_block_mask_from_ranges: the same block mask, entry for entry, as evaluating the mask per entry;
+// tests/cli/tool/test_check.cc). Empty when the mask is not one interval per row. Thread-safe. `env` gives the
+// scalars and buffers (its b, h, q_idx are ignored); what it reads must outlive the function's use and keep its
+// values while it is used (each thread keeps the row-independent values of the (b, h) it saw last).
+using KvRangeRows = std::function<std::pair<int64_t, int64_t>(int64_t b, int64_t h, int64_t q_idx)>;
+KvRangeRows kv_range_rows(const Expr& mask_mod, const EvalEnv& env);
 
 }  // namespace flexattn::ir

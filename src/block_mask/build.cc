@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -22,6 +23,7 @@ constexpr uint8_t kSawTrue = 1, kSawFalse = 2, kDecided = kSawTrue | kSawFalse;
 // Per-thread scratch: O(nkv + kv_block) bytes, never O(q_len * kv_len).
 struct RowScratch {
   std::vector<uint8_t> flags, values, member;
+  std::vector<int32_t> starts;  // the range builder's per-tile interval starts and ends
 };
 
 // Classifies every tile of query-block row (b, h, r) and writes its ordered partial and full rows.
@@ -55,32 +57,19 @@ void classify_row(const MaskRowFn& mask, BlockMask& bm, int64_t b, int64_t h, in
       write_ordered_row(s.member.data(), bm.nkv, bm.full_kv_indices.data() + g * bm.nkv);
 }
 
-}  // namespace
-
-BlockMask build_block_mask(const MaskRowFn& mask, int64_t B, int64_t H, int64_t q_len, int64_t kv_len, int q_block,
-                           int kv_block, int threads) {
-  const char* who = "build_block_mask";
-  check(static_cast<bool>(mask), "build_block_mask: mask is empty; expected a callable");
-  block_mask_detail::check_geometry(who, B, H, q_len, kv_len, q_block, kv_block);
-  check(threads >= 0, "build_block_mask: threads must be >= 0 (0 = hardware concurrency), got " +
-                          std::to_string(threads));
-  BlockMask bm = block_mask_detail::empty_like_geometry(B, H, q_len, kv_len, q_block, kv_block, true);
-
-  const int64_t rows = B * H * bm.nq;
-  int64_t workers = threads > 0 ? threads : int64_t(std::max(1u, std::thread::hardware_concurrency()));
+// Runs row(g, scratch) for g in [0, rows) on up to `workers` threads (the caller among them); the first exception
+// stops the others and is rethrown here.
+template <class Scratch, class Row>
+void for_each_row(int64_t rows, int64_t workers, const Scratch& prototype, const Row& row) {
   workers = std::min({workers, rows, kMaxThreads});
   std::atomic<int64_t> next{0};
   std::atomic<bool> failed{false};
   std::exception_ptr error;
   std::mutex error_mutex;
   auto work = [&] {
-    RowScratch s;
     try {
-      s.flags.resize(size_t(bm.nkv));
-      s.member.resize(size_t(bm.nkv));
-      s.values.resize(size_t(std::min<int64_t>(kv_block, kv_len)));
-      for (int64_t g = next++; g < rows && !failed; g = next++)
-        classify_row(mask, bm, g / bm.nq / H, g / bm.nq % H, g % bm.nq, s);
+      Scratch s = prototype;
+      for (int64_t g = next++; g < rows && !failed; g = next++) row(g, s);
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex);
       if (!error) error = std::current_exception();
@@ -93,6 +82,79 @@ BlockMask build_block_mask(const MaskRowFn& mask, int64_t B, int64_t H, int64_t 
     work();
   }
   if (error) std::rethrow_exception(error);
+}
+
+int64_t resolve_workers(const char* who, int threads) {
+  check(threads >= 0, std::string(who) + ": threads must be >= 0 (0 = hardware concurrency), got " +
+                          std::to_string(threads));
+  return threads > 0 ? threads : int64_t(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// Query-block row (b, h, r) of a range mask: tile c is partial when some row's interval meets it, full when every
+// row's interval covers it (the largest lo <= its first column, the smallest hi >= its last) and it has no padding.
+void classify_range_row(const MaskRowRangeFn& range, BlockMask& bm, int64_t b, int64_t h, int64_t r,
+                        RowScratch& s) {
+  const int64_t q0 = r * bm.q_block, q1 = std::min(q0 + bm.q_block, bm.q_len);
+  const bool q_tail = q0 + bm.q_block > bm.q_len;
+  std::vector<int32_t>& starts = s.starts;  // per tile: rows whose interval begins there minus those that ended
+  std::fill(starts.begin(), starts.end(), 0);
+  int64_t max_lo = std::numeric_limits<int64_t>::min(), min_hi = std::numeric_limits<int64_t>::max();
+  for (int64_t q = q0; q < q1; ++q) {
+    const auto [lo, hi] = range(b, h, q);
+    max_lo = std::max(max_lo, lo), min_hi = std::min(min_hi, hi);
+    const int64_t a = std::max<int64_t>(lo, 0), z = std::min<int64_t>(hi, bm.kv_len - 1);
+    if (a > z) continue;
+    ++starts[size_t(a / bm.kv_block)];
+    --starts[size_t(z / bm.kv_block + 1)];
+  }
+  const int64_t g = (b * bm.H + h) * bm.nq + r;
+  int64_t open = 0;
+  for (int64_t c = 0; c < bm.nkv; ++c) {
+    open += starts[size_t(c)];
+    const int64_t k0 = c * bm.kv_block, k1 = k0 + bm.kv_block;  // k1 > kv_len: padding, never full
+    const bool full = !q_tail && k1 <= bm.kv_len && max_lo <= k0 && min_hi >= k1 - 1;
+    s.member[size_t(c)] = open > 0 && !full;
+    s.flags[size_t(c)] = full;
+  }
+  bm.kv_num_blocks[size_t(g)] = write_ordered_row(s.member.data(), bm.nkv, bm.kv_indices.data() + g * bm.nkv);
+  bm.full_kv_num_blocks[size_t(g)] = write_ordered_row(s.flags.data(), bm.nkv, bm.full_kv_indices.data() + g * bm.nkv);
+}
+
+}  // namespace
+
+BlockMask build_block_mask(const MaskRowFn& mask, int64_t B, int64_t H, int64_t q_len, int64_t kv_len, int q_block,
+                           int kv_block, int threads) {
+  const char* who = "build_block_mask";
+  check(static_cast<bool>(mask), "build_block_mask: mask is empty; expected a callable");
+  block_mask_detail::check_geometry(who, B, H, q_len, kv_len, q_block, kv_block);
+  const int64_t workers = resolve_workers(who, threads);
+  BlockMask bm = block_mask_detail::empty_like_geometry(B, H, q_len, kv_len, q_block, kv_block, true);
+  RowScratch prototype;
+  prototype.flags.resize(size_t(bm.nkv));
+  prototype.member.resize(size_t(bm.nkv));
+  prototype.values.resize(size_t(std::min<int64_t>(kv_block, kv_len)));
+  for_each_row(B * H * bm.nq, workers, prototype, [&](int64_t g, RowScratch& s) {
+    classify_row(mask, bm, g / bm.nq / H, g / bm.nq % H, g % bm.nq, s);
+  });
+  block_mask_detail::compute_q_side(bm);
+  return bm;
+}
+
+BlockMask build_block_mask_from_ranges(const MaskRowRangeFn& range, int64_t B, int64_t H, int64_t q_len,
+                                       int64_t kv_len, int q_block, int kv_block, int threads) {
+  const char* who = "build_block_mask_from_ranges";
+  check(static_cast<bool>(range), "build_block_mask_from_ranges: range is empty; expected a callable");
+  block_mask_detail::check_geometry(who, B, H, q_len, kv_len, q_block, kv_block);
+  // A thread below ~2^16 rows costs more to start than it saves (a row's bounds take ~0.1 us).
+  const int64_t workers = std::min(resolve_workers(who, threads), B * H * q_len / 65536 + 1);
+  BlockMask bm = block_mask_detail::empty_like_geometry(B, H, q_len, kv_len, q_block, kv_block, true);
+  RowScratch prototype;
+  prototype.flags.resize(size_t(bm.nkv));
+  prototype.member.resize(size_t(bm.nkv));
+  prototype.starts.resize(size_t(bm.nkv + 1));
+  for_each_row(B * H * bm.nq, workers, prototype, [&](int64_t g, RowScratch& s) {
+    classify_range_row(range, bm, g / bm.nq / H, g / bm.nq % H, g % bm.nq, s);
+  });
   block_mask_detail::compute_q_side(bm);
   return bm;
 }

@@ -232,27 +232,34 @@ KvRange kv_range(const Expr& mask_mod) {
   return b.out;
 }
 
+namespace {
+
+// A plain recursion: as a std::function (captures too large for its small buffer) every row's call allocated.
+int64_t eval_bound(const KvRange& r, int i, int64_t q_idx, const std::function<Value(const NodePtr&)>& value) {
+  const KvBound& n = r.nodes[size_t(i)];
+  switch (n.kind) {
+    case KvBound::Open: return n.sign * kKvOpen;
+    case KvBound::Term: {
+      const Value v = value(n.e);
+      // As the comparison converts e (eval.cc convert): i32 wraps, i64 as is.
+      int64_t e = v.i;
+      if (n.e_type == DType::I32) e = int64_t(int32_t(uint32_t(uint64_t(e))));
+      e = e < -kKvSat ? -kKvSat : e > kKvSat ? kKvSat : e;
+      return (n.with_q ? q_idx : 0) + n.sign * e + n.adj;
+    }
+    case KvBound::Max: return std::max(eval_bound(r, n.a, q_idx, value), eval_bound(r, n.b, q_idx, value));
+    case KvBound::Min: return std::min(eval_bound(r, n.a, q_idx, value), eval_bound(r, n.b, q_idx, value));
+    case KvBound::Select:
+      return eval_bound(r, (value(n.pred).as_bool() != n.pred_neg) ? n.a : n.b, q_idx, value);
+  }
+  return 0;
+}
+
+}  // namespace
+
 std::pair<int64_t, int64_t> eval_kv_range(const KvRange& r, int64_t q_idx,
                                           const std::function<Value(const NodePtr&)>& value) {
-  std::function<int64_t(int)> at = [&](int i) -> int64_t {
-    const KvBound& n = r.nodes[size_t(i)];
-    switch (n.kind) {
-      case KvBound::Open: return n.sign * kKvOpen;
-      case KvBound::Term: {
-        const Value v = value(n.e);
-        // As the comparison converts e (eval.cc convert): i32 wraps, i64 as is.
-        int64_t e = v.i;
-        if (n.e_type == DType::I32) e = int64_t(int32_t(uint32_t(uint64_t(e))));
-        e = e < -kKvSat ? -kKvSat : e > kKvSat ? kKvSat : e;
-        return (n.with_q ? q_idx : 0) + n.sign * e + n.adj;
-      }
-      case KvBound::Max: return std::max(at(n.a), at(n.b));
-      case KvBound::Min: return std::min(at(n.a), at(n.b));
-      case KvBound::Select: return (value(n.pred).as_bool() != n.pred_neg) ? at(n.a) : at(n.b);
-    }
-    return 0;
-  };
-  return {at(r.lo), at(r.hi)};
+  return {eval_bound(r, r.lo, q_idx, value), eval_bound(r, r.hi, q_idx, value)};
 }
 
 }  // namespace flexattn::ir

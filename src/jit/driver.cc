@@ -59,6 +59,7 @@ std::unique_ptr<LoadResult> load(const std::string& path) {
   bind_symbol(lib, "cuMemAlloc_v2", a.cuMemAlloc, true, missing);
   bind_symbol(lib, "cuMemFree_v2", a.cuMemFree, true, missing);
   bind_symbol(lib, "cuMemcpyHtoD_v2", a.cuMemcpyHtoD, true, missing);
+  bind_symbol(lib, "cuMemcpyHtoDAsync_v2", a.cuMemcpyHtoDAsync, true, missing);
   bind_symbol(lib, "cuMemcpyDtoH_v2", a.cuMemcpyDtoH, true, missing);
   bind_symbol(lib, "cuMemcpyDtoDAsync_v2", a.cuMemcpyDtoDAsync, true, missing);
   bind_symbol(lib, "cuMemsetD8_v2", a.cuMemsetD8, true, missing);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <future>
+#include <optional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -15,9 +16,12 @@
 #include "common/block_mask_params.h"
 #include "flexattn/codegen.h"
 #include "flexattn/error.h"
+#include "flexattn/ir_passes.h"
 #include "flexattn/jit.h"
 #include "jit/device.h"
+#include "jit/driver_api.h"
 #include "jit/module.h"
+#include "jit/sys.h"
 #include "runtime/kernel_set.h"
 
 namespace flexattn {
@@ -151,6 +155,48 @@ Layout plan(int64_t rows, int64_t cols, int64_t tiles) {
   return l;
 }
 
+// Kv-range masks that read no buffer (causal, sliding windows, prefix-LM, bands; no mask at all) are classified on
+// the host from each row's bounds (build_block_mask_from_ranges) and uploaded: a new mask then compiles nothing,
+// where the classify kernel's NVRTC compile costs ~0.2 s of its first build. The host's cost (2-core machine,
+// session 26) is ~50 ns per query row of the mask's B x H and ~15 ns per tile: causal at S = 8192 0.6 ms, at 131072
+// 22 ms against the warm kernels' ~1.5 ms, hence the caps (FLEXATTN_BLOCK_MASK_HOST_RANGES=0: always the kernels).
+constexpr int64_t kHostRangeRows = int64_t(1) << 18, kHostRangeTiles = int64_t(1) << 18;
+
+std::optional<BlockMask> host_range_mask(const ir::Expr& mask_mod, const ModBindings& scalars, int64_t B, int64_t H,
+                                         int64_t q_len, int64_t kv_len, int q_block, int kv_block) {
+  const int64_t tiles = B * H * block_mask_detail::ceil_div(q_len, q_block) * block_mask_detail::ceil_div(kv_len, kv_block);
+  if (!jit::env_flag("FLEXATTN_BLOCK_MASK_HOST_RANGES", true) || B * H * q_len > kHostRangeRows ||
+      tiles > kHostRangeTiles)
+    return std::nullopt;
+  ir::KvRangeRows rows;
+  if (mask_mod.empty()) {
+    rows = [](int64_t, int64_t, int64_t) { return std::pair<int64_t, int64_t>{-ir::kKvOpen, ir::kKvOpen}; };
+  } else if (ir::buffers(mask_mod).empty()) {
+    rows = ir::kv_range_rows(mask_mod, eval_env(scalars));
+  }
+  if (!rows) return std::nullopt;
+  return build_block_mask_from_ranges(rows, B, H, q_len, kv_len, q_block, kv_block);
+}
+
+// The two builder kernels over p's arrays: classify every tile, then compact each row of both sides.
+void launch_builder(const jit::CompiledKernel& classify_kernel, const jit::CompiledKernel& compact_kernel,
+                    const jit::DeviceProps& props, jit::CUstream stream, const BlockMaskBuildParams& p, int64_t tiles,
+                    int64_t rows, int64_t cols) {
+  const jit::CUfunction classify = jit::get_function(classify_kernel, kBlockMaskClassifyEntry);
+  const jit::CUfunction compact = jit::get_function(compact_kernel, kBlockMaskCompactEntry);
+  constexpr int64_t kWarps = kern::kBmThreads / 32;
+  // Grid-stride kernels: one resident wave of CTAs, fewer when there is less work than warps.
+  const int64_t resident = int64_t(props.sm_count) *
+                           std::max(1, jit::max_active_blocks_per_sm(classify, kern::kBmThreads, 0));
+  jit::LaunchConfig cfg;
+  cfg.block.x = kern::kBmThreads;
+  cfg.stream = stream;
+  cfg.grid.x = unsigned(std::min((tiles + kWarps - 1) / kWarps, resident));
+  jit::launch(classify, cfg, p);
+  cfg.grid.x = unsigned(std::min((rows + cols + kWarps - 1) / kWarps, int64_t(props.sm_count) * 8));
+  jit::launch(compact, cfg, p);
+}
+
 }  // namespace
 
 std::string block_mask_build_source(const std::string& variant_source) {
@@ -182,10 +228,14 @@ GpuBlockMask build_block_mask_gpu(const ir::Expr& mask_mod, const DeviceBindings
   check_args(B, H, q_len, kv_len, q_block, kv_block);
   BuildVariant& variant = build_variant(mask_mod);
   BlockMaskBuildParams p{};
-  runtime::fill_mod_params(variant.gen.layout, bindings, false, &p.mod);
+  runtime::fill_mod_params(variant.gen.layout, bindings, false, &p.mod);  // checks the scalars and buffers
   jit::use_device(device);
+  ModBindings scalars;
+  scalars.scalars = bindings.scalars;
+  std::optional<BlockMask> host = host_range_mask(mask_mod, scalars, B, H, q_len, kv_len, q_block, kv_block);
   const jit::DeviceProps& props = jit::device_props(device);
-  const auto [classify_kernel, compact_kernel] = builder_kernels(variant, props.arch);
+  jit::CompiledKernel classify_kernel, compact_kernel;
+  if (!host) std::tie(classify_kernel, compact_kernel) = builder_kernels(variant, props.arch);
 
   const int64_t nq = block_mask_detail::ceil_div(q_len, q_block), nkv = block_mask_detail::ceil_div(kv_len, kv_block);
   const int64_t rows = B * H * nq, cols = B * H * nkv, tiles = rows * nkv;
@@ -208,19 +258,21 @@ GpuBlockMask build_block_mask_gpu(const ir::Expr& mask_mod, const DeviceBindings
   p.B = int(B), p.H = int(H), p.q_len = int(q_len), p.kv_len = int(kv_len);
   p.q_block = q_block, p.kv_block = kv_block, p.nq = int(nq), p.nkv = int(nkv);
 
-  const jit::CUfunction classify = jit::get_function(classify_kernel, kBlockMaskClassifyEntry);
-  const jit::CUfunction compact = jit::get_function(compact_kernel, kBlockMaskCompactEntry);
-  constexpr int64_t kWarps = kern::kBmThreads / 32;
-  // Grid-stride kernels: one resident wave of CTAs, fewer when there is less work than warps.
-  const int64_t resident = int64_t(props.sm_count) *
-                           std::max(1, jit::max_active_blocks_per_sm(classify, kern::kBmThreads, 0));
-  jit::LaunchConfig cfg;
-  cfg.block.x = kern::kBmThreads;
-  cfg.stream = impl->stream;
-  cfg.grid.x = unsigned(std::min((tiles + kWarps - 1) / kWarps, resident));
-  jit::launch(classify, cfg, p);
-  cfg.grid.x = unsigned(std::min((rows + cols + kWarps - 1) / kWarps, int64_t(props.sm_count) * 8));
-  jit::launch(compact, cfg, p);
+  if (host) {
+    const jit::DriverApi& d = jit::driver();
+    auto put = [&](const int32_t* dst, const std::vector<int32_t>& src) {
+      // Pageable source: the call returns once the bytes are staged, so `host` may go; ordered in the stream.
+      jit::cu_check(d.cuMemcpyHtoDAsync(reinterpret_cast<jit::CUdeviceptr>(dst), src.data(), src.size() * 4,
+                                        impl->stream),
+                    "build_block_mask_gpu: upload");
+    };
+    put(p.kv_num_blocks, host->kv_num_blocks), put(p.kv_indices, host->kv_indices);
+    put(p.full_kv_num_blocks, host->full_kv_num_blocks), put(p.full_kv_indices, host->full_kv_indices);
+    put(p.q_num_blocks, host->q_num_blocks), put(p.q_indices, host->q_indices);
+    put(p.full_q_num_blocks, host->full_q_num_blocks), put(p.full_q_indices, host->full_q_indices);
+  } else {
+    launch_builder(classify_kernel, compact_kernel, props, impl->stream, p, tiles, rows, cols);
+  }
 
   DeviceBlockMask& v = impl->view;
   v.kv_num_blocks = p.kv_num_blocks, v.kv_indices = p.kv_indices;

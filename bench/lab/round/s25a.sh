@@ -11,7 +11,11 @@
 . "$(dirname "$0")/lib.sh"
 out_dir s25a; L=$O
 deadline 560
-BUILD_PY=ON build_gpu $O flexattn _C gpu_attention_check
+BUILD_PY=ON build_gpu $O flexattn _C gpu_attention_check gpu_block_mask_check
+# Session 26: kv-range block masks built on the host (no classify compile); the kernels with it off; the timing case.
+BMC=build-gpu/tests/gpu/block_mask_gpu/gpu_block_mask_check
+timeout 60 $BMC --time > $O/bm_host.log 2>&1; echo "block mask check, host ranges: rc=$? $(tail -4 $O/bm_host.log | tr '\n' ' ')"
+FLEXATTN_BLOCK_MASK_HOST_RANGES=0 timeout 60 $BMC --quick > $O/bm_kernels.log 2>&1; echo "block mask check, kernels only: rc=$? $(tail -1 $O/bm_kernels.log)"
 export FLEXATTN_SM90_ROTATED=1
 quick_check 150
 for q in 1 17 127 129 1000 4097; do run_check --dtype bf16 -Q $q -D 128 --mask causal --backward; done
@@ -21,6 +25,12 @@ run_check --dtype bf16 -Q 1000 --kv 777 -D 128 --mask document:3
 FLEXATTN_SM90_PERSISTENT=0 run_check --dtype bf16 -Q 1000 -D 128 --mask causal
 FLEXATTN_SM90_PERSISTENT=0 run_check --dtype bf16 -Q 129 -D 64 --score relbias
 run_check --dtype bf16 -Q 1000 -D 256 --mask causal
+# The backward's edge tiles (kv != q, full and partial edges), session 26.
+run_check --dtype bf16 -Q 1000 --kv 777 -D 128 --mask document:3 --backward
+run_check --dtype bf16 -Q 129 --kv 1000 -D 128 --mask causal --score softcap:30 --backward
+run_check --dtype bf16 -Q 1000 -D 128 --score relbias --backward
+run_check --dtype bf16 -Q 1000 --kv 777 -D 64 --mask sliding_window:100 --backward
+run_check --dtype bf16 -Q 127 -D 128 --backward
 run_check_summary
 timeout $(cap 60 5) compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick --only causal --only document > $O/memcheck.log 2>&1
 echo "memcheck rotated --quick causal/document rc=$? $(pass_fail $O/memcheck.log) ($(el) s)"; grep -m3 "Invalid\|ERROR SUMMARY" $O/memcheck.log

@@ -237,6 +237,7 @@ TEST(BlockMaskBuild, KvRangeBoundsMatchTheInterpreter) {
       {"", "kv_idx - q_idx <= 5 && q_idx - kv_idx <= 40", 257, 129, 64},
       {"", "where(h > 1, q_idx >= kv_idx, kv_idx < 90) || b == 1", 200, 260, 64},
       {"", "!(kv_idx > q_idx + 3) && kv_idx >= q_idx - 200", 1000, 1000, 128},
+      {"", "kv_idx <= q_idx // 3 + h && kv_idx > q_idx // 5 - 7", 777, 500, 64},  // bounds read q_idx per row
       {"document:3", "", 300, 300, 64},
   };
   for (const Case& c : cases) {
