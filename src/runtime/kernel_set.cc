@@ -38,24 +38,25 @@ void launch_backward(const Variant& variant, const KernelSet& set, const kern::A
                      const jit::LaunchConfig& main, bool deterministic, void* stream) {
   // Compiled (or found) before the first launch, so a compile error leaves no half-done backward behind.
   const KernelSet* dq_pass = deterministic ? &get_kernel_set(variant, dq_pass_key(set.key)) : nullptr;
-  jit::launch(jit::get_function(set.compiled, "flexattn_bwd_preprocess"),
+  jit::launch(jit::get_function(set.aux, "flexattn_bwd_preprocess"),
               launch_config(kern::sm80_bwd_preprocess_launch(p.B, p.Hq, p.L), stream), p);
   jit::launch(jit::get_function(set.compiled, "flexattn_bwd"), main, p);
   if (dq_pass)
     jit::launch(jit::get_function(dq_pass->compiled, "flexattn_bwd_dq"),
                 launch_config(kern::sm80_bwd_dq_launch(p.D, p.Dv, p.B, p.Hq, p.L), stream), p);
   else
-    jit::launch(jit::get_function(set.compiled, "flexattn_bwd_dq_convert"),
+    jit::launch(jit::get_function(set.aux, "flexattn_bwd_dq_convert"),
                 launch_config(kern::sm80_bwd_dq_convert_launch(p.B, p.Hq, p.L), stream), p);
 }
 
 CompileReport compile_report(const KernelSet& set) {
   CompileReport r;
   r.key = set.compiled.key;
-  for (const auto& [name, info] : set.compiled.ptxas) {
-    r.registers[name] = info.registers;
-    r.spill_bytes[name] = info.spill_stores + info.spill_loads;
-  }
+  for (const jit::CompiledKernel* c : {&set.compiled, &set.aux})
+    for (const auto& [name, info] : c->ptxas) {
+      r.registers[name] = info.registers;
+      r.spill_bytes[name] = info.spill_stores + info.spill_loads;
+    }
   return r;
 }
 
@@ -93,12 +94,23 @@ std::string kernel_source(const codegen::GeneratedVariant& variant, const Kernel
   } else if (key.dq_pass) {
     s << entry("flexattn_bwd_dq", "sm80_bwd_dq_threads(" + dd + ")",
                "attn_bwd_dq_sm80<FlexVariant, " + t + ", " + dd + ">(p)");
-  } else {
-    s << entry("flexattn_bwd_preprocess", "sm80_aux_threads()", "attn_bwd_preprocess_sm80<" + t + ", " + dd + ">(p)");
+  } else {  // the preprocess and the dQ convert: kernel_source_bwd_aux
     s << entry("flexattn_bwd", "sm80_bwd_threads(" + dd + ")", "attn_bwd_sm80<FlexVariant, " + t + ", " + dd + ">(p)");
-    s << entry("flexattn_bwd_dq_convert", "sm80_aux_threads()",
-               "attn_bwd_dq_convert_sm80<" + t + ", " + std::to_string(key.d) + ">(p)");
   }
+  return s.str();
+}
+
+std::string kernel_source_bwd_aux(const KernelSetKey& key) {
+  const std::string t = kernel_dtype(key.dtype);
+  std::ostringstream s;
+  s << "// flexattn backward's preprocess and dQ convert (every variant, both families), " << t << ", D=" << key.d
+    << ", Dv=" << key.dv << "\n";
+  s << "#include \"sm80/attn_bwd_sm80.cuh\"\n";
+  s << "using namespace flexattn::kern;\n\n";
+  s << entry("flexattn_bwd_preprocess", "sm80_aux_threads()",
+             "attn_bwd_preprocess_sm80<" + t + ", " + std::to_string(key.d) + ", " + std::to_string(key.dv) + ">(p)");
+  s << entry("flexattn_bwd_dq_convert", "sm80_aux_threads()",
+             "attn_bwd_dq_convert_sm80<" + t + ", " + std::to_string(key.d) + ">(p)");
   return s.str();
 }
 
@@ -167,11 +179,33 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
   if (decode)
     req.kernel_names = decode_kernel_names(key.d, key.dv);
   else if (key.backward)
-    req.kernel_names = key.dq_pass ? std::vector<std::string>{"flexattn_bwd_dq"}
-                                   : std::vector<std::string>{"flexattn_bwd_preprocess", "flexattn_bwd",
-                                                              "flexattn_bwd_dq_convert"};
+    req.kernel_names = {key.dq_pass ? "flexattn_bwd_dq" : "flexattn_bwd"};
   else
     req.kernel_names = {"flexattn_fwd"};
+  // A backward set's preprocess and dQ convert: their own program, the same for every variant of (dtype, D, Dv,
+  // arch), so only the first variant compiles it (~0.1 s of each backward compile before, session 26), on a thread
+  // beside its main kernel; later ones find it in the JIT's caches.
+  std::future<jit::CompiledKernel> aux;
+  jit::KernelRequest aux_req;
+  if (key.backward && !key.dq_pass) {
+    aux_req.prefix = "attn_bwdaux_" + std::string(kernel_dtype(key.dtype)) + "_d" + std::to_string(key.d) + "_dv" +
+                     std::to_string(key.dv);
+    aux_req.source = kernel_source_bwd_aux(key);
+    aux_req.arch = key.arch;
+    aux_req.options = req.options;
+    aux_req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd_dq_convert"};
+    try {
+      aux = std::async(std::launch::async, [aux_req] { return jit::get_or_compile(aux_req); });
+    } catch (const std::system_error&) {  // no thread to spare: compiled after the main kernel
+    }
+  }
+  // Joins the aux compile on every path out (its error, if any, is the JIT's to report to the next request).
+  struct JoinAux {
+    std::future<jit::CompiledKernel>& f;
+    ~JoinAux() {
+      if (f.valid()) f.wait();
+    }
+  } join_aux{aux};
   if (!(sm90 && key.backward)) {
     set->compiled = jit::get_or_compile(req);
     // The tall forward's consumers have 160 registers: the heavier mods spill there (ptxas 13.0, D = 64: softcap
@@ -224,6 +258,7 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
     set->sm90_bwd_grid_order = final_choice.grid_order;
     set->sm90_bwd_tma_store = final_choice.tma_store;
   }
+  if (key.backward && !key.dq_pass) set->aux = aux.valid() ? aux.get() : jit::get_or_compile(aux_req);
   std::lock_guard<std::mutex> lock(mu);
   auto [it, inserted] = cache->emplace(ck, Entry{variant, std::move(set)});
   return *it->second.set;

@@ -57,6 +57,9 @@ struct Sm90FwdForm {
 
 struct KernelSet {
   jit::CompiledKernel compiled;
+  // Backward sets (not the deterministic dQ pass): flexattn_bwd_preprocess and flexattn_bwd_dq_convert, compiled from
+  // kernel_source_bwd_aux (one program per dtype, head dims and arch, shared by every variant and both families).
+  jit::CompiledKernel aux;
   codegen::VariantLayout layout;
   KernelSetKey key;
   // sm90 backward only: the main kernel takes the bulk dQ path (its shared-memory request is larger).
@@ -81,6 +84,8 @@ struct KernelSet {
 // The generated source of an sm80-family kernel set (exposed for golden-file tests); the sm90 one is
 // kernel_source_sm90 (runtime/tma_sm90.h).
 std::string kernel_source(const codegen::GeneratedVariant& variant, const KernelSetKey& key);
+// The backward's variant-independent kernels of key's dtype and head dims: the Δ preprocess and the dQ convert.
+std::string kernel_source_bwd_aux(const KernelSetKey& key);
 
 // Generates, compiles (through the JIT caches) and returns the kernel set. Cached in-process by the
 // identity of the variant's expressions (hash-consed, so equal mods hit), so a decode loop that

@@ -249,7 +249,7 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
            "(const __grid_constant__ AttnParams p) { " + body + "; }\n";
   };
   std::ostringstream s;
-  s << "// flexattn backward kernels, sm90 family (sm_90a; preprocess and dQ convert from sm80), " << t
+  s << "// flexattn backward kernel, sm90 family (sm_90a; preprocess and dQ convert: kernel_source_bwd_aux), " << t
     << ", D=" << key.d << ", Dv=" << key.dv << "\n";
   // FLEXATTN_SM90_GATHER (default on, as the forward's): constant relative-position-bias score_mods read their row
   // at immediate offsets of one pointer (kernels/sm90/bwd_rel_gather_sm90.cuh); learnable rows keep the general
@@ -296,10 +296,7 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   s << "#include \"sm90/attn_bwd_sm90.cuh\"\n";
   s << "using namespace flexattn::kern;\n\n";
   s << variant.source << "\n";
-  s << entry("flexattn_bwd_preprocess", "sm80_aux_threads()", "attn_bwd_preprocess_sm80<" + t + ", " + dd + ">(p)");
   s << entry("flexattn_bwd", "kSm90Threads", "attn_bwd_sm90<FlexVariant, " + t + ", " + dd + bulk + ">(p)");
-  s << entry("flexattn_bwd_dq_convert", "sm80_aux_threads()",
-             "attn_bwd_dq_convert_sm80<" + t + ", " + std::to_string(key.d) + ">(p)");
   return s.str();
 }
 

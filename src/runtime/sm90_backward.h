@@ -119,8 +119,8 @@ void encode_sm90_backward_maps(kern::AttnParams* p, DType dtype);
 // driver rejects it.
 void encode_sm90_dq_accum_map(kern::AttnParams* p);
 
-// The generated source of the sm90 backward kernel set: flexattn_bwd (sm90) plus the sm80 family's
-// flexattn_bwd_preprocess and flexattn_bwd_dq_convert (the deterministic dQ pass is a set of its own).
+// The generated source of the sm90 backward kernel set's main kernel, flexattn_bwd (the preprocess and the dQ convert
+// are the sm80 family's, kernel_source_bwd_aux; the deterministic dQ pass is a set of its own).
 // dq_bulk: 1 / 0 choose the dQ path, -1 (default) follows FLEXATTN_SM90_BWD_DQ_BULK; bg_reduce likewise
 // for FLEXATTN_SM90_BWD_BG_REDUCE (it reaches the source only for variants with buffer_grad_reduce).
 // persistent likewise for FLEXATTN_SM90_BWD_PERSISTENT; grid_order (the grouped launch order, non-persistent

@@ -36,16 +36,22 @@ timeout $(cap 60 5) compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK 
 echo "memcheck rotated --quick causal/document rc=$? $(pass_fail $O/memcheck.log) ($(el) s)"; grep -m3 "Invalid\|ERROR SUMMARY" $O/memcheck.log
 unset FLEXATTN_SM90_ROTATED
 fwd_sweep FLEXATTN_SM90_ROTATED "0 1"
+# Session 26: the record's cold compile (forward and backward side by side, block mask, first calls) with the rotated
+# loop, the host-built range masks and the backward's shared aux program; run 0 cold (a fresh cache), run 1 warm.
+if [ "$(left)" -ge 150 ]; then
+  rm -rf build-gpu/bench-cache
+  bwd_sweep FLEXATTN_SM90_ROTATED "1" full,causal,document,softcap_causal,relbias_full
+fi
 # Cold compiles: runs 0 (off) and 1 (on) compile into the fresh cache; runs 2 and 3 hit it.
-python3 - "$O/sweep_FLEXATTN_SM90_ROTATED" <<'PY' || true
+python3 - "$O/sweep_FLEXATTN_SM90_ROTATED" "$O/bsweep_FLEXATTN_SM90_ROTATED" <<'PY' || true
 import glob, json, sys
-for path in sorted(glob.glob(sys.argv[1] + "/fwd_*/*.json")):
+for path in sorted(glob.glob(sys.argv[1] + "/fwd_*/*.json") + glob.glob(sys.argv[2] + "/fwd_*/*.json")):
     try:
         rows = json.load(open(path))
         rows = rows["rows"] if isinstance(rows, dict) else rows
     except Exception:
         continue
-    print(path.split("/")[-2], " ".join(f"{r['case']}/{r['D']}:{r['compile_s']:.2f}" for r in rows
+    print(path.split("/")[-3][:6], path.split("/")[-2], " ".join(f"{r['case']}/{r['D']}:{r['compile_s']:.2f}" for r in rows
                                         if r.get("compile_s") is not None))
 PY
 (cd $OUT && tar czf all.tgz --exclude=all.tgz . 2>/dev/null); true

@@ -15,15 +15,18 @@
 
 namespace flexattn::sm90_test {
 
-// A compiled sm90 backward set is clean: its three entries without spill or stack frame, the main kernel inside the
-// launch's register cap, ptxas without warnings (no C7510-C7515 wgmma serialization).
+// A compiled sm90 backward set is clean: its entries (the main kernel; the preprocess and dQ convert of its aux
+// program when it has one) without spill or stack frame, the main kernel inside the launch's register cap, ptxas
+// without warnings (no C7510-C7515 wgmma serialization).
 inline void expect_clean(const runtime::KernelSet& set, const std::string& what) {
-  for (const char* name : {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq_convert"}) {
-    ASSERT_EQ(set.compiled.ptxas.count(name), 1u) << what << " " << name << "\n" << set.compiled.log;
-    const jit::PtxasInfo& info = set.compiled.ptxas.at(name);
-    EXPECT_EQ(info.spill_stores + info.spill_loads, 0) << what << " " << name << " spills";
-    EXPECT_EQ(info.stack, 0) << what << " " << name << " has a stack frame";
-  }
+  for (const jit::CompiledKernel* c : {&set.compiled, &set.aux})
+    for (const std::string& name : c->kernel_names) {
+      ASSERT_EQ(c->ptxas.count(name), 1u) << what << " " << name << "\n" << c->log;
+      const jit::PtxasInfo& info = c->ptxas.at(name);
+      EXPECT_EQ(info.spill_stores + info.spill_loads, 0) << what << " " << name << " spills";
+      EXPECT_EQ(info.stack, 0) << what << " " << name << " has a stack frame";
+    }
+  ASSERT_EQ(set.compiled.ptxas.count("flexattn_bwd"), 1u) << what;
   // __launch_bounds__(384, 1): the entry allocation is capped at 65536 / 384 rounded down to 8.
   EXPECT_LE(set.compiled.ptxas.at("flexattn_bwd").registers, 168) << what;
   EXPECT_EQ(set.compiled.log.find("warning"), std::string::npos) << what << " ptxas warned:\n" << set.compiled.log;
@@ -52,7 +55,7 @@ inline BwdBuild compile_bwd_with(const Variant& v, DType t, int d, int dv, const
   req.prefix = prefix;
   req.source = b.source;
   req.arch = "sm_90a";
-  req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq_convert"};
+  req.kernel_names = {"flexattn_bwd"};
   b.set.compiled = jit::get_or_compile(req);
   // As get_kernel_set: a main kernel that spills with the grouped launch order is rebuilt without it first.
   const jit::PtxasInfo& main = b.set.compiled.ptxas["flexattn_bwd"];

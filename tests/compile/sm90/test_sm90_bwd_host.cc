@@ -155,8 +155,15 @@ TEST(Sm90BwdHost, SourceHasTheHopperMainKernelAndTheSm80Helpers) {
   EXPECT_TRUE(runtime::sm90_bwd_source_choice(src).tma_store);
   EXPECT_FALSE(runtime::sm90_bwd_source_choice(runtime::kernel_source_sm90_bwd(gen, key, -1, -1, -1, -1, 0)).tma_store);
   EXPECT_FALSE(runtime::sm90_bwd_source_choice(runtime::kernel_source_sm90_bwd(gen, key, -1, -1, 1)).tma_store);
-  for (const char* e : {"flexattn_bwd_preprocess(", "flexattn_bwd_dq_convert("})
-    EXPECT_NE(src.find(e), std::string::npos) << e;
+  // The preprocess and the dQ convert are a program of their own, the same for every variant (session 26).
+  const std::string aux = runtime::kernel_source_bwd_aux(key);
+  for (const char* e : {"flexattn_bwd_preprocess(", "flexattn_bwd_dq_convert("}) {
+    EXPECT_EQ(src.find(e), std::string::npos) << e;
+    EXPECT_NE(aux.find(e), std::string::npos) << e;
+  }
+  EXPECT_NE(aux.find("attn_bwd_preprocess_sm80<fp16, 64, 128>(p)"), std::string::npos) << aux;
+  EXPECT_NE(aux.find("attn_bwd_dq_convert_sm80<fp16, 64>(p)"), std::string::npos) << aux;
+  EXPECT_EQ(aux.find("FlexVariant"), std::string::npos) << aux;
   // The deterministic dQ pass is a kernel set of its own (sm80 family, KernelSetKey::dq_pass), compiled at
   // the first deterministic call: not in this source.
   EXPECT_EQ(src.find("flexattn_bwd_dq("), std::string::npos) << src;

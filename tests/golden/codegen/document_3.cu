@@ -38,9 +38,5 @@ struct FlexVariant {
   }
 };
 
-extern "C" __global__ void __launch_bounds__(sm80_aux_threads(), 1)
-flexattn_bwd_preprocess(const __grid_constant__ AttnParams p) { attn_bwd_preprocess_sm80<bf16, 128, 128>(p); }
 extern "C" __global__ void __launch_bounds__(sm80_bwd_threads(128, 128), 1)
 flexattn_bwd(const __grid_constant__ AttnParams p) { attn_bwd_sm80<FlexVariant, bf16, 128, 128>(p); }
-extern "C" __global__ void __launch_bounds__(sm80_aux_threads(), 1)
-flexattn_bwd_dq_convert(const __grid_constant__ AttnParams p) { attn_bwd_dq_convert_sm80<bf16, 128>(p); }
