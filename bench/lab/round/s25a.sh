@@ -31,6 +31,11 @@ run_check --dtype bf16 -Q 129 --kv 1000 -D 128 --mask causal --score softcap:30 
 run_check --dtype bf16 -Q 1000 -D 128 --score relbias --backward
 run_check --dtype bf16 -Q 1000 --kv 777 -D 64 --mask sliding_window:100 --backward
 run_check --dtype bf16 -Q 127 -D 128 --backward
+# The backward's aux program (preprocess, dQ convert) shared by every variant: the sm80 family, deterministic mode.
+FLEXATTN_SM90_BWD=0 run_check --dtype bf16 -Q 1000 -D 128 --mask causal --backward
+FLEXATTN_SM90=0 FLEXATTN_SM90_BWD=0 run_check --dtype f16 -Q 129 -D 64 --score alibi --backward
+run_check --dtype bf16 -Q 1000 -D 128 --mask document:3 --backward --deterministic
+run_check --dtype bf16 -Q 777 -D 64 --mask causal --backward --deterministic
 run_check_summary
 timeout $(cap 60 5) compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick --only causal --only document > $O/memcheck.log 2>&1
 echo "memcheck rotated --quick causal/document rc=$? $(pass_fail $O/memcheck.log) ($(el) s)"; grep -m3 "Invalid\|ERROR SUMMARY" $O/memcheck.log
