@@ -12,6 +12,7 @@
 #include "flexattn/attention.h"
 #include "flexattn/error.h"
 #include "flexattn/jit.h"
+#include "runtime/kernel_set.h"
 #include "sm80/tile_config.h"
 
 using namespace flexattn;
@@ -140,6 +141,29 @@ TEST_F(CompileTier, UntileableBackwardHeadDimNamesThePadding) {
   expect_no_spills(compile_variant(v, DType::BF16, 48, 48, "sm_80", false), "forward D=48");
 }
 
+// The backward's preprocess and dQ convert are one program per (dtype, D, Dv, arch), shared by every variant: a second
+// variant's backward compiles its main kernel only (session 26: ~0.1 s of each backward compile before).
+TEST_F(CompileTier, BackwardAuxProgramIsSharedByEveryVariant) {
+  Variant a, b;
+  a.score_mod = ir::score() * 0.5f + ir::kv_idx() * 0.0f;  // variants no other test compiles
+  b.score_mod = ir::score() * 0.25f + ir::kv_idx() * 0.0f;
+  b.mask_mod = mods::causal();
+  const runtime::KernelSetKey key{DType::F16, 64, 64, "sm_80", true, runtime::KernelFamily::sm80};
+  const runtime::KernelSet& sa = runtime::get_kernel_set(a, key);
+  const jit::JitStats before = jit::jit_stats();
+  const runtime::KernelSet& sb = runtime::get_kernel_set(b, key);
+  const jit::JitStats after = jit::jit_stats();
+  EXPECT_EQ((after.compiles - before.compiles) + (after.disk_hits - before.disk_hits), 1)
+      << "the second variant's main kernel only";
+  EXPECT_EQ(sa.aux.key, sb.aux.key);
+  EXPECT_NE(sa.compiled.key, sb.compiled.key);
+  EXPECT_EQ(sb.aux.kernel_names, (std::vector<std::string>{"flexattn_bwd_preprocess", "flexattn_bwd_dq_convert"}));
+  EXPECT_EQ(sb.compiled.ptxas.count("flexattn_bwd_preprocess"), 0u);
+  const CompileReport r = runtime::compile_report(sb);  // the report still names all three entries
+  for (const char* e : {"flexattn_bwd_preprocess", "flexattn_bwd", "flexattn_bwd_dq_convert"})
+    EXPECT_EQ(r.registers.count(e), 1u) << e;
+}
+
 // Concurrent requests for one kernel set (the Python forward's backward prefetch on a thread, then the step's
 // own backward) compile it once: the JIT's in-process cache holds a future per key, so later requests wait
 // for the compile under way.
@@ -147,6 +171,9 @@ TEST_F(CompileTier, ConcurrentRequestsForOneSetCompileOnce) {
   Variant v;
   v.score_mod = ir::score() * 0.75f + ir::q_idx() * 0.0f;  // a variant no other test compiles
   v.mask_mod = mods::causal();
+  // The backward's aux program (preprocess, dQ convert) is shared by every variant of these head dims: loaded first,
+  // so that the counts below see the variant's own set only.
+  compile_variant(Variant(), DType::BF16, 64, 64, "sm_80", true);
   const jit::JitStats before = jit::jit_stats();
   std::vector<std::string> keys(4);
   std::vector<std::thread> threads;
