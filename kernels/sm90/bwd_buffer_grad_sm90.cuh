@@ -43,7 +43,7 @@ __host__ __device__ constexpr int bg_reduce() {
 template <class V, bool kFull, bool kInB>
 __device__ __forceinline__ void bg_tile(float (&st)[32], float (&dpt)[32], float (&bg)[kDiagPartials],
                                         const AttnParams& p, unsigned s_lse, unsigned s_delta, int b, int h, int q0,
-                                        int kv_row, int t) {
+                                        int kv_row, int t, bool mask_on = true) {
 #pragma unroll
   for (int j = 0; j < kDiagPartials; ++j) bg[j] = 0.f;
 #pragma unroll
@@ -56,7 +56,7 @@ __device__ __forceinline__ void bg_tile(float (&st)[32], float (&dpt)[32], float
       const int kv = kv_row + 8 * (e >> 1), q = q0 + 8 * i + 2 * t + (e & 1);
       if constexpr (!kInB) {
         backward_entry<V, kFull>(p, st[4 * i + e], dpt[4 * i + e], lse2[e & 1], del[e & 1], b, h, q, kv, true,
-                                 st[4 * i + e], dpt[4 * i + e]);
+                                 st[4 * i + e], dpt[4 * i + e], 0.f, mask_on);
       } else {
         // backward_entry with kBgValue: the contribution returned for the sums instead of added.
         const float c = backward_entry<V, kFull, kInB, true>(p, st[4 * i + e], dpt[4 * i + e], lse2[e & 1],
@@ -81,10 +81,10 @@ __device__ __forceinline__ void bg_tile_dispatch(float (&st)[32], float (&dpt)[3
     bg_tile<V, true, true>(st, dpt, bg, p, s_lse, s_delta, b, h, q0, kv_row, t);
   else if (kPartialInB && inb)
     bg_tile<V, false, true>(st, dpt, bg, p, s_lse, s_delta, b, h, q0, kv_row, t);
-  else if (full)
+  else if (!kPartialInB && full)
     bg_tile<V, true, false>(st, dpt, bg, p, s_lse, s_delta, b, h, q0, kv_row, t);
-  else
-    bg_tile<V, false, false>(st, dpt, bg, p, s_lse, s_delta, b, h, q0, kv_row, t);
+  else  // kPartialInB: full or partial edge tiles in one copy (the v2 consumer's kMergeEdges)
+    bg_tile<V, false, false>(st, dpt, bg, p, s_lse, s_delta, b, h, q0, kv_row, t, !full);
 }
 
 // The warp's sums into buf_grad: kv_warp0 is the warp's first kv row (local), q0 the tile's first query

@@ -50,14 +50,15 @@ __device__ __forceinline__ void st_global_u32(void* addr, unsigned v) {
 // P for one entry of a variant without score_mod (the split schedule); 0 where masked or out of
 // bounds. kInB: the tile lies inside [0, L) x [0, S), so no bounds test and no index wrapping
 // (wrap_index is the identity there); kFull: no mask_mod.
+// mask_on: as backward_entry's (edge tiles only; false: a full edge tile).
 template <class V, bool kFull, bool kInB>
 __device__ __forceinline__ float bwd_p_entry(const AttnParams& p, float raw, float scale_log2, float lse2, int b, int h,
-                                            int q, int kv) {
+                                            int q, int kv, bool mask_on = true) {
   const float pv = fast_exp2(fmaf(raw, scale_log2, -lse2));
   bool keep = kInB || (q < p.L && kv < p.S);
   if constexpr (!kFull && V::kHasMaskMod) {
     const int qw = (kInB ? q : wrap_index(q, p.L)) + p.q_offset, kvw = (kInB ? kv : wrap_index(kv, p.S)) + p.kv_offset;
-    keep = keep && V::mask_mod(p.mod, b, h, qw, kvw);
+    keep = keep && ((!kInB && !mask_on) || V::mask_mod(p.mod, b, h, qw, kvw));
   }
   if constexpr (kInB && (kFull || !V::kHasMaskMod)) {
     return pv;

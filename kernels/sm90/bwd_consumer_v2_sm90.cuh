@@ -41,7 +41,7 @@ namespace flexattn::kern::sm90 {
 // Split schedule, step 1: st (raw S^T) becomes P^T.
 template <class V, bool kFull, bool kInB>
 __device__ __forceinline__ void tile_p_v2(float (&st)[32], const AttnParams& p, float scale_log2, unsigned s_lse, int b,
-                                          int h, int q0, int kv_row, int t) {
+                                          int h, int q0, int kv_row, int t, bool mask_on = true) {
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     float lse2[2];
@@ -49,7 +49,7 @@ __device__ __forceinline__ void tile_p_v2(float (&st)[32], const AttnParams& p, 
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int kv = kv_row + 8 * (e >> 1), q = q0 + 8 * i + 2 * t + (e & 1);
-      st[4 * i + e] = bwd_p_entry<V, kFull, kInB>(p, st[4 * i + e], scale_log2, lse2[e & 1], b, h, q, kv);
+      st[4 * i + e] = bwd_p_entry<V, kFull, kInB>(p, st[4 * i + e], scale_log2, lse2[e & 1], b, h, q, kv, mask_on);
     }
   }
 }
@@ -65,13 +65,15 @@ __device__ __forceinline__ void load_cols_v2(float (&v)[16], unsigned s_vec, int
 // tile_p_v2 with the lse2 values already in registers.
 template <class V, bool kFull, bool kInB>
 __device__ __forceinline__ void tile_p_v2r(float (&st)[32], const AttnParams& p, float scale_log2,
-                                           const float (&lse2)[16], int b, int h, int q0, int kv_row, int t) {
+                                           const float (&lse2)[16], int b, int h, int q0, int kv_row, int t,
+                                           bool mask_on = true) {
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int kv = kv_row + 8 * (e >> 1), q = q0 + 8 * i + 2 * t + (e & 1);
-      st[4 * i + e] = bwd_p_entry<V, kFull, kInB>(p, st[4 * i + e], scale_log2, lse2[2 * i + (e & 1)], b, h, q, kv);
+      st[4 * i + e] =
+          bwd_p_entry<V, kFull, kInB>(p, st[4 * i + e], scale_log2, lse2[2 * i + (e & 1)], b, h, q, kv, mask_on);
     }
   }
 }
@@ -153,6 +155,10 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
   // Partial (masked) tiles inside [0, L) x [0, S) get their own path without bounds tests, also only with
   // 240 registers: at 232 the extra path spilled 16 bytes for dilated:3 (ptxas 13.0).
   constexpr bool kPartialInB = sm90_bwd_consumer_regs(kB, true) >= 240;
+  // Edge tiles (the last query or kv tile of a head: few) full or partial in one copy of the element-wise step, with
+  // the mask a run-time choice (mask_on): one copy fewer to compile (session 26: backward compile -3-5 % locally),
+  // also only with 240 registers: at 232 softcap + causal spilled 80 bytes (ptxas 13.0).
+  constexpr bool kMergeEdges = kPartialInB;
   // Buffer gradients summed per warp (bwd_buffer_grad_sm90.cuh), with the 240 registers of the bulk dQ
   // path only: at 232 the 18 partial sums spilled 32 bytes for t5 (ptxas 13.0).
   constexpr int kBg = sm90_bwd_consumer_regs(kB, true) >= 240 ? bg_reduce<V>() : 0;
@@ -227,10 +233,10 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
         tile_p_v2r<V, true, true>(st, p, scale_log2, lse2, b, h, q0, kv_row, t);
       else if (inb)
         tile_p_v2r<V, false, true>(st, p, scale_log2, lse2, b, h, q0, kv_row, t);
-      else if (full)
+      else if (!kMergeEdges && full)
         tile_p_v2r<V, true, false>(st, p, scale_log2, lse2, b, h, q0, kv_row, t);
-      else
-        tile_p_v2r<V, false, false>(st, p, scale_log2, lse2, b, h, q0, kv_row, t);
+      else  // kMergeEdges: full or partial, one copy (mask_on)
+        tile_p_v2r<V, false, false>(st, p, scale_log2, lse2, b, h, q0, kv_row, t, !full);
       float del[16];
       load_cols_v2(del, s_delta, t);
       wgmma_wait<0>();
@@ -243,10 +249,10 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
         tile_p_v2<V, true, true>(st, p, scale_log2, s_lse, b, h, q0, kv_row, t);
       else if (kPartialInB && inb)
         tile_p_v2<V, false, true>(st, p, scale_log2, s_lse, b, h, q0, kv_row, t);
-      else if (full)
+      else if (!kMergeEdges && full)
         tile_p_v2<V, true, false>(st, p, scale_log2, s_lse, b, h, q0, kv_row, t);
-      else
-        tile_p_v2<V, false, false>(st, p, scale_log2, s_lse, b, h, q0, kv_row, t);
+      else  // kMergeEdges: full or partial, one copy (mask_on)
+        tile_p_v2<V, false, false>(st, p, scale_log2, s_lse, b, h, q0, kv_row, t, !full);
       wgmma_wait<0>();
       fence_operands(dpt);
       tile_ds_v2(st, dpt, s_delta, t);
@@ -260,10 +266,10 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
         bwd_tile_scores<V, true, true>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
       else if (kPartialInB && inb)
         bwd_tile_scores<V, false, true>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
-      else if (full)
+      else if (!kMergeEdges && full)
         bwd_tile_scores<V, true, false>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
-      else
-        bwd_tile_scores<V, false, false>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
+      else  // kMergeEdges: full or partial, one copy (mask_on)
+        bwd_tile_scores<V, false, false>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t, !full);
     }
     if constexpr (kBg != 0) bg_flush<V>(bg, p, b, h, q0, kv0 + 64 * wg + 16 * warp, lane);
     unsigned pa[16], dsa[16];
