@@ -165,7 +165,8 @@ constexpr int64_t kHostRangeRows = int64_t(1) << 18, kHostRangeTiles = int64_t(1
 std::optional<BlockMask> host_range_mask(const ir::Expr& mask_mod, const ModBindings& scalars, int64_t B, int64_t H,
                                          int64_t q_len, int64_t kv_len, int q_block, int kv_block) {
   const int64_t tiles = B * H * block_mask_detail::ceil_div(q_len, q_block) * block_mask_detail::ceil_div(kv_len, kv_block);
-  if (!jit::env_flag("FLEXATTN_BLOCK_MASK_HOST_RANGES", true) || B * H * q_len > kHostRangeRows ||
+  // B * H and the tile count fit int64 (check_geometry); B * H * q_len might not, hence the division.
+  if (!jit::env_flag("FLEXATTN_BLOCK_MASK_HOST_RANGES", true) || B * H > kHostRangeRows / q_len ||
       tiles > kHostRangeTiles)
     return std::nullopt;
   ir::KvRangeRows rows;
