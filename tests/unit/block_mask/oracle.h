@@ -96,6 +96,20 @@ inline void expect_torch_ordering(const std::vector<int32_t>& num, const std::ve
   }
 }
 
+// Every array of the two masks equal (both sides, counts and ordered indices), and their lengths.
+inline void expect_same_arrays(const BlockMask& got, const BlockMask& want) {
+  EXPECT_EQ(got.q_len, want.q_len);
+  EXPECT_EQ(got.kv_len, want.kv_len);
+  EXPECT_EQ(got.kv_num_blocks, want.kv_num_blocks);
+  EXPECT_EQ(got.kv_indices, want.kv_indices);
+  EXPECT_EQ(got.full_kv_num_blocks, want.full_kv_num_blocks);
+  EXPECT_EQ(got.full_kv_indices, want.full_kv_indices);
+  EXPECT_EQ(got.q_num_blocks, want.q_num_blocks);
+  EXPECT_EQ(got.q_indices, want.q_indices);
+  EXPECT_EQ(got.full_q_num_blocks, want.full_q_num_blocks);
+  EXPECT_EQ(got.full_q_indices, want.full_q_indices);
+}
+
 // Runs fn and checks it throws flexattn::Error whose message contains `expected`.
 template <typename F>
 void expect_error(F&& fn, const std::string& expected) {

@@ -47,14 +47,7 @@ TEST(FromKvBlocks, RoundTripOfBuiltMasks) {
     const BlockMask b = from_kv_blocks(a.kv_num_blocks, a.kv_indices, &a.full_kv_num_blocks, &a.full_kv_indices, a.B,
                                        a.H, a.nq, a.nkv, a.q_block, a.kv_block, a.q_len, a.kv_len);
     SCOPED_TRACE(name);
-    EXPECT_EQ(b.q_len, a.q_len);
-    EXPECT_EQ(b.kv_len, a.kv_len);
-    EXPECT_EQ(b.kv_indices, a.kv_indices);
-    EXPECT_EQ(b.full_kv_indices, a.full_kv_indices);
-    EXPECT_EQ(b.q_num_blocks, a.q_num_blocks);
-    EXPECT_EQ(b.q_indices, a.q_indices);
-    EXPECT_EQ(b.full_q_num_blocks, a.full_q_num_blocks);
-    EXPECT_EQ(b.full_q_indices, a.full_q_indices);
+    bm_test::expect_same_arrays(b, a);
   }
 }
 
