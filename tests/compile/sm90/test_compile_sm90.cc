@@ -186,7 +186,8 @@ TEST_F(Sm90Compile, EarlyClaimCompilesCleanly) {
   if (why.size()) GTEST_SKIP() << "SASS not checked: " << why;
 }
 
-// FLEXATTN_SM90_ROTATED=1: the consumer's kv loop rotated around one softmax call site. Clean at every tile form
+// FLEXATTN_SM90_ROTATED (default on since session 26): the consumer's kv loop rotated around one softmax call site
+// (0: the peeled loop). Clean at every tile form
 // (default and persistent, D 64 / 128 / 256, the tall tile), the overlap's wait for one group kept, and the machine
 // code clearly smaller than the peeled loop's (ptxas 13.0: 70-85 % of its bytes): the point is the compile time.
 TEST_F(Sm90Compile, RotatedLoopCompilesCleanlyAndSmaller) {
@@ -207,14 +208,14 @@ TEST_F(Sm90Compile, RotatedLoopCompilesCleanlyAndSmaller) {
     const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, false);
     setenv("FLEXATTN_SM90_PERSISTENT", k.persistent ? "1" : "0", 1);
     const runtime::Sm90FwdForm form = runtime::sm90_fwd_form(gen, key);
-    const std::string off = runtime::kernel_source_sm90_fwd(gen, key, form);
-    setenv("FLEXATTN_SM90_ROTATED", "1", 1);
     const std::string on = runtime::kernel_source_sm90_fwd(gen, key, form);
+    setenv("FLEXATTN_SM90_ROTATED", "0", 1);
+    const std::string off = runtime::kernel_source_sm90_fwd(gen, key, form);
     unsetenv("FLEXATTN_SM90_ROTATED");
     unsetenv("FLEXATTN_SM90_PERSISTENT");
     EXPECT_EQ(form.tall, k.tall) << what;
-    EXPECT_NE(on.find("#define FLEXATTN_SM90_ROTATED_LOOP 1"), std::string::npos) << what;
-    EXPECT_EQ(off.find("ROTATED"), std::string::npos) << what << ": unset is off";
+    EXPECT_NE(on.find("#define FLEXATTN_SM90_ROTATED_LOOP 1"), std::string::npos) << what << ": unset is on";
+    EXPECT_EQ(off.find("ROTATED"), std::string::npos) << what;
     const std::string prefix = "attn_fwd_sm90a_rotated_d" + std::to_string(k.d);
     const jit::CompiledKernel a = sm90_test::compile_fwd_source(prefix, on), b = sm90_test::compile_fwd_source(prefix, off);
     expect_clean(a, what);
