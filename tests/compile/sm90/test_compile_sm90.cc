@@ -318,7 +318,7 @@ TEST_F(Sm90Compile, OnlySm90aIsAccepted) {
 // FLEXATTN_SM90_AFFINE (on by default since session 5): ALiBi's bias as an affine function of the column (fwd_softmax_sm90.cuh). The
 // ALiBi mods (formula and buffer slopes, narrow and wide tile) at D 64 and 128 compile cleanly, and the
 // per-entry kv - q conversion is gone: the default kernel converts kv - q per entry (I2FP.F32.S32, 64 per
-// tile fast path and as many in the partial and tail paths), the affine one only per row and tile.
+// tile fast path and as many in the partial path), the affine one only per row and tile.
 TEST_F(Sm90Compile, RelAffineAlibiCompilesCleanly) {
   mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
   std::string why;
@@ -347,15 +347,15 @@ TEST_F(Sm90Compile, RelAffineAlibiCompilesCleanly) {
           expect_hopper_sass(*sass, what);
           i2f[affine] = testing_sass::count(*sass, "I2FP.F32.S32");
         }
-        if (i2f[0] > 0) {
-          EXPECT_LT(i2f[1] + 64, i2f[0]) << what;
+        if (i2f[0] > 0) {  // rotated loop, ptxas 13.0: 66-134 without, 4-6 with
+          EXPECT_LE(i2f[1] + 60, i2f[0]) << what;
         }
       }
 }
 
 // FLEXATTN_SM90_UDESC=1: the stage addresses pass through redux.sync, so the wgmma descriptors are built
 // in uniform registers: clean compiles (dense, causal and ALiBi with the affine bias, D 64 and 128) and
-// fewer R2UR moves than the default kernel (64 fewer at D=64 dense with nvcc 13.0: 237 -> 173). With it
+// fewer R2UR moves than the default kernel (rotated loop, ptxas 13.0: D=64 dense 234 -> 199, causal 217 -> 199). With it
 // FLEXATTN_SM90_ILP=1 (four max / sum chains in the softmax) and FLEXATTN_SM90_LAZY=1 (the O rescale
 // under a warp vote), which must compile as cleanly: no wgmma serialization from the branch.
 TEST_F(Sm90Compile, UniformDescriptorsCompileCleanly) {
@@ -391,8 +391,8 @@ TEST_F(Sm90Compile, UniformDescriptorsCompileCleanly) {
         expect_hopper_sass(*sass, what);
         r2ur[udesc] = testing_sass::count(*sass, "R2UR");
       }
-      if (r2ur[0] > 0) {
-        EXPECT_LT(r2ur[1] + 32, r2ur[0]) << what;
+      if (r2ur[0] > 0) {  // rotated loop, ptxas 13.0: 18-52 fewer (the peeled loop's second copy: 64-96 fewer)
+        EXPECT_LT(r2ur[1] + 16, r2ur[0]) << what;
       }
     }
 }
