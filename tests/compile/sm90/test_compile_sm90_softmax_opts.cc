@@ -162,7 +162,7 @@ TEST_F(Sm90SoftmaxOptsCompile, ApproxSoftcapTakesOneMufuPerTanh) {
                                        se = testing_sass::disassemble(*e.cubin, &why);
       if (sa && se) {
         const int tanh = testing_sass::count(*sa, "MUFU.TANH");
-        EXPECT_GE(tanh, 128) << what;
+        EXPECT_GE(tanh, 64) << what;  // 64 per softmax copy (the rotated loop has one: ptxas 13.0)
         EXPECT_EQ(tanh % 64, 0) << what;
         EXPECT_EQ(testing_sass::count(*se, "MUFU.TANH"), 0) << what;
         EXPECT_EQ(testing_sass::count(*se, "MUFU.EX2") - testing_sass::count(*sa, "MUFU.EX2"), tanh) << what;
@@ -230,11 +230,11 @@ TEST_F(Sm90SoftmaxOptsCompile, SoftcapRcpCompilesCleanlyAndLeavesTheMufu) {
         nan_min[j] = testing_sass::count(*sass, "FMNMX.NAN");
       }
       if (rcp[0] == 0) continue;  // no disassembler
-      // Each softmax copy of a 64 x 128 tile has 64 tanh reciprocals per thread (at least two copies: the
-      // peeled first tile and the loop's); k = 8 moves all of them (nvdisasm 13.0, softcap + causal D=64:
-      // MUFU.RCP 289 -> 33, the rest the epilogue's 1 / l and the setup's divisions), k = 6 six eighths.
+      // Each softmax copy of a 64 x 128 tile has 64 tanh reciprocals per thread (at least one copy: the rotated
+      // loop's; the peeled loop had two); k = 8 moves all of them (nvdisasm 13.0, softcap + causal D=64, rotated:
+      // MUFU.RCP 95 -> 31, the rest the epilogue's 1 / l and the setup's divisions), k = 6 six eighths.
       const int moved = rcp[0] - rcp[2];
-      EXPECT_GE(moved, 128) << what << ": " << rcp[0] << " -> " << rcp[2];
+      EXPECT_GE(moved, 64) << what << ": " << rcp[0] << " -> " << rcp[2];
       EXPECT_EQ(moved % 64, 0) << what << ": " << rcp[0] << " -> " << rcp[2];
       EXPECT_EQ(rcp[0] - rcp[1], moved * 6 / 8) << what << ": k = 6 moves six eighths";
       EXPECT_GE(ffma[2] - ffma[0], 5 * (rcp[0] - rcp[2])) << what;
@@ -279,11 +279,11 @@ TEST_F(Sm90SoftmaxOptsCompile, RelDiagTablesCompileCleanlyAndEvaluateOncePerDist
           "attn_fwd_sm90a_rel_diag_d" + std::to_string(d), source_with(*v, d, nullptr, "FLEXATTN_SM90_REL_DIAG"));
       const std::optional<std::string> sa = testing_sass::disassemble(*a.cubin, &why), sb = testing_sass::disassemble(*b.cubin, &why);
       if (!sa || !sb) continue;  // no disassembler
-      // The per-entry path reads t5_bias once per entry (64 loads per softmax copy, four copies: nvdisasm 13.0 counted
-      // 382 LDG against 128 left for the mask lists and the producer).
+      // The per-entry path reads t5_bias once per entry (64 loads per softmax copy, two copies in the rotated loop:
+      // nvdisasm 13.0 counted 254 LDG against 128 left for the mask lists and the producer).
       const int ldg_on = testing_sass::count(*sa, "LDG"), ldg_off = testing_sass::count(*sb, "LDG");
-      EXPECT_GE(ldg_off - ldg_on, 192) << what << ": LDG " << ldg_off << " -> " << ldg_on;
-      EXPECT_GE(testing_sass::count(*sa, "LDS"), 4 * 34) << what << ": 34 table reads per softmax copy";
+      EXPECT_GE(ldg_off - ldg_on, 96) << what << ": LDG " << ldg_off << " -> " << ldg_on;
+      EXPECT_GE(testing_sass::count(*sa, "LDS"), 2 * 34) << what << ": 34 table reads per softmax copy";
       EXPECT_LT(2 * sa->size(), sb->size()) << what << ": SASS text " << sb->size() << " -> " << sa->size();
     }
   const Variant alibi = corpus::build_variant(corpus::corpus_entry("alibi+causal"), shape).variant;
