@@ -163,8 +163,7 @@ Layout plan(int64_t rows, int64_t cols, int64_t tiles) {
 constexpr int64_t kHostRangeRows = int64_t(1) << 18, kHostRangeTiles = int64_t(1) << 18;
 
 std::optional<BlockMask> host_range_mask(const ir::Expr& mask_mod, const ModBindings& scalars, int64_t B, int64_t H,
-                                         int64_t q_len, int64_t kv_len, int q_block, int kv_block) {
-  const int64_t tiles = B * H * block_mask_detail::ceil_div(q_len, q_block) * block_mask_detail::ceil_div(kv_len, kv_block);
+                                         int64_t q_len, int64_t kv_len, int q_block, int kv_block, int64_t tiles) {
   // B * H and the tile count fit int64 (check_geometry); B * H * q_len might not, hence the division.
   if (!jit::env_flag("FLEXATTN_BLOCK_MASK_HOST_RANGES", true) || B * H > kHostRangeRows / q_len ||
       tiles > kHostRangeTiles)
@@ -231,17 +230,16 @@ GpuBlockMask build_block_mask_gpu(const ir::Expr& mask_mod, const DeviceBindings
   BlockMaskBuildParams p{};
   runtime::fill_mod_params(variant.gen.layout, bindings, false, &p.mod);  // checks the scalars and buffers
   jit::use_device(device);
-  ModBindings scalars;
-  scalars.scalars = bindings.scalars;
-  std::optional<BlockMask> host = host_range_mask(mask_mod, scalars, B, H, q_len, kv_len, q_block, kv_block);
-  const jit::DeviceProps& props = jit::device_props(device);
-  jit::CompiledKernel classify_kernel, compact_kernel;
-  if (!host) std::tie(classify_kernel, compact_kernel) = builder_kernels(variant, props.arch);
-
   const int64_t nq = block_mask_detail::ceil_div(q_len, q_block), nkv = block_mask_detail::ceil_div(kv_len, kv_block);
   const int64_t rows = B * H * nq, cols = B * H * nkv, tiles = rows * nkv;
   check(tiles <= (int64_t(1) << 56), "build_block_mask_gpu: B*H*nq*nkv = " + std::to_string(tiles) +
                                          " tiles is too many (16 bytes of output each)");
+  ModBindings scalars;
+  scalars.scalars = bindings.scalars;
+  std::optional<BlockMask> host = host_range_mask(mask_mod, scalars, B, H, q_len, kv_len, q_block, kv_block, tiles);
+  const jit::DeviceProps& props = jit::device_props(device);
+  jit::CompiledKernel classify_kernel, compact_kernel;
+  if (!host) std::tie(classify_kernel, compact_kernel) = builder_kernels(variant, props.arch);
   auto impl = std::make_shared<GpuBlockMask::Impl>();
   impl->device = device;
   impl->stream = static_cast<jit::CUstream>(stream);

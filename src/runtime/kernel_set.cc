@@ -184,7 +184,8 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
     req.kernel_names = {"flexattn_fwd"};
   // A backward set's preprocess and dQ convert: their own program, the same for every variant of (dtype, D, Dv,
   // arch), so only the first variant compiles it (~0.1 s of each backward compile before, session 26), on a thread
-  // beside its main kernel; later ones find it in the JIT's caches.
+  // beside its main kernel; later ones find it in the JIT's caches. On every path out of this function the future's
+  // destructor joins that thread (std::async's shared state).
   std::future<jit::CompiledKernel> aux;
   jit::KernelRequest aux_req;
   if (key.backward && !key.dq_pass) {
@@ -199,13 +200,6 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
     } catch (const std::system_error&) {  // no thread to spare: compiled after the main kernel
     }
   }
-  // Joins the aux compile on every path out (its error, if any, is the JIT's to report to the next request).
-  struct JoinAux {
-    std::future<jit::CompiledKernel>& f;
-    ~JoinAux() {
-      if (f.valid()) f.wait();
-    }
-  } join_aux{aux};
   if (!(sm90 && key.backward)) {
     set->compiled = jit::get_or_compile(req);
     // The tall forward's consumers have 160 registers: the heavier mods spill there (ptxas 13.0, D = 64: softcap
