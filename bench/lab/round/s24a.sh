@@ -8,7 +8,7 @@
 # Predicted: softcap_causal D=128 1.317 ms (420 TFLOP/s) -> 1.11-1.20 ms at RCP=8; D=64 1.257 -> ~1.1.
 . "$(dirname "$0")/lib.sh"
 out_dir s24a; L=$O
-deadline 560
+deadline ${S24A_DEADLINE:-560}
 BUILD_PY=ON build_gpu $O flexattn _C gpu_attention_check
 # The persistent producer's early claim (FLEXATTN_SM90_EARLY_CLAIM=k: the next tile claimed k kv tiles before the
 # current one's last K/V is issued). Check with k=2, then 0/1/2 on the short walks and causal.

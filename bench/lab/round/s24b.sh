@@ -12,7 +12,7 @@
 # (2.03 ms at D=128); relbias_full within +-3 % (34 shared loads instead of 34 L1 loads, plus the fill); cold compile of the forward 11.9 -> ~1.3 s locally (device: ~8 -> ~1 s).
 . "$(dirname "$0")/lib.sh"
 out_dir s24b; L=$O
-deadline 560
+deadline ${S24B_DEADLINE:-560}
 BUILD_PY=ON build_gpu $O flexattn _C gpu_attention_check
 export FLEXATTN_SM90_REL_DIAG=1
 quick_check 90 --only t5 --only relbias
