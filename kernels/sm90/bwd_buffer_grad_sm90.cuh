@@ -21,6 +21,7 @@
 #include "common/params.h"
 #include "common/variant.cuh"
 #include "sm80/scores_sm80.cuh"
+#include "sm90/bwd_tile_kind_sm90.cuh"
 #include "sm90/ptx/smem.cuh"
 
 #ifndef FLEXATTN_SM90_BWD_BG_REDUCE
@@ -71,21 +72,14 @@ __device__ __forceinline__ void bg_tile(float (&st)[32], float (&dpt)[32], float
   }
 }
 
-// The consumers' four tile kinds (interior / edge, full / partial); kPartialInB as in the v2 consumer
-// (false: partial interior tiles take the edge path).
-template <class V, bool kPartialInB>
-__device__ __forceinline__ void bg_tile_dispatch(float (&st)[32], float (&dpt)[32], float (&bg)[kDiagPartials],
-                                                 const AttnParams& p, unsigned s_lse, unsigned s_delta, int b, int h,
-                                                 int q0, int kv_row, int t, bool inb, bool full) {
-  if (inb && full)
-    bg_tile<V, true, true>(st, dpt, bg, p, s_lse, s_delta, b, h, q0, kv_row, t);
-  else if (kPartialInB && inb)
-    bg_tile<V, false, true>(st, dpt, bg, p, s_lse, s_delta, b, h, q0, kv_row, t);
-  else if (!kPartialInB && full)
-    bg_tile<V, true, false>(st, dpt, bg, p, s_lse, s_delta, b, h, q0, kv_row, t);
-  else  // kPartialInB: full or partial edge tiles in one copy (the v2 consumer's kMergeEdges)
-    bg_tile<V, false, false>(st, dpt, bg, p, s_lse, s_delta, b, h, q0, kv_row, t, !full);
-}
+// bg_tile as a dispatch_tile_kind step.
+template <class V>
+struct BgTileStep {
+  template <bool kFull, bool kInB, class... A>
+  __device__ __forceinline__ static void run(bool mask_on, A&&... args) {
+    bg_tile<V, kFull, kInB>(static_cast<A&&>(args)..., mask_on);
+  }
+};
 
 // The warp's sums into buf_grad: kv_warp0 is the warp's first kv row (local), q0 the tile's first query
 // (local). Diagonal q - kv = (q0 - kv_warp0) + (column - row): the index is taken at the representative

@@ -23,6 +23,7 @@
 #include "sm90/bwd_dq_order_sm90.cuh"
 #include "sm90/bwd_layout_sm90.cuh"
 #include "sm90/bwd_rel_gather_sm90.cuh"
+#include "sm90/bwd_tile_kind_sm90.cuh"
 #include "sm90/ptx/fence.cuh"
 #include "sm90/ptx/mbarrier.cuh"
 #include "sm90/ptx/smem.cuh"
@@ -138,25 +139,14 @@ __device__ __forceinline__ void bwd_tile_scores(float (&st)[R], float (&dpt)[R],
   }
 }
 
-// The tile kinds: interior full, interior partial, edge (bounds, index wrapping, and mask_mod unless the
-// block is full). Interior partial tiles should not take the edge path: there `in_bounds && mask_mod`
-// branched per entry, so mask_mod's buffer loads were serialized behind one branch each and could not be
-// shared between the entries of one query column (D=64 document backward, session 11 ncu: 64 LDG and 96
-// BSSY / BRA / BSYNC per thread per partial tile, 37 % of the kernel's stall samples). kInteriorPartial
-// false (D = Dv = 128, where dK and dV hold 128 registers per thread): they do anyway, because their own
-// copy spilled softcap + causal by 140 bytes (ptxas 13.0); the v2 kernel is the default there.
-template <class V, bool kInteriorPartial, int R>
-__device__ __forceinline__ void bwd_tile_scores_dispatch(float (&st)[R], float (&dpt)[R], const AttnParams& p,
-                                                         unsigned s_lse, unsigned s_delta, int b, int h, int q0,
-                                                         int kv_row, int t, bool inb, bool full) {
-  const float scale_log2 = p.scale * kLog2e;
-  if (inb && full)
-    bwd_tile_scores<V, true, true>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
-  else if (kInteriorPartial && inb)
-    bwd_tile_scores<V, false, true>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
-  else
-    bwd_tile_scores<V, false, false>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t, !full);
-}
+// bwd_tile_scores as a dispatch_tile_kind step.
+template <class V>
+struct TileScoresStep {
+  template <bool kFull, bool kInB, class... A>
+  __device__ __forceinline__ static void run(bool mask_on, A&&... args) {
+    bwd_tile_scores<V, kFull, kInB>(static_cast<A&&>(args)..., mask_on);
+  }
+};
 
 // Step 3: P^T packed in A-operand order (k-step ks uses pa[4ks .. 4ks+3]) and dS^T stored into the
 // swizzled [64 kv][64 q] tile: the pair (row, 8i+2t) lands in 16-byte chunk i ^ (row % 8) of the row,
@@ -469,13 +459,21 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
     wgmma_wait<0>();
     fence_operands(st);
     fence_operands(dpt);
+    // Interior partial tiles should not take the edge path: there `in_bounds && mask_mod` branched per entry, so
+    // mask_mod's buffer loads were serialized behind one branch each and could not be shared between the entries of
+    // one query column (D=64 document backward, session 11 ncu: 64 LDG and 96 BSSY / BRA / BSYNC per thread per
+    // partial tile, 37 % of the kernel's stall samples). D = Dv = 128 (dK and dV hold 128 registers per thread): they
+    // do anyway, because their own copy spilled softcap + causal by 140 bytes (ptxas 13.0); the v2 kernel is the
+    // default there.
+    constexpr bool kInteriorPartial = D + Dv < 256;
+    const bool inb = kv0 + C::BN <= p.S && q0 + C::BM <= p.L, full_tile = full || !V::kHasMaskMod;
     if constexpr (bg_reduce<V>() != 0)  // buffer gradients summed per warp (bwd_buffer_grad_sm90.cuh)
-      bg_tile_dispatch<V, true>(st, dpt, bg, p, c.lse(pos.stage), c.delta(pos.stage), b, h, q0, kv_row, t,
-                                kv0 + C::BN <= p.S && q0 + C::BM <= p.L, full || !V::kHasMaskMod);
+      dispatch_tile_kind<true, true, BgTileStep<V>>(inb, full_tile, st, dpt, bg, p, c.lse(pos.stage),
+                                                    c.delta(pos.stage), b, h, q0, kv_row, t);
     else
-      bwd_tile_scores_dispatch<V, (D + Dv < 256)>(st, dpt, p, c.lse(pos.stage), c.delta(pos.stage), b, h, q0,
-                                                  kv_row, t, kv0 + C::BN <= p.S && q0 + C::BM <= p.L,
-                                                  full || !V::kHasMaskMod);
+      dispatch_tile_kind<kInteriorPartial, true, TileScoresStep<V>>(inb, full_tile, st, dpt, p, p.scale * kLog2e,
+                                                                    c.lse(pos.stage), c.delta(pos.stage), b, h, q0,
+                                                                    kv_row, t);
     unsigned pa[16];
     // Every warp's dQ of the previous tile reads all 64 rows of dS^T, and wgmma.wait_group only orders
     // the executing warp: no warp may overwrite the tile before all four have retired that GEMM.

@@ -30,6 +30,7 @@
 #include "sm90/bwd_consumer_sm90.cuh"
 #include "sm90/bwd_gemm_sm90.cuh"
 #include "sm90/bwd_layout_sm90.cuh"
+#include "sm90/bwd_tile_kind_sm90.cuh"
 #include "sm90/ptx/fence.cuh"
 #include "sm90/ptx/mbarrier.cuh"
 #include "sm90/ptx/smem.cuh"
@@ -77,6 +78,22 @@ __device__ __forceinline__ void tile_p_v2r(float (&st)[32], const AttnParams& p,
     }
   }
 }
+
+// tile_p_v2 and tile_p_v2r as dispatch_tile_kind steps.
+template <class V>
+struct TilePStep {
+  template <bool kFull, bool kInB, class... A>
+  __device__ __forceinline__ static void run(bool mask_on, A&&... args) {
+    tile_p_v2<V, kFull, kInB>(static_cast<A&&>(args)..., mask_on);
+  }
+};
+template <class V>
+struct TilePRegsStep {
+  template <bool kFull, bool kInB, class... A>
+  __device__ __forceinline__ static void run(bool mask_on, A&&... args) {
+    tile_p_v2r<V, kFull, kInB>(static_cast<A&&>(args)..., mask_on);
+  }
+};
 
 // tile_ds_v2 with the delta values already in registers.
 __device__ __forceinline__ void tile_ds_v2r(const float (&pt)[32], float (&dpt)[32], const float (&del)[16]) {
@@ -229,14 +246,8 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
       load_cols_v2(lse2, s_lse, t);
       wgmma_wait<1>();  // S^T retired; dP^T may still run
       fence_operands(st);
-      if (inb && full)
-        tile_p_v2r<V, true, true>(st, p, scale_log2, lse2, b, h, q0, kv_row, t);
-      else if (inb)
-        tile_p_v2r<V, false, true>(st, p, scale_log2, lse2, b, h, q0, kv_row, t);
-      else if (!kMergeEdges && full)
-        tile_p_v2r<V, true, false>(st, p, scale_log2, lse2, b, h, q0, kv_row, t);
-      else  // kMergeEdges: full or partial, one copy (mask_on)
-        tile_p_v2r<V, false, false>(st, p, scale_log2, lse2, b, h, q0, kv_row, t, !full);
+      dispatch_tile_kind<kPartialInB, kMergeEdges, TilePRegsStep<V>>(inb, full, st, p, scale_log2, lse2, b, h, q0,
+                                                                     kv_row, t);
       float del[16];
       load_cols_v2(del, s_delta, t);
       wgmma_wait<0>();
@@ -245,14 +256,8 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
     } else if constexpr (kSplit) {
       wgmma_wait<1>();  // S^T retired; dP^T may still run
       fence_operands(st);
-      if (inb && full)
-        tile_p_v2<V, true, true>(st, p, scale_log2, s_lse, b, h, q0, kv_row, t);
-      else if (kPartialInB && inb)
-        tile_p_v2<V, false, true>(st, p, scale_log2, s_lse, b, h, q0, kv_row, t);
-      else if (!kMergeEdges && full)
-        tile_p_v2<V, true, false>(st, p, scale_log2, s_lse, b, h, q0, kv_row, t);
-      else  // kMergeEdges: full or partial, one copy (mask_on)
-        tile_p_v2<V, false, false>(st, p, scale_log2, s_lse, b, h, q0, kv_row, t, !full);
+      dispatch_tile_kind<kPartialInB, kMergeEdges, TilePStep<V>>(inb, full, st, p, scale_log2, s_lse, b, h, q0, kv_row,
+                                                                 t);
       wgmma_wait<0>();
       fence_operands(dpt);
       tile_ds_v2(st, dpt, s_delta, t);
@@ -261,15 +266,11 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
       fence_operands(st);
       fence_operands(dpt);
       if constexpr (kBg != 0)
-        bg_tile_dispatch<V, kPartialInB>(st, dpt, bg, p, s_lse, s_delta, b, h, q0, kv_row, t, inb, full);
-      else if (inb && full)
-        bwd_tile_scores<V, true, true>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
-      else if (kPartialInB && inb)
-        bwd_tile_scores<V, false, true>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
-      else if (!kMergeEdges && full)
-        bwd_tile_scores<V, true, false>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t);
-      else  // kMergeEdges: full or partial, one copy (mask_on)
-        bwd_tile_scores<V, false, false>(st, dpt, p, scale_log2, s_lse, s_delta, b, h, q0, kv_row, t, !full);
+        dispatch_tile_kind<kPartialInB, kMergeEdges, BgTileStep<V>>(inb, full, st, dpt, bg, p, s_lse, s_delta, b, h, q0,
+                                                                    kv_row, t);
+      else
+        dispatch_tile_kind<kPartialInB, kMergeEdges, TileScoresStep<V>>(inb, full, st, dpt, p, scale_log2, s_lse,
+                                                                        s_delta, b, h, q0, kv_row, t);
     }
     if constexpr (kBg != 0) bg_flush<V>(bg, p, b, h, q0, kv0 + 64 * wg + 16 * warp, lane);
     unsigned pa[16], dsa[16];

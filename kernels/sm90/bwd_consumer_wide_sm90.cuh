@@ -83,8 +83,9 @@ __device__ __forceinline__ void bwd_consumer_wide(const AttnParams& p, const Bwd
     wgmma_wait<0>();
     fence_operands(st);
     fence_operands(dpt);
-    bwd_tile_scores_dispatch<V, true>(st, dpt, p, c.lse(pos.stage) + 4 * 32 * wg, c.delta(pos.stage) + 4 * 32 * wg, b,
-                                      h, q0 + 32 * wg, kv_row, t, inb, full);
+    dispatch_tile_kind<true, true, TileScoresStep<V>>(inb, full, st, dpt, p, p.scale * kLog2e,
+                                                      c.lse(pos.stage) + 4 * 32 * wg, c.delta(pos.stage) + 4 * 32 * wg,
+                                                      b, h, q0 + 32 * wg, kv_row, t);
     const unsigned p_tile = c.p_tile_wide(n), ds_tile = c.ds_tile_wide(n);
     store_p_ds_wide<T>(st, dpt, p_tile, ds_tile, wg, warp, g, t);
     // Both halves (all 256 threads' stores) must reach the async proxy before either warpgroup's GEMMs read them.

@@ -10,7 +10,7 @@ export FLEXATTN_SM90_ROTATED=1 FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXA
 for i in 1 2; do
   rm -rf $O/cache$i
   FLEXATTN_JIT_DEBUG=1 timeout $(cap 45 10) python3 bench/run.py --suite long --impls flexattn --cases alibi_causal,causal \
-    --backward --no-warm --reps 5 --cache-dir $O/cache$i --out $O/run$i > $O/run$i.log 2>&1
+    --backward --no-warm --reps 20 --cache-dir $O/cache$i --out $O/run$i > $O/run$i.log 2>&1
   echo "run $i rc=$? ($(el) s)"
   grep "compiled" $O/run$i.log | sed 's/.*compiled //' | head -12
   grep -E "^\| (alibi|causal)" $O/run$i.log | cut -d'|' -f2,4,16
