@@ -66,6 +66,8 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 # decode checks).
 [ $HOPPER = 1 ] && FLEXATTN_SM90_FWD_TALL=0 run gpu_attention_no_tall $CHECK --only full --only relbias --only t5
 [ $HOPPER = 1 ] && FLEXATTN_SM90_SOFTCAP_RCP=8 run gpu_attention_softcap_rcp $CHECK --only softcap
+# ... and the MUFU reciprocal that the D = 64 default (8) replaced in session 27.
+[ $HOPPER = 1 ] && FLEXATTN_SM90_SOFTCAP_RCP=0 run gpu_attention_softcap_mufu $CHECK --only softcap
 # Session 24's early claim of the persistent forward's next tile (FLEXATTN_SM90_EARLY_CLAIM=2, opt-in): every tile
 # still runs exactly once (the quick run's masks and lengths).
 [ $HOPPER = 1 ] && FLEXATTN_SM90_EARLY_CLAIM=2 run gpu_attention_early_claim $CHECK --quick

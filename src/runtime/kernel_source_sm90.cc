@@ -46,10 +46,12 @@ std::string kernel_source_sm90_fwd(const codegen::GeneratedVariant& variant, con
   // (numeric.cuh poly_exp2) instead of the MUFU; an A/B knob until measured (bench/lab/round/r21.sh).
   if (const int k = int(jit::env_number("FLEXATTN_SM90_POLY_EXP2", 0, 0, 4)); k > 0)
     s << "#define FLEXATTN_SM90_POLY_EXP2 " << k << "\n";
-  // FLEXATTN_SM90_SOFTCAP_RCP = k (0..8, default 0): on the softcap path, k eighths of the tanh reciprocals on
-  // the FMA pipe (common/poly_rcp.cuh) instead of the MUFU; an A/B knob until measured. Only sources with those
-  // reciprocals get the define (the others' cache entries stay as they were): not tanh_approx's, which has none.
-  if (const int k = int(jit::env_number("FLEXATTN_SM90_SOFTCAP_RCP", 0, 0, 8));
+  // FLEXATTN_SM90_SOFTCAP_RCP = k (0..8): on the softcap path, k eighths of the tanh reciprocals on the FMA pipe
+  // (common/poly_rcp.cuh) instead of the MUFU. Unset: 8 at D = 64, 0 otherwise (session 27, H100, S=8192 softcap +
+  // causal forward ms A/B/B/A: D=64 1.207 -> 1.042 (-14 %), D=128 1.293 -> 1.288, k = 4 between; there the MUFU
+  // bounds the D=64 tile and not the D=128 one). Only sources with those reciprocals get the define (the others'
+  // cache entries stay as they were): not tanh_approx's, which has none.
+  if (const int k = int(jit::env_number("FLEXATTN_SM90_SOFTCAP_RCP", key.d == 64 ? 8 : 0, 0, 8));
       k > 0 && variant.softcap && !variant.softcap_approx)
     s << "#define FLEXATTN_SM90_SOFTCAP_RCP " << k << "\n";
   // FLEXATTN_SM90_EARLY_CLAIM = k (0..4, default 0): the persistent producer claims its next tile with k kv tiles

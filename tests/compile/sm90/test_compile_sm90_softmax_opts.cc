@@ -156,7 +156,9 @@ TEST_F(Sm90SoftmaxOptsCompile, ApproxSoftcapTakesOneMufuPerTanh) {
       EXPECT_NE(src.find("static constexpr bool kSoftcapApprox = true;"), std::string::npos) << what;
       const std::string name = "attn_fwd_sm90a_softcap_approx_d" + std::to_string(d);
       const jit::CompiledKernel a = sm90_test::compile_fwd_source(name, src);
-      const jit::CompiledKernel e = sm90_test::compile_fwd_source(name, source_with(exact[i], d, nullptr));
+      // The exact softcap with every reciprocal on the MUFU (D = 64's default moves them to the FMA pipe).
+      const jit::CompiledKernel e =
+          sm90_test::compile_fwd_source(name, source_with(exact[i], d, "0", "FLEXATTN_SM90_SOFTCAP_RCP"));
       expect_no_spill(a, what);
       const std::optional<std::string> sa = testing_sass::disassemble(*a.cubin, &why),
                                        se = testing_sass::disassemble(*e.cubin, &why);
@@ -201,7 +203,8 @@ TEST_F(Sm90SoftmaxOptsCompile, KvRangePathCompilesCleanlyAndDropsIndexArithmetic
   EXPECT_EQ(source_with(doc, 128, "1", "FLEXATTN_SM90_KV_RANGE").find("KV_RANGE_PATH"), std::string::npos);
 }
 
-// FLEXATTN_SM90_SOFTCAP_RCP = k (default 0): softcap sources only get the define; with k = 6 and 8 the kernel
+// FLEXATTN_SM90_SOFTCAP_RCP = k (unset: 8 at D = 64, 0 otherwise): softcap sources only get the define; unset, a
+// D = 64 source is k = 8's and a D = 128 source k = 0's; with k = 6 and 8 the kernel
 // compiles clean at D 64 and 128 with and without a mask, and -- with a disassembler -- k eighths of the tanh
 // reciprocals leave the MUFU (MUFU.RCP) for FFMA. Out-of-range values are refused with the variable's name.
 TEST_F(Sm90SoftmaxOptsCompile, SoftcapRcpCompilesCleanlyAndLeavesTheMufu) {
@@ -218,8 +221,9 @@ TEST_F(Sm90SoftmaxOptsCompile, SoftcapRcpCompilesCleanlyAndLeavesTheMufu) {
       const int ks[3] = {0, 6, 8};
       for (int j : {0, 1, 2}) {
         const std::string value = std::to_string(ks[j]);
-        const std::string src = source_with(variants[i], d, ks[j] ? value.c_str() : nullptr, var);
+        const std::string src = source_with(variants[i], d, value.c_str(), var);
         EXPECT_EQ(src.find("#define FLEXATTN_SM90_SOFTCAP_RCP " + value) != std::string::npos, ks[j] > 0) << what;
+        if (ks[j] == (d == 64 ? 8 : 0)) EXPECT_EQ(source_with(variants[i], d, nullptr, var), src) << what << ": unset";
         const jit::CompiledKernel compiled = sm90_test::compile_fwd_source(
             "attn_fwd_sm90a_softcap_rcp" + value + "_d" + std::to_string(d), src);
         expect_no_spill(compiled, what + " rcp " + value);
