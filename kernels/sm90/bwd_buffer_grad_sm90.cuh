@@ -73,13 +73,7 @@ __device__ __forceinline__ void bg_tile(float (&st)[32], float (&dpt)[32], float
 }
 
 // bg_tile as a dispatch_tile_kind step.
-template <class V>
-struct BgTileStep {
-  template <bool kFull, bool kInB, class... A>
-  __device__ __forceinline__ static void run(bool mask_on, A&&... args) {
-    bg_tile<V, kFull, kInB>(static_cast<A&&>(args)..., mask_on);
-  }
-};
+FLEXATTN_TILE_KIND_STEP(BgTileStep, bg_tile)
 
 // The warp's sums into buf_grad: kv_warp0 is the warp's first kv row (local), q0 the tile's first query
 // (local). Diagonal q - kv = (q0 - kv_warp0) + (column - row): the index is taken at the representative

@@ -140,13 +140,7 @@ __device__ __forceinline__ void bwd_tile_scores(float (&st)[R], float (&dpt)[R],
 }
 
 // bwd_tile_scores as a dispatch_tile_kind step.
-template <class V>
-struct TileScoresStep {
-  template <bool kFull, bool kInB, class... A>
-  __device__ __forceinline__ static void run(bool mask_on, A&&... args) {
-    bwd_tile_scores<V, kFull, kInB>(static_cast<A&&>(args)..., mask_on);
-  }
-};
+FLEXATTN_TILE_KIND_STEP(TileScoresStep, bwd_tile_scores)
 
 // Step 3: P^T packed in A-operand order (k-step ks uses pa[4ks .. 4ks+3]) and dS^T stored into the
 // swizzled [64 kv][64 q] tile: the pair (row, 8i+2t) lands in 16-byte chunk i ^ (row % 8) of the row,

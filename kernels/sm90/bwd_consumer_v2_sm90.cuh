@@ -80,20 +80,8 @@ __device__ __forceinline__ void tile_p_v2r(float (&st)[32], const AttnParams& p,
 }
 
 // tile_p_v2 and tile_p_v2r as dispatch_tile_kind steps.
-template <class V>
-struct TilePStep {
-  template <bool kFull, bool kInB, class... A>
-  __device__ __forceinline__ static void run(bool mask_on, A&&... args) {
-    tile_p_v2<V, kFull, kInB>(static_cast<A&&>(args)..., mask_on);
-  }
-};
-template <class V>
-struct TilePRegsStep {
-  template <bool kFull, bool kInB, class... A>
-  __device__ __forceinline__ static void run(bool mask_on, A&&... args) {
-    tile_p_v2r<V, kFull, kInB>(static_cast<A&&>(args)..., mask_on);
-  }
-};
+FLEXATTN_TILE_KIND_STEP(TilePStep, tile_p_v2)
+FLEXATTN_TILE_KIND_STEP(TilePRegsStep, tile_p_v2r)
 
 // tile_ds_v2 with the delta values already in registers.
 __device__ __forceinline__ void tile_ds_v2r(const float (&pt)[32], float (&dpt)[32], const float (&del)[16]) {

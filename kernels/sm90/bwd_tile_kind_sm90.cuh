@@ -25,3 +25,14 @@ __device__ __forceinline__ void dispatch_tile_kind(bool inb, bool full, A&&... a
 }
 
 }  // namespace flexattn::kern::sm90
+
+// FLEXATTN_TILE_KIND_STEP(Name, fn): struct Name<V>, the dispatch_tile_kind step that calls
+// fn<V, kFull, kInB>(args..., mask_on).
+#define FLEXATTN_TILE_KIND_STEP(NAME, FN)                                \
+  template <class V>                                                     \
+  struct NAME {                                                          \
+    template <bool kFull, bool kInB, class... A>                         \
+    __device__ __forceinline__ static void run(bool mask_on, A&&... args) { \
+      FN<V, kFull, kInB>(static_cast<A&&>(args)..., mask_on);            \
+    }                                                                    \
+  };

@@ -8,7 +8,7 @@
 # Predicted: sliding / document +2-5 %, full -3 % (session 6's sign), causal flat.
 . "$(dirname "$0")/lib.sh"
 out_dir s21d; L=$O
-deadline 400
+deadline ${S21D_DEADLINE:-400}
 BUILD_PY=ON build_gpu $O flexattn _C gpu_attention_check
 FLEXATTN_SM90_BWD_PERSISTENT=1 quick_check 100 --only causal --only document --only sliding --only full
 bwd_sweep FLEXATTN_SM90_BWD_PERSISTENT "0 1" full,causal,sliding1024,document
