@@ -20,7 +20,7 @@ using namespace flexattn;
 int main(int argc, char** argv) {
   std::vector<std::string> names, opts;
   int d = 128;
-  bool dump = false, beside = false, builder = false, backward = false;
+  bool dump = false, beside = false, builder = false, backward = false, tall = false;
   std::string src_file;  // --src=FILE: compile this source instead (named by the first corpus name)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
     else if (a == "--beside") beside = true;
     else if (a == "--builder") builder = true;  // the block-mask builder of the mask_mod instead
     else if (a == "--bwd") backward = true;     // the backward kernel instead of the forward
+    else if (a == "--tall") tall = true;        // the forward's tall tile (a call without a block mask)
     else if (a.rfind("--src=", 0) == 0) src_file = a.substr(6);
     else names.push_back(a);
   }
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
     mods::ProblemShape shape{1, 4, 4, 256, 256, d, d, 1};
     corpus::BuiltVariant b = corpus::build_variant(corpus::corpus_entry(n), shape);
     runtime::KernelSetKey key{DType::BF16, d, d, "sm_90a", backward, runtime::KernelFamily::sm90};
+    key.sm90_fwd_tall = tall;
     codegen::GeneratedVariant gen = codegen::emit_cuda_variant(b.variant, backward);
     std::string src = runtime::kernel_source_sm90(gen, key);
     if (builder) {
