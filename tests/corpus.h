@@ -48,6 +48,9 @@ inline const std::vector<CorpusEntry>& mod_corpus() {
       // (Its log(gelu(score) + offset) spills 32 bytes in the sm90 backward's per-element-dQ kernel, which
       // get_kernel_set walks past; no tan: CUDA's tanf inlines its large-argument reduction per entry, a 14 s compile.)
       {"text:gelu", "", "expr:score * 0.5 * (1.0 + erf(score * 0.7071067811865476))"},
+      // ALiBi alone: no mask_mod, so no block mask, and with D = Dv = 64 the only ALiBi on the sm90 forward's tall
+      // tile (its affine bias with three consumer warpgroups; session 27: never run on a GPU before).
+      {"alibi", "", "alibi"},
   };
   return corpus;
 }

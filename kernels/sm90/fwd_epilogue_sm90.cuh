@@ -10,14 +10,19 @@
 #include "sm90/ptx/fence.cuh"
 #include "sm90/ptx/mbarrier.cuh"
 #include "sm90/ptx/smem.cuh"
+#include "sm90/ptx/sreg.cuh"
 #include "sm90/ptx/tma.cuh"
 
 namespace flexattn::kern::sm90 {
 
-template <class T, int Dv>
+// kFreshTid: the thread index (and so the rows' q) read again here instead of taken from the caller, so that the
+// consumer does not hold its row index across the kv loop (tid_x_again). Only where that spilled: the tall tile's
+// ALiBi with the rotated loop (session 27); elsewhere the kernels keep the SASS that was measured.
+template <class T, int Dv, bool kFreshTid = false>
 __device__ __forceinline__ void fwd_epilogue(const AttnParams& p, float (&o)[Dv / 2], const float (&m)[2],
                                              const float (&l)[2], unsigned stage_smem, unsigned q_free, int wg, int bar,
-                                             int tid, int q0, int b, int h, const float (&m_lse)[2]) {
+                                             int tid_in, int q0, int b, int h, const float (&m_lse)[2]) {
+  const int tid = kFreshTid ? int(tid_x_again() & 127u) : tid_in;
   const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   float inv[2];
 #pragma unroll

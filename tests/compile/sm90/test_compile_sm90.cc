@@ -188,7 +188,8 @@ TEST_F(Sm90Compile, EarlyClaimCompilesCleanly) {
 
 // FLEXATTN_SM90_ROTATED (default on since session 26): the consumer's kv loop rotated around one softmax call site
 // (0: the peeled loop). Clean at every tile form
-// (default and persistent, D 64 / 128 / 256, the tall tile), the overlap's wait for one group kept, and the machine
+// (default and persistent, D 64 / 128 / 256, the tall tile, its ALiBi since session 27), the overlap's wait for one
+// group kept, and the machine
 // code clearly smaller than the peeled loop's (ptxas 13.0: 70-85 % of its bytes): the point is the compile time.
 TEST_F(Sm90Compile, RotatedLoopCompilesCleanlyAndSmaller) {
   mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
@@ -199,7 +200,8 @@ TEST_F(Sm90Compile, RotatedLoopCompilesCleanlyAndSmaller) {
     bool persistent, tall;
   };
   for (const Case& k : {Case{"document:3", 128, true, false}, Case{"softcap:30+causal", 128, false, false},
-                        Case{"full", 128, true, false}, Case{"full", 64, true, true}, Case{"causal", 256, true, false}}) {
+                        Case{"full", 128, true, false}, Case{"full", 64, true, true}, Case{"causal", 256, true, false},
+                        Case{"alibi+causal", 64, false, true}}) {
     const Variant v = corpus::build_variant(corpus::corpus_entry(k.name), shape).variant;
     const std::string what = std::string("rotated ") + k.name + " D=" + std::to_string(k.d) +
                              (k.persistent ? " persistent" : "") + (k.tall ? " tall" : "");

@@ -51,6 +51,7 @@ struct Case {
   bool backward;
   bool deterministic;
   int64_t q_off = 0, kv_off = 0;  // positions the mods see (ForwardArgs.q_offset / kv_offset)
+  bool block_mask = true;         // false: a mask_mod without a block mask (every tile partial, the C++ API allows it)
 };
 
 struct Row {
@@ -77,6 +78,7 @@ Row run_case(const Case& k, uint64_t seed) {
                 (long long)(k.Hq / k.Hkv), k.backward ? "fwd+bwd" : "fwd", k.deterministic ? " det" : "");
   row.label = label;
   if (k.q_off || k.kv_off) row.label += " off=" + std::to_string(k.q_off) + "," + std::to_string(k.kv_off);
+  if (!k.block_mask) row.label += " no-block-mask";
   try {
     mods::ProblemShape shape{k.B, k.Hq, k.Hkv, k.L, k.S, k.D, k.Dv, seed};
     corpus::BuiltVariant built = corpus::build_variant(*k.mod, shape);
@@ -90,7 +92,7 @@ Row run_case(const Case& k, uint64_t seed) {
     cpu::VariantFns fns(built.variant, built.bindings, 0);
     // The reference sees the offsets through wrapped mods (cp::offset_mods), the block mask is local.
     const cpu::ModFns ref_fns = cp::offset_mods(fns.fns(), k.q_off, k.kv_off);
-    if (!built.variant.mask_mod.empty()) {
+    if (!built.variant.mask_mod.empty() && k.block_mask) {
       const auto& mask = ref_fns.mask_mod;
       bm = std::make_unique<BlockMask>(build_block_mask(
           MaskFn([&](int64_t b, int64_t h, int64_t q, int64_t kv) { return mask(b, h, q, kv); }), k.B, k.Hq, k.L, k.S));
@@ -234,6 +236,12 @@ int main(int argc, char** argv) {
       cases.push_back({&corpus::corpus_entry(name), 129, 1000, D, D, 4, 2, 1, DType::BF16, true, false, 871, 0});
       cases.push_back({&corpus::corpus_entry(name), 200, 300, D, D, 4, 4, 1, DType::BF16, true, false, 300, 100});
     }
+  // A mask_mod without a block mask: every kv tile is a partial one, and at D = Dv = 64 the sm90 forward takes its tall
+  // tile (only calls without a block mask do), whose ALiBi (the affine bias) has its own epilogue form (session 27).
+  for (const char* name : {"alibi+causal", "causal", "document:3"})
+    for (int64_t D : {64, 128})
+      cases.push_back({&corpus::corpus_entry(name), quick ? 129 : 1000, quick ? 129 : 1000, D, D, 4, 2, 1, DType::BF16,
+                       true, false, 0, 0, false});
 
   // --deterministic and --only: keep the cases that pass both filters.
   auto wanted = [&](const Case& k) {
