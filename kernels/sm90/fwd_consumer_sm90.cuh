@@ -223,8 +223,8 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const C& c
     pos.template advance<C::ST>();
     turns.finish();
   }
-  // The O tile is staged in this warpgroup's half of the tile's own Q buffer: its last Q K^T retired.
   constexpr bool kFreshTid = C::kTall && use_rel_affine<V>();  // fwd_epilogue_sm90.cuh
+  // The O tile is staged in this warpgroup's half of the tile's own Q buffer: its last Q K^T retired.
   // The row max in log2 units (the softmax kept it in u units, fwd_softmax_sm90.cuh); c > 0 keeps -inf.
   if constexpr (use_softcap<V>()) {  // m and the reference max are in log2 units already
     fwd_epilogue<T, Dv, kFreshTid>(p, o, m, l, q_half, c.q_free(qb), wg, C::bar_epilogue(wg), tid, q0, b, h, mr);

@@ -187,10 +187,9 @@ TEST_F(Sm90Compile, EarlyClaimCompilesCleanly) {
 }
 
 // FLEXATTN_SM90_ROTATED (default on since session 26): the consumer's kv loop rotated around one softmax call site
-// (0: the peeled loop). Clean at every tile form
-// (default and persistent, D 64 / 128 / 256, the tall tile, its ALiBi since session 27), the overlap's wait for one
-// group kept, and the machine
-// code clearly smaller than the peeled loop's (ptxas 13.0: 70-85 % of its bytes): the point is the compile time.
+// (0: the peeled loop). Clean at every tile form (default and persistent, D 64 / 128 / 256, the tall tile, its ALiBi
+// since session 27), the overlap's wait for one group kept, and the machine code clearly smaller than the peeled
+// loop's (ptxas 13.0: 70-85 % of its bytes): the point is the compile time.
 TEST_F(Sm90Compile, RotatedLoopCompilesCleanlyAndSmaller) {
   mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
   std::string why;
