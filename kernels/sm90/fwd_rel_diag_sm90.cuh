@@ -61,8 +61,13 @@ template <class V, int BN>
 __device__ __forceinline__ unsigned rel_diag_fill(const RelDiagWarp& w, const AttnParams& p, int b, int h, int kv0) {
   const int qs = w.qwarp + p.q_offset, kvs = kv0 + p.kv_offset;
   __syncwarp();
+  // A warp-uniform trip count: lanes past the last entry redo it (the same value to the same address). With
+  // `k = lane; k < BN + 15` the lanes left the loop apart, and in the rotated kv loop ptxas 13.0 emitted no
+  // reconvergence after it (no BSYNC, the peeled loop had one): lanes read the next tile's table before others had
+  // written it (H100, session 28: REL_DIAG=1 relbias wrong from 3 kv tiles on, right with the peeled loop).
 #pragma unroll 1
-  for (int k = w.lane; k < BN + 15; k += 32) {
+  for (int k0 = 0; k0 < BN + 15; k0 += 32) {
+    const int k = min(k0 + w.lane, BN + 14);
     const RelDiagPair at = rel_diag_pair(k, BN, qs, kvs);
     st_shared_f32(w.table + 4u * unsigned(k), V::rel_diag(p.mod, b, h, at.q, at.kv));
   }
