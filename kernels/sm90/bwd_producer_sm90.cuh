@@ -89,9 +89,9 @@ __device__ __forceinline__ void bwd_producer(const AttnParams& p, const BwdCfg<D
 }
 
 // Producer of the persistent backward (kPersistent, FLEXATTN_SM90_BWD_PERSISTENT; docs/kernels_sm90.md,
-// "Persistent backward"): the same warp and lanes, looping over work tiles t (sm90_bwd_work_tile order;
-// the first is blockIdx.x, every further one from the tile queue p.tile_queue, or t + gridDim.x without
-// one: fwd_queue_next, the forward's queue word protocol). Per work tile:
+// "Persistent backward"): the same warp and lanes, looping over work tiles t (sm90_bwd_work_tile order, in groups
+// of p.bwd_head_group pairs; the first is blockIdx.x, every further one from the tile queue p.tile_queue, or
+// t + gridDim.x without one: fwd_queue_next, the forward's queue word protocol). Per work tile:
 //   1. wait kv_empty (every consumer warp is done with the previous tile's K / V and info slot), write
 //      the tile into kv_info, load K and V on bar_kv (its phase flips once per tile);
 //   2. the query tiles exactly as bwd_producer, through the same ring, whose (stage, phase) runs on across
@@ -110,7 +110,7 @@ __device__ __forceinline__ void bwd_producer_persistent(const AttnParams& p, con
     tma_prefetch_map(&p.v_map);
     tma_prefetch_map(&p.o_map);
   }
-  const int count = sm90_bwd_work_tiles(p.Bkv, p.Hkv, p.S);
+  const int count = sm90_bwd_work_tiles(p.Bkv, p.Hkv, p.S), n_kv = (p.S + kSm90BwdBlockN - 1) / kSm90BwdBlockN;
   int t = blockIdx.x;
   RingPos pos{0, 0u};
   unsigned kv_phase = 0u;
@@ -124,7 +124,7 @@ __device__ __forceinline__ void bwd_producer_persistent(const AttnParams& p, con
       }
       break;
     }
-    const Sm90BwdWorkTile w = sm90_bwd_work_tile(t, p.Hkv, p.Bkv);
+    const Sm90BwdWorkTile w = sm90_bwd_work_tile(t, n_kv, p.Hkv, p.Bkv, p.bwd_head_group);
     if (lane == 0) {
       const int bk = p.Bkv == 1 ? 0 : w.bz;
       st_shared_s32(bwd_kv_info(c), w.kv0);
@@ -158,7 +158,7 @@ __device__ __forceinline__ void bwd_producer_persistent(const AttnParams& p, con
     if (lane == 0) next = fwd_queue_next(p.tile_queue, t, count);
     t = int(redux_or(unsigned(next), 0xffffffffu));
     if (lane == 0 && t < count) {
-      const Sm90BwdWorkTile n = sm90_bwd_work_tile(t, p.Hkv, p.Bkv);
+      const Sm90BwdWorkTile n = sm90_bwd_work_tile(t, n_kv, p.Hkv, p.Bkv, p.bwd_head_group);
       const int bk = p.Bkv == 1 ? 0 : n.bz;
 #pragma unroll
       for (int h = 0; h < C::KVH; ++h) {

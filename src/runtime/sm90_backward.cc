@@ -89,6 +89,12 @@ int sm90_bwd_launch_head_group(const kern::AttnParams& p, bool deterministic, bo
   return grouped ? kern::sm90_bwd_head_group(p.B, p.Hq, p.Hkv, p.Bkv, p.L, p.S, p.D, p.Dv) : 1;
 }
 
+int sm90_bwd_persistent_head_group(const kern::AttnParams& p) {
+  return sm90_bwd_head_groups_mode() == Sm90BwdHeadGroups::off
+             ? p.Hkv * p.Bkv
+             : kern::sm90_bwd_head_group(p.B, p.Hq, p.Hkv, p.Bkv, p.L, p.S, p.D, p.Dv);
+}
+
 bool sm90_bwd_persistent_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_PERSISTENT", false); }
 
 int sm90_bwd_persistent_for_call(int d, int dv, bool deterministic) {
@@ -343,6 +349,7 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
                                          sm90_persistent_ctas(jit::device_props(a.fwd.device).sm_count),
                                          set.sm90_dq_bulk, set.sm90_bwd_v2, set.sm90_bwd_dq_tma);
     p.tile_queue = sm90_tile_queue(a.fwd.device, a.fwd.stream);
+    p.bwd_head_group = sm90_bwd_persistent_head_group(p);
   } else {
     if (ordered) p.bwd_kv_flip = int(l.grid_x) - 1;  // kv tiles in descending launch order (bwd_dq_order_sm90.h)
     // FLEXATTN_SM90_BWD_HEAD_GROUPS (default: with a block mask or deterministic): kv-tile-major launch order inside

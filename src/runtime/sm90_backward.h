@@ -94,6 +94,9 @@ Sm90BwdHeadGroups sm90_bwd_head_groups_mode();
 int sm90_bwd_grid_order_for_call(bool deterministic, bool has_mask_mod);
 // The launch's p.bwd_head_group under that mode: 1 (the grid's own order) or the L2-sized group.
 int sm90_bwd_launch_head_group(const kern::AttnParams& p, bool deterministic, bool compiled_in);
+// The persistent kernel's p.bwd_head_group (its work-tile order, sm90_bwd_work_tile; read at run time, nothing compiled
+// in): the L2-sized group, or under `0` one group of every pair (kv tiles over all pairs, the order before session 28).
+int sm90_bwd_persistent_head_group(const kern::AttnParams& p);
 // Deterministic mode on this sm90 backward set takes the ordered dQ reductions (requested, bulk dQ path,
 // non-persistent kernel) instead of the sm80 dQ pass.
 bool sm90_bwd_orders_dq(const KernelSet& set);

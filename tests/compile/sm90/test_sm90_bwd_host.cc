@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <queue>
 #include <set>
 #include <tuple>
@@ -561,23 +562,35 @@ TEST(Sm90BwdHost, PersistentGridIsMinOfCtasAndWorkTiles) {
           }
 }
 
-// The work-tile order covers every (kv tile, kv head, kv batch) once, kv tiles ascending (longest first
-// for causal-like masks), and the claim loop of the persistent producer (first tile blockIdx.x, then
-// fwd_queue_next) hands each tile to exactly one CTA and leaves the queue word at 0, with and without a
-// queue, for grids below and at the tile count.
+// The work-tile order covers every (kv tile, kv head, kv batch) once for every group size, kv tiles ascending inside
+// each pair (longest first for causal-like masks) and, with one group of every pair, over the whole order (the order
+// before session 28); with a group of G pairs the first G * n_kv tiles hold only G pairs (the L2 working set). The
+// claim loop of the persistent producer (first tile blockIdx.x, then fwd_queue_next) hands each tile to exactly one
+// CTA and leaves the queue word at 0, with and without a queue, for grids below and at the tile count.
 TEST(Sm90BwdHost, PersistentWorkTilesAreCoveredOnceAndTheQueueWordResets) {
   for (auto [Bkv, Hkv, S] : {std::tuple{2, 16, 8192}, {1, 3, 1000}, {3, 1, 129}}) {
-    const int count = kern::sm90_bwd_work_tiles(Bkv, Hkv, S);
-    std::set<std::tuple<int, int, int>> seen;
-    int last_kv0 = 0;
-    for (int t = 0; t < count; ++t) {
-      const kern::Sm90BwdWorkTile w = kern::sm90_bwd_work_tile(t, Hkv, Bkv);
-      EXPECT_GE(w.kv0, last_kv0);
-      last_kv0 = w.kv0;
-      EXPECT_TRUE(w.kv0 % 128 == 0 && w.kv0 < S && w.hk >= 0 && w.hk < Hkv && w.bz >= 0 && w.bz < Bkv);
-      seen.insert({w.kv0, w.hk, w.bz});
+    const int count = kern::sm90_bwd_work_tiles(Bkv, Hkv, S), n_kv = (S + 127) / 128, hb = Hkv * Bkv;
+    for (int group : {1, 2, 5, hb, hb + 3}) {
+      std::set<std::tuple<int, int, int>> seen;
+      std::map<int, int> last_kv0;  // per pair
+      int last_kv0_all = 0;
+      std::set<int> first_pairs;
+      const int g = std::min(std::max(group, 1), hb), first = hb % g ? hb % g : g;  // the leftover group runs first
+      for (int t = 0; t < count; ++t) {
+        const kern::Sm90BwdWorkTile w = kern::sm90_bwd_work_tile(t, n_kv, Hkv, Bkv, group);
+        ASSERT_TRUE(w.kv0 % 128 == 0 && w.kv0 < S && w.hk >= 0 && w.hk < Hkv && w.bz >= 0 && w.bz < Bkv)
+            << "t " << t << " group " << group;
+        const int pair = w.hk + Hkv * w.bz;
+        if (last_kv0.count(pair)) EXPECT_GT(w.kv0, last_kv0[pair]) << "t " << t << " group " << group;
+        last_kv0[pair] = w.kv0;
+        if (group >= hb) EXPECT_GE(w.kv0, last_kv0_all) << "t " << t;
+        last_kv0_all = w.kv0;
+        if (t < first * n_kv) first_pairs.insert(pair);
+        seen.insert({w.kv0, w.hk, w.bz});
+      }
+      EXPECT_EQ(int(seen.size()), count) << "group " << group;
+      EXPECT_EQ(int(first_pairs.size()), first) << "group " << group;
     }
-    EXPECT_EQ(int(seen.size()), count);
     for (int grid : {1, 5, count}) {
       for (bool queue : {false, true}) {
         unsigned word = 0;
