@@ -68,6 +68,9 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 [ $HOPPER = 1 ] && FLEXATTN_SM90_SOFTCAP_RCP=8 run gpu_attention_softcap_rcp $CHECK --only softcap
 # ... and the MUFU reciprocal that the D = 64 default (8) replaced in session 27.
 [ $HOPPER = 1 ] && FLEXATTN_SM90_SOFTCAP_RCP=0 run gpu_attention_softcap_mufu $CHECK --only softcap
+# Session 28's padded head dims (FLEXATTN_SM90_PAD_HEAD_DIM=1, opt-in): D 80 / 96 / 112 / 160 on the forward kernel of
+# the next compiled dim (the quick run's three such cases; every other case takes the same kernels as without it).
+[ $HOPPER = 1 ] && FLEXATTN_SM90_PAD_HEAD_DIM=1 run gpu_attention_pad_head_dim $CHECK --quick
 # Session 24's early claim of the persistent forward's next tile (FLEXATTN_SM90_EARLY_CLAIM=2, opt-in): every tile
 # still runs exactly once (the quick run's masks and lengths).
 [ $HOPPER = 1 ] && FLEXATTN_SM90_EARLY_CLAIM=2 run gpu_attention_early_claim $CHECK --quick

@@ -189,7 +189,7 @@ bool try_sm90_forward(const ForwardArgs& a, AttnParams& p, const std::string& ar
     return runtime::sm90_decline(e.what());
   }
   runtime::fill_mod_params(set.layout, a.bindings, false, &p.mod);
-  const kern::Sm90Launch l = kern::sm90_fwd_launch(p.D, p.Dv, narrow, p.B, p.Hq, p.L,
+  const kern::Sm90Launch l = kern::sm90_fwd_launch(set.key.d, set.key.dv, narrow, p.B, p.Hq, p.L,
                                                    runtime::sm90_persistent_ctas(current_device(a.device).sm_count),
                                                    persistent, tall, set.sm90_fwd.rel_diag);
   // The persistent kernel's tile queue (kernels/sm90/fwd_scheduler_sm90.cuh); null: static stride.

@@ -122,6 +122,7 @@ bool sm90_fwd_tall_requested(int d, int dv, bool block_mask) {
 }
 
 KernelSetKey sm90_fwd_call_key(DType dtype, int d, int dv, const std::string& arch, bool block_mask) {
+  d = sm90_fwd_head_dim(d), dv = sm90_fwd_head_dim(dv);  // one kernel per padded dim
   KernelSetKey key{dtype, d, dv, arch, false, KernelFamily::sm90};
   key.sm90_fwd_tall = sm90_fwd_tall_requested(d, dv, block_mask);
   return key;

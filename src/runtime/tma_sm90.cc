@@ -48,8 +48,8 @@ TmaMapArgs sm90_map_args(const char* what, const void* base, DType dtype, int64_
                          int64_t dim, int64_t sb, int64_t sh, int64_t sl, int box_rows) {
   if (dtype != DType::BF16 && dtype != DType::F16)
     throw Error(std::string(what) + ": the sm90 kernels take bf16 or f16, got " + std::string(dtype_name(dtype)));
-  if (dim % 64 != 0 || dim < 64 || dim > 256)
-    throw Error(std::string(what) + ": the sm90 kernels take head dims 64, 128, 192 or 256, got " + num(dim));
+  if (dim < 1 || dim > 256)
+    throw Error(std::string(what) + ": the sm90 kernels take head dims up to 256, got " + num(dim));
   const int64_t extents[3] = {rows, heads, batch};
   for (int64_t e : extents)
     if (e < 1 || e > (int64_t(1) << 32))
@@ -77,8 +77,9 @@ bool sm90_narrow_tile(const codegen::VariantLayout& layout) {
 }
 
 void encode_sm90_forward_maps(kern::AttnParams* p, DType dtype, bool narrow) {
-  const kern::Sm90FwdTile t = kern::sm90_fwd_tile(p->D, p->Dv, narrow);
-  // Q and O are moved in 64-row boxes (one per consumer warpgroup), K and V in block_n-row boxes.
+  const kern::Sm90FwdTile t = kern::sm90_fwd_tile(sm90_fwd_head_dim(p->D), sm90_fwd_head_dim(p->Dv), narrow);
+  // Q and O are moved in 64-row boxes (one per consumer warpgroup), K and V in block_n-row boxes. The maps keep the call's
+  // head dims: a padded kernel's boxes past them read zeros and store nothing (sm90_padded_head_dim).
   encode(sm90_map_args("q", p->q, dtype, p->B, p->Hq, p->L, p->D, p->q_sb, p->q_sh, p->q_sl, 64), "q", &p->q_map);
   encode(sm90_map_args("k", p->k, dtype, p->Bkv, p->Hkv, p->S, p->D, p->k_sb, p->k_sh, p->k_sl, t.block_n), "k",
          &p->k_map);
@@ -89,6 +90,13 @@ void encode_sm90_forward_maps(kern::AttnParams* p, DType dtype, bool narrow) {
 }
 
 bool sm90_forward_requested() { return jit::env_flag("FLEXATTN_SM90", true); }
+
+bool sm90_pad_head_dims_requested() { return jit::env_flag("FLEXATTN_SM90_PAD_HEAD_DIM", false); }
+
+int sm90_fwd_head_dim(int d) {
+  if (kern::sm90_head_dim_ok(d)) return d;
+  return sm90_pad_head_dims_requested() ? kern::sm90_padded_head_dim(d) : 0;
+}
 
 bool sm90_decline(const std::string& why) {
   if (jit::env_flag("FLEXATTN_JIT_DEBUG")) std::fprintf(stderr, "[flexattn sm90] using the sm80 kernels: %s\n", why.c_str());
@@ -101,13 +109,16 @@ bool sm90_forward_supported(const std::string& arch, const kern::AttnParams& p, 
     return false;
   };
   if (arch != "sm_90a") return no("the device is " + arch + ", the sm90 kernels need sm_90a");
-  if (!kern::sm90_head_dim_ok(p.D) || !kern::sm90_head_dim_ok(p.Dv))
-    return no("head dims D=" + num(p.D) + ", Dv=" + num(p.Dv) + " (the sm90 forward takes 64, 128, 192, 256)");
+  const int d = sm90_fwd_head_dim(p.D), dv = sm90_fwd_head_dim(p.Dv);
+  if (d == 0 || dv == 0)
+    return no("head dims D=" + num(p.D) + ", Dv=" + num(p.Dv) + " (the sm90 forward takes 64, 128, 192, 256" +
+              (sm90_pad_head_dims_requested() ? ", and multiples of 8 between 64 and 256 on the next of them)"
+                                              : "; FLEXATTN_SM90_PAD_HEAD_DIM=1: also multiples of 8 between them)"));
   // The softmax folds scale into its exp2 (u = QK^T, s' = u * scale * log2 e; fwd_softmax_sm90.cuh), which
   // needs an order-preserving factor. scale <= 0 (or NaN) is rare enough to leave to the sm80 family.
   if (!(p.scale > 0.f)) return no("scale " + std::to_string(p.scale) + " (the sm90 forward needs scale > 0)");
-  const kern::Sm90FwdTile t = kern::sm90_fwd_tile(p.D, p.Dv, narrow);
-  if (p.kv_num_blocks != nullptr && !kern::sm90_mask_blocks_ok(p.D, p.Dv, narrow, p.q_block, p.kv_block))
+  const kern::Sm90FwdTile t = kern::sm90_fwd_tile(d, dv, narrow);
+  if (p.kv_num_blocks != nullptr && !kern::sm90_mask_blocks_ok(d, dv, narrow, p.q_block, p.kv_block))
     return no("block mask BLOCK_SIZE (" + num(p.q_block) + ", " + num(p.kv_block) + ") is not a multiple of (" +
               num(t.block_m) + ", " + num(t.block_n) + ")");
   return true;

@@ -82,8 +82,8 @@ TEST(Sm90Host, MapArgsDescribeA4dViewWithSlabBoxes) {
 }
 
 TEST(Sm90Host, MapArgErrorsNameTheTensor) {
-  EXPECT_EQ(error_of([] { runtime::sm90_map_args("k", g_data, DType::BF16, 1, 1, 8, 96, 768, 768, 96, 128); }),
-            "k: the sm90 kernels take head dims 64, 128, 192 or 256, got 96");
+  EXPECT_EQ(error_of([] { runtime::sm90_map_args("k", g_data, DType::BF16, 1, 1, 8, 264, 2112, 2112, 264, 128); }),
+            "k: the sm90 kernels take head dims up to 256, got 264");
   EXPECT_EQ(error_of([] { runtime::sm90_map_args("v", g_data, DType::BF16, 1, 1, 8, 64, 512, 512, 68, 128); }),
             "v: TMA needs strides that are multiples of 8 elements (16 bytes) below 2^39, got 68");
   EXPECT_EQ(error_of([] { runtime::sm90_map_args("q", g_data, DType::F32, 1, 1, 8, 64, 512, 512, 64, 64); }),
@@ -113,8 +113,21 @@ TEST(Sm90Host, SupportRulesAndReasons) {
   EXPECT_FALSE(runtime::sm90_forward_supported("sm_80", p, false, &why));
   EXPECT_EQ(why, "the device is sm_80, the sm90 kernels need sm_90a");
   p.D = p.Dv = 96;
+  unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");  // opt-in: the sm80 family
   EXPECT_FALSE(runtime::sm90_forward_supported("sm_90a", p, false, &why));
-  EXPECT_EQ(why, "head dims D=96, Dv=96 (the sm90 forward takes 64, 128, 192, 256)");
+  EXPECT_EQ(why, "head dims D=96, Dv=96 (the sm90 forward takes 64, 128, 192, 256; FLEXATTN_SM90_PAD_HEAD_DIM=1: also "
+                 "multiples of 8 between them)");
+  setenv("FLEXATTN_SM90_PAD_HEAD_DIM", "1", 1);  // on the D = 128 kernel (sm90_padded_head_dim)
+  EXPECT_TRUE(runtime::sm90_forward_supported("sm_90a", p, false, &why)) << why;
+  p.D = 100;  // not a multiple of 8: no 16-byte rows for TMA
+  EXPECT_FALSE(runtime::sm90_forward_supported("sm_90a", p, false, &why));
+  EXPECT_EQ(why, "head dims D=100, Dv=96 (the sm90 forward takes 64, 128, 192, 256, and multiples of 8 between 64 and "
+                 "256 on the next of them)");
+  p.D = 48;  // below 64: the sm80 family
+  EXPECT_FALSE(runtime::sm90_forward_supported("sm_90a", p, false, &why));
+  p.D = 64, p.Dv = 264;
+  EXPECT_FALSE(runtime::sm90_forward_supported("sm_90a", p, false, &why));
+  unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");
   p = eligible_params();
   static const int counts[1] = {1};
   p.kv_num_blocks = counts;  // a block mask with 64-wide kv blocks: the d128 kv tile is 128
@@ -130,6 +143,33 @@ TEST(Sm90Host, SupportRulesAndReasons) {
   EXPECT_EQ(why, "scale 0.000000 (the sm90 forward needs scale > 0)");
   p.scale = -0.125f;
   EXPECT_FALSE(runtime::sm90_forward_supported("sm_90a", p, false, &why));
+}
+
+// Head dims between the compiled ones run on the next one up (their TMA boxes read zeros past d, the O map drops the
+// padded columns): 65..255 in steps of 8; the compiled dims map to themselves; d < 64, d > 256 and d % 8 != 0: none (0).
+TEST(Sm90Host, PaddedHeadDims) {
+  for (int d : {64, 128, 192, 256}) EXPECT_EQ(kern::sm90_padded_head_dim(d), d);
+  EXPECT_EQ(kern::sm90_padded_head_dim(72), 128);
+  EXPECT_EQ(kern::sm90_padded_head_dim(80), 128);
+  EXPECT_EQ(kern::sm90_padded_head_dim(96), 128);
+  EXPECT_EQ(kern::sm90_padded_head_dim(136), 192);
+  EXPECT_EQ(kern::sm90_padded_head_dim(160), 192);
+  EXPECT_EQ(kern::sm90_padded_head_dim(200), 256);
+  for (int d : {0, 8, 32, 48, 56, 100, 257, 264, 512}) EXPECT_EQ(kern::sm90_padded_head_dim(d), 0) << d;
+  // Under FLEXATTN_SM90_PAD_HEAD_DIM the call's key is the padded one, so 80 and 96 share the D = 128 kernel.
+  EXPECT_EQ(runtime::sm90_fwd_head_dim(96), 0);  // opt-in
+  EXPECT_EQ(runtime::sm90_fwd_head_dim(128), 128);
+  setenv("FLEXATTN_SM90_PAD_HEAD_DIM", "1", 1);
+  EXPECT_EQ(runtime::sm90_fwd_head_dim(96), 128);
+  const runtime::KernelSetKey k96 = runtime::sm90_fwd_call_key(DType::BF16, 96, 80, "sm_90a", true);
+  unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");
+  EXPECT_EQ(k96.d, 128);
+  EXPECT_EQ(k96.dv, 128);
+  EXPECT_FALSE(k96.sm90_fwd_tall);
+  // A map keeps the call's head dim: 96 columns, 64-column boxes (the second box reads zeros past column 96).
+  const runtime::TmaMapArgs a = runtime::sm90_map_args("q", g_data, DType::BF16, 1, 2, 10, 96, 1920, 960, 96, 64);
+  EXPECT_EQ(a.dims[0], 96u);
+  EXPECT_EQ(a.box[0], 64u);
 }
 
 TEST(Sm90Host, SourceNamesTheHopperEntry) {

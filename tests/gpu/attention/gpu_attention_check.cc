@@ -215,6 +215,11 @@ int main(int argc, char** argv) {
   for (size_t i = 2; i < corpus.size(); ++i)
     for (int64_t L : quick ? std::vector<int64_t>{129} : std::vector<int64_t>{17, 1000})
       cases.push_back({&corpus[i], L, L, 256, 256, 4, 2, 2, DType::BF16, true, false});
+  // Head dims between the sm90 forward's compiled ones (sm90_padded_head_dim: the next one up, zeros past d), with a
+  // mask, a score_mod, Dv != D, f16; their backward runs on the sm80 family.
+  cases.push_back({&corpus[1], 385, 385, 96, 96, 4, 2, 2, DType::BF16, true, false});
+  cases.push_back({&corpus[0], 129, 700, 160, 160, 4, 4, 1, DType::F16, false, false});
+  cases.push_back({&corpus::corpus_entry("alibi+causal"), 300, 300, 80, 112, 4, 1, 1, DType::BF16, true, false});
   // Unequal lengths, Dv != D, batch broadcast shapes, deterministic mode.
   cases.push_back({&corpus[1], 300, 700, 64, 128, 4, 2, 2, DType::BF16, true, false});
   cases.push_back({&corpus[7], 700, 300, 128, 64, 4, 4, 1, DType::F16, true, false});
@@ -276,10 +281,10 @@ int main(int argc, char** argv) {
           // The Hopper families compile on first use otherwise (serially, seconds each): prewarm what
           // the dispatch will pick on this device with this environment.
           const std::string arch = device_arch_string();
-          if (arch == "sm_90a" && runtime::sm90_forward_requested() && kern::sm90_head_dim_ok(int(k.D)) &&
-              kern::sm90_head_dim_ok(int(k.Dv)))
-            runtime::get_kernel_set(b.variant, runtime::KernelSetKey{k.dtype, int(k.D), int(k.Dv), arch, false,
-                                                                     runtime::KernelFamily::sm90});
+          if (arch == "sm_90a" && runtime::sm90_forward_requested() && runtime::sm90_fwd_head_dim(int(k.D)) != 0 &&
+              runtime::sm90_fwd_head_dim(int(k.Dv)) != 0)
+            runtime::get_kernel_set(b.variant, runtime::sm90_fwd_call_key(k.dtype, int(k.D), int(k.Dv), arch,
+                                                                          k.block_mask && !b.variant.mask_mod.empty()));
           if (arch == "sm_90a" && k.backward && runtime::sm90_backward_requested() &&
               kern::sm90_bwd_head_dims_ok(int(k.D), int(k.Dv)))
             runtime::get_kernel_set(b.variant, runtime::KernelSetKey{k.dtype, int(k.D), int(k.Dv), arch, true,
