@@ -223,7 +223,9 @@ TEST_F(Sm90SoftmaxOptsCompile, SoftcapRcpCompilesCleanlyAndLeavesTheMufu) {
         const std::string value = std::to_string(ks[j]);
         const std::string src = source_with(variants[i], d, value.c_str(), var);
         EXPECT_EQ(src.find("#define FLEXATTN_SM90_SOFTCAP_RCP " + value) != std::string::npos, ks[j] > 0) << what;
-        if (ks[j] == (d == 64 ? 8 : 0)) EXPECT_EQ(source_with(variants[i], d, nullptr, var), src) << what << ": unset";
+        if (ks[j] == (d == 64 ? 8 : 0)) {
+          EXPECT_EQ(source_with(variants[i], d, nullptr, var), src) << what << ": unset";
+        }
         const jit::CompiledKernel compiled = sm90_test::compile_fwd_source(
             "attn_fwd_sm90a_softcap_rcp" + value + "_d" + std::to_string(d), src);
         expect_no_spill(compiled, what + " rcp " + value);
