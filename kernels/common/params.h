@@ -169,7 +169,7 @@ struct AttnParams {
   // sm90 backward, non-persistent kernel: the launch order of its (kv tile, kv head, kv batch) CTAs is kv tile
   // major within groups of this many (kv head, kv batch) pairs, a smaller group first (sm90_bwd_grid_tile,
   // tile_config_sm90_bwd.h; FLEXATTN_SM90_BWD_HEAD_GROUPS). 1 (and 0): one pair after the other, the grid's own
-  // order.
+  // order. The persistent kernel's work tiles follow the same order (sm90_bwd_work_tile, read at run time).
   int bwd_head_group;
 
   // Block mask, sm90 forward: [mask_B, mask_H, nq] or null, each mask (b, h)'s query-block rows, most kv blocks

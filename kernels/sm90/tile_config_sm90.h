@@ -51,13 +51,14 @@ FLEXATTN_HD constexpr int sm90_dmax(int d, int dv) { return d > dv ? d : dv; }
 FLEXATTN_HD constexpr bool sm90_head_dim_ok(int d) { return d == 64 || d == 128 || d == 192 || d == 256; }
 
 // The forward's kernel head dim for a call's head dim d: d itself where the family compiles for it, else (65..255, a
-// multiple of 8: 16-byte rows for TMA) the next one up, 0 where none serves (d < 64 and the sm80 family takes it). The
+// multiple of 16 as the API takes them, so rows are 16-byte aligned for TMA) the next one up, 0 where none serves
+// (d < 64 and the sm80 family takes it). The
 // kernel of the padded dim runs the call unchanged: the TMA loads of Q, K and V fill the columns past d with zeros (the
 // maps keep the call's d), so Q K^T and the P V columns past Dv are exact zeros, and the O store's map drops them.
 // Costs the padded dim's time (D = 96: 75 % of the D = 128 kernel's flops are the call's own); issue 5's "96 if cheap".
 FLEXATTN_HD constexpr int sm90_padded_head_dim(int d) {
   if (sm90_head_dim_ok(d)) return d;
-  if (d <= 64 || d > 256 || d % 8 != 0) return 0;
+  if (d <= 64 || d > 256 || d % 16 != 0) return 0;
   return d <= 128 ? 128 : d <= 192 ? 192 : 256;
 }
 

@@ -184,7 +184,7 @@ bool try_sm90_forward(const ForwardArgs& a, AttnParams& p, const std::string& ar
   const bool narrow = set.sm90_fwd.narrow, tall = set.sm90_fwd.tall, persistent = set.sm90_fwd.persistent;
   if (!runtime::sm90_forward_supported(arch, p, narrow, &why)) return runtime::sm90_decline(why);
   try {
-    runtime::encode_sm90_forward_maps(&p, a.q.dtype, narrow);
+    runtime::encode_sm90_forward_maps(&p, a.q.dtype, narrow, set.key.d, set.key.dv);
   } catch (const Error& e) {  // e.g. a stride layout the driver's TMA encoder rejects
     return runtime::sm90_decline(e.what());
   }

@@ -76,8 +76,8 @@ bool sm90_narrow_tile(const codegen::VariantLayout& layout) {
   return !layout.buffers.empty() && jit::env_flag("FLEXATTN_SM90_NARROW", false);
 }
 
-void encode_sm90_forward_maps(kern::AttnParams* p, DType dtype, bool narrow) {
-  const kern::Sm90FwdTile t = kern::sm90_fwd_tile(sm90_fwd_head_dim(p->D), sm90_fwd_head_dim(p->Dv), narrow);
+void encode_sm90_forward_maps(kern::AttnParams* p, DType dtype, bool narrow, int kernel_d, int kernel_dv) {
+  const kern::Sm90FwdTile t = kern::sm90_fwd_tile(kernel_d, kernel_dv, narrow);
   // Q and O are moved in 64-row boxes (one per consumer warpgroup), K and V in block_n-row boxes. The maps keep the call's
   // head dims: a padded kernel's boxes past them read zeros and store nothing (sm90_padded_head_dim).
   encode(sm90_map_args("q", p->q, dtype, p->B, p->Hq, p->L, p->D, p->q_sb, p->q_sh, p->q_sl, 64), "q", &p->q_map);
@@ -112,8 +112,8 @@ bool sm90_forward_supported(const std::string& arch, const kern::AttnParams& p, 
   const int d = sm90_fwd_head_dim(p.D), dv = sm90_fwd_head_dim(p.Dv);
   if (d == 0 || dv == 0)
     return no("head dims D=" + num(p.D) + ", Dv=" + num(p.Dv) + " (the sm90 forward takes 64, 128, 192, 256" +
-              (sm90_pad_head_dims_requested() ? ", and multiples of 8 between 64 and 256 on the next of them)"
-                                              : "; FLEXATTN_SM90_PAD_HEAD_DIM=1: also multiples of 8 between them)"));
+              (sm90_pad_head_dims_requested() ? ", and multiples of 16 between 64 and 256 on the next of them)"
+                                              : "; FLEXATTN_SM90_PAD_HEAD_DIM=1: also multiples of 16 between them)"));
   // The softmax folds scale into its exp2 (u = QK^T, s' = u * scale * log2 e; fwd_softmax_sm90.cuh), which
   // needs an order-preserving factor. scale <= 0 (or NaN) is rare enough to leave to the sm80 family.
   if (!(p.scale > 0.f)) return no("scale " + std::to_string(p.scale) + " (the sm90 forward needs scale > 0)");

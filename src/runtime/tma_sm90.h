@@ -37,8 +37,9 @@ struct TmaMapArgs {
 };
 
 // Map of a [batch, heads, rows, dim] tensor with element strides (sb, sh, sl, 1). Throws Error naming
-// `what` when the layout cannot be described (dim not a multiple of 64, a stride not a multiple of 8
-// elements or not below 2^39 elements, an extent of 0 or above 2^32).
+// `what` when the layout cannot be described (dim above 256, a stride not a multiple of 8 elements or not below 2^39
+// elements, an extent of 0 or above 2^32). Boxes are 64 columns wide; a dim that is not a multiple of 64 (a padded
+// kernel's, sm90_padded_head_dim) reads zeros past it and stores nothing there.
 TmaMapArgs sm90_map_args(const char* what, const void* base, DType dtype, int64_t batch, int64_t heads, int64_t rows,
                          int64_t dim, int64_t sb, int64_t sh, int64_t sl, int box_rows);
 
@@ -54,7 +55,7 @@ void encode_sm90_map(const TmaMapArgs& a, const char* what, kern::TmaDesc* out);
 // Encodes p->q_map, k_map, v_map, o_map from p's tensor fields (filled and validated by the caller).
 // Throws Error naming the tensor and the driver's message when a map is rejected, or when the driver
 // has no cuTensorMapEncodeTiled (CUDA < 12).
-void encode_sm90_forward_maps(kern::AttnParams* p, DType dtype, bool narrow);
+void encode_sm90_forward_maps(kern::AttnParams* p, DType dtype, bool narrow, int kernel_d, int kernel_dv);
 
 // FLEXATTN_SM90 is not switched off (default on; read on every call; flags as in docs/env_vars.md).
 bool sm90_forward_requested();

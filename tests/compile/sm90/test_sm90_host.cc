@@ -116,12 +116,12 @@ TEST(Sm90Host, SupportRulesAndReasons) {
   unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");  // opt-in: the sm80 family
   EXPECT_FALSE(runtime::sm90_forward_supported("sm_90a", p, false, &why));
   EXPECT_EQ(why, "head dims D=96, Dv=96 (the sm90 forward takes 64, 128, 192, 256; FLEXATTN_SM90_PAD_HEAD_DIM=1: also "
-                 "multiples of 8 between them)");
+                 "multiples of 16 between them)");
   setenv("FLEXATTN_SM90_PAD_HEAD_DIM", "1", 1);  // on the D = 128 kernel (sm90_padded_head_dim)
   EXPECT_TRUE(runtime::sm90_forward_supported("sm_90a", p, false, &why)) << why;
-  p.D = 100;  // not a multiple of 8: no 16-byte rows for TMA
+  p.D = 100;  // not a multiple of 16 (the API refuses it before)
   EXPECT_FALSE(runtime::sm90_forward_supported("sm_90a", p, false, &why));
-  EXPECT_EQ(why, "head dims D=100, Dv=96 (the sm90 forward takes 64, 128, 192, 256, and multiples of 8 between 64 and "
+  EXPECT_EQ(why, "head dims D=100, Dv=96 (the sm90 forward takes 64, 128, 192, 256, and multiples of 16 between 64 and "
                  "256 on the next of them)");
   p.D = 48;  // below 64: the sm80 family
   EXPECT_FALSE(runtime::sm90_forward_supported("sm_90a", p, false, &why));
@@ -146,17 +146,19 @@ TEST(Sm90Host, SupportRulesAndReasons) {
 }
 
 // Head dims between the compiled ones run on the next one up (their TMA boxes read zeros past d, the O map drops the
-// padded columns): 65..255 in steps of 8; the compiled dims map to themselves; d < 64, d > 256 and d % 8 != 0: none (0).
+// padded columns): 80..240 in steps of 16; the compiled dims map to themselves; d < 64, d > 256, d % 16 != 0: none (0).
 TEST(Sm90Host, PaddedHeadDims) {
   for (int d : {64, 128, 192, 256}) EXPECT_EQ(kern::sm90_padded_head_dim(d), d);
-  EXPECT_EQ(kern::sm90_padded_head_dim(72), 128);
   EXPECT_EQ(kern::sm90_padded_head_dim(80), 128);
   EXPECT_EQ(kern::sm90_padded_head_dim(96), 128);
-  EXPECT_EQ(kern::sm90_padded_head_dim(136), 192);
+  EXPECT_EQ(kern::sm90_padded_head_dim(112), 128);
+  EXPECT_EQ(kern::sm90_padded_head_dim(144), 192);
   EXPECT_EQ(kern::sm90_padded_head_dim(160), 192);
-  EXPECT_EQ(kern::sm90_padded_head_dim(200), 256);
-  for (int d : {0, 8, 32, 48, 56, 100, 257, 264, 512}) EXPECT_EQ(kern::sm90_padded_head_dim(d), 0) << d;
+  EXPECT_EQ(kern::sm90_padded_head_dim(208), 256);
+  EXPECT_EQ(kern::sm90_padded_head_dim(240), 256);
+  for (int d : {0, 8, 32, 48, 72, 100, 136, 257, 272, 512}) EXPECT_EQ(kern::sm90_padded_head_dim(d), 0) << d;
   // Under FLEXATTN_SM90_PAD_HEAD_DIM the call's key is the padded one, so 80 and 96 share the D = 128 kernel.
+  unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");
   EXPECT_EQ(runtime::sm90_fwd_head_dim(96), 0);  // opt-in
   EXPECT_EQ(runtime::sm90_fwd_head_dim(128), 128);
   setenv("FLEXATTN_SM90_PAD_HEAD_DIM", "1", 1);
@@ -246,7 +248,7 @@ TEST(Sm90Host, EncodingWithoutADriverNamesTheTensor) {
   p.D = p.Dv = 64;
   p.q_sl = p.k_sl = p.v_sl = p.out_sl = 64;
   p.q_sh = p.k_sh = p.v_sh = p.out_sh = p.q_sb = p.k_sb = p.v_sb = p.out_sb = 512;
-  const std::string msg = error_of([&] { runtime::encode_sm90_forward_maps(&p, DType::BF16, false); });
+  const std::string msg = error_of([&] { runtime::encode_sm90_forward_maps(&p, DType::BF16, false, p.D, p.Dv); });
   EXPECT_EQ(msg.rfind("q: the sm90 kernels need the CUDA driver: ", 0), 0u) << msg;
 }
 
