@@ -313,7 +313,14 @@ int main(int argc, char** argv) {
   for (const Case& k : cases) {
     rows.push_back(run_case(k, seed++));
     if (!rows.back().ok) ++failed;
-    std::fprintf(stderr, "%s %s%s\n", rows.back().ok ? "PASS" : "FAIL", rows.back().label.c_str(), rows.back().why.c_str());
+    // A failure's errors go with its line too: a run cut short by a timeout never prints the table below.
+    const Row& r = rows.back();
+    if (r.ok) {
+      std::fprintf(stderr, "PASS %s\n", r.label.c_str());
+    } else {
+      std::fprintf(stderr, "FAIL %s%s (out %.2e, lse %.2e, grads %.2e)\n", r.label.c_str(), r.why.c_str(), r.err_out,
+                   r.err_lse, r.err_grad);
+    }
   }
   std::printf("\n%-60s %9s %9s %9s  %s\n", "case", "out", "lse", "grads", "result");
   for (const Row& r : rows)
