@@ -8,7 +8,7 @@
 . "$(dirname "$0")/lib.sh"
 out_dir s29a; L=$O
 deadline ${S29A_DEADLINE:-570}
-build_gpu $O flexattn _C gpu_attention_check
+BUILD_PY=ON build_gpu $O flexattn _C gpu_attention_check
 FLEXATTN_SM90_REL_DIAG=1 timeout $(cap 200 10) $CHECK --only t5 --only relbias > $O/check_full.log 2>&1
 echo "REL_DIAG=1 full check rc=$? $(pass_fail $O/check_full.log) ($(el) s)"; grep -m5 "^FAIL" $O/check_full.log
 FLEXATTN_SM90_REL_DIAG=1 timeout $(cap 90 10) compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick \
