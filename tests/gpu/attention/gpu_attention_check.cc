@@ -203,12 +203,14 @@ int main(int argc, char** argv) {
     cases.push_back({&corpus[1], 4097, 4097, 64, 64, 4, 1, 1, DType::BF16, true, false});
     cases.push_back({&corpus[0], 4097, 4097, 128, 128, 2, 2, 1, DType::F16, false, false});
   }
-  // Every other mod: a few lengths, both head dims that matter most, GQA 4 and 1, B=2. Quick: D=64 at 385 (four kv
-  // tiles, the last one column wide: a kv loop's steady state runs from the third tile on; session 28's REL_DIAG bug
-  // showed only there) and D=128 at 129.
+  // The quick run's one length per head dim for the cases below: D=64 at 385 (four kv tiles, the last one column wide:
+  // a kv loop's steady state runs from the third tile on, where session 28's REL_DIAG bug showed; three 192-row tall
+  // tiles) and the others at 129.
+  const auto quick_length = [](int64_t D) -> int64_t { return D == 64 ? 385 : 129; };
+  // Every other mod: a few lengths, both head dims that matter most, GQA 4 and 1, B=2.
   for (size_t i = 2; i < corpus.size(); ++i)
     for (int64_t D : {64, 128})
-      for (int64_t L : quick ? std::vector<int64_t>{D == 64 ? 385 : 129} : std::vector<int64_t>{17, 129, 1000})
+      for (int64_t L : quick ? std::vector<int64_t>{quick_length(D)} : std::vector<int64_t>{17, 129, 1000})
         cases.push_back({&corpus[i], L, L, D, D, 4, D == 64 ? 1 : 4, 2, DType::BF16, true, false});
   // Head dim 256 for every other mod too (on sm_90a the backward's wide kernel: 64-row kv tiles, each consumer
   // warpgroup half of the query columns, so mods see query offsets of 32 inside a tile), GQA 2.
@@ -248,7 +250,7 @@ int main(int argc, char** argv) {
   // tile (only calls without a block mask do), whose ALiBi (the affine bias) has its own epilogue form (session 27).
   for (const char* name : {"alibi+causal", "causal", "document:3"})
     for (int64_t D : {64, 128}) {
-      const int64_t L = quick ? (D == 64 ? 385 : 129) : 1000;  // quick D=64: three 192-row tall tiles, four kv tiles
+      const int64_t L = quick ? quick_length(D) : 1000;
       cases.push_back({&corpus::corpus_entry(name), L, L, D, D, 4, 2, 1, DType::BF16, true, false, 0, 0, false});
     }
 
