@@ -79,9 +79,6 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 [ $HOPPER = 1 ] && FLEXATTN_SM90_REL_DIAG=1 run gpu_attention_rel_diag $CHECK --only t5 --only relbias
 [ $HOPPER = 1 ] && command -v compute-sanitizer >/dev/null && FLEXATTN_SM90_REL_DIAG=1 run memcheck_rel_diag \
   compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick --only t5 --only relbias
-# The forward consumer's peeled kv loop (FLEXATTN_SM90_ROTATED=0; the rotated loop is the default since session 26):
-# the quick run (every mask, odd lengths, both forms of the kernel through their lengths and head dims).
-[ $HOPPER = 1 ] && FLEXATTN_SM90_ROTATED=0 run gpu_attention_peeled $CHECK --quick
 # compute-sanitizer memcheck on the quick subset (every kernel, odd lengths, both dtypes): any invalid access
 # fails the step. Skipped where the tool is absent or GPU_TEST_MEMCHECK=0.
 if [ "${GPU_TEST_MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then

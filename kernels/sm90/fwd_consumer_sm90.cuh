@@ -115,14 +115,11 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const C& c
     wgmma_wait<0>();
     fence_operands(s);
     release(c.empty_k(pos.stage), lane);
-    RingPos prev;  // the slot of the kv tile whose S (then P) the softmax last took (set by each form below)
-    // Both forms issue S_j = Q K_j^T and O += P_{j-1} V_{j-1} (prev) together, then wait for S_j only; that step is
-    // written out in each: as a shared lambda it swapped two registers of the default kernel's loop (ptxas 13.0),
-    // whose SASS stays the measured one until a GPU compares. The peeled form goes once the rotated one is the default.
+    RingPos prev;  // the slot of the kv tile whose S (then P) the softmax last took (set in the loop)
 
     // After the softmax of a tile: the wait for the P V in flight (the softmax kept above it: its results are used
     // only after it, and NVVM would otherwise be free to sink the exp2s below it, losing the overlap), then O's
-    // rescale and P rounded for the next P V. has_v: that P V exists (a constant true in the peeled loop).
+    // rescale and P rounded for the next P V. has_v: that P V exists (not in the first iteration).
     const auto fold_step = [&](bool has_v, int v_stage) {
       fence_operands(s);
       fence_operands(l);
@@ -134,13 +131,13 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const C& c
       rescale_o<Dv>(o, alpha);
       pack_p<T, BN>(pa, s);
     };
-#if defined(FLEXATTN_SM90_ROTATED_LOOP)
-    // The same schedule with the loop rotated: an iteration starts with the softmax of the tile whose S arrived
-    // and ends with the next tile's Q K^T and this tile's P V in flight, so the mods and the softmax have one call
-    // site instead of two (the peeled first tile's and the loop's). Locally (ptxas 13.0, sm_90a, D = 128) that
-    // takes NVVM + ptxas 15-20 % off the forward's cold compile and a quarter of its SASS. The first iteration's
-    // wgmma_wait<0> and O rescale have nothing to wait for or scale (O = 0). wgmma issues and waits stay
-    // unconditional in the loop body (the issues below the exit tests, as before): C7514 otherwise.
+    // The kv loop, rotated: an iteration starts with the softmax of the tile whose S arrived and ends with the next
+    // tile's Q K^T and this tile's P V in flight (S_j and P_{j-1} V_{j-1} together, then a wait for S_j only), so the
+    // mods and the softmax have one call site. Until session 29 the first tile was peeled instead (two call sites:
+    // locally, ptxas 13.0, sm_90a, D = 128, the rotated loop takes NVVM + ptxas 15-20 % off the forward's cold compile
+    // and a quarter of its SASS). The first iteration's wgmma_wait<0> and O rescale have nothing to wait for or scale
+    // (O = 0). wgmma issues and waits stay unconditional in the loop body (the issues below the exit tests): a wgmma
+    // issued or waited under a run-time condition makes ptxas serialize every wgmma (C7514).
     int v_read = -1;  // the V stage of the P V that this iteration's wgmma_wait<0> retires; -1: none yet
 #pragma unroll
     for (int i = 0; i < BN / 4; ++i) pa[i] = 0u;  // the first iteration's fence reads P before any was packed
@@ -169,41 +166,6 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const C& c
       release(c.empty_k(pos.stage), lane);
       v_read = prev.stage;
     }
-#else
-    // The first tile is peeled rather than guarded by a "P V pending" flag: wgmma issues and waits under
-    // run-time conditions make ptxas serialize every wgmma (C7514).
-    scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, mr, slope, sc, rel_from);
-    pack_p<T, BN>(pa, s);
-    prev = pos;
-    pos.template advance<C::ST>();
-
-    // Steady state: S_j and P_{j-1} V_{j-1} in flight together.
-    for (int j = 1;; ++j) {
-      // Persistent: the slot after the tile's last kv tile belongs to the next work tile; stop first.
-      if constexpr (kPersistent) {
-        if (j >= n) break;
-      }
-      mbar_wait(c.full_k(pos.stage), pos.phase);
-      kv0 = ld_shared_s32(c.info(pos.stage));
-      if constexpr (!kPersistent) {
-        if (kv0 < 0) break;
-      }
-      full = ld_shared_s32(c.info(pos.stage) + 4) != 0;
-      turns.take();
-      issue_qk<T, D, BN>(s, q_half, c.k_tile(pos.stage));
-      mbar_wait(c.full_v(prev.stage), prev.phase);
-      issue_pv<T, Dv, BN>(o, pa, c.v_tile(prev.stage));
-      turns.give();
-      rel_from = rel_diag_tile<V, BN>(rdw, p, b, h, kv0);
-      wgmma_wait<1>();  // S_j is ready; P_{j-1} V_{j-1} may still run
-      fence_operands(s);
-      release(c.empty_k(pos.stage), lane);
-      scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, mr, slope, sc, rel_from);
-      fold_step(true, prev.stage);
-      prev = pos;
-      pos.template advance<C::ST>();
-    }
-#endif
 
     // Drain: the last P V.
     mbar_wait(c.full_v(prev.stage), prev.phase);

@@ -58,12 +58,6 @@ std::string kernel_source_sm90_fwd(const codegen::GeneratedVariant& variant, con
   // of the current one still to issue (fwd_producer_sm90.cuh kEarlyClaim); an A/B knob until measured.
   if (const int k = int(jit::env_number("FLEXATTN_SM90_EARLY_CLAIM", 0, 0, 4)); k > 0)
     s << "#define FLEXATTN_SM90_EARLY_CLAIM " << k << "\n";
-  // FLEXATTN_SM90_ROTATED (default on since session 26): the consumer's kv loop rotated so that the mods and the
-  // softmax have one call site instead of two (fwd_consumer_sm90.cuh). H200 record (session 26): the forward's cold
-  // compile 1.2-2.0 s (session 22: 1.3-2.5 s), forward ms -1 to -7 % at D = 64, within +-2 % at D = 128. Every
-  // form since session 27: the tall tile's ALiBi spilled 60 bytes rotated (its epilogue's row index held across the
-  // loop) until its epilogue read the thread index again (fwd_epilogue_sm90.cuh kFreshTid).
-  if (jit::env_flag("FLEXATTN_SM90_ROTATED", true)) s << "#define FLEXATTN_SM90_ROTATED_LOOP 1\n";
   // FLEXATTN_SM90_SMALL_GROUP_FIRST (default on since session 9; H200 S=8192 D=128 causal / document +4.6 / +4.8 %,
   // session 10): a smaller last head group runs first (fwd_scheduler_sm90.cuh, FwdTileOrder::span). 0: last, as
   // before; an A/B knob.
