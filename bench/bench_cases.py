@@ -17,8 +17,8 @@ SDPA_IMPLS = ("sdpa-cudnn", "sdpa-flash")
 CASES = ("full", "causal", "sliding1024", "document", "prefixlm", "alibi_causal", "softcap_causal", "relbias_full")
 # Outside the suite (the issues' table), run only when --cases names them: softcap through the GPU's approximate
 # tanh in both flexattn (tanh_approx) and torch flex (attention-gym's approx::tanh custom op, tanh.approx.f32); T5's
-# bucketed relative bias (attention-gym's form: a log per entry for torch flex, flexattn's distance tables with
-# FLEXATTN_SM90_REL_DIAG=1).
+# bucketed relative bias (attention-gym's form: a log per entry for torch flex, flexattn's distance tables,
+# FLEXATTN_SM90_REL_DIAG's default since session 29).
 EXTRA_CASES = ("softcap_approx_causal", "t5_full")
 ALL_CASES = CASES + EXTRA_CASES
 SUITES = ("full", "long", "quick", "hd256", "decode")

@@ -68,15 +68,17 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 [ $HOPPER = 1 ] && FLEXATTN_SM90_SOFTCAP_RCP=8 run gpu_attention_softcap_rcp $CHECK --only softcap
 # ... and the MUFU reciprocal that the D = 64 default (8) replaced in session 27.
 [ $HOPPER = 1 ] && FLEXATTN_SM90_SOFTCAP_RCP=0 run gpu_attention_softcap_mufu $CHECK --only softcap
-# Session 28's padded head dims (FLEXATTN_SM90_PAD_HEAD_DIM=1, opt-in): D 80 / 96 / 112 / 160 on the forward kernel of
-# the next compiled dim (the quick run's three such cases; every other case takes the same kernels as without it).
-[ $HOPPER = 1 ] && FLEXATTN_SM90_PAD_HEAD_DIM=1 run gpu_attention_pad_head_dim $CHECK --quick
+# Session 28's padded head dims (FLEXATTN_SM90_PAD_HEAD_DIM, default on since session 29) turned off: the quick run's
+# D 80 / 96 / 160 cases on the sm80 family (every other case takes the same kernels as with it).
+[ $HOPPER = 1 ] && FLEXATTN_SM90_PAD_HEAD_DIM=0 run gpu_attention_no_pad_head_dim $CHECK --quick
 # Session 24's early claim of the persistent forward's next tile (FLEXATTN_SM90_EARLY_CLAIM=2, opt-in): every tile
 # still runs exactly once (the quick run's masks and lengths).
 [ $HOPPER = 1 ] && FLEXATTN_SM90_EARLY_CLAIM=2 run gpu_attention_early_claim $CHECK --quick
-# Session 24's distance-only bias tables (FLEXATTN_SM90_REL_DIAG=1, opt-in): the T5 and relative-bias entries of the
-# full run, and under memcheck (the tables' shared-memory indices).
+# Session 24's distance-only bias tables (FLEXATTN_SM90_REL_DIAG; default on since session 29 but for the gather shape):
+# forced on, the T5 and relative-bias entries of the full run, and under memcheck (the tables' shared-memory indices);
+# off, T5's per-entry path.
 [ $HOPPER = 1 ] && FLEXATTN_SM90_REL_DIAG=1 run gpu_attention_rel_diag $CHECK --only t5 --only relbias
+[ $HOPPER = 1 ] && FLEXATTN_SM90_REL_DIAG=0 run gpu_attention_no_rel_diag $CHECK --quick --only t5
 [ $HOPPER = 1 ] && command -v compute-sanitizer >/dev/null && FLEXATTN_SM90_REL_DIAG=1 run memcheck_rel_diag \
   compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick --only t5 --only relbias
 # compute-sanitizer memcheck on the quick subset (every kernel, odd lengths, both dtypes): any invalid access

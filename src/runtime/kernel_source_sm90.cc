@@ -94,11 +94,14 @@ Sm90FwdForm sm90_fwd_form(const codegen::GeneratedVariant& variant, const Kernel
   Sm90FwdForm f;
   f.narrow = sm90_narrow_tile(variant.layout);
   f.persistent = jit::env_flag("FLEXATTN_SM90_PERSISTENT", true);
-  // FLEXATTN_SM90_REL_DIAG (default off until run on a GPU): distance-only biases (codegen's kRelDiag: T5's buckets,
-  // and the gather shape, which then takes the tables instead of its row gathers) evaluate once per distance of a
-  // warp's tile into a table in shared memory instead of once per entry (fwd_rel_diag_sm90.cuh). Not with the tall
-  // tile: the 34 table values a thread holds per tile spilled its 160-register consumers (60 bytes, ptxas 13.0).
-  f.rel_diag = variant.rel_diag && jit::env_flag("FLEXATTN_SM90_REL_DIAG", false);
+  // FLEXATTN_SM90_REL_DIAG: distance-only biases (codegen's kRelDiag) evaluate once per distance of a warp's tile into
+  // a table in shared memory instead of once per entry (fwd_rel_diag_sm90.cuh). Default: on, except for the gather
+  // shape bias[h, q - kv + c] (codegen's kRelGather), whose row gathers are already one load per entry. H100,
+  // session 29 (s29a, B=2 H=16 S=8192 forward ms, REL_DIAG off / on): T5 D=128 13.52 / 2.99, D=64 13.05 / 2.56 (the
+  // bucket's log per entry); relbias_full D=128 2.143 / 2.359, D=64 1.693 / 1.961 (the table fill costs more than
+  // the gathers it replaces). 1 forces the tables on the gather shape too, 0 turns them off. Not with the tall tile:
+  // the 34 table values a thread holds per tile spilled its 160-register consumers (60 bytes, ptxas 13.0).
+  f.rel_diag = variant.rel_diag && jit::env_flag("FLEXATTN_SM90_REL_DIAG", variant.rel_gather == 0);
   f.tall = key.sm90_fwd_tall && kern::sm90_fwd_tall_ok(key.d, key.dv, f.narrow) && sm90_fwd_tall_suits(variant) &&
            !f.rel_diag;
   return f;

@@ -91,10 +91,10 @@ bool sm90_fwd_tall_suits(const codegen::GeneratedVariant& variant);
 // Whether a forward call asks for the tall kernel: FLEXATTN_SM90_FWD_TALL on (the default since session 22), D = Dv = 64
 // and no block mask (192-row tiles are not a multiple of the 128-row mask tile).
 bool sm90_fwd_tall_requested(int d, int dv, bool block_mask);
-// FLEXATTN_SM90_PAD_HEAD_DIM (opt-in until a GPU run checks it): head dims between the compiled ones take the forward
-// kernel of the next one up (kern::sm90_padded_head_dim); off, they run on the sm80 family.
+// FLEXATTN_SM90_PAD_HEAD_DIM (default on): head dims between the compiled ones take the forward kernel of the next one
+// up (kern::sm90_padded_head_dim); 0: they run on the sm80 family.
 bool sm90_pad_head_dims_requested();
-// The forward kernel's head dim for a call's d: d (64, 128, 192, 256), the padded dim under the switch, else 0.
+// The forward kernel's head dim for a call's d: d (64, 128, 192, 256), the padded dim unless the switch is off, else 0.
 int sm90_fwd_head_dim(int d);
 // The sm90 forward set a call asks for (try_sm90_forward), and so the one compile_variant prewarms: a different tile is
 // another set, which the call would compile again. Its head dims are the kernel's (sm90_fwd_head_dim).

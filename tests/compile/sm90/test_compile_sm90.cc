@@ -236,15 +236,15 @@ TEST_F(Sm90Compile, CompileVariantTakesTheFamilyTheDispatchWould) {
   setenv("FLEXATTN_SM90", "0", 1);
   EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 128, 128, "sm_90a", false)), "attn_fwd_sm80");
   unsetenv("FLEXATTN_SM90");
-  // Head dim 96: the sm80 family, or under FLEXATTN_SM90_PAD_HEAD_DIM the D = 128 forward kernel (the same set as a
-  // D = 128 call's); its backward stays on the sm80 family either way.
+  // Head dim 96: the D = 128 forward kernel (the same set as a D = 128 call's), or with FLEXATTN_SM90_PAD_HEAD_DIM=0
+  // the sm80 family; its backward stays on the sm80 family either way.
+  setenv("FLEXATTN_SM90_PAD_HEAD_DIM", "0", 1);
   EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 96, 96, "sm_90a", false)), "attn_fwd_sm80");
-  setenv("FLEXATTN_SM90_PAD_HEAD_DIM", "1", 1);
+  unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");
   const CompileReport padded = compile_variant(v, DType::BF16, 96, 96, "sm_90a", false);
   EXPECT_EQ(prefix(padded), "attn_fwd_sm90a");
   EXPECT_EQ(padded.key, compile_variant(v, DType::BF16, 128, 128, "sm_90a", false).key);
   EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 96, 96, "sm_90a", true)), "attn_bwd_sm80");
-  unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");
 }
 
 // FLEXATTN_SM90_NARROW=0: the buffer-reading mods on the wide tile (128 x 128), which the narrow rule

@@ -261,8 +261,8 @@ TEST_F(Sm90SoftmaxOptsCompile, SoftcapRcpCompilesCleanlyAndLeavesTheMufu) {
   }
 }
 
-// FLEXATTN_SM90_REL_DIAG=1 (default off): distance-only biases (codegen's kRelDiag: T5's buckets, with and without
-// a mask) get the define -- other variants do not -- and compile clean at D 64 and 128, and -- with a disassembler
+// FLEXATTN_SM90_REL_DIAG (default on, but for the gather shape): distance-only biases (codegen's kRelDiag: T5's
+// buckets, with and without a mask) get the define -- other variants do not -- and compile clean at D 64 and 128, and -- with a disassembler
 // -- evaluate the bias per distance, not per entry: the per-entry reads of T5's bias leave, the table's reads come,
 // and the kernel shrinks to less than half (4.7x at D = 64; ptxas 13.0 compiles it in ~1.5 s instead of ~12).
 TEST_F(Sm90SoftmaxOptsCompile, RelDiagTablesCompileCleanlyAndEvaluateOncePerDistance) {
@@ -276,13 +276,14 @@ TEST_F(Sm90SoftmaxOptsCompile, RelDiagTablesCompileCleanlyAndEvaluateOncePerDist
       const std::string what = std::string(name) + " D=" + std::to_string(d);
       const std::string on = source_with(*v, d, "1", "FLEXATTN_SM90_REL_DIAG");
       EXPECT_NE(on.find("#define FLEXATTN_SM90_REL_DIAG 1"), std::string::npos) << what;
-      EXPECT_EQ(source_with(*v, d, nullptr, "FLEXATTN_SM90_REL_DIAG").find("REL_DIAG"), std::string::npos)
-          << what << ": unset is off";
+      EXPECT_EQ(source_with(*v, d, nullptr, "FLEXATTN_SM90_REL_DIAG"), on) << what << ": unset is on";
+      EXPECT_EQ(source_with(*v, d, "0", "FLEXATTN_SM90_REL_DIAG").find("REL_DIAG"), std::string::npos)
+          << what << ": 0 is off";
       const jit::CompiledKernel a = sm90_test::compile_fwd_source("attn_fwd_sm90a_rel_diag_d" + std::to_string(d), on);
       expect_no_spill(a, what + " rel diag");
       if (std::string(name) != "t5" || d != 64) continue;
       const jit::CompiledKernel b = sm90_test::compile_fwd_source(
-          "attn_fwd_sm90a_rel_diag_d" + std::to_string(d), source_with(*v, d, nullptr, "FLEXATTN_SM90_REL_DIAG"));
+          "attn_fwd_sm90a_rel_diag_d" + std::to_string(d), source_with(*v, d, "0", "FLEXATTN_SM90_REL_DIAG"));
       const std::optional<std::string> sa = testing_sass::disassemble(*a.cubin, &why), sb = testing_sass::disassemble(*b.cubin, &why);
       if (!sa || !sb) continue;  // no disassembler
       // The per-entry path reads t5_bias once per entry (64 loads per softmax copy, two copies in the rotated loop:
@@ -294,7 +295,8 @@ TEST_F(Sm90SoftmaxOptsCompile, RelDiagTablesCompileCleanlyAndEvaluateOncePerDist
     }
   const Variant alibi = corpus::build_variant(corpus::corpus_entry("alibi+causal"), shape).variant;
   EXPECT_EQ(source_with(alibi, 128, "1", "FLEXATTN_SM90_REL_DIAG").find("REL_DIAG"), std::string::npos);
-  // The gather shape takes the tables instead of its row gathers (and drops its clamped third branch): clean too.
+  // Asked for (1), the gather shape takes the tables instead of its row gathers (and drops its clamped third branch):
+  // clean too. Unset, it keeps its gathers.
   for (const char* name : {"relbias+causal", "relbias(learnable)"}) {
     const Variant rel = corpus::build_variant(corpus::corpus_entry(name), shape).variant;
     const std::string on = source_with(rel, 128, "1", "FLEXATTN_SM90_REL_DIAG");

@@ -118,8 +118,8 @@ TEST_F(Sm90TallCompile, DefaultKernelAndF16CompileCleanly) {
   }
 }
 
-// A distance-only bias without buffers (a formula of q - kv) suits the tall tile, but with FLEXATTN_SM90_REL_DIAG=1
-// the 34 table values a thread holds spilled the tall consumers' 160 registers (60 bytes, ptxas 13.0): the form
+// A distance-only bias without buffers (a formula of q - kv) suits the tall tile (FLEXATTN_SM90_REL_DIAG=0), but with
+// the tables (the default) the 34 table values a thread holds spilled the tall consumers' 160 registers (60 bytes, ptxas 13.0): the form
 // takes the tables on the usual tile, which compiles clean, instead of a tall compile that would fall back.
 TEST_F(Sm90TallCompile, DistanceTablesTakeTheUsualTile) {
   const Variant v = [] {
@@ -131,11 +131,11 @@ TEST_F(Sm90TallCompile, DistanceTablesTakeTheUsualTile) {
   const codegen::GeneratedVariant gen = codegen::emit_cuda_variant(v, false);
   ASSERT_TRUE(gen.rel_diag);
   ASSERT_TRUE(runtime::sm90_fwd_tall_suits(gen));
+  setenv("FLEXATTN_SM90_REL_DIAG", "0", 1);
   EXPECT_TRUE(runtime::sm90_fwd_form(gen, tall_key(64, 64)).tall);
-  setenv("FLEXATTN_SM90_REL_DIAG", "1", 1);
+  unsetenv("FLEXATTN_SM90_REL_DIAG");
   const runtime::Sm90FwdForm form = runtime::sm90_fwd_form(gen, tall_key(64, 64));
   const std::string src = runtime::kernel_source_sm90_fwd(gen, tall_key(64, 64), form);
-  unsetenv("FLEXATTN_SM90_REL_DIAG");
   EXPECT_TRUE(form.rel_diag);
   EXPECT_FALSE(form.tall);
   EXPECT_NE(src.find("#define FLEXATTN_SM90_REL_DIAG 1"), std::string::npos);

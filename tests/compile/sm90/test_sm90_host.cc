@@ -113,11 +113,11 @@ TEST(Sm90Host, SupportRulesAndReasons) {
   EXPECT_FALSE(runtime::sm90_forward_supported("sm_80", p, false, &why));
   EXPECT_EQ(why, "the device is sm_80, the sm90 kernels need sm_90a");
   p.D = p.Dv = 96;
-  unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");  // opt-in: the sm80 family
+  setenv("FLEXATTN_SM90_PAD_HEAD_DIM", "0", 1);  // off: the sm80 family
   EXPECT_FALSE(runtime::sm90_forward_supported("sm_90a", p, false, &why));
-  EXPECT_EQ(why, "head dims D=96, Dv=96 (the sm90 forward takes 64, 128, 192, 256; FLEXATTN_SM90_PAD_HEAD_DIM=1: also "
-                 "multiples of 16 between them)");
-  setenv("FLEXATTN_SM90_PAD_HEAD_DIM", "1", 1);  // on the D = 128 kernel (sm90_padded_head_dim)
+  EXPECT_EQ(why, "head dims D=96, Dv=96 (the sm90 forward takes 64, 128, 192, 256; FLEXATTN_SM90_PAD_HEAD_DIM=0 turned "
+                 "off the multiples of 16 between them)");
+  unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");  // default: on the D = 128 kernel (sm90_padded_head_dim)
   EXPECT_TRUE(runtime::sm90_forward_supported("sm_90a", p, false, &why)) << why;
   p.D = 100;  // not a multiple of 16 (the API refuses it before)
   EXPECT_FALSE(runtime::sm90_forward_supported("sm_90a", p, false, &why));
@@ -127,7 +127,6 @@ TEST(Sm90Host, SupportRulesAndReasons) {
   EXPECT_FALSE(runtime::sm90_forward_supported("sm_90a", p, false, &why));
   p.D = 64, p.Dv = 264;
   EXPECT_FALSE(runtime::sm90_forward_supported("sm_90a", p, false, &why));
-  unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");
   p = eligible_params();
   static const int counts[1] = {1};
   p.kv_num_blocks = counts;  // a block mask with 64-wide kv blocks: the d128 kv tile is 128
@@ -157,14 +156,13 @@ TEST(Sm90Host, PaddedHeadDims) {
   EXPECT_EQ(kern::sm90_padded_head_dim(208), 256);
   EXPECT_EQ(kern::sm90_padded_head_dim(240), 256);
   for (int d : {0, 8, 32, 48, 72, 100, 136, 257, 272, 512}) EXPECT_EQ(kern::sm90_padded_head_dim(d), 0) << d;
-  // Under FLEXATTN_SM90_PAD_HEAD_DIM the call's key is the padded one, so 80 and 96 share the D = 128 kernel.
-  unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");
-  EXPECT_EQ(runtime::sm90_fwd_head_dim(96), 0);  // opt-in
+  // The call's key is the padded one, so 80 and 96 share the D = 128 kernel; FLEXATTN_SM90_PAD_HEAD_DIM=0: none.
+  setenv("FLEXATTN_SM90_PAD_HEAD_DIM", "0", 1);
+  EXPECT_EQ(runtime::sm90_fwd_head_dim(96), 0);
   EXPECT_EQ(runtime::sm90_fwd_head_dim(128), 128);
-  setenv("FLEXATTN_SM90_PAD_HEAD_DIM", "1", 1);
+  unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");
   EXPECT_EQ(runtime::sm90_fwd_head_dim(96), 128);
   const runtime::KernelSetKey k96 = runtime::sm90_fwd_call_key(DType::BF16, 96, 80, "sm_90a", true);
-  unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");
   EXPECT_EQ(k96.d, 128);
   EXPECT_EQ(k96.dv, 128);
   EXPECT_FALSE(k96.sm90_fwd_tall);

@@ -91,9 +91,10 @@ TEST(Sm90RelDiag, TablesFitEveryForwardLayout) {
         }
 }
 
-// The form the forward's source and launch share (runtime::sm90_fwd_form): the tables only with
-// FLEXATTN_SM90_REL_DIAG=1 and only for distance-only biases (T5, the relative-bias gather), never for ALiBi's affine
-// bias or a variant without one; the source gets the define exactly when the form has the tables.
+// The form the forward's source and launch share (runtime::sm90_fwd_form): the tables only for distance-only biases,
+// never for ALiBi's affine bias or a variant without one. Unset: T5 takes them, the relative-bias gather keeps its row
+// gathers (faster on an H100, session 29); 1: both take them; 0: neither. The source gets the define exactly when the
+// form has the tables.
 TEST(Sm90RelDiag, TheFormTakesTheTablesOnlyWhenAskedAndApplicable) {
   flexattn::mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
   flexattn::runtime::KernelSetKey key{flexattn::DType::BF16, 128, 128, "sm_90a", false,
@@ -101,9 +102,12 @@ TEST(Sm90RelDiag, TheFormTakesTheTablesOnlyWhenAskedAndApplicable) {
   for (const char* name : {"t5", "relbias(learnable)", "relbias+causal", "alibi+causal", "causal", "full"}) {
     const flexattn::Variant v = flexattn::corpus::build_variant(flexattn::corpus::corpus_entry(name), shape).variant;
     const flexattn::codegen::GeneratedVariant gen = flexattn::codegen::emit_cuda_variant(v, false);
-    const bool applicable = std::string(name).rfind("t5", 0) == 0 || std::string(name).rfind("relbias", 0) == 0;
+    const bool t5 = std::string(name).rfind("t5", 0) == 0;
+    const bool applicable = t5 || std::string(name).rfind("relbias", 0) == 0;
     unsetenv("FLEXATTN_SM90_REL_DIAG");
-    EXPECT_FALSE(flexattn::runtime::sm90_fwd_form(gen, key).rel_diag) << name;
+    EXPECT_EQ(flexattn::runtime::sm90_fwd_form(gen, key).rel_diag, t5) << name << ": unset";
+    setenv("FLEXATTN_SM90_REL_DIAG", "0", 1);
+    EXPECT_FALSE(flexattn::runtime::sm90_fwd_form(gen, key).rel_diag) << name << ": 0";
     setenv("FLEXATTN_SM90_REL_DIAG", "1", 1);
     const flexattn::runtime::Sm90FwdForm f = flexattn::runtime::sm90_fwd_form(gen, key);
     const std::string src = flexattn::runtime::kernel_source_sm90_fwd(gen, key, f);
