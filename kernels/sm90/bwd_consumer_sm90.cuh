@@ -183,18 +183,43 @@ __device__ __forceinline__ void add_dq(const AttnParams& p, const float (&dq)[D 
 //   v3 (kTma, FLEXATTN_SM90_BWD_V3): D / 32 slabs of [64 rows][32 fp32] with the 128B swizzle
 //     (tile_config_sm90_bwd.h; what the writer's TMA tensor reductions read): the pair lies in slab
 //     2 wg + i / 4, 16-byte chunk (2 (i % 4) + t / 2) ^ (row % 8), byte 8 (t % 2), and row % 8 == g for
-//     both r. A warp's 8-byte store (rows g = 0..7, t = 0..3) hits every chunk position of the 8 rows
-//     twice: 2 wavefronts, as the padded rows did.
+//     both r. An 8-byte access is served per half-warp (rows g = 0..3 or 4..7), and rows g and g ^ 1 put
+//     column block i on the same chunk pair: stored in step order, every half-warp took 2 wavefronts, not 1
+//     (ncu, H100, session 29: the dQ stores' and loads' shared wavefronts were half excessive, 100 M of the D = 64
+//     backward's 610 M). So the lanes of odd g take block i ^ 2 at step i (lane_chunk_xor): the half-warp's
+//     four rows then use the chunk pairs a, a ^ 2, a ^ 1, a ^ 3 (a = i % 4), all 32 banks. Same layout, another
+//     order per lane (one select per value), with FLEXATTN_SM90_BWD_DQ_SWAP (opt-in until measured).
 // wg: the index of the warpgroup's first 64-column block (the v2: its half, the wide kernel: 2 x its
 // 128-column half); 0 for the first consumer (each of its warpgroups holds all D columns). The sums keep the operand order of the per-layout code they replace (same SASS).
 template <class C>
 struct DqSlots {
+  // Whether lanes of odd g take column block i ^ 2 at step i, and the chunk XOR that places it (g ^ 4 for them).
+#if defined(FLEXATTN_SM90_BWD_DQ_SWAP)
+  static constexpr bool kSwap = C::kTma;
+#else
+  static constexpr bool kSwap = false;
+#endif
+  static __device__ __forceinline__ bool swapped(int g) { return kSwap && (g & 1) != 0; }
+  static __device__ __forceinline__ int lane_chunk_xor(int g) { return swapped(g) ? g ^ 4 : g; }
+  // This step's pair of a thread's dQ registers (R of them, 4 per column block): block i, or i ^ 2 if swapped.
+  template <int R>
+  static __device__ __forceinline__ void pair(const float (&dq)[R], bool sw, int r, int i, float& x, float& y) {
+    if constexpr (kSwap) {
+      static_assert(R / 4 % 4 == 0, "the swapped order pairs blocks within groups of four");
+      const int k = i ^ 2;
+      x = sw ? dq[4 * k + 2 * r] : dq[4 * i + 2 * r];
+      y = sw ? dq[4 * k + 2 * r + 1] : dq[4 * i + 2 * r + 1];
+    } else {
+      x = dq[4 * i + 2 * r], y = dq[4 * i + 2 * r + 1];
+    }
+  }
   static __device__ __forceinline__ unsigned base(unsigned buf, int wg, int warp, int g, int t) {
     if constexpr (C::kTma) return buf + 2 * wg * (64 * 128) + (16 * warp + g) * 128 + 8 * (t & 1);
     else return buf + (16 * warp + g) * C::kSmem.dq_row + 4 * 64 * wg + 8 * t;
   }
-  static __device__ __forceinline__ unsigned at(unsigned base, int r, int i, int g, int t) {
-    if constexpr (C::kTma) return base + (i >> 2) * (64 * 128) + 8 * r * 128 + (((2 * (i & 3) + (t >> 1)) ^ g) << 4);
+  // gx: lane_chunk_xor(g).
+  static __device__ __forceinline__ unsigned at(unsigned base, int r, int i, int gx, int t) {
+    if constexpr (C::kTma) return base + (i >> 2) * (64 * 128) + 8 * r * 128 + (((2 * (i & 3) + (t >> 1)) ^ gx) << 4);
     else return base + 8 * r * C::kSmem.dq_row + 32 * i;
   }
 };
@@ -212,13 +237,18 @@ __device__ __forceinline__ void dq_to_smem(const BwdCfg<D, Dv, kB, false, kT>& c
                                            int t) {
   using Slots = DqSlots<BwdCfg<D, Dv, kB, false, kT>>;
   const unsigned buf = Slots::base(c.dq_buf(j), 0, warp, g, t);
+  const bool sw = Slots::swapped(g);
+  const int gx = Slots::lane_chunk_xor(g);
   if (wg == 0) {
     mbar_wait(c.dq_empty(j), phase ^ 1u);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
 #pragma unroll
-      for (int i = 0; i < D / 8; ++i)
-        st_shared_v2_f32(Slots::at(buf, r, i, g, t), dq[4 * i + 2 * r], dq[4 * i + 2 * r + 1]);
+      for (int i = 0; i < D / 8; ++i) {
+        float x, y;
+        Slots::pair(dq, sw, r, i, x, y);
+        st_shared_v2_f32(Slots::at(buf, r, i, gx, t), x, y);
+      }
     }
     named_bar_arrive(kBarDqStored0 + j, 256);
   } else {
@@ -227,10 +257,11 @@ __device__ __forceinline__ void dq_to_smem(const BwdCfg<D, Dv, kB, false, kT>& c
     for (int r = 0; r < 2; ++r) {
 #pragma unroll
       for (int i = 0; i < D / 8; ++i) {
-        const unsigned a = Slots::at(buf, r, i, g, t);
-        float x, y;
+        const unsigned a = Slots::at(buf, r, i, gx, t);
+        float x, y, u, v;
         ld_shared_v2_f32(a, x, y);
-        st_shared_v2_f32(a, x + dq[4 * i + 2 * r], y + dq[4 * i + 2 * r + 1]);
+        Slots::pair(dq, sw, r, i, u, v);
+        st_shared_v2_f32(a, x + u, y + v);
       }
     }
     if (tid == 0) {
@@ -272,11 +303,16 @@ __device__ __forceinline__ void dq_cols_to_smem(const Cfg& c, int j, unsigned ph
   using Slots = DqSlots<Cfg>;
   mbar_wait(c.dq_empty(j), phase ^ 1u);
   const unsigned buf = Slots::base(c.dq_buf(j), wg * (R / 32), warp, g, t);
+  const bool sw = Slots::swapped(g);
+  const int gx = Slots::lane_chunk_xor(g);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
 #pragma unroll
-    for (int i = 0; i < R / 4; ++i)
-      st_shared_v2_f32(Slots::at(buf, r, i, g, t), dq[4 * i + 2 * r], dq[4 * i + 2 * r + 1]);
+    for (int i = 0; i < R / 4; ++i) {
+      float x, y;
+      Slots::pair(dq, sw, r, i, x, y);
+      st_shared_v2_f32(Slots::at(buf, r, i, gx, t), x, y);
+    }
   }
   if (wg == 0 && tid == 0) {
     st_shared_s32(c.dq_info(j), q0);

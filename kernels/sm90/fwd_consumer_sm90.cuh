@@ -111,7 +111,8 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const C& c
     turns.take();
     issue_qk<T, D, BN>(s, q_half, c.k_tile(pos.stage));
     turns.give();
-    unsigned rel_from = rel_diag_tile<V, BN>(rdw, p, b, h, kv0);  // while S is computed
+    RelTile<BN> rel;
+    rel_tile_prepare<V, BN>(rel, rdw, p, b, h, qw, kv0, t);  // while S is computed
     wgmma_wait<0>();
     fence_operands(s);
     release(c.empty_k(pos.stage), lane);
@@ -142,7 +143,7 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const C& c
 #pragma unroll
     for (int i = 0; i < BN / 4; ++i) pa[i] = 0u;  // the first iteration's fence reads P before any was packed
     for (int j = 1;; ++j) {
-      scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, mr, slope, sc, rel_from);
+      scores_softmax<V, BN>(s, p, b, h, qw, kv0, full, t, m, l, alpha, mr, slope, sc, rel);
       fold_step(v_read >= 0, v_read);
       prev = pos;
       pos.template advance<C::ST>();
@@ -160,7 +161,7 @@ __device__ __forceinline__ void fwd_consume_tile(const AttnParams& p, const C& c
       mbar_wait(c.full_v(prev.stage), prev.phase);
       issue_pv<T, Dv, BN>(o, pa, c.v_tile(prev.stage));
       turns.give();
-      rel_from = rel_diag_tile<V, BN>(rdw, p, b, h, kv0);
+      rel_tile_prepare<V, BN>(rel, rdw, p, b, h, qw, kv0, t);
       wgmma_wait<1>();  // S_j is ready; P_{j-1} V_{j-1} may still run
       fence_operands(s);
       release(c.empty_k(pos.stage), lane);

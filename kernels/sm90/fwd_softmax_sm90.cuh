@@ -211,12 +211,9 @@ __device__ __forceinline__ void scores_from_rel_row(float (&s)[BN / 2], const fl
 // caller) read clamped entries that nothing uses. full (kClamp only): the tile skips mask_mod. This form
 // replaced score_mod per entry with wrapped kv (session 14): that branch's 32 wrap loops were 0.8 s of
 // NVVM's time, and without the loops ptxas gathered its 64 loads together and spilled 92-192 bytes.
-template <class V, bool kFull, bool kClamp, int BN>
-__device__ __forceinline__ void scores_inside_rel_gather(float (&s)[BN / 2], const AttnParams& p, int b, int h,
-                                                         const int (&qw)[2], int kv0, int t, const RelGatherTile& gt,
-                                                         bool full = false) {
+template <class V, bool kClamp, int BN>
+__device__ __forceinline__ void rel_gather_load(float (&g)[BN / 8 + 1][2], const RelGatherTile& gt) {
   constexpr int sg = RelGatherOf<V>::value;
-  float g[BN / 8 + 1][2];
   const float* base = gt.row + gt.base;
 #pragma unroll
   for (int j = 0; j <= BN / 8; ++j) {
@@ -226,7 +223,45 @@ __device__ __forceinline__ void scores_inside_rel_gather(float (&s)[BN / 2], con
       g[j][e] = kClamp ? __ldg(gt.row + fa_clamp_index32(int(gt.base + off), gt.n)) : __ldg(base + off);
     }
   }
+}
+template <class V, bool kFull, bool kClamp, int BN>
+__device__ __forceinline__ void scores_inside_rel_gather(float (&s)[BN / 2], const AttnParams& p, int b, int h,
+                                                         const int (&qw)[2], int kv0, int t, const RelGatherTile& gt,
+                                                         bool full = false) {
+  float g[BN / 8 + 1][2];
+  rel_gather_load<V, kClamp, BN>(g, gt);
   scores_from_rel_row<V, kFull, kClamp, BN>(s, g, p, b, h, qw, kv0, t, full);
+}
+
+// FLEXATTN_SM90_REL_PREFETCH (the source generator defines it for rel-gather variants under
+// FLEXATTN_SM90_GATHER_PREFETCH): the fast path's 34 loads are issued while S is computed (rel_tile_prepare, beside
+// the distance tables' fill) instead of after the wait for S, where their latency sat on the softmax's critical path
+// (SASS, session 28). The clamped form still loads in the softmax.
+template <class V>
+__device__ __forceinline__ constexpr bool use_rel_prefetch() {
+#if defined(FLEXATTN_SM90_REL_PREFETCH)
+  return use_rel_gather<V>();
+#else
+  return false;
+#endif
+}
+
+// What the consumer prepares for a kv tile's bias while its S is computed: the distance table's read address
+// (kRelDiag) or the prefetched row gathers (use_rel_prefetch); unused otherwise.
+template <int BN>
+struct RelTile {
+  unsigned diag_from = 0;
+  RelGatherTile gather{};
+  float g[BN / 8 + 1][2];
+};
+template <class V, int BN>
+__device__ __forceinline__ void rel_tile_prepare(RelTile<BN>& r, const RelDiagWarp& w, const AttnParams& p, int b,
+                                                 int h, const int (&qw)[2], int kv0, int t) {
+  r.diag_from = rel_diag_tile<V, BN>(w, p, b, h, kv0);
+  if constexpr (use_rel_prefetch<V>()) {
+    r.gather = rel_gather_tile<V, BN>(p, b, h, qw, kv0, t);
+    if (r.gather.ok) rel_gather_load<V, false, BN>(r.g, r.gather);  // else the warp takes the clamped form
+  }
 }
 
 // kRelDiag (fwd_rel_diag_sm90.cuh): the same entries from the warp's table, `from` = rel_diag_fill's address.
@@ -437,7 +472,7 @@ __device__ __forceinline__ void online_softmax_softcap(float (&s)[BN / 2], float
 // edges of windows and documents, most tiles of sparse masks); the tail tile (kv0 + BN > S) takes its
 // kind's branch and drop_past_end (a variant without mask_mod: the second branch). Rel-gather variants
 // have a third branch, the clamped form of their gathers, for their tail and for tiles whose gathers leave
-// the row. Rel-diag variants read `rel_from` (rel_diag_fill's address for this tile; unused otherwise).
+// the row. Rel-diag and prefetching rel-gather variants read `rel` (rel_tile_prepare's, for this tile).
 // The softmax sits *inside* each branch on purpose: ptxas 13.0 hoists a wgmma.wait_group to the top of
 // the basic block it lives in, so with the branch join before the softmax the wait for the in-flight
 // P V landed above the row max and the exp2s no longer overlapped it (seen in the SASS; session 14's
@@ -446,7 +481,7 @@ template <class V, int BN>
 __device__ __forceinline__ void scores_softmax(float (&s)[BN / 2], const AttnParams& p, int b, int h,
                                                const int (&qw)[2], int kv0, bool full, int t, float (&m)[2],
                                                float (&l)[2], float (&alpha)[2], float (&mr)[2], float slope,
-                                               const SoftcapTile& sc, unsigned rel_from) {
+                                               const SoftcapTile& sc, const RelTile<BN>& rel) {
   const bool tail = kv0 + BN > p.S;
   // The first branch: a tile that needs no mask_mod; for a variant without mask_mod only the tiles that are
   // not the tail, so that it still has two branches and the softmax a branch join below it (see above);
@@ -469,20 +504,22 @@ __device__ __forceinline__ void scores_softmax(float (&s)[BN / 2], const AttnPar
   RelGatherTile gather{};
   bool general = false;
   if constexpr (use_rel_gather<V>()) {
-    gather = rel_gather_tile<V, BN>(p, b, h, qw, kv0, t);
+    gather = use_rel_prefetch<V>() ? rel.gather : rel_gather_tile<V, BN>(p, b, h, qw, kv0, t);
     general = tail || !rel_gather_ok(gather);
   }
   if (!general && no_mask) {
     if constexpr (use_rel_affine<V>()) scores_inside_affine<V, true, BN>(s, p, b, h, qw, kv0, t, slope);
+    else if constexpr (use_rel_prefetch<V>()) scores_from_rel_row<V, true, false, BN>(s, rel.g, p, b, h, qw, kv0, t, false);
     else if constexpr (use_rel_gather<V>()) scores_inside_rel_gather<V, true, false, BN>(s, p, b, h, qw, kv0, t, gather);
-    else if constexpr (use_rel_diag<V>()) scores_inside_rel_diag<V, true, BN>(s, p, b, h, qw, kv0, t, rel_from);
+    else if constexpr (use_rel_diag<V>()) scores_inside_rel_diag<V, true, BN>(s, p, b, h, qw, kv0, t, rel.diag_from);
     else scores_inside<V, true, BN>(s, p, b, h, qw, kv0, t);
     if (tail) drop_past_end<BN>(s, kv0, t, p.S, neg_inf());
     online_softmax<BN>(s, m, l, alpha, c, mr);
   } else if (!general) {
     if constexpr (use_rel_affine<V>()) scores_inside_affine<V, false, BN>(s, p, b, h, qw, kv0, t, slope);
+    else if constexpr (use_rel_prefetch<V>()) scores_from_rel_row<V, false, false, BN>(s, rel.g, p, b, h, qw, kv0, t, false);
     else if constexpr (use_rel_gather<V>()) scores_inside_rel_gather<V, false, false, BN>(s, p, b, h, qw, kv0, t, gather);
-    else if constexpr (use_rel_diag<V>()) scores_inside_rel_diag<V, false, BN>(s, p, b, h, qw, kv0, t, rel_from);
+    else if constexpr (use_rel_diag<V>()) scores_inside_rel_diag<V, false, BN>(s, p, b, h, qw, kv0, t, rel.diag_from);
     else scores_inside<V, false, BN>(s, p, b, h, qw, kv0, t);
     if (tail) drop_past_end<BN>(s, kv0, t, p.S, neg_inf());
     online_softmax<BN>(s, m, l, alpha, c, mr);

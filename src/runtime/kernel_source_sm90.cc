@@ -68,8 +68,12 @@ std::string kernel_source_sm90_fwd(const codegen::GeneratedVariant& variant, con
   // The distance tables (sm90_fwd_form: FLEXATTN_SM90_REL_DIAG) replace the gather where both apply; only their
   // sources get the define (their layout then reserves the tables).
   if (form.rel_diag) s << "#define FLEXATTN_SM90_REL_DIAG 1\n";
-  if (variant.rel_gather != 0 && !form.rel_diag && jit::env_flag("FLEXATTN_SM90_GATHER", true))
+  if (variant.rel_gather != 0 && !form.rel_diag && jit::env_flag("FLEXATTN_SM90_GATHER", true)) {
     s << "#define FLEXATTN_SM90_REL_GATHER 1\n";
+    // FLEXATTN_SM90_GATHER_PREFETCH (opt-in until measured): the gathers' 34 loads issued while S is computed
+    // (fwd_softmax_sm90.cuh use_rel_prefetch) instead of after its wait.
+    if (jit::env_flag("FLEXATTN_SM90_GATHER_PREFETCH", false)) s << "#define FLEXATTN_SM90_REL_PREFETCH 1\n";
+  }
   // FLEXATTN_SM90_KV_RANGE (default off): masks of one kv interval per row (codegen's kKvRange: causal, sliding
   // windows, prefix-LM) test a partial tile's entries against the row's bounds (fwd_softmax_sm90.cuh); only
   // their sources get the define. Measured flat on the H200 (session 17: S=8192 D=128 sliding 0.290 / 0.287 ms,
