@@ -199,8 +199,8 @@ struct DqSlots {
 #else
   static constexpr bool kSwap = false;
 #endif
-  static __device__ __forceinline__ bool swapped(int g) { return kSwap && (g & 1) != 0; }
-  static __device__ __forceinline__ int lane_chunk_xor(int g) { return swapped(g) ? g ^ 4 : g; }
+  static __device__ __forceinline__ bool swapped(int g) { return sm90_dq_v3_step_block(0, g, kSwap) != 0; }
+  static __device__ __forceinline__ int lane_chunk_xor(int g) { return sm90_dq_v3_chunk_xor(g, kSwap); }
   // This step's pair of a thread's dQ registers (R of them, 4 per column block): block i, or i ^ 2 if swapped.
   template <int R>
   static __device__ __forceinline__ void pair(const float (&dq)[R], bool sw, int r, int i, float& x, float& y) {
@@ -219,7 +219,7 @@ struct DqSlots {
   }
   // gx: lane_chunk_xor(g).
   static __device__ __forceinline__ unsigned at(unsigned base, int r, int i, int gx, int t) {
-    if constexpr (C::kTma) return base + (i >> 2) * (64 * 128) + 8 * r * 128 + (((2 * (i & 3) + (t >> 1)) ^ gx) << 4);
+    if constexpr (C::kTma) return base + (i >> 2) * (64 * 128) + 8 * r * 128 + (sm90_dq_v3_chunk(i, t, gx) << 4);
     else return base + 8 * r * C::kSmem.dq_row + 32 * i;
   }
 };

@@ -72,6 +72,14 @@ FLEXATTN_HD constexpr bool sm90_bwd_head_dims_ok(int d, int dv) {
 // dims run the default kernel even with the switch.
 FLEXATTN_HD constexpr bool sm90_bwd_v2_head_dims_ok(int d, int dv) { return d == 128 && (dv == 64 || dv == 128); }
 
+// The v3 dQ slabs ([64 rows][32 fp32], 128B swizzle; DqSlots in bwd_consumer_sm90.cuh): the 16-byte chunk of a row
+// (row % 8 == g) holding the pair at columns 8 block + 2t, + 1 of the slab's four 8-column blocks. With the swapped
+// order (FLEXATTN_SM90_BWD_DQ_SWAP) the lane of odd g stores block i ^ 2 at step i, which chunk(i, t, xor(g))
+// places: each half-warp's 8-byte access then covers 32 distinct banks (tests: Sm90BwdHost.DqV3StoreOrder...).
+FLEXATTN_HD constexpr int sm90_dq_v3_chunk(int block, int t, int g) { return (2 * (block & 3) + (t >> 1)) ^ g; }
+FLEXATTN_HD constexpr int sm90_dq_v3_step_block(int i, int g, bool swap) { return swap && (g & 1) ? i ^ 2 : i; }
+FLEXATTN_HD constexpr int sm90_dq_v3_chunk_xor(int g, bool swap) { return swap && (g & 1) ? g ^ 4 : g; }
+
 // Shared-memory layout (byte offsets from a 1024-aligned base; every 128B-swizzled tile 1024-aligned).
 // A tile of R rows and C columns is C/64 slabs of [R][64] (128-byte rows, 16-byte chunks XOR-swizzled
 // by row % 8: what a TMA box (64, R) with SWIZZLE_128B writes). Every TMA box here has 64 rows, so K and

@@ -670,3 +670,29 @@ TEST(Sm90BwdHost, GroupedGridOrderShortensTheCausalSchedule) {
   EXPECT_DOUBLE_EQ(makespan(32, 32, 1), 154.0);
   EXPECT_DOUBLE_EQ(makespan(32, 32, 4), 136.0);  // bound 135.8
 }
+
+// The v3 dQ slabs' 8-byte stores (DqSlots): a half-warp (rows g = 4h .. 4h + 3, t = 0..3) is served in one wavefront
+// only if its 16 lanes' 8-byte words cover 32 distinct banks. In step order (rows 128 bytes apart, the 128B swizzle)
+// rows g and g ^ 1 share a chunk pair: 16 banks, 2 wavefronts (ncu, H100, session 29). The swapped order covers 32,
+// and still stores every lane's four blocks exactly once, each at its own chunk.
+TEST(Sm90BwdHost, DqV3StoreOrderKeepsEachHalfWarpOnDistinctBanks) {
+  for (bool swap : {false, true}) {
+    for (int i = 0; i < 4; ++i) {
+      for (int h = 0; h < 2; ++h) {
+        std::set<int> banks;
+        for (int g = 4 * h; g < 4 * h + 4; ++g)
+          for (int t = 0; t < 4; ++t) {
+            const int chunk = kern::sm90_dq_v3_chunk(i, t, kern::sm90_dq_v3_chunk_xor(g, swap));
+            EXPECT_EQ(chunk, kern::sm90_dq_v3_chunk(kern::sm90_dq_v3_step_block(i, g, swap), t, g));
+            for (int w = 0; w < 2; ++w) banks.insert((16 * chunk + 8 * (t & 1) + 4 * w) / 4 % 32);
+          }
+        EXPECT_EQ(banks.size(), swap ? 32u : 16u) << "step " << i << " half-warp " << h;
+      }
+    }
+    for (int g = 0; g < 8; ++g) {
+      std::set<int> blocks;
+      for (int i = 0; i < 4; ++i) blocks.insert(kern::sm90_dq_v3_step_block(i, g, swap));
+      EXPECT_EQ(blocks.size(), 4u) << g;
+    }
+  }
+}
