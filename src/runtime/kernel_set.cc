@@ -209,6 +209,12 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
       req.source = kernel_source_sm90_fwd(gen, key, set->sm90_fwd);
       set->compiled = jit::get_or_compile(req);
     }
+    // The same for the rel-gather prefetch (sm90_fwd_form keeps it off where it is known to spill).
+    if (set->sm90_fwd.rel_prefetch && spills_in(set->compiled, "flexattn_fwd")) {
+      set->sm90_fwd.rel_prefetch = false;
+      req.source = kernel_source_sm90_fwd(gen, key, set->sm90_fwd);
+      set->compiled = jit::get_or_compile(req);
+    }
   } else {
     // The first source whose main kernel compiles without spills (sm90_bwd_fallback_sources: what each step gives
     // up and why). Of the corpus at D = 128 (NVRTC 13.0) only a learnable relative bias (per-diagonal buffer-gradient

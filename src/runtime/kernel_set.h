@@ -53,6 +53,7 @@ struct KernelSetKey {
 struct Sm90FwdForm {
   bool narrow = false, persistent = false, tall = false;
   bool rel_diag = false;  // distance tables (FLEXATTN_SM90_REL_DIAG): their source's define and their shared memory
+  bool rel_prefetch = false;  // the rel-gather loads issued while S is computed (FLEXATTN_SM90_GATHER_PREFETCH)
 };
 
 struct KernelSet {

@@ -70,9 +70,7 @@ std::string kernel_source_sm90_fwd(const codegen::GeneratedVariant& variant, con
   if (form.rel_diag) s << "#define FLEXATTN_SM90_REL_DIAG 1\n";
   if (variant.rel_gather != 0 && !form.rel_diag && jit::env_flag("FLEXATTN_SM90_GATHER", true)) {
     s << "#define FLEXATTN_SM90_REL_GATHER 1\n";
-    // FLEXATTN_SM90_GATHER_PREFETCH (opt-in until measured): the gathers' 34 loads issued while S is computed
-    // (fwd_softmax_sm90.cuh use_rel_prefetch) instead of after its wait.
-    if (jit::env_flag("FLEXATTN_SM90_GATHER_PREFETCH", false)) s << "#define FLEXATTN_SM90_REL_PREFETCH 1\n";
+    if (form.rel_prefetch) s << "#define FLEXATTN_SM90_REL_PREFETCH 1\n";
   }
   // FLEXATTN_SM90_KV_RANGE (default off): masks of one kv interval per row (codegen's kKvRange: causal, sliding
   // windows, prefix-LM) test a partial tile's entries against the row's bounds (fwd_softmax_sm90.cuh); only
@@ -106,6 +104,12 @@ Sm90FwdForm sm90_fwd_form(const codegen::GeneratedVariant& variant, const Kernel
   // the gathers it replaces). 1 forces the tables on the gather shape too, 0 turns them off. Not with the tall tile:
   // the 34 table values a thread holds per tile spilled its 160-register consumers (60 bytes, ptxas 13.0).
   f.rel_diag = variant.rel_diag && jit::env_flag("FLEXATTN_SM90_REL_DIAG", variant.rel_gather == 0);
+  // FLEXATTN_SM90_GATHER_PREFETCH (opt-in until measured): the rel-gather forward's 34 loads issued while S is
+  // computed (fwd_softmax_sm90.cuh use_rel_prefetch) instead of after its wait. Not with a mask_mod at D = 128: the
+  // 34 values held across the wait spilled relbias + causal there (40 bytes, ptxas 13.0); D = 64 and no mask_mod
+  // compile clean. A set that spills anyway drops it (get_kernel_set).
+  f.rel_prefetch = variant.rel_gather != 0 && !f.rel_diag && jit::env_flag("FLEXATTN_SM90_GATHER_PREFETCH", false) &&
+                   !(variant.has_mask_mod && key.d > 64);
   f.tall = key.sm90_fwd_tall && kern::sm90_fwd_tall_ok(key.d, key.dv, f.narrow) && sm90_fwd_tall_suits(variant) &&
            !f.rel_diag;
   return f;

@@ -2,7 +2,8 @@
 # Session 29 (issue 5: relbias_full at 74 % of dense on the H100, 79 % on the H200; 85 % wanted): the rel-gather
 # forward's 34 row loads issued while S is computed (FLEXATTN_SM90_GATHER_PREFETCH=1, opt-in) instead of after the
 # wait for S, where session 28's SASS put their latency on the softmax's critical path. SASS checked locally: in the
-# loop the 34 LDGs sit between the P V issue and `WARPGROUP.DEPBAR.LE gsb0, 0x1`; no spills at D 64 / 128.
+# loop the 34 LDGs sit between the P V issue and `WARPGROUP.DEPBAR.LE gsb0, 0x1`; no spills at D 64 / 128 (with a
+# mask_mod only D = 64 takes it: relbias + causal D=128 spilled, so its timing row is a control).
 # 1. Correctness with it on: gpu_attention_check --only relbias (full run: lengths, offsets, masks), memcheck --quick,
 #    `run --check` at odd lengths (the clamped form's tiles: tails, short biases, rows wrapping past L).
 # 2. Speed: relbias_full forward A/B/B/A at D 64 / 128 (bench/run.py, B=2 H=16 S=8192), and relbias + causal.

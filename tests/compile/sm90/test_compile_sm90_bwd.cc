@@ -383,6 +383,37 @@ TEST_F(Sm90BwdCompile, V3FirstKernelCompilesCleanlyForEveryCorpusVariant) {
   }
 }
 
+// FLEXATTN_SM90_BWD_DQ_SWAP=1 (opt-in): the v3 dQ buffers' conflict-free store order (DqSlots, tested on the host in
+// Sm90BwdHost.DqV3StoreOrderKeepsEachHalfWarpOnDistinctBanks) reaches only the sources it is asked for and compiles
+// clean in both v3 kernels (the first at D = 64, the v2 at D = 128, and the wide one): no spills, the same TMA
+// reductions and 8-byte shared accesses, and (with a disassembler) the lane's choice of block as selects.
+TEST_F(Sm90BwdCompile, DqSwapCompilesCleanlyWhereAsked) {
+  Variant dense, causal;
+  causal.mask_mod = mods::causal();
+  for (const auto& [v, name] : {std::pair{&dense, "dense"}, std::pair{&causal, "causal"}})
+    for (int d : {64, 128, 256}) {
+      const std::string what = std::string(name) + " D=" + std::to_string(d);
+      const std::string prefix = "attn_bwd_sm90a_dq_swap_test_d" + std::to_string(d);
+      const sm90_test::BwdBuild on = sm90_test::compile_bwd_with(*v, DType::BF16, d, d, prefix + "_on",
+                                                                 {{"FLEXATTN_SM90_BWD_DQ_SWAP", true}});
+      const sm90_test::BwdBuild off = sm90_test::compile_bwd_with(*v, DType::BF16, d, d, prefix + "_off",
+                                                                  {{"FLEXATTN_SM90_BWD_DQ_SWAP", false}});
+      EXPECT_NE(on.source.find("#define FLEXATTN_SM90_BWD_DQ_SWAP 1"), std::string::npos) << what;
+      EXPECT_EQ(off.source.find("DQ_SWAP"), std::string::npos) << what << ": off leaves the source as it was";
+      expect_clean(on.set, what + " swapped");
+      std::string why;
+      const std::optional<std::string> a = testing_sass::disassemble(*on.set.compiled.cubin, &why);
+      const std::optional<std::string> b = testing_sass::disassemble(*off.set.compiled.cubin, &why);
+      if (!a || !b) continue;  // no disassembler
+      const std::string sa = testing_sass::function_sass(*a, "flexattn_bwd");
+      const std::string sb = testing_sass::function_sass(*b, "flexattn_bwd");
+      EXPECT_EQ(testing_sass::count(sa, "UTMAREDG"), testing_sass::count(sb, "UTMAREDG")) << what;
+      EXPECT_EQ(testing_sass::count(sa, "STS.64"), testing_sass::count(sb, "STS.64")) << what;
+      EXPECT_GT(testing_sass::count(sa, "SEL"), testing_sass::count(sb, "SEL")) << what;
+      EXPECT_EQ(testing_sass::count(sa, "LDL") + testing_sass::count(sa, "STL"), 0) << what;
+    }
+}
+
 TEST_F(Sm90BwdCompile, EveryHeaderCompilesOnItsOwn) {
   for (const char* h : {"sm90/tile_config_sm90_bwd.h", "sm90/bwd_layout_sm90.cuh", "sm90/bwd_gemm_sm90.cuh",
                         "sm90/bwd_producer_sm90.cuh", "sm90/bwd_consumer_sm90.cuh", "sm90/bwd_consumer_v2_sm90.cuh",

@@ -308,3 +308,41 @@ TEST_F(Sm90SoftmaxOptsCompile, RelDiagTablesCompileCleanlyAndEvaluateOncePerDist
     expect_no_spill(sm90_test::compile_fwd_source("attn_fwd_sm90a_rel_diag_gather", on), std::string(name) + " rel diag");
   }
 }
+
+// FLEXATTN_SM90_GATHER_PREFETCH=1 (opt-in): only rel-gather sources get the define -- and with a mask_mod only at
+// D = 64: relbias + causal spilled 40 bytes with it at D = 128 (sm90_fwd_form) -- which compile clean, and -- with a
+// disassembler -- the loop's wait for S (`WARPGROUP.DEPBAR.LE gsb0, 0x1`, P V still in flight) comes after the
+// tile's 34 row loads instead of before them.
+TEST_F(Sm90SoftmaxOptsCompile, GatherPrefetchLoadsTheRowBeforeTheWaitForS) {
+  mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
+  const Variant alibi = corpus::build_variant(corpus::corpus_entry("alibi+causal"), shape).variant;
+  EXPECT_EQ(source_with(alibi, 128, "1", "FLEXATTN_SM90_GATHER_PREFETCH").find("REL_PREFETCH"), std::string::npos);
+  // LDGs among the 48 instructions (96 lines of cuobjdump text) before the first loop wait for S.
+  const auto loads_before_wait = [](const std::string& sass) {
+    const size_t wait = sass.find("WARPGROUP.DEPBAR.LE gsb0, 0x1");
+    if (wait == std::string::npos) return -1;
+    size_t from = wait;
+    for (int n = 0; n < 96 && from > 0; ++n) from = sass.rfind('\n', from - 1);
+    return testing_sass::count(sass.substr(from, wait - from), "LDG");
+  };
+  std::string why;
+  for (const char* name : {"relbias(learnable)", "relbias+causal"})
+    for (int d : {64, 128}) {
+      const std::string what = std::string(name) + " D=" + std::to_string(d);
+      const Variant v = corpus::build_variant(corpus::corpus_entry(name), shape).variant;
+      const std::string on = source_with(v, d, "1", "FLEXATTN_SM90_GATHER_PREFETCH");
+      const std::string off = source_with(v, d, nullptr, "FLEXATTN_SM90_GATHER_PREFETCH");
+      const bool masked = std::string(name) != "relbias(learnable)";
+      EXPECT_EQ(on.find("#define FLEXATTN_SM90_REL_PREFETCH 1") != std::string::npos, !(masked && d > 64)) << what;
+      EXPECT_NE(on.find("#define FLEXATTN_SM90_REL_GATHER 1"), std::string::npos) << what;
+      EXPECT_EQ(off.find("REL_PREFETCH"), std::string::npos) << what << ": unset is off";
+      const jit::CompiledKernel a = sm90_test::compile_fwd_source("attn_fwd_sm90a_rel_prefetch", on);
+      expect_no_spill(a, what + " prefetch");
+      if (d != 128 || masked) continue;
+      const jit::CompiledKernel b = sm90_test::compile_fwd_source("attn_fwd_sm90a_rel_prefetch_off", off);
+      const std::optional<std::string> sa = testing_sass::disassemble(*a.cubin, &why), sb = testing_sass::disassemble(*b.cubin, &why);
+      if (!sa || !sb) continue;  // no disassembler
+      EXPECT_GE(loads_before_wait(*sa), 34) << what;
+      EXPECT_LT(loads_before_wait(*sb), 34) << what;
+    }
+}
