@@ -190,7 +190,7 @@ __device__ __forceinline__ void add_dq(const AttnParams& p, const float (&dq)[D 
 //     four rows then use the chunk pairs a, a ^ 2, a ^ 1, a ^ 3 (a = i % 4), all 32 banks. Same layout, another
 //     order per lane (one select per value), with FLEXATTN_SM90_BWD_DQ_SWAP (opt-in until measured).
 // wg: the index of the warpgroup's first 64-column block (the v2: its half, the wide kernel: 2 x its
-// 128-column half); 0 for the first consumer (each of its warpgroups holds all D columns). The sums keep the operand order of the per-layout code they replace (same SASS).
+// 128-column half); 0 for the first consumer (each of its warpgroups holds all D columns). The sums keep the operand order of the per-layout code they replace.
 template <class C>
 struct DqSlots {
   // Whether lanes of odd g take column block i ^ 2 at step i, and the chunk XOR that places it (g ^ 4 for them).
@@ -206,7 +206,7 @@ struct DqSlots {
   static __device__ __forceinline__ void pair(const float (&dq)[R], bool sw, int r, int i, float& x, float& y) {
     if constexpr (kSwap) {
       static_assert(R / 4 % 4 == 0, "the swapped order pairs blocks within groups of four");
-      const int k = i ^ 2;
+      const int k = sm90_dq_v3_step_block(i, 1, true);  // the block an odd row takes at step i
       x = sw ? dq[4 * k + 2 * r] : dq[4 * i + 2 * r];
       y = sw ? dq[4 * k + 2 * r + 1] : dq[4 * i + 2 * r + 1];
     } else {

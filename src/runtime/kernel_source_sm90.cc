@@ -107,9 +107,9 @@ Sm90FwdForm sm90_fwd_form(const codegen::GeneratedVariant& variant, const Kernel
   // FLEXATTN_SM90_GATHER_PREFETCH (opt-in until measured): the rel-gather forward's 34 loads issued while S is
   // computed (fwd_softmax_sm90.cuh use_rel_prefetch) instead of after its wait. Not with a mask_mod at D = 128: the
   // 34 values held across the wait spilled relbias + causal there (40 bytes, ptxas 13.0); D = 64 and no mask_mod
-  // compile clean. A set that spills anyway drops it (get_kernel_set).
+  // compile clean; D = 192 / 256 untried, so not there. A set that spills anyway drops it (get_kernel_set).
   f.rel_prefetch = variant.rel_gather != 0 && !f.rel_diag && jit::env_flag("FLEXATTN_SM90_GATHER_PREFETCH", false) &&
-                   !(variant.has_mask_mod && key.d > 64);
+                   key.d <= 128 && !(variant.has_mask_mod && key.d > 64);
   f.tall = key.sm90_fwd_tall && kern::sm90_fwd_tall_ok(key.d, key.dv, f.narrow) && sm90_fwd_tall_suits(variant) &&
            !f.rel_diag;
   return f;

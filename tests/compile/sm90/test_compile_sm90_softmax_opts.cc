@@ -317,6 +317,9 @@ TEST_F(Sm90SoftmaxOptsCompile, GatherPrefetchLoadsTheRowBeforeTheWaitForS) {
   mods::ProblemShape shape{1, 4, 4, 256, 256, 128, 128, 1};
   const Variant alibi = corpus::build_variant(corpus::corpus_entry("alibi+causal"), shape).variant;
   EXPECT_EQ(source_with(alibi, 128, "1", "FLEXATTN_SM90_GATHER_PREFETCH").find("REL_PREFETCH"), std::string::npos);
+  const Variant rel = corpus::build_variant(corpus::corpus_entry("relbias(learnable)"), shape).variant;
+  EXPECT_EQ(source_with(rel, 256, "1", "FLEXATTN_SM90_GATHER_PREFETCH").find("REL_PREFETCH"), std::string::npos)
+      << "D = 256: not tried";
   // LDGs among the 48 instructions (96 lines of cuobjdump text) before the first loop wait for S.
   const auto loads_before_wait = [](const std::string& sass) {
     const size_t wait = sass.find("WARPGROUP.DEPBAR.LE gsb0, 0x1");
