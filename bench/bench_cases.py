@@ -21,7 +21,7 @@ CASES = ("full", "causal", "sliding1024", "document", "prefixlm", "alibi_causal"
 # FLEXATTN_SM90_REL_DIAG's default since session 29).
 EXTRA_CASES = ("softcap_approx_causal", "t5_full")
 ALL_CASES = CASES + EXTRA_CASES
-SUITES = ("full", "long", "quick", "hd256", "decode")
+SUITES = ("full", "long", "quick", "hd256", "hd96", "decode")
 
 WINDOW = 1024          # sliding1024: q - kv < WINDOW and causal, each query sees WINDOW keys
 N_DOCS = 8             # document: 8 packed documents, causal within each
@@ -73,8 +73,11 @@ SUITE_SHAPES: Dict[str, Tuple[Shape, ...]] = {
     "quick": (Shape(4, 16, 2048, 128),),
     # Head dim 256 at the long shape (the backward's wide kernel; outside the issues' target table).
     "hd256": (Shape(2, 16, 8192, 256),),
+    # Head dim 96 at the long shape (issue 5's "96 if cheap": the sm90 forward runs it on the D=128 kernel, zero-padded;
+    # the backward on the sm80 family).
+    "hd96": (Shape(2, 16, 8192, 96),),
 }
-DEFAULT_REPS = {"full": 50, "long": 30, "quick": 20, "hd256": 20, "decode": 50}
+DEFAULT_REPS = {"full": 50, "long": 30, "quick": 20, "hd256": 20, "hd96": 20, "decode": 50}
 MIN_REPS = 20
 
 

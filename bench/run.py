@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--suite", choices=bc.SUITES, default="quick",
                    help="full: B=2 H=16 S=8192 and B=4 H=16 S=2048, D=64 and 128; long: B=2 H=16 S=8192, D=64 and 128 "
                         "(the issues' target shape); quick: B=4 H=16 S=2048 D=128 "
-                        "(under 3 minutes on an H200); hd256: B=2 H=16 S=8192 D=256; decode: one query token against a long KV "
+                        "(under 3 minutes on an H200); hd256: B=2 H=16 S=8192 D=256; hd96: the same at D=96; "
+                        "decode: one query token against a long KV "
                         "(default quick)")
     p.add_argument("--cases", help=f"comma-separated subset of {','.join(bc.ALL_CASES)} (default all of the suite: "
                    f"{','.join(bc.CASES)})")

@@ -82,6 +82,12 @@ def test_hd256_suite_is_the_long_shape_at_head_dim_256():
     assert bc.DEFAULT_REPS["hd256"] >= bc.MIN_REPS
 
 
+def test_hd96_suite_is_the_long_shape_at_head_dim_96():
+    assert [(s.B, s.H, s.S, s.D) for s in bc.SUITE_SHAPES["hd96"]] == [(2, 16, 8192, 96)]
+    assert len(bc.jobs("hd96", ["full", "causal"], bc.IMPLS)) == 8
+    assert bc.DEFAULT_REPS["hd96"] >= bc.MIN_REPS
+
+
 def test_decode_suite_has_no_attention_jobs():
     with pytest.raises(ValueError, match="--suite"):
         bc.jobs("decode", bc.CASES, bc.IMPLS)
