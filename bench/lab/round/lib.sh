@@ -192,3 +192,19 @@ bwd_sweep() { sweep_runs bwd "$@"; }
 
 # fwd_ab VAR: fwd_sweep VAR "0 1" over the default cases (a switch off, on, on, off).
 fwd_ab() { fwd_sweep "$1" "0 1"; }
+
+# ncu_full NAME KERNEL_REGEX CAP CMD...: `ncu --set full` of the first launch of KERNEL_REGEX in CMD (under min(CAP,
+# left) s) into $O/ncu_NAME.*: the details page, the SASS source page (csv), the summary lines and ncu_top's 12 top stall
+# lines; the report itself is deleted (too large to bring back).
+ncu_full() {
+  local name=$1 kernel=$2 c=$3; shift 3
+  local ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+  timeout $(cap $c 10) $ncu --kernel-name regex:"$kernel" --launch-count 1 --set full --import-source yes \
+    -o $O/ncu_$name -f "$@" > $O/ncu_$name.log 2>&1
+  echo "ncu $name rc=$? ($(el) s)"
+  $ncu --import $O/ncu_$name.ncu-rep --page details > $O/ncu_$name.details.txt 2>&1
+  $ncu --import $O/ncu_$name.ncu-rep --page source --csv --print-source sass > $O/ncu_$name.sass.csv 2>&1
+  grep -E "^ +Duration|Issued Ipc|No Eligible|Eligible Warps" $O/ncu_$name.details.txt | head -4
+  python3 bench/lab/round/ncu_top.py $O/ncu_$name.sass.csv 12
+  rm -f $O/ncu_$name.ncu-rep
+}

@@ -22,12 +22,6 @@ for ps in 0 1; do
   FLEXATTN_SM90_BWD_PERSISTENT=$ps timeout $(cap 60 10) $NCU --section SpeedOfLight --kernel-name regex:'flexattn_bwd' \
     $F "${args[@]}" > $O/sol_p$ps.log 2>&1
   grep -E "flexattn_bwd|Duration" $O/sol_p$ps.log | paste - - | awk '{print "   ", $1, $(NF-1), $NF}' | sort | uniq -c | head -8
-  FLEXATTN_SM90_BWD_PERSISTENT=$ps timeout $(cap 90 10) $NCU --kernel-name regex:'^flexattn_bwd$' --launch-count 1 \
-    --set full --import-source yes -o $O/ncu_p$ps -f $F "${args[@]}" > $O/ncu_p$ps.log 2>&1
-  $NCU --import $O/ncu_p$ps.ncu-rep --page details > $O/ncu_p$ps.details.txt 2>&1
-  $NCU --import $O/ncu_p$ps.ncu-rep --page source --csv --print-source sass > $O/ncu_p$ps.sass.csv 2>&1
-  grep -E "^ +Duration|Issued Ipc|No Eligible|Eligible Warps" $O/ncu_p$ps.details.txt | head -4
-  python3 bench/lab/round/ncu_top.py $O/ncu_p$ps.sass.csv 12
+  FLEXATTN_SM90_BWD_PERSISTENT=$ps ncu_full p$ps '^flexattn_bwd$' 90 $F "${args[@]}"
 done
-rm -f $O/*.ncu-rep
 (cd $OUT && tar czf all.tgz --exclude=all.tgz . 2>/dev/null); true
