@@ -71,10 +71,10 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 # Session 28's padded head dims (FLEXATTN_SM90_PAD_HEAD_DIM, default on since session 29) turned off: the quick run's
 # D 80 / 96 / 160 cases on the sm80 family (every other case takes the same kernels as with it).
 [ $HOPPER = 1 ] && FLEXATTN_SM90_PAD_HEAD_DIM=0 run gpu_attention_no_pad_head_dim $CHECK --quick
-# Session 29's opt-in switches: the rel-gather forward's row loads issued while S is computed (the relative-bias
-# entries of the full run), and the v3 dQ buffers' conflict-free store order (every backward form of the quick run).
-[ $HOPPER = 1 ] && FLEXATTN_SM90_GATHER_PREFETCH=1 run gpu_attention_gather_prefetch $CHECK --only relbias
-[ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_SWAP=1 run gpu_attention_bwd_dq_swap $CHECK --quick
+# Session 29's defaults turned off: the rel-gather forward's row loads after the wait for S (the relative-bias entries
+# of the full run), and the v3 dQ buffers' stores in step order (every backward form of the quick run).
+[ $HOPPER = 1 ] && FLEXATTN_SM90_GATHER_PREFETCH=0 run gpu_attention_no_gather_prefetch $CHECK --only relbias
+[ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_SWAP=0 run gpu_attention_no_bwd_dq_swap $CHECK --quick
 # Session 24's early claim of the persistent forward's next tile (FLEXATTN_SM90_EARLY_CLAIM=2, opt-in): every tile
 # still runs exactly once (the quick run's masks and lengths).
 [ $HOPPER = 1 ] && FLEXATTN_SM90_EARLY_CLAIM=2 run gpu_attention_early_claim $CHECK --quick

@@ -383,8 +383,8 @@ TEST_F(Sm90BwdCompile, V3FirstKernelCompilesCleanlyForEveryCorpusVariant) {
   }
 }
 
-// FLEXATTN_SM90_BWD_DQ_SWAP=1 (opt-in): the v3 dQ buffers' conflict-free store order (DqSlots, tested on the host in
-// Sm90BwdHost.DqV3StoreOrderKeepsEachHalfWarpOnDistinctBanks) reaches only the sources it is asked for and compiles
+// FLEXATTN_SM90_BWD_DQ_SWAP (default on): the v3 dQ buffers' conflict-free store order (DqSlots, tested on the host in
+// Sm90BwdHost.DqV3StoreOrderKeepsEachHalfWarpOnDistinctBanks) is in the sources unless turned off (0: the sources as before) and compiles
 // clean in both v3 kernels (the first at D = 64, the v2 at D = 128, and the wide one): no spills, the same TMA
 // reductions and 8-byte shared accesses, and (with a disassembler) the lane's choice of block as selects.
 TEST_F(Sm90BwdCompile, DqSwapCompilesCleanlyWhereAsked) {

@@ -309,7 +309,7 @@ TEST_F(Sm90SoftmaxOptsCompile, RelDiagTablesCompileCleanlyAndEvaluateOncePerDist
   }
 }
 
-// FLEXATTN_SM90_GATHER_PREFETCH=1 (opt-in): only rel-gather sources get the define -- and with a mask_mod only at
+// FLEXATTN_SM90_GATHER_PREFETCH (default on): only rel-gather sources get the define -- and with a mask_mod only at
 // D = 64: relbias + causal spilled 40 bytes with it at D = 128 (sm90_fwd_form) -- which compile clean, and -- with a
 // disassembler -- the loop's wait for S (`WARPGROUP.DEPBAR.LE gsb0, 0x1`, P V still in flight) comes after the
 // tile's 34 row loads instead of before them.
@@ -334,11 +334,12 @@ TEST_F(Sm90SoftmaxOptsCompile, GatherPrefetchLoadsTheRowBeforeTheWaitForS) {
       const std::string what = std::string(name) + " D=" + std::to_string(d);
       const Variant v = corpus::build_variant(corpus::corpus_entry(name), shape).variant;
       const std::string on = source_with(v, d, "1", "FLEXATTN_SM90_GATHER_PREFETCH");
-      const std::string off = source_with(v, d, nullptr, "FLEXATTN_SM90_GATHER_PREFETCH");
+      const std::string off = source_with(v, d, "0", "FLEXATTN_SM90_GATHER_PREFETCH");
+      EXPECT_EQ(source_with(v, d, nullptr, "FLEXATTN_SM90_GATHER_PREFETCH"), on) << what << ": unset is on";
       const bool masked = std::string(name) != "relbias(learnable)";
       EXPECT_EQ(on.find("#define FLEXATTN_SM90_REL_PREFETCH 1") != std::string::npos, !(masked && d > 64)) << what;
       EXPECT_NE(on.find("#define FLEXATTN_SM90_REL_GATHER 1"), std::string::npos) << what;
-      EXPECT_EQ(off.find("REL_PREFETCH"), std::string::npos) << what << ": unset is off";
+      EXPECT_EQ(off.find("REL_PREFETCH"), std::string::npos) << what << ": 0 is off";
       const jit::CompiledKernel a = sm90_test::compile_fwd_source("attn_fwd_sm90a_rel_prefetch", on);
       expect_no_spill(a, what + " prefetch");
       if (d != 128 || masked) continue;
