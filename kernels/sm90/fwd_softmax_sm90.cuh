@@ -234,9 +234,10 @@ __device__ __forceinline__ void scores_inside_rel_gather(float (&s)[BN / 2], con
 }
 
 // FLEXATTN_SM90_REL_PREFETCH (the source generator defines it for rel-gather variants under
-// FLEXATTN_SM90_GATHER_PREFETCH, the default since session 29: relbias_full D=128 +10 % on an H100): the fast path's 34 loads are issued while S is computed (rel_tile_prepare, beside
-// the distance tables' fill) instead of after the wait for S, where their latency sat on the softmax's critical path
-// (SASS, session 28). The clamped form still loads in the softmax.
+// FLEXATTN_SM90_GATHER_PREFETCH, the default since session 29: relbias_full D=128 +10 % on an H100): the fast
+// path's 34 loads are issued while S is computed (rel_tile_prepare, beside the distance tables' fill) instead of
+// after the wait for S, where their latency sat on the softmax's critical path (SASS, session 28). The clamped form
+// still loads in the softmax.
 template <class V>
 __device__ __forceinline__ constexpr bool use_rel_prefetch() {
 #if defined(FLEXATTN_SM90_REL_PREFETCH)

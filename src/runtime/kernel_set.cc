@@ -202,16 +202,12 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
   }
   if (!(sm90 && key.backward)) {
     set->compiled = jit::get_or_compile(req);
-    // The tall forward's consumers have 160 registers: the heavier mods spill there (ptxas 13.0, D = 64: softcap
-    // + causal 200 bytes, document, relbias + causal, t5, text:mixed). Such a set takes the usual kernel instead.
-    if (set->sm90_fwd.tall && spills_in(set->compiled, "flexattn_fwd")) {
-      set->sm90_fwd.tall = false;
-      req.source = kernel_source_sm90_fwd(gen, key, set->sm90_fwd);
-      set->compiled = jit::get_or_compile(req);
-    }
-    // The same for the rel-gather prefetch (sm90_fwd_form keeps it off where it is known to spill).
-    if (set->sm90_fwd.rel_prefetch && spills_in(set->compiled, "flexattn_fwd")) {
-      set->sm90_fwd.rel_prefetch = false;
+    // A forward form's optional parts, given up one at a time while its kernel spills: the tall tile (160-register
+    // consumers: the heavier mods spill there, ptxas 13.0, D = 64: softcap + causal 200 bytes, document, relbias +
+    // causal, t5, text:mixed), then the rel-gather prefetch (sm90_fwd_form keeps it off where it is known to spill).
+    for (bool* part : {&set->sm90_fwd.tall, &set->sm90_fwd.rel_prefetch}) {
+      if (!*part || !spills_in(set->compiled, "flexattn_fwd")) continue;
+      *part = false;
       req.source = kernel_source_sm90_fwd(gen, key, set->sm90_fwd);
       set->compiled = jit::get_or_compile(req);
     }

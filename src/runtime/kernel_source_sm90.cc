@@ -107,11 +107,12 @@ Sm90FwdForm sm90_fwd_form(const codegen::GeneratedVariant& variant, const Kernel
   // FLEXATTN_SM90_GATHER_PREFETCH (default on since session 29): the rel-gather forward's 34 loads issued while S is
   // computed (fwd_softmax_sm90.cuh use_rel_prefetch) instead of after its wait. H100, s29e (B=2 H=16 S=8192 forward
   // ms, off / on): relbias_full D=128 2.154 / 1.952 (+10.4 %), D=64 1.725 / 1.658 (+4.0 %), relbias + causal D=64
-  // 0.859 / 0.833; checks and memcheck clean. Not with a mask_mod at D = 128: the
-  // 34 values held across the wait spilled relbias + causal there (40 bytes, ptxas 13.0); D = 64 and no mask_mod
-  // compile clean; D = 192 / 256 untried, so not there. A set that spills anyway drops it (get_kernel_set).
-  f.rel_prefetch = variant.rel_gather != 0 && !f.rel_diag && jit::env_flag("FLEXATTN_SM90_GATHER_PREFETCH", true) &&
-                   key.d <= 128 && !(variant.has_mask_mod && key.d > 64);
+  // 0.859 / 0.833; checks and memcheck clean. D = 64, and D = 128 without a mask_mod: with one the 34 values held
+  // across the wait spilled relbias + causal (40 bytes, ptxas 13.0); D = 192 / 256 untried. A set that spills anyway
+  // drops it (get_kernel_set).
+  const bool prefetch_dims = key.d <= 64 || (key.d <= 128 && !variant.has_mask_mod);
+  f.rel_prefetch = variant.rel_gather != 0 && !f.rel_diag && prefetch_dims &&
+                   jit::env_flag("FLEXATTN_SM90_GATHER_PREFETCH", true);
   f.tall = key.sm90_fwd_tall && kern::sm90_fwd_tall_ok(key.d, key.dv, f.narrow) && sm90_fwd_tall_suits(variant) &&
            !f.rel_diag;
   return f;
