@@ -15,8 +15,9 @@
 //    (kernels work in log2 internally and convert once); fully masked rows hold -inf. Either may be
 //    null in the forward (not written). The backward reads lse (natural units).
 //  - dlse: fp32 [B,Hq,L] contiguous, the gradient w.r.t. the natural-log lse, or null (= 0).
-//  - dq_accum: fp32 [B,Hq,L,D] contiguous workspace, zeroed by the preprocess kernel; null when
-//    deterministic != 0, except with dq_sem (the sm90 backward's ordered dQ reductions).
+//  - dq_accum: fp32 [B,Hq,L,D] contiguous workspace, zeroed by the preprocess kernel (not with dq_claim: the
+//    first writer of each query tile stores it); null when deterministic != 0, except with dq_sem (the sm90
+//    backward's ordered dQ reductions).
 //  - Block mask (torch BlockMask layout, int32, contiguous): kv_num_blocks [mask_B,mask_H,nq],
 //    kv_indices [mask_B,mask_H,nq,nkv], q_num_blocks [mask_B,mask_H,nkv], q_indices
 //    [mask_B,mask_H,nkv,nq]; full_* alike and may be null (no full blocks). Kernels index
@@ -166,6 +167,12 @@ struct AttnParams {
   // kernel. Set by runtime/sm90_backward.cc for the non-persistent bulk dQ kernels only; null otherwise
   // (deterministic mode then computes dQ in the sm80 family's separate pass).
   int* dq_sem;
+  // sm90 backward with the TMA dQ reductions (FLEXATTN_SM90_BWD_DQ_CLAIM; sm90/bwd_dq_claim_sm90.cuh): one word per
+  // (b, h, 64-row query tile), int32 [B, Hq, ceil(L / 64)] in the backward workspace, zeroed by the preprocess
+  // kernel, which then leaves dq_accum uncleared: the first dQ writer of a tile claims it (0 -> 1), stores its
+  // partial, and marks it stored (2); the others add after that; the dQ convert writes zeros for tiles left at 0.
+  // Null: dq_accum is cleared and every writer adds.
+  int* dq_claim;
   // sm90 backward, non-persistent kernel: the launch order of its (kv tile, kv head, kv batch) CTAs is kv tile
   // major within groups of this many (kv head, kv batch) pairs, a smaller group first (sm90_bwd_grid_tile,
   // tile_config_sm90_bwd.h; FLEXATTN_SM90_BWD_HEAD_GROUPS). 1 (and 0): one pair after the other, the grid's own

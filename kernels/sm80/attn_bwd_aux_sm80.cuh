@@ -2,8 +2,9 @@
 // Row-parallel backward helpers, sm80 family.
 //  preprocess: delta = rowsum(O * dO) - dlse (fp32 over the rounded 16-bit values), and zeroes the
 //              dQ accumulator rows (when there is one) so the main kernel can add into them, and the
-//              sm90 backward's ordered-dQ semaphores (p.dq_sem, deterministic mode).
-//  dq convert: dq = dtype(scale * dq_accum).
+//              sm90 backward's ordered-dQ semaphores (p.dq_sem, deterministic mode); with p.dq_claim it zeroes
+//              the claim words instead of the accumulator.
+//  dq convert: dq = dtype(scale * dq_accum) (0 in query tiles no writer claimed).
 #include "common/numeric.cuh"
 #include "common/params.h"
 #include "sm80/tile_config.h"
@@ -38,12 +39,16 @@ __device__ __forceinline__ void attn_bwd_preprocess_sm80(const AttnParams& p) {
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
     if (lane == 0) p.delta[row] = acc - (p.dlse != nullptr ? p.dlse[row] : 0.f);
-    if (p.dq_accum != nullptr) {  // null in deterministic mode, unless the sm90 ordered reductions use it
+    if (p.dq_accum != nullptr && p.dq_claim == nullptr) {  // null in deterministic mode, unless the sm90 ordered
+                                                           // reductions use it; with claims the first writer stores
       float4* z = reinterpret_cast<float4*>(p.dq_accum + row * D);
       for (int c = lane; c < D / 4; c += 32) z[c] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    if (p.dq_sem != nullptr && lane == 0 && q % kSm90BwdBlockM == 0)
-      p.dq_sem[sm90::bwd_dq_semaphore_index(p.L, b * p.Hq + h, q)] = 0;
+    if (lane == 0 && q % kSm90BwdBlockM == 0) {
+      const long long t = sm90::bwd_dq_semaphore_index(p.L, b * p.Hq + h, q);
+      if (p.dq_sem != nullptr) p.dq_sem[t] = 0;
+      if (p.dq_claim != nullptr) p.dq_claim[t] = 0;
+    }
   }
 }
 
@@ -55,7 +60,11 @@ __device__ __forceinline__ void attn_bwd_dq_convert_sm80(const AttnParams& p) {
     const int q = blockIdx.x * kSm80ConvertRows + i / kChunksPerRow, c = i % kChunksPerRow;
     if (q >= p.L) continue;
     const float4* src = reinterpret_cast<const float4*>(p.dq_accum + (((long long)b * p.Hq + h) * p.L + q) * D + c * 8);
-    const float4 x = src[0], y = src[1];
+    // A query tile no dQ writer claimed (sm90/bwd_dq_claim_sm90.cuh) has no contributions, and its accumulator
+    // rows were never cleared.
+    const bool unwritten = p.dq_claim != nullptr && p.dq_claim[sm90::bwd_dq_semaphore_index(p.L, b * p.Hq + h, q)] == 0;
+    const float4 x = unwritten ? make_float4(0.f, 0.f, 0.f, 0.f) : src[0];
+    const float4 y = unwritten ? make_float4(0.f, 0.f, 0.f, 0.f) : src[1];
     const float s = p.scale;
     uint4 v;
     v.x = Num<T>::pack(x.x * s, x.y * s);

@@ -10,6 +10,7 @@
 #include "common/params.h"
 #include "sm80/attn_bwd_sm80.cuh"
 #include "sm80/scores_sm80.cuh"
+#include "sm90/bwd_dq_claim_sm90.cuh"
 #include "sm90/bwd_dq_order_sm90.cuh"
 #include "sm90/bwd_layout_sm90.cuh"
 #include "sm90/fwd_scheduler_sm90.cuh"
@@ -188,7 +189,8 @@ __device__ __forceinline__ void bwd_producer_persistent(const AttnParams& p, con
 // by both consumer warpgroups (64 columns each).
 // v3 (kT, FLEXATTN_SM90_BWD_V3): the buffer is D / 32 swizzled [64][32] fp32 slabs and lane 0 adds each
 // with one TMA tensor reduction (p.dq_map, 3-D (D, L, B * Hq)); rows >= L lie outside the map and are
-// skipped by the TMA unit, so there is no per-row loop.
+// skipped by the TMA unit, so there is no per-row loop. With p.dq_claim the first writer of a tile stores it
+// instead (bwd_dq_claim_sm90.cuh) and releases the tile once its stores have completed.
 // Two writers (deterministic mode): warps 1 and 2 (w = 0, 1) take the even and the odd tiles. Each tile's writer chain
 // (rank, acquire, reductions, read, completion, release) is serial and longer than a consumer step (session 18:
 // causal D=128 +52 % with one writer, +21 % with two); alternating, a warp's chain may take two steps. With two dQ
@@ -239,9 +241,16 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
     const int bh = ld_shared_s32(c.dq_info(pos.stage) + 4);
     if (ordered && !(early && q0 == next_q0 && bh == next_bh)) bwd_dq_wait_turn(p, bh, q0, kv_tile, lane, rank_cache);
     if (lane == 0) {
+      bool first = false;  // this writer claimed the tile and stores it (bwd_dq_claim_sm90.cuh)
       if constexpr (kT) {
+        first = p.dq_claim != nullptr && bwd_dq_claim(p, bh, q0);
 #pragma unroll
-        for (int s = 0; s < D / 32; ++s) tma_reduce_add_3d(&p.dq_map, c.dq_buf(pos.stage) + s * 64 * 128, 32 * s, q0, bh);
+        for (int s = 0; s < D / 32; ++s) {
+          if (first)
+            tma_store_3d(&p.dq_map, c.dq_buf(pos.stage) + s * 64 * 128, 32 * s, q0, bh);
+          else
+            tma_reduce_add_3d(&p.dq_map, c.dq_buf(pos.stage) + s * 64 * 128, 32 * s, q0, bh);
+        }
       } else {
         const int rows = p.L - q0 < C::BM ? p.L - q0 : C::BM;
         float* dst = p.dq_accum + ((long long)bh * p.L + q0) * D;
@@ -251,6 +260,7 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
       bulk_commit_group();
       bulk_wait_group_read<0>();
       mbar_arrive(c.dq_empty(pos.stage));
+      if (first) bwd_dq_mark_stored(p, bh, q0);
       if (ordered) bwd_dq_pass_turn(p, bh, q0);
     }
     __syncwarp();

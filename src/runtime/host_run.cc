@@ -138,7 +138,9 @@ CudaHostResult cuda_run_host(const CudaHostRequest& r) {
     grads[g] = {dev, it->second.shape};
   }
   ba.workspace_bytes = backward_workspace_bytes(ba);
-  ba.workspace = up.upload(std::vector<uint8_t>(ba.workspace_bytes, 0).data(), ba.workspace_bytes);
+  // Poisoned like the outputs: the backward must set up every word of its workspace it reads (torch callers pass
+  // torch.empty).
+  ba.workspace = up.poisoned(ba.workspace_bytes);
   cuda_backward(ba);
   jit::cu_check(jit::driver().cuCtxSynchronize(), "backward kernels");
   res.dq = download(ba.dq.data, r.dtype, q.shape);

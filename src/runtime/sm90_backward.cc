@@ -41,6 +41,8 @@ bool sm90_bwd_ordered_dq_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_O
 
 bool sm90_bwd_tma_store_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_TMA_STORE", true); }
 
+bool sm90_bwd_dq_claim_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_DQ_CLAIM", false); }
+
 bool encode_sm90_dkv_maps(kern::AttnParams* p, DType dtype) {
   try {
     encode_sm90_map(sm90_map_args("dk", p->dk, dtype, p->Bkv, p->Hkv, p->S, p->D, p->dk_sb, p->dk_sh, p->dk_sl, 64), "dk",
@@ -64,6 +66,8 @@ BackwardWorkspace backward_workspace(int64_t B, int64_t Hq, int64_t L, int64_t D
   BackwardWorkspace w;
   w.accum = align(size_t(B * Hq * L) * 4);
   w.bytes = w.accum + size_t(B * Hq * L * D) * 4;
+  w.claim = align(w.bytes);
+  w.bytes = w.claim + size_t(kern::sm90::bwd_dq_semaphores(int(B), int(Hq), int(L))) * 4;
   if (deterministic) {
     w.sem = align(w.bytes);
     w.bytes = w.sem + size_t(kern::sm90::bwd_dq_semaphores(int(B), int(Hq), int(L))) * 4;
@@ -344,6 +348,12 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
       return sm90_decline(std::string("backward: ") + e.what());
     }
   }
+  // FLEXATTN_SM90_BWD_DQ_CLAIM: the TMA dQ writers store the first partial of each query tile, so the preprocess
+  // leaves the accumulator uncleared (kernels/sm90/bwd_dq_claim_sm90.cuh). Only where every dQ write goes through
+  // them: the set's kernels were compiled with the TMA reductions, and this kernel adds dQ (p.dq_accum).
+  if (set.sm90_bwd_dq_tma && p.dq_accum != nullptr && sm90_bwd_dq_claim_requested())
+    p.dq_claim = reinterpret_cast<int*>(static_cast<char*>(a.workspace) +
+                                        backward_workspace(p.B, p.Hq, p.L, p.D, a.deterministic).claim);
   kern::Sm90Launch l = kern::sm90_bwd_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S, set.sm90_dq_bulk, set.sm90_bwd_v2,
                                              set.sm90_bwd_dq_tma);
   if (set.sm90_bwd_persistent) {

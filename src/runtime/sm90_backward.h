@@ -100,12 +100,14 @@ int sm90_bwd_persistent_head_group(const kern::AttnParams& p);
 // Deterministic mode on this sm90 backward set takes the ordered dQ reductions (requested, bulk dQ path,
 // non-persistent kernel) instead of the sm80 dQ pass.
 bool sm90_bwd_orders_dq(const KernelSet& set);
+// FLEXATTN_SM90_BWD_DQ_CLAIM: the first dQ writer of each query tile stores it (no accumulator clear; p.dq_claim).
+bool sm90_bwd_dq_claim_requested();
 
 // Byte offsets of cuda_backward's workspace: delta [B, Hq, L] fp32, the dQ accumulator [B, Hq, L, D] fp32,
-// and in deterministic mode the ordered-dQ semaphores (kern::sm90::bwd_dq_semaphores ints); each region
-// starts 256-aligned. bytes = backward_workspace_bytes.
+// the dQ claim words (kern::sm90::bwd_dq_semaphores ints, FLEXATTN_SM90_BWD_DQ_CLAIM), and in deterministic mode
+// the ordered-dQ semaphores (as many); each region starts 256-aligned. bytes = backward_workspace_bytes.
 struct BackwardWorkspace {
-  size_t accum = 0, sem = 0, bytes = 0;
+  size_t accum = 0, claim = 0, sem = 0, bytes = 0;
 };
 BackwardWorkspace backward_workspace(int64_t B, int64_t Hq, int64_t L, int64_t D, bool deterministic);
 

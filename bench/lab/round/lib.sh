@@ -174,6 +174,7 @@ sweep_runs() {
   local kind=$1 var=$2 values=($3) cases=${4:-full,causal,sliding1024,document,prefixlm,alibi_causal,softcap_causal}
   local order=() n v dir extra=() key=fwd_ms
   if [ "$kind" = bwd ]; then dir=$O/bsweep_$var; extra=(--backward); key=bwd_ms; else dir=$O/sweep_$var; fi
+  extra+=(${SWEEP_EXTRA:-})  # e.g. SWEEP_EXTRA=--deterministic (then: sweep_table.py DIR VAR bwd_det_ms V...)
   mkdir -p $dir
   export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
   order=("${values[@]}")

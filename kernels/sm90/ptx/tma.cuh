@@ -42,6 +42,15 @@ __device__ __forceinline__ void tma_store_4d(const void* map, unsigned src, int 
                : "memory");
 }
 
+// Shared -> global, 3-D map (the dq_accum map of FLEXATTN_SM90_BWD_V3): the first writer of a dQ tile stores it
+// (FLEXATTN_SM90_BWD_DQ_CLAIM). Elements outside the tensor bounds are not written.
+__device__ __forceinline__ void tma_store_3d(const void* map, unsigned src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(
+                   map_addr(map)),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+}
+
 // Shared -> global element-wise f32 add (the map's type; reduction at L2), 3-D map: the sm90 backward's
 // dQ tile into dq_accum (FLEXATTN_SM90_BWD_V3). Elements outside the tensor bounds are skipped (rows >= L).
 __device__ __forceinline__ void tma_reduce_add_3d(const void* map, unsigned src, int c0, int c1, int c2) {

@@ -144,15 +144,17 @@ TEST(AttentionArgs, BackwardNeedsFullListsInBothDirections) {
             "together (got only the q ones)");
 }
 
-TEST(AttentionArgs, BackwardWorkspaceHoldsDeltaAccumulatorAndInDeterministicModeTheSemaphores) {
+TEST(AttentionArgs, BackwardWorkspaceHoldsDeltaAccumulatorClaimsAndInDeterministicModeTheSemaphores) {
   Fixture f;
   BackwardArgs b;
   b.fwd = f.fwd();  // q [2, 4, 33, 64]
-  // delta 2*4*33 fp32 = 1056 bytes -> 1280 (256-aligned), then the fp32 dQ accumulator.
-  const size_t plain = 1280 + size_t(2 * 4 * 33 * 64) * 4;
+  // delta 2*4*33 fp32 = 1056 bytes -> 1280 (256-aligned), then the fp32 dQ accumulator, then the dQ claim words: one
+  // int per (b, h, 64-row query tile) plus one (FLEXATTN_SM90_BWD_DQ_CLAIM).
+  const size_t accum_end = 1280 + size_t(2 * 4 * 33 * 64) * 4;
+  const size_t plain = (accum_end + 255) / 256 * 256 + size_t(2 * 4 * 1 + 1) * 4;
   EXPECT_EQ(backward_workspace_bytes(b), plain);
-  // Deterministic: the same two regions (the sm90 backward's ordered dQ reductions add into the
-  // accumulator), then one int per (b, h, 64-row query tile) plus the abandon word.
+  // Deterministic: the same regions (the sm90 backward's ordered dQ reductions add into the accumulator), then as
+  // many ints again: a semaphore per query tile plus the abandon word.
   b.deterministic = true;
   EXPECT_EQ(backward_workspace_bytes(b), (plain + 255) / 256 * 256 + size_t(2 * 4 * 1 + 1) * 4);
 }
