@@ -414,10 +414,32 @@ TEST_F(Sm90BwdCompile, DqSwapCompilesCleanlyWhereAsked) {
     }
 }
 
+// FLEXATTN_SM90_BWD_DQ_CLAIM (bwd_dq_claim_sm90.cuh): a run-time choice (p.dq_claim), so every TMA dQ writer carries both
+// forms: per dQ slab a 3-D tensor store beside its reduction, and the claim's compare-and-swap.
+TEST_F(Sm90BwdCompile, DqClaimStoresBesideEachReduction) {
+  Variant dense, causal;
+  causal.mask_mod = mods::causal();
+  for (const auto& [v, name] : {std::pair{&dense, "dense"}, std::pair{&causal, "causal"}})
+    for (int d : {64, 128}) {
+      const std::string what = std::string(name) + " D=" + std::to_string(d);
+      const sm90_test::BwdBuild b = sm90_test::compile_bwd_with(*v, DType::BF16, d, d,
+                                                                "attn_bwd_sm90a_dq_claim_test_d" + std::to_string(d), {});
+      ASSERT_TRUE(runtime::sm90_bwd_source_choice(b.source).dq_tma) << what;
+      expect_clean(b.set, what);
+      std::string why;
+      const std::optional<std::string> a = testing_sass::disassemble(*b.set.compiled.cubin, &why);
+      if (!a) continue;  // no disassembler
+      const std::string sass = testing_sass::function_sass(*a, "flexattn_bwd");
+      EXPECT_EQ(testing_sass::count(sass, "UTMAREDG.3D"), d / 32) << what;
+      EXPECT_EQ(testing_sass::count(sass, "UTMASTG.3D"), d / 32) << what;
+      EXPECT_EQ(testing_sass::count(sass, "ATOMG.E.CAS"), 1) << what;
+    }
+}
+
 TEST_F(Sm90BwdCompile, EveryHeaderCompilesOnItsOwn) {
   for (const char* h : {"sm90/tile_config_sm90_bwd.h", "sm90/bwd_layout_sm90.cuh", "sm90/bwd_gemm_sm90.cuh",
                         "sm90/bwd_producer_sm90.cuh", "sm90/bwd_consumer_sm90.cuh", "sm90/bwd_consumer_v2_sm90.cuh",
-                        "sm90/attn_bwd_sm90.cuh", "sm90/ptx/bulk_reduce.cuh"}) {
+                        "sm90/attn_bwd_sm90.cuh", "sm90/ptx/bulk_reduce.cuh", "sm90/bwd_dq_claim_sm90.cuh"}) {
     jit::KernelRequest req;
     req.prefix = "sm90_bwd_header_probe";
     req.source = std::string("#include \"") + h + "\"\nextern \"C\" __global__ void probe() {}\n";
