@@ -10,7 +10,7 @@
 out_dir s30c; L=$O
 deadline ${S30C_DEADLINE:-330}
 nvidia-smi --query-gpu=name --format=csv,noheader
-BUILD_PY=ON build_gpu $O flexattn _C  # incremental on a warm machine after s30a
+[ -x build-gpu/bindings/_C*.so ] || ls build-gpu/bindings/_C*.so >/dev/null 2>&1 || BUILD_PY=ON build_gpu $O flexattn _C
 [ -n "${S30C_CLAIM:-}" ] && export FLEXATTN_SM90_BWD_DQ_CLAIM=$S30C_CLAIM
 SWEEP_EXTRA=--deterministic bwd_sweep FLEXATTN_SM90_BWD_DET_LONGEST_FIRST "0 1" causal,prefixlm,sliding1024,document
 python3 bench/lab/round/sweep_table.py $O/bsweep_FLEXATTN_SM90_BWD_DET_LONGEST_FIRST FLEXATTN_SM90_BWD_DET_LONGEST_FIRST \
