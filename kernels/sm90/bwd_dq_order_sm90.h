@@ -12,14 +12,6 @@
 // kv batch) the ranks ascend with the linear block index in every launch order of sm90_bwd_grid_tile): a
 // CTA only waits for CTAs launched before it, so the oldest unfinished CTA never waits (no deadlock while
 // CTAs are dispatched in blockIdx order, which FA3's deterministic backward relies on as well).
-// Descending is shortest first for causal-like masks, though, and a greedy schedule of shortest-first CTAs ends on
-// the long ones (tests/compile/sm90, B=2 H=16 S=8192 causal: makespan 552-560 kv-tile times against 520 ascending).
-// FLEXATTN_SM90_BWD_DET_LONGEST_FIRST launches ascending, as without the order, where that cannot deadlock: a CTA
-// waits only for CTAs of its own (kv head, kv batch) pair, so of its own launch group (sm90_bwd_grid_tile); every
-// earlier group has been dispatched and finishes without it; and when one group's CTAs fit on the GPU at once (one
-// CTA per SM at most), all of them get an SM while the group waits. The adds keep the descending order, which is
-// still the order of arrival: CTA j reaches query tile i after i - j steps, and later CTAs of a group start when
-// earlier groups' CTAs end (about half a step apart, by then).
 #include "common/params.h"
 #include "sm90/tile_config_sm90_bwd.h"
 
@@ -35,13 +27,6 @@ FLEXATTN_HD inline int bwd_dq_tiles_above(int kb, int kv_block, int S, int nkv, 
   const int t0 = s0 / kSm90BwdBlockN, t1 = (s1 - 1) / kSm90BwdBlockN + 1;
   const int lo = t0 > j + 1 ? t0 : j + 1;
   return t1 > lo ? t1 - lo : 0;
-}
-
-// Whether the ordered backward may launch kv tiles ascending (FLEXATTN_SM90_BWD_DET_LONGEST_FIRST; see above): every
-// launch group of `group` (kv head, kv batch) pairs (1: each pair alone) of n_kv CTAs fits on sm_count SMs.
-FLEXATTN_HD inline bool sm90_bwd_det_ascending_fits(int n_kv, int pairs, int group, int sm_count) {
-  const int g = group > 1 ? (group < pairs ? group : pairs) : 1;
-  return n_kv > 0 && (long long)g * n_kv <= sm_count;
 }
 
 // The block-mask list row of query tile (b, h, q0) (mask_list_row), kDqNoMaskRow without a block mask (every

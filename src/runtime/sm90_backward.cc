@@ -43,8 +43,6 @@ bool sm90_bwd_tma_store_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_TM
 
 bool sm90_bwd_dq_claim_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_DQ_CLAIM", false); }
 
-bool sm90_bwd_det_longest_first_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_DET_LONGEST_FIRST", false); }
-
 bool encode_sm90_dkv_maps(kern::AttnParams* p, DType dtype) {
   try {
     encode_sm90_map(sm90_map_args("dk", p->dk, dtype, p->Bkv, p->Hkv, p->S, p->D, p->dk_sb, p->dk_sh, p->dk_sl, 64), "dk",
@@ -368,16 +366,10 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
     p.tile_queue = sm90_tile_queue(a.fwd.device, a.fwd.stream);
     p.bwd_head_group = sm90_bwd_persistent_head_group(p);
   } else {
+    if (ordered) p.bwd_kv_flip = int(l.grid_x) - 1;  // kv tiles in descending launch order (bwd_dq_order_sm90.h)
     // FLEXATTN_SM90_BWD_HEAD_GROUPS (default: with a block mask or deterministic): kv-tile-major launch order inside
     // L2-sized groups of (kv head, kv batch) pairs (kernels/sm90/tile_config_sm90_bwd.h, sm90_bwd_grid_tile).
     p.bwd_head_group = sm90_bwd_launch_head_group(p, a.deterministic, set.sm90_bwd_grid_order);
-    // Ordered dQ: kv tiles in descending launch order (bwd_dq_order_sm90.h), unless FLEXATTN_SM90_BWD_DET_LONGEST_FIRST
-    // and every launch group fits on the GPU at once (kern::sm90_bwd_det_ascending_fits): then ascending, as without
-    // the order.
-    if (ordered && !(sm90_bwd_det_longest_first_requested() &&
-                     kern::sm90::sm90_bwd_det_ascending_fits(int(l.grid_x), p.Hkv * p.Bkv, p.bwd_head_group,
-                                                              jit::device_props(a.fwd.device).sm_count)))
-      p.bwd_kv_flip = int(l.grid_x) - 1;
   }
   // FLEXATTN_SM90_BWD_TMA_STORE (default on): dK / dV leave through TMA stores from the freed K / V slabs (not the
   // persistent kernel, whose K / V slabs take its next work tile).

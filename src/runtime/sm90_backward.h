@@ -102,9 +102,6 @@ int sm90_bwd_persistent_head_group(const kern::AttnParams& p);
 bool sm90_bwd_orders_dq(const KernelSet& set);
 // FLEXATTN_SM90_BWD_DQ_CLAIM: the first dQ writer of each query tile stores it (no accumulator clear; p.dq_claim).
 bool sm90_bwd_dq_claim_requested();
-// FLEXATTN_SM90_BWD_DET_LONGEST_FIRST: deterministic mode launches kv tiles ascending (longest first for causal-like
-// masks) where every launch group fits on the GPU at once (kern::sm90::sm90_bwd_det_ascending_fits).
-bool sm90_bwd_det_longest_first_requested();
 
 // Byte offsets of cuda_backward's workspace: delta [B, Hq, L] fp32, the dQ accumulator [B, Hq, L, D] fp32,
 // the dQ claim words (kern::sm90::bwd_dq_semaphores ints, FLEXATTN_SM90_BWD_DQ_CLAIM), and in deterministic mode

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "common/params.h"
-#include "sm90/bwd_dq_order_sm90.h"
 #include "flexattn/codegen.h"
 #include "flexattn/error.h"
 #include "flexattn/mods.h"
@@ -670,36 +669,6 @@ TEST(Sm90BwdHost, GroupedGridOrderShortensTheCausalSchedule) {
   EXPECT_DOUBLE_EQ(makespan(64, 32, 2), 520.0);  // bound 519.8
   EXPECT_DOUBLE_EQ(makespan(32, 32, 1), 154.0);
   EXPECT_DOUBLE_EQ(makespan(32, 32, 4), 136.0);  // bound 135.8
-}
-
-// FLEXATTN_SM90_BWD_DET_LONGEST_FIRST (bwd_dq_order_sm90.h): the ordered backward's descending launch (kv tile
-// n_kv - 1 - rank) is shortest first for causal CTAs, and the same greedy model ends it on the long ones; ascending
-// takes the default's schedule where every launch group fits on the GPU at once.
-TEST(Sm90BwdHost, DeterministicAscendingLaunchWhereGroupsFit) {
-  auto makespan = [](int n_kv, int pairs, int group, bool descending) {
-    std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
-    for (int c = 0; c < 132; ++c) free_at.push(0.0);
-    double end = 0.0;
-    for (int linear = 0; linear < n_kv * pairs; ++linear) {
-      const auto w = kern::sm90_bwd_grid_tile(linear, n_kv, pairs, 1, group);
-      const int kv = descending ? n_kv - 1 - w.rank : w.rank;
-      const double f = free_at.top() + (n_kv - kv) + 1.0;
-      free_at.pop();
-      free_at.push(f);
-      end = std::max(end, f);
-    }
-    return end;
-  };
-  EXPECT_DOUBLE_EQ(makespan(64, 32, 2, false), 520.0);
-  EXPECT_DOUBLE_EQ(makespan(64, 32, 2, true), 558.0);  // +7.3 %
-  EXPECT_DOUBLE_EQ(makespan(32, 32, 4, true), 154.0);  // ascending 136
-  // B=2 H=16: S=8192 in groups of 2 pairs (128 CTAs), S=4096 of 4 (128): both fit 132 SMs; not on 114.
-  EXPECT_TRUE(kern::sm90::sm90_bwd_det_ascending_fits(64, 32, 2, 132));
-  EXPECT_TRUE(kern::sm90::sm90_bwd_det_ascending_fits(32, 32, 4, 132));
-  EXPECT_FALSE(kern::sm90::sm90_bwd_det_ascending_fits(64, 32, 2, 114));
-  EXPECT_TRUE(kern::sm90::sm90_bwd_det_ascending_fits(64, 32, 1, 114));   // 1: each pair alone
-  EXPECT_TRUE(kern::sm90::sm90_bwd_det_ascending_fits(64, 1, 8, 64));     // the group capped at the pairs
-  EXPECT_FALSE(kern::sm90::sm90_bwd_det_ascending_fits(256, 4, 1, 132));  // S=32768: one pair is 256 CTAs
 }
 
 // The v3 dQ slabs' 8-byte stores (DqSlots): a half-warp (rows g = 4h .. 4h + 3, t = 0..3) is served in one wavefront
