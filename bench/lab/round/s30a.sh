@@ -19,9 +19,10 @@ run_check --dtype bf16 -Q 1000 --kv 129 -D 128 --mask sliding_window:100 --backw
 run_check --dtype f16 -Q 777 --kv 100 -D 64 --mask sliding_window:30 --backward --hkv 1
 run_check --dtype bf16 -Q 4097 -D 128 --mask causal --backward
 run_check --dtype bf16 -Q 129 --kv 4097 -D 64 --mask document:3 --backward
+run_check --dtype bf16 -Q 4097 -D 128 --mask causal --backward --deterministic
+run_check --dtype bf16 -Q 4097 -D 64 --mask prefix_lm:1000 --backward --deterministic --hkv 2
 run_check_summary
-timeout $(cap 60 5) compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick --only full --only causal \
-  --only sliding > $O/memcheck.log 2>&1
+timeout $(cap 60 5) compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick --only full --only causal --only sliding > $O/memcheck.log 2>&1
 echo "memcheck --quick rc=$? $(pass_fail $O/memcheck.log) ($(el) s)"; grep -m3 "Invalid\|ERROR SUMMARY" $O/memcheck.log
 unset FLEXATTN_SM90_BWD_DQ_CLAIM
 FLEXATTN_SM90_BWD_DQ_CLAIM=0 timeout $(cap 40 5) $CHECK --quick --only causal --only document > $O/check_off.log 2>&1
