@@ -26,16 +26,34 @@ __device__ __forceinline__ void attn_bwd_preprocess_sm80(const AttnParams& p) {
   const int h = blockIdx.y, b = blockIdx.z;
   if (p.dq_sem != nullptr && threadIdx.x == 0 && blockIdx.x == 0 && h == 0 && b == 0)
     p.dq_sem[sm90::bwd_dq_semaphores(p.B, p.Hq, p.L) - 1] = 0;  // the abandon word
+  // Every row's O and dO loads are issued before the first is used: 4 rows in flight per warp instead of one (the
+  // loop with a store per row keeps them in order; at D = 128 one row is 512 bytes, and with 64 warps per SM that
+  // was ~32 KiB in flight per SM, short of an H200's bandwidth-latency product once the clear below went away).
+  constexpr int kChunks = Dv / 8, kPerLane = (kChunks + 31) / 32;
+  uint4 ov[kRowsPerWarp][kPerLane], gv[kRowsPerWarp][kPerLane];
+#pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i) {
     const int q = blockIdx.x * kSm80PreprocessRows + warp * kRowsPerWarp + i;
-    if (q >= p.L) break;
-    const long long row = ((long long)b * p.Hq + h) * p.L + q;
     const uint4* o = reinterpret_cast<const uint4*>(
         (const unsigned char*)p.out + 2 * ((long long)b * p.out_sb + (long long)h * p.out_sh + (long long)q * p.out_sl));
     const uint4* g = reinterpret_cast<const uint4*>(
         (const unsigned char*)p.dout + 2 * ((long long)b * p.dout_sb + (long long)h * p.dout_sh + (long long)q * p.dout_sl));
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      const int c = lane + 32 * k;
+      const bool in = q < p.L && c < kChunks;
+      ov[i][k] = in ? o[c] : make_uint4(0u, 0u, 0u, 0u);
+      gv[i][k] = in ? g[c] : make_uint4(0u, 0u, 0u, 0u);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    const int q = blockIdx.x * kSm80PreprocessRows + warp * kRowsPerWarp + i;
+    if (q >= p.L) break;
+    const long long row = ((long long)b * p.Hq + h) * p.L + q;
     float acc = 0.f;
-    for (int c = lane; c < Dv / 8; c += 32) acc += dot8<T>(o[c], g[c]);
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) acc += dot8<T>(ov[i][k], gv[i][k]);
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
     if (lane == 0) p.delta[row] = acc - (p.dlse != nullptr ? p.dlse[row] : 0.f);

@@ -164,6 +164,22 @@ TEST_F(CompileTier, BackwardAuxProgramIsSharedByEveryVariant) {
     EXPECT_EQ(r.registers.count(e), 1u) << e;
 }
 
+// The aux program's preprocess holds every row's O and dO loads of a warp at once (4 rows; session 30): no spills at
+// any head dim it serves.
+TEST_F(CompileTier, BackwardAuxProgramLoadsItsRowsUpFront) {
+  for (int d : {64, 96, 128, 256}) {
+    const runtime::KernelSetKey key{DType::BF16, d, d, "sm_90a", true, runtime::KernelFamily::sm90};
+    jit::KernelRequest req;
+    req.prefix = "attn_bwdaux_probe_d" + std::to_string(d);
+    req.source = runtime::kernel_source_bwd_aux(key);
+    req.arch = "sm_90a";
+    req.kernel_names = {"flexattn_bwd_preprocess", "flexattn_bwd_dq_convert"};
+    const jit::CompiledKernel m = jit::get_or_compile(req);
+    for (const auto& [name, info] : m.ptxas)
+      EXPECT_EQ(info.spill_stores + info.spill_loads + info.stack, 0) << name << " D=" << d;
+  }
+}
+
 // Concurrent requests for one kernel set (the Python forward's backward prefetch on a thread, then the step's
 // own backward) compile it once: the JIT's in-process cache holds a future per key, so later requests wait
 // for the compile under way.
