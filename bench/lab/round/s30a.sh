@@ -6,6 +6,7 @@
 # 1. gpu_attention_check --quick and --quick --deterministic with claims; run --check with query tiles no kv reaches
 #    (their dQ is the convert's zeros); memcheck; --quick on causal / document without claims (poisoned workspace).
 # 2. bwd sweep claim 0 / 1 (full, causal, sliding, document; D 64 and 128), deterministic backward timed too.
+# Also in this tree: the preprocess loads a warp's four rows of O and dO before using the first (every check covers it).
 # Predicted: correct; backward -3 to -4 % ms on sliding / document at D=128, -1 % on causal, ~0 on full.
 . "$(dirname "$0")/lib.sh"
 out_dir s30a; L=$O
