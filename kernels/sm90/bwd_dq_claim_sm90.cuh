@@ -24,7 +24,13 @@ __device__ __forceinline__ bool bwd_dq_claim(const AttnParams& p, int bh, int q0
   int* word = p.dq_claim + bwd_dq_semaphore_index(p.L, bh, q0);
   int seen = ld_acquire_gpu_s32(word);
   if (seen == 0 && atomicCAS(word, 0, 1) == 0) return true;
-  while (seen != kDqClaimStored) seen = ld_acquire_gpu_s32(word);
+  if (seen != kDqClaimStored) {
+    // A claimant stores within microseconds; a word still not 2 after seconds was never zeroed (a path that skipped
+    // the preprocess): a launch error (illegal instruction) rather than a hang.
+    const unsigned long long t0 = global_timer_ns();
+    while ((seen = ld_acquire_gpu_s32(word)) != kDqClaimStored)
+      if (global_timer_ns() - t0 > kDqOrderTimeoutNs) __trap();
+  }
   fence_proxy_async_global();
   return false;
 }

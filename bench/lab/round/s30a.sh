@@ -20,6 +20,10 @@ run_check --dtype bf16 -Q 1000 --kv 129 -D 128 --mask sliding_window:100 --backw
 run_check --dtype f16 -Q 777 --kv 100 -D 64 --mask sliding_window:30 --backward --hkv 1
 run_check --dtype bf16 -Q 4097 -D 128 --mask causal --backward
 run_check --dtype bf16 -Q 129 --kv 4097 -D 64 --mask document:3 --backward
+run_check --dtype bf16 -Q 1000 --kv 129 -D 256 --mask sliding_window:100 --backward
+FLEXATTN_SM90_BWD_PERSISTENT=1 run_check --dtype bf16 -Q 1000 -D 128 --mask causal --backward
+FLEXATTN_SM90_BWD_PERSISTENT=1 run_check --dtype f16 -Q 777 --kv 100 -D 64 --mask sliding_window:30 --backward
+FLEXATTN_SM90_BWD_V3=0 run_check --dtype bf16 -Q 1000 -D 128 --mask causal --backward
 run_check --dtype bf16 -Q 4097 -D 128 --mask causal --backward --deterministic
 run_check --dtype bf16 -Q 4097 -D 64 --mask prefix_lm:1000 --backward --deterministic --hkv 2
 run_check_summary
