@@ -21,7 +21,7 @@ CASES = ("full", "causal", "sliding1024", "document", "prefixlm", "alibi_causal"
 # FLEXATTN_SM90_REL_DIAG's default since session 29).
 EXTRA_CASES = ("softcap_approx_causal", "t5_full")
 ALL_CASES = CASES + EXTRA_CASES
-SUITES = ("full", "long", "quick", "hd256", "hd96", "decode")
+SUITES = ("full", "long", "long128", "quick", "hd256", "hd96", "decode")
 
 WINDOW = 1024          # sliding1024: q - kv < WINDOW and causal, each query sees WINDOW keys
 N_DOCS = 8             # document: 8 packed documents, causal within each
@@ -69,6 +69,8 @@ SUITE_SHAPES: Dict[str, Tuple[Shape, ...]] = {
     # The issues' targets are stated at the long shape: both head dims, about half of "full"'s device time
     # (so it fits one 10-minute device call next to nothing else).
     "long": (Shape(2, 16, 8192, 128), Shape(2, 16, 8192, 64)),
+    # The long shape at D=128 alone: A/B sweeps that must fit a short device call.
+    "long128": (Shape(2, 16, 8192, 128),),
     # Under 3 minutes on an H200: the short shape at D=128 only (the anchors' short suite).
     "quick": (Shape(4, 16, 2048, 128),),
     # Head dim 256 at the long shape (the backward's wide kernel; outside the issues' target table).
@@ -77,7 +79,7 @@ SUITE_SHAPES: Dict[str, Tuple[Shape, ...]] = {
     # the backward on the sm80 family).
     "hd96": (Shape(2, 16, 8192, 96),),
 }
-DEFAULT_REPS = {"full": 50, "long": 30, "quick": 20, "hd256": 20, "hd96": 20, "decode": 50}
+DEFAULT_REPS = {"full": 50, "long": 30, "long128": 30, "quick": 20, "hd256": 20, "hd96": 20, "decode": 50}
 MIN_REPS = 20
 
 

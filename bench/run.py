@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--suite", choices=bc.SUITES, default="quick",
                    help="full: B=2 H=16 S=8192 and B=4 H=16 S=2048, D=64 and 128; long: B=2 H=16 S=8192, D=64 and 128 "
-                        "(the issues' target shape); quick: B=4 H=16 S=2048 D=128 "
+                        "(the issues' target shape); long128: the same at D=128 only (short A/B sweeps); quick: B=4 H=16 S=2048 D=128 "
                         "(under 3 minutes on an H200); hd256: B=2 H=16 S=8192 D=256; hd96: the same at D=96; "
                         "decode: one query token against a long KV "
                         "(default quick)")

@@ -86,6 +86,8 @@ def test_hd96_suite_is_the_long_shape_at_head_dim_96():
     assert [(s.B, s.H, s.S, s.D) for s in bc.SUITE_SHAPES["hd96"]] == [(2, 16, 8192, 96)]
     assert len(bc.jobs("hd96", ["full", "causal"], bc.IMPLS)) == 8
     assert bc.DEFAULT_REPS["hd96"] >= bc.MIN_REPS
+    assert [(s.B, s.H, s.S, s.D) for s in bc.SUITE_SHAPES["long128"]] == [(2, 16, 8192, 128)]
+    assert bc.DEFAULT_REPS["long128"] >= bc.MIN_REPS
 
 
 def test_decode_suite_has_no_attention_jobs():

@@ -174,14 +174,15 @@ sweep_runs() {
   local kind=$1 var=$2 values=($3) cases=${4:-full,causal,sliding1024,document,prefixlm,alibi_causal,softcap_causal}
   local order=() n v dir extra=() key=fwd_ms
   if [ "$kind" = bwd ]; then dir=$O/bsweep_$var; extra=(--backward); key=bwd_ms; else dir=$O/sweep_$var; fi
-  extra+=(${SWEEP_EXTRA:-})  # e.g. SWEEP_EXTRA=--deterministic (then: sweep_table.py DIR VAR bwd_det_ms V...)
+  extra+=(${SWEEP_EXTRA:-})  # e.g. SWEEP_EXTRA=--deterministic (then: sweep_table.py DIR VAR bwd_det_ms V...);
+  # SWEEP_SUITE=long128: D=128 only
   mkdir -p $dir
   export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
   order=("${values[@]}")
   for ((n = ${#values[@]} - 1; n >= 0; n--)); do order+=("${values[n]}"); done
   n=0
   for v in "${order[@]}"; do
-    env $var=$v timeout $(cap 120 10) python3 bench/run.py --suite long --impls flexattn --cases $cases "${extra[@]}" \
+    env $var=$v timeout $(cap 120 10) python3 bench/run.py --suite ${SWEEP_SUITE:-long} --impls flexattn --cases $cases "${extra[@]}" \
       --no-warm --reps 30 --cache-dir $PWD/build-gpu/bench-cache --out $dir/fwd_${n}_$v > $dir/fwd_${n}_$v.log 2>&1
     echo "$kind run $n ($var=$v) rc=$? ($(el) s)"
     n=$((n + 1))

@@ -32,6 +32,6 @@ echo "memcheck --quick rc=$? $(pass_fail $O/memcheck.log) ($(el) s)"; grep -m3 "
 unset FLEXATTN_SM90_BWD_DQ_CLAIM
 FLEXATTN_SM90_BWD_DQ_CLAIM=0 timeout $(cap 40 5) $CHECK --quick --only causal --only document > $O/check_off.log 2>&1
 echo "claim 0 --quick causal/document rc=$? $(pass_fail $O/check_off.log) ($(el) s)"; grep -m3 "^FAIL" $O/check_off.log
-SWEEP_EXTRA=--deterministic bwd_sweep FLEXATTN_SM90_BWD_DQ_CLAIM "0 1" full,causal,sliding1024,document
+SWEEP_EXTRA=--deterministic SWEEP_SUITE=${S30A_SUITE:-long} bwd_sweep FLEXATTN_SM90_BWD_DQ_CLAIM "0 1" full,causal,sliding1024,document
 python3 bench/lab/round/sweep_table.py $O/bsweep_FLEXATTN_SM90_BWD_DQ_CLAIM FLEXATTN_SM90_BWD_DQ_CLAIM bwd_det_ms 0 1
 (cd $OUT && tar czf all.tgz --exclude=all.tgz . 2>/dev/null); true
