@@ -27,11 +27,12 @@ FLEXATTN_SM90_BWD_V3=0 run_check --dtype bf16 -Q 1000 -D 128 --mask causal --bac
 run_check --dtype bf16 -Q 4097 -D 128 --mask causal --backward --deterministic
 run_check --dtype bf16 -Q 4097 -D 64 --mask prefix_lm:1000 --backward --deterministic --hkv 2
 run_check_summary
+unset FLEXATTN_SM90_BWD_DQ_CLAIM
+SWEEP_SUITE=${S30A_SUITE:-long} bwd_sweep FLEXATTN_SM90_BWD_DQ_CLAIM "0 1" full,causal,sliding1024,document
+export FLEXATTN_SM90_BWD_DQ_CLAIM=1
 timeout $(cap 60 5) compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick --only full --only causal --only sliding > $O/memcheck.log 2>&1
 echo "memcheck --quick rc=$? $(pass_fail $O/memcheck.log) ($(el) s)"; grep -m3 "Invalid\|ERROR SUMMARY" $O/memcheck.log
 unset FLEXATTN_SM90_BWD_DQ_CLAIM
 FLEXATTN_SM90_BWD_DQ_CLAIM=0 timeout $(cap 40 5) $CHECK --quick --only causal --only document > $O/check_off.log 2>&1
 echo "claim 0 --quick causal/document rc=$? $(pass_fail $O/check_off.log) ($(el) s)"; grep -m3 "^FAIL" $O/check_off.log
-SWEEP_EXTRA=--deterministic SWEEP_SUITE=${S30A_SUITE:-long} bwd_sweep FLEXATTN_SM90_BWD_DQ_CLAIM "0 1" full,causal,sliding1024,document
-python3 bench/lab/round/sweep_table.py $O/bsweep_FLEXATTN_SM90_BWD_DQ_CLAIM FLEXATTN_SM90_BWD_DQ_CLAIM bwd_det_ms 0 1
 (cd $OUT && tar czf all.tgz --exclude=all.tgz . 2>/dev/null); true
