@@ -76,30 +76,32 @@ __device__ __forceinline__ void attn_bwd_dq_convert_sm80(const AttnParams& p) {
   constexpr int kTotal = kSm80ConvertRows * kChunksPerRow;
   constexpr int kItems = (kTotal + kSm80AuxThreads - 1) / kSm80AuxThreads;
   const int h = blockIdx.y, b = blockIdx.z;
-  // Every item's loads first (as the preprocess: in a loop with a store per item they stayed one at a time), the
-  // claim word beside them rather than before them (sm90/bwd_dq_claim_sm90.cuh: a query tile no dQ writer claimed has
-  // no contributions, and its accumulator rows were never cleared).
+  // A 32-row block lies inside one 64-row query tile: one claim word for the block (sm90/bwd_dq_claim_sm90.cuh: a
+  // tile no dQ writer claimed has no contributions, and its accumulator rows were never cleared).
+  static_assert(kSm90BwdBlockM % kSm80ConvertRows == 0, "a convert block inside one claimed query tile");
+  const int q_block0 = blockIdx.x * kSm80ConvertRows;
+  const bool unwritten =
+      p.dq_claim != nullptr && p.dq_claim[sm90::bwd_dq_semaphore_index(p.L, b * p.Hq + h, q_block0)] == 0;
+  // Every item's loads first (as the preprocess: in a loop with a store per item they stayed one at a time), issued
+  // beside the claim word's load rather than after it (the rows exist either way; unwritten ones are dropped below).
   float4 xs[kItems], ys[kItems];
-  bool unwritten[kItems];
 #pragma unroll
   for (int k = 0; k < kItems; ++k) {
     const int i = threadIdx.x + k * kSm80AuxThreads;
-    const int q = blockIdx.x * kSm80ConvertRows + i / kChunksPerRow, c = i % kChunksPerRow;
+    const int q = q_block0 + i / kChunksPerRow, c = i % kChunksPerRow;
     const bool in = i < kTotal && q < p.L;
     const float4* src = reinterpret_cast<const float4*>(p.dq_accum + (((long long)b * p.Hq + h) * p.L + q) * D + c * 8);
     xs[k] = in ? src[0] : make_float4(0.f, 0.f, 0.f, 0.f);
     ys[k] = in ? src[1] : make_float4(0.f, 0.f, 0.f, 0.f);
-    unwritten[k] = in && p.dq_claim != nullptr &&
-                   p.dq_claim[sm90::bwd_dq_semaphore_index(p.L, b * p.Hq + h, q)] == 0;
   }
 #pragma unroll
   for (int k = 0; k < kItems; ++k) {
     const int i = threadIdx.x + k * kSm80AuxThreads;
-    const int q = blockIdx.x * kSm80ConvertRows + i / kChunksPerRow, c = i % kChunksPerRow;
+    const int q = q_block0 + i / kChunksPerRow, c = i % kChunksPerRow;
     if (i >= kTotal || q >= p.L) continue;
     const float s = p.scale;
-    const float4 x = unwritten[k] ? make_float4(0.f, 0.f, 0.f, 0.f) : xs[k];
-    const float4 y = unwritten[k] ? make_float4(0.f, 0.f, 0.f, 0.f) : ys[k];
+    const float4 x = unwritten ? make_float4(0.f, 0.f, 0.f, 0.f) : xs[k];
+    const float4 y = unwritten ? make_float4(0.f, 0.f, 0.f, 0.f) : ys[k];
     uint4 v;
     v.x = Num<T>::pack(x.x * s, x.y * s);
     v.y = Num<T>::pack(x.z * s, x.w * s);

@@ -38,9 +38,7 @@ __device__ __forceinline__ bool bwd_dq_claim(const AttnParams& p, int bh, int q0
 // Lane 0 of the claimant, after committing the tile's stores: waits until they have completed in global memory,
 // then marks the tile stored (1 -> 2, release).
 __device__ __forceinline__ void bwd_dq_mark_stored(const AttnParams& p, int bh, int q0) {
-  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-  fence_proxy_async_global();
-  red_release_gpu_add_s32(p.dq_claim + bwd_dq_semaphore_index(p.L, bh, q0), 1);
+  release_after_bulk_writes(p.dq_claim + bwd_dq_semaphore_index(p.L, bh, q0));
 }
 
 }  // namespace flexattn::kern::sm90

@@ -17,17 +17,10 @@ __device__ __forceinline__ int* bwd_dq_semaphore(const AttnParams& p, int bh, in
   return p.dq_sem + bwd_dq_semaphore_index(p.L, bh, q0);
 }
 
-// Lane 0, once the query tile's reductions have completed in global memory: hands it to the next kv tile.
-__device__ __forceinline__ void bwd_dq_release(const AttnParams& p, int bh, int q0) {
-  fence_proxy_async_global();
-  red_release_gpu_add_s32(bwd_dq_semaphore(p, bh, q0), 1);
-}
-
 // Lane 0, after issuing and committing the tile's reductions (and releasing the shared buffer): waits
 // until they have completed in global memory, then hands the query tile to the next kv tile.
 __device__ __forceinline__ void bwd_dq_pass_turn(const AttnParams& p, int bh, int q0) {
-  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-  bwd_dq_release(p, bh, q0);
+  release_after_bulk_writes(bwd_dq_semaphore(p, bh, q0));
 }
 
 // Ordered mode: dQ is added in a fixed order (deterministic, with p.dq_sem, which the host sets for the bulk

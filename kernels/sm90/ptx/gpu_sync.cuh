@@ -35,4 +35,13 @@ __device__ __forceinline__ unsigned long long global_timer_ns() {
 // (the semaphore's acquire / release), in both directions.
 __device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;" ::: "memory"); }
 
+// Waits until this thread's committed bulk (TMA) writes have completed in global memory, then adds 1 to `word` with
+// release semantics: a thread that acquires the new value (and fences the async proxy) sees the writes. The hand-off of
+// the ordered dQ reductions (bwd_dq_order_sm90.cuh) and of a claimed dQ tile (bwd_dq_claim_sm90.cuh).
+__device__ __forceinline__ void release_after_bulk_writes(int* word) {
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  fence_proxy_async_global();
+  red_release_gpu_add_s32(word, 1);
+}
+
 }  // namespace flexattn::kern::sm90
