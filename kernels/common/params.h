@@ -173,6 +173,10 @@ struct AttnParams {
   // partial, and marks it stored (2); the others add after that; the dQ convert writes zeros for tiles left at 0.
   // Null: dq_accum is cleared and every writer adds.
   int* dq_claim;
+  // With dq_claim: a query tile whose kv blocks (block-mask row, partial and full lists; every kv row without a block
+  // mask) span more than this many kv rows is cleared by the preprocess and marked stored (2), so its writers add at
+  // once (bwd_dq_claim_rule, bwd_dq_claim_sm90.cuh). Set by runtime/sm90_backward.cc (FLEXATTN_SM90_BWD_DQ_CLAIM_MAX_KV).
+  int dq_claim_max_kv;
   // sm90 backward, non-persistent kernel: the launch order of its (kv tile, kv head, kv batch) CTAs is kv tile
   // major within groups of this many (kv head, kv batch) pairs, a smaller group first (sm90_bwd_grid_tile,
   // tile_config_sm90_bwd.h; FLEXATTN_SM90_BWD_HEAD_GROUPS). 1 (and 0): one pair after the other, the grid's own

@@ -2,12 +2,13 @@
 // Row-parallel backward helpers, sm80 family.
 //  preprocess: delta = rowsum(O * dO) - dlse (fp32 over the rounded 16-bit values), and zeroes the
 //              dQ accumulator rows (when there is one) so the main kernel can add into them, and the
-//              sm90 backward's ordered-dQ semaphores (p.dq_sem, deterministic mode); with p.dq_claim it zeroes
-//              the claim words instead of the accumulator.
+//              sm90 backward's ordered-dQ semaphores (p.dq_sem, deterministic mode); with p.dq_claim it opens
+//              the claim words of the query tiles with few writers instead of clearing their rows.
 //  dq convert: dq = dtype(scale * dq_accum) (0 in query tiles no writer claimed).
 #include "common/numeric.cuh"
 #include "common/params.h"
 #include "sm80/tile_config.h"
+#include "sm90/bwd_dq_claim_rule_sm90.h"
 #include "sm90/bwd_dq_order_sm90.h"
 
 namespace flexattn::kern {
@@ -30,6 +31,9 @@ __device__ __forceinline__ void attn_bwd_preprocess_sm80(const AttnParams& p) {
   // loop with a store per row keeps them in order; at D = 128 one row is 512 bytes, and with 64 warps per SM that
   // was ~32 KiB in flight per SM, short of an H200's bandwidth-latency product once the clear below went away).
   constexpr int kChunks = Dv / 8, kPerLane = (kChunks + 31) / 32;
+  static_assert(kSm90BwdBlockM % kSm80PreprocessRows == 0, "a preprocess block inside one claimable query tile");
+  const bool open = p.dq_claim != nullptr &&
+                    sm90::bwd_dq_claim_initial(p, b, h, blockIdx.x * kSm80PreprocessRows) == sm90::kDqClaimOpen;
   uint4 ov[kRowsPerWarp][kPerLane], gv[kRowsPerWarp][kPerLane];
 #pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i) {
@@ -57,15 +61,15 @@ __device__ __forceinline__ void attn_bwd_preprocess_sm80(const AttnParams& p) {
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
     if (lane == 0) p.delta[row] = acc - (p.dlse != nullptr ? p.dlse[row] : 0.f);
-    if (p.dq_accum != nullptr && p.dq_claim == nullptr) {  // null in deterministic mode, unless the sm90 ordered
-                                                           // reductions use it; with claims the first writer stores
+    if (p.dq_accum != nullptr && !open) {  // null in deterministic mode, unless the sm90 ordered reductions use it;
+                                           // a tile open to claims is stored by its first writer
       float4* z = reinterpret_cast<float4*>(p.dq_accum + row * D);
       for (int c = lane; c < D / 4; c += 32) z[c] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
     if (lane == 0 && q % kSm90BwdBlockM == 0) {
       const long long t = sm90::bwd_dq_semaphore_index(p.L, b * p.Hq + h, q);
       if (p.dq_sem != nullptr) p.dq_sem[t] = 0;
-      if (p.dq_claim != nullptr) p.dq_claim[t] = 0;
+      if (p.dq_claim != nullptr) p.dq_claim[t] = open ? sm90::kDqClaimOpen : sm90::kDqClaimStored;
     }
   }
 }
@@ -81,7 +85,8 @@ __device__ __forceinline__ void attn_bwd_dq_convert_sm80(const AttnParams& p) {
   static_assert(kSm90BwdBlockM % kSm80ConvertRows == 0, "a convert block inside one claimed query tile");
   const int q_block0 = blockIdx.x * kSm80ConvertRows;
   const bool unwritten =
-      p.dq_claim != nullptr && p.dq_claim[sm90::bwd_dq_semaphore_index(p.L, b * p.Hq + h, q_block0)] == 0;
+      p.dq_claim != nullptr &&
+      p.dq_claim[sm90::bwd_dq_semaphore_index(p.L, b * p.Hq + h, q_block0)] == sm90::kDqClaimOpen;
   // Every item's loads first (as the preprocess: in a loop with a store per item they stayed one at a time), issued
   // beside the claim word's load rather than after it (the rows exist either way; unwritten ones are dropped below).
   float4 xs[kItems], ys[kItems];

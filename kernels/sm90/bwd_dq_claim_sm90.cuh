@@ -9,21 +9,21 @@
 // a waiter cannot wait forever, whatever the launch or arrival order. In deterministic mode the ordered
 // reductions (bwd_dq_order_sm90.cuh) make rank 0 the claimant: 0 + x == x, so the sums are the same as with a
 // cleared accumulator (up to the sign of a zero), and still reproducible. The dQ convert writes zeros for tiles
-// no writer reached (rows without contributions).
+// no writer reached (rows without contributions). Tiles with many writers are not claimed (bwd_dq_claim_rule_sm90.h):
+// the preprocess clears them and starts their word at 2.
 #include "common/params.h"
+#include "sm90/bwd_dq_claim_rule_sm90.h"
 #include "sm90/bwd_dq_order_sm90.h"
 #include "sm90/ptx/gpu_sync.cuh"
 
 namespace flexattn::kern::sm90 {
-
-constexpr int kDqClaimStored = 2;
 
 // Lane 0, before the tile's reductions: true when this writer claimed query tile (bh = b * Hq + h, q0) and so
 // stores it; false once the claimant has stored it (acquired, and fenced for the reductions that follow).
 __device__ __forceinline__ bool bwd_dq_claim(const AttnParams& p, int bh, int q0) {
   int* word = p.dq_claim + bwd_dq_semaphore_index(p.L, bh, q0);
   int seen = ld_acquire_gpu_s32(word);
-  if (seen == 0 && atomicCAS(word, 0, 1) == 0) return true;
+  if (seen == kDqClaimOpen && atomicCAS(word, kDqClaimOpen, 1) == kDqClaimOpen) return true;
   if (seen != kDqClaimStored) {
     // A claimant stores within microseconds; a word still not 2 after seconds was never zeroed (a path that skipped
     // the preprocess): a launch error (illegal instruction) rather than a hang.

@@ -42,6 +42,9 @@ bool sm90_bwd_ordered_dq_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_O
 bool sm90_bwd_tma_store_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_TMA_STORE", true); }
 
 bool sm90_bwd_dq_claim_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_DQ_CLAIM", false); }
+int sm90_bwd_dq_claim_max_kv() {
+  return int(jit::env_number("FLEXATTN_SM90_BWD_DQ_CLAIM_MAX_KV", kSm90BwdDqClaimMaxKv, 0, 1 << 30));
+}
 
 bool encode_sm90_dkv_maps(kern::AttnParams* p, DType dtype) {
   try {
@@ -351,9 +354,11 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
   // FLEXATTN_SM90_BWD_DQ_CLAIM: the TMA dQ writers store the first partial of each query tile, so the preprocess
   // leaves the accumulator uncleared (kernels/sm90/bwd_dq_claim_sm90.cuh). Only where every dQ write goes through
   // them: the set's kernels were compiled with the TMA reductions, and this kernel adds dQ (p.dq_accum).
-  if (set.sm90_bwd_dq_tma && p.dq_accum != nullptr && sm90_bwd_dq_claim_requested())
+  if (set.sm90_bwd_dq_tma && p.dq_accum != nullptr && sm90_bwd_dq_claim_requested()) {
     p.dq_claim = reinterpret_cast<int*>(static_cast<char*>(a.workspace) +
                                         backward_workspace(p.B, p.Hq, p.L, p.D, a.deterministic).claim);
+    p.dq_claim_max_kv = sm90_bwd_dq_claim_max_kv();
+  }
   kern::Sm90Launch l = kern::sm90_bwd_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S, set.sm90_dq_bulk, set.sm90_bwd_v2,
                                              set.sm90_bwd_dq_tma);
   if (set.sm90_bwd_persistent) {

@@ -102,6 +102,10 @@ int sm90_bwd_persistent_head_group(const kern::AttnParams& p);
 bool sm90_bwd_orders_dq(const KernelSet& set);
 // FLEXATTN_SM90_BWD_DQ_CLAIM: the first dQ writer of each query tile stores it (no accumulator clear; p.dq_claim).
 bool sm90_bwd_dq_claim_requested();
+// FLEXATTN_SM90_BWD_DQ_CLAIM_MAX_KV: only query tiles whose kv blocks span at most this many kv rows are claimed
+// (p.dq_claim_max_kv, kernels/sm90/bwd_dq_claim_rule_sm90.h); the others are cleared and added into as before.
+constexpr int kSm90BwdDqClaimMaxKv = 2048;
+int sm90_bwd_dq_claim_max_kv();
 
 // Byte offsets of cuda_backward's workspace: delta [B, Hq, L] fp32, the dQ accumulator [B, Hq, L, D] fp32,
 // the dQ claim words (kern::sm90::bwd_dq_semaphores ints, FLEXATTN_SM90_BWD_DQ_CLAIM), and in deterministic mode

@@ -12,6 +12,7 @@
 
 #include "common/params.h"
 #include "common/mask_iter.cuh"  // the kernel's own walk, which the ranks are checked against
+#include "sm90/bwd_dq_claim_rule_sm90.h"
 #include "sm90/bwd_dq_order_sm90.h"
 
 namespace {
@@ -186,6 +187,47 @@ TEST(BwdDqOrderHost, SemaphoresOnePerQueryTilePlusTheAbandonWord) {
   EXPECT_EQ(bwd_dq_semaphore_index(129, 0, 128), 2);
   EXPECT_EQ(bwd_dq_semaphore_index(129, 5, 128), 5 * 3 + 2);
   EXPECT_EQ(bwd_dq_semaphore_index(129, 5, 128) + 1, bwd_dq_semaphores(2, 3, 129) - 1);
+}
+
+// kernels/sm90/bwd_dq_claim_rule_sm90.h: the kv span of a query tile covers every kv tile whose walk visits it (so a
+// tile with more writers than the limit allows is never opened), exactly at kv blocks of the kernel's 128 rows.
+TEST(BwdDqClaimRuleHost, KvSpanCoversTheWalkersAndTheLimitSplitsTheTiles) {
+  for (int n : {17, 129, 1000, 4097}) {
+    AttnParams p = problem(1, 2, n, n);
+    const Lists l(1, 2, n, n, 128, 128, [](int, int h, int q, int k) { return k <= q && q - k < 300 + 700 * h; });
+    l.fill(p, 128, 128);
+    const int tiles = (n + 127) / 128;
+    for (int h = 0; h < 2; ++h) {
+      std::map<int, int> writers;
+      for (int j = 0; j < tiles; ++j)
+        for (int q0 : walk(p, 0, h, j)) ++writers[q0];
+      for (int q0 = 0; q0 < n; q0 += 64) {
+        const int w = writers.count(q0) ? writers[q0] : 0;
+        ASSERT_EQ(bwd_dq_kv_span(p, 0, h, q0), 128LL * w) << "n " << n << " h " << h << " q0 " << q0;
+        p.dq_claim_max_kv = 128 * w;
+        EXPECT_EQ(bwd_dq_claim_initial(p, 0, h, q0), kDqClaimOpen);
+        p.dq_claim_max_kv = 128 * w - 1;
+        EXPECT_EQ(bwd_dq_claim_initial(p, 0, h, q0), w == 0 ? kDqClaimOpen : kDqClaimStored);
+      }
+    }
+  }
+}
+
+TEST(BwdDqClaimRuleHost, WithoutABlockMaskTheSpanIsEveryKvRowAndPastTheMaskNone) {
+  AttnParams p = problem(1, 1, 300, 4097);
+  p.dq_claim_max_kv = 4096;
+  EXPECT_EQ(bwd_dq_kv_span(p, 0, 0, 0), 4097);
+  EXPECT_EQ(bwd_dq_claim_initial(p, 0, 0, 256), kDqClaimStored);
+  p.dq_claim_max_kv = 4097;
+  EXPECT_EQ(bwd_dq_claim_initial(p, 0, 0, 256), kDqClaimOpen);
+  // kv blocks of 256 count whole (a partial last one too); full blocks count beside partial ones; a row past the
+  // mask's rows has no writers.
+  const Lists l(1, 1, 300, 4097, 128, 256, [](int, int, int q, int k) { return k < 100 + q || k >= 4000; });
+  l.fill(p, 128, 256);
+  EXPECT_EQ(bwd_dq_kv_span(p, 0, 0, 0), 256LL * 3);    // blocks 0 and 15 partial, 16 (one row, 4096) full
+  EXPECT_EQ(bwd_dq_kv_span(p, 0, 0, 128), 256LL * 4);  // blocks 0, 1 and 15 partial, 16 full
+  p.nq = 1;
+  EXPECT_EQ(bwd_dq_kv_span(p, 0, 0, 128), 0);
 }
 
 }  // namespace
