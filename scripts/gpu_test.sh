@@ -75,6 +75,10 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 # of the full run), and the v3 dQ buffers' stores in step order (every backward form of the quick run).
 [ $HOPPER = 1 ] && FLEXATTN_SM90_GATHER_PREFETCH=0 run gpu_attention_no_gather_prefetch $CHECK --only relbias
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_SWAP=0 run gpu_attention_no_bwd_dq_swap $CHECK --quick
+# Session 31's default turned off: first-store dQ tiles (FLEXATTN_SM90_BWD_DQ_CLAIM): every query tile cleared by the
+# preprocess and added into (every backward form of the quick run, deterministic ones too).
+[ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_CLAIM=0 run gpu_attention_no_dq_claim $CHECK --quick
+[ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_CLAIM=0 run gpu_attention_no_dq_claim_det $CHECK --quick --deterministic
 # Session 24's early claim of the persistent forward's next tile (FLEXATTN_SM90_EARLY_CLAIM=2, opt-in): every tile
 # still runs exactly once (the quick run's masks and lengths).
 [ $HOPPER = 1 ] && FLEXATTN_SM90_EARLY_CLAIM=2 run gpu_attention_early_claim $CHECK --quick

@@ -41,7 +41,7 @@ bool sm90_bwd_ordered_dq_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_O
 
 bool sm90_bwd_tma_store_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_TMA_STORE", true); }
 
-bool sm90_bwd_dq_claim_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_DQ_CLAIM", false); }
+bool sm90_bwd_dq_claim_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_DQ_CLAIM", true); }
 int sm90_bwd_dq_claim_max_kv() {
   return int(jit::env_number("FLEXATTN_SM90_BWD_DQ_CLAIM_MAX_KV", kSm90BwdDqClaimMaxKv, 0, 1 << 30));
 }

@@ -100,7 +100,8 @@ int sm90_bwd_persistent_head_group(const kern::AttnParams& p);
 // Deterministic mode on this sm90 backward set takes the ordered dQ reductions (requested, bulk dQ path,
 // non-persistent kernel) instead of the sm80 dQ pass.
 bool sm90_bwd_orders_dq(const KernelSet& set);
-// FLEXATTN_SM90_BWD_DQ_CLAIM: the first dQ writer of each query tile stores it (no accumulator clear; p.dq_claim).
+// FLEXATTN_SM90_BWD_DQ_CLAIM (default on since session 31): the first dQ writer of each query tile with few writers
+// stores it (no accumulator clear for that tile; p.dq_claim).
 bool sm90_bwd_dq_claim_requested();
 // FLEXATTN_SM90_BWD_DQ_CLAIM_MAX_KV: only query tiles whose kv blocks span at most this many kv rows are claimed
 // (p.dq_claim_max_kv, kernels/sm90/bwd_dq_claim_rule_sm90.h); the others are cleared and added into as before.

@@ -182,3 +182,30 @@ TEST(Sm90BwdHost, FallbackSourcesGiveUpOneThingAtATime) {
   EXPECT_TRUE(choice(ppath[1]).dq_bulk && choice(ppath[1]).grid_order && choice(ppath[1]).tma_store);
   EXPECT_EQ(ppath[1], runtime::kernel_source_sm90_bwd(cgen, key));
 }
+
+// FLEXATTN_SM90_BWD_DQ_CLAIM (default on since session 31) and its MAX_KV limit, read at each backward call; a limit
+// that is not a number in range is an error naming the variable.
+TEST(Sm90BwdHost, DqClaimOnByDefaultAndItsLimitIsChecked) {
+  unsetenv("FLEXATTN_SM90_BWD_DQ_CLAIM");
+  unsetenv("FLEXATTN_SM90_BWD_DQ_CLAIM_MAX_KV");
+  EXPECT_TRUE(runtime::sm90_bwd_dq_claim_requested());
+  EXPECT_EQ(runtime::sm90_bwd_dq_claim_max_kv(), runtime::kSm90BwdDqClaimMaxKv);
+  setenv("FLEXATTN_SM90_BWD_DQ_CLAIM", "0", 1);
+  EXPECT_FALSE(runtime::sm90_bwd_dq_claim_requested());
+  setenv("FLEXATTN_SM90_BWD_DQ_CLAIM_MAX_KV", "4096", 1);
+  EXPECT_EQ(runtime::sm90_bwd_dq_claim_max_kv(), 4096);
+  for (const char* bad : {"-1", "lots", "2e9"}) {
+    setenv("FLEXATTN_SM90_BWD_DQ_CLAIM_MAX_KV", bad, 1);
+    try {
+      runtime::sm90_bwd_dq_claim_max_kv();
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("FLEXATTN_SM90_BWD_DQ_CLAIM_MAX_KV: expected a number in [0"),
+                std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::string("got '") + bad + "'"), std::string::npos) << e.what();
+    }
+  }
+  unsetenv("FLEXATTN_SM90_BWD_DQ_CLAIM");
+  unsetenv("FLEXATTN_SM90_BWD_DQ_CLAIM_MAX_KV");
+}
