@@ -5,6 +5,8 @@
 //              sm90 backward's ordered-dQ semaphores (p.dq_sem, deterministic mode); with p.dq_claim it opens
 //              the claim words of the query tiles with few writers instead of clearing their rows.
 //  dq convert: dq = dtype(scale * dq_accum) (0 in query tiles no writer claimed).
+//  Both read the real head dims p.D / p.Dv at run time: the sm90 backward runs padded dims on the next compiled kernel
+//  (D, Dv the kernel's), with the accumulator at the kernel's D.
 #include "common/numeric.cuh"
 #include "common/params.h"
 #include "sm80/tile_config.h"
@@ -45,7 +47,7 @@ __device__ __forceinline__ void attn_bwd_preprocess_sm80(const AttnParams& p) {
 #pragma unroll
     for (int k = 0; k < kPerLane; ++k) {
       const int c = lane + 32 * k;
-      const bool in = q < p.L && c < kChunks;
+      const bool in = q < p.L && c < kChunks && c * 8 < p.Dv;  // p.Dv < Dv: a padded sm90 backward's real dims
       ov[i][k] = in ? o[c] : make_uint4(0u, 0u, 0u, 0u);
       gv[i][k] = in ? g[c] : make_uint4(0u, 0u, 0u, 0u);
     }
@@ -94,7 +96,7 @@ __device__ __forceinline__ void attn_bwd_dq_convert_sm80(const AttnParams& p) {
   for (int k = 0; k < kItems; ++k) {
     const int i = threadIdx.x + k * kSm80AuxThreads;
     const int q = q_block0 + i / kChunksPerRow, c = i % kChunksPerRow;
-    const bool in = i < kTotal && q < p.L;
+    const bool in = i < kTotal && q < p.L && c * 8 < p.D;
     const float4* src = reinterpret_cast<const float4*>(p.dq_accum + (((long long)b * p.Hq + h) * p.L + q) * D + c * 8);
     xs[k] = in ? src[0] : make_float4(0.f, 0.f, 0.f, 0.f);
     ys[k] = in ? src[1] : make_float4(0.f, 0.f, 0.f, 0.f);
@@ -103,7 +105,8 @@ __device__ __forceinline__ void attn_bwd_dq_convert_sm80(const AttnParams& p) {
   for (int k = 0; k < kItems; ++k) {
     const int i = threadIdx.x + k * kSm80AuxThreads;
     const int q = q_block0 + i / kChunksPerRow, c = i % kChunksPerRow;
-    if (i >= kTotal || q >= p.L) continue;
+    // p.D < D: a padded sm90 backward (sm90_bwd_padded_head_dim); the accumulator rows are D wide, dq's p.D.
+    if (i >= kTotal || q >= p.L || c * 8 >= p.D) continue;
     const float s = p.scale;
     const float4 x = unwritten ? make_float4(0.f, 0.f, 0.f, 0.f) : xs[k];
     const float4 y = unwritten ? make_float4(0.f, 0.f, 0.f, 0.f) : ys[k];

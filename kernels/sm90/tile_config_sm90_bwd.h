@@ -67,6 +67,17 @@ FLEXATTN_HD constexpr bool sm90_bwd_head_dims_ok(int d, int dv) {
   return ((d == 64 || d == 128) && (dv == 64 || dv == 128)) || sm90_bwd_wide(d, dv);
 }
 
+// The compiled head dim a call's head dim runs on when padded (FLEXATTN_SM90_PAD_HEAD_DIM, as the forward's
+// sm90_padded_head_dim): itself when compiled, multiples of 16 up to 128 on 128, above on 256 (the wide kernel takes
+// D = Dv = 256 only); 0 otherwise. Q, K, V and dO are read through TMA maps of the real dims, whose boxes read zeros
+// past them; dK / dV leave through TMA stores that write nothing past them; dQ goes through the accumulator at the
+// padded dim, and the dQ convert writes the real columns.
+FLEXATTN_HD constexpr int sm90_bwd_padded_head_dim(int d) {
+  if (d == 64 || d == 128 || d == 256) return d;
+  if (d <= 64 || d > 256 || d % 16 != 0) return 0;
+  return d < 128 ? 128 : 256;
+}
+
 // Head dims of the backward v2 main kernel (FLEXATTN_SM90_BWD_V2): its dQ GEMM gives each consumer
 // warpgroup one 64-column slab of D (n64, k = all 128 kv rows), so D = 128; Dv 64 or 128. Other head
 // dims run the default kernel even with the switch.

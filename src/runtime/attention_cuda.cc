@@ -270,7 +270,11 @@ CompileReport compile_variant(const Variant& variant, DType dtype, int head_dim,
       !portable && (dtype == DType::BF16 || dtype == DType::F16) &&
       (backward ? runtime::sm90_backward_requested() && runtime::sm90_backward_supported(arch, p, nullptr)
                 : runtime::sm90_forward_requested() && runtime::sm90_forward_supported(arch, p, true, nullptr));
-  if (hopper && backward) key.family = runtime::KernelFamily::sm90;
+  if (hopper && backward) {  // try_sm90_backward's key: the kernel's head dims, non-persistent when padded
+    key.family = runtime::KernelFamily::sm90;
+    key.d = runtime::sm90_bwd_head_dim(head_dim), key.dv = runtime::sm90_bwd_head_dim(value_head_dim);
+    if (key.d != head_dim || key.dv != value_head_dim) key.sm90_bwd_persistent = 0;
+  }
   if (hopper && !backward) key = runtime::sm90_fwd_call_key(dtype, head_dim, value_head_dim, arch, block_mask);
   const runtime::KernelSet& set = runtime::get_kernel_set(variant, key);
   CompileReport r = runtime::compile_report(set);

@@ -68,7 +68,9 @@ BackwardWorkspace backward_workspace(int64_t B, int64_t Hq, int64_t L, int64_t D
   auto align = [](size_t n) { return (n + 255) / 256 * 256; };
   BackwardWorkspace w;
   w.accum = align(size_t(B * Hq * L) * 4);
-  w.bytes = w.accum + size_t(B * Hq * L * D) * 4;
+  // The accumulator at the head dim the sm90 backward pads D onto (sm90_bwd_head_dim), whichever family the call takes.
+  const int64_t accum_d = std::max<int64_t>(D, sm90_bwd_head_dim(int(D)));
+  w.bytes = w.accum + size_t(B * Hq * L * accum_d) * 4;
   w.claim = align(w.bytes);
   w.bytes = w.claim + size_t(kern::sm90::bwd_dq_semaphores(int(B), int(Hq), int(L))) * 4;
   if (deterministic) {
@@ -148,15 +150,23 @@ Sm90BwdChoice sm90_bwd_source_choice(const std::string& source) {
 }
 
 
+int sm90_bwd_head_dim(int d) {
+  const int padded = kern::sm90_bwd_padded_head_dim(d);
+  return padded == d || sm90_pad_head_dims_requested() ? padded : 0;
+}
+
 bool sm90_backward_supported(const std::string& arch, const kern::AttnParams& p, std::string* why) {
   auto no = [&](const std::string& reason) {
     if (why) *why = "backward: " + reason;
     return false;
   };
   if (arch != "sm_90a") return no("the device is " + arch + ", the sm90 kernels need sm_90a");
-  if (!kern::sm90_bwd_head_dims_ok(p.D, p.Dv))
-    return no("head dims D=" + num(p.D) + ", Dv=" + num(p.Dv) + " (the sm90 backward takes 64 and 128, and D = Dv = 256)");
-  const int block_n = kern::sm90_bwd_block_n(p.D, p.Dv);
+  const int kd = sm90_bwd_head_dim(p.D), kdv = sm90_bwd_head_dim(p.Dv);
+  if (kd == 0 || kdv == 0 || !kern::sm90_bwd_head_dims_ok(kd, kdv))
+    return no("head dims D=" + num(p.D) + ", Dv=" + num(p.Dv) + " (the sm90 backward takes 64 and 128, and D = Dv = 256" +
+              (sm90_pad_head_dims_requested() ? ", and multiples of 16 between 64 and 256 on the next of them)"
+                                              : "; FLEXATTN_SM90_PAD_HEAD_DIM=0 turned off the multiples of 16 between them)"));
+  const int block_n = kern::sm90_bwd_block_n(kd, kdv);
   if (p.kv_num_blocks != nullptr && !kern::sm90_bwd_mask_blocks_ok(p.q_block, p.kv_block, block_n))
     return no("block mask BLOCK_SIZE (" + num(p.q_block) + ", " + num(p.kv_block) + ") is not a multiple of (" +
               num(kern::kSm90BwdBlockM) + ", " + num(block_n) + ")");
@@ -177,14 +187,14 @@ void encode_sm90_backward_maps(kern::AttnParams* p, DType dtype) {
 
 // dq_accum [B * Hq, L, D] fp32, contiguous (cuda_backward's workspace): 3-D map, box (32, 64, 1), 128B
 // swizzle (kernels/sm90/tile_config_sm90_bwd.h, v3 dQ tile); rows >= L fall outside dim 1.
-void encode_sm90_dq_accum_map(kern::AttnParams* p) {
+void encode_sm90_dq_accum_map(kern::AttnParams* p, int accum_d) {
   TmaMapArgs a;
   a.data_type = 7;  // CU_TENSOR_MAP_DATA_TYPE_FLOAT32
   a.rank = 3;
   a.address = p->dq_accum;
-  a.dims[0] = uint64_t(p->D), a.dims[1] = uint64_t(p->L), a.dims[2] = uint64_t(p->B) * uint64_t(p->Hq);
+  a.dims[0] = uint64_t(accum_d), a.dims[1] = uint64_t(p->L), a.dims[2] = uint64_t(p->B) * uint64_t(p->Hq);
   a.dims[3] = 1;
-  a.strides[0] = uint64_t(p->D) * 4, a.strides[1] = uint64_t(p->L) * uint64_t(p->D) * 4, a.strides[2] = 0;
+  a.strides[0] = uint64_t(accum_d) * 4, a.strides[1] = uint64_t(p->L) * uint64_t(accum_d) * 4, a.strides[2] = 0;
   a.box[0] = 32, a.box[1] = 64, a.box[2] = 1, a.box[3] = 1;
   encode_sm90_map(a, "dq_accum", &p->dq_map);
 }
@@ -328,8 +338,12 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
   } catch (const Error& e) {  // e.g. a stride layout the driver's TMA encoder rejects
     return sm90_decline(std::string("backward: ") + e.what());
   }
-  KernelSetKey key{t, p.D, p.Dv, arch, true, KernelFamily::sm90};
-  key.sm90_bwd_persistent = sm90_bwd_persistent_for_call(p.D, p.Dv, a.deterministic);
+  // Padded head dims (FLEXATTN_SM90_PAD_HEAD_DIM): the kernel of the next compiled dims, non-persistent (its dK / dV
+  // leave through TMA stores, which write nothing past the real dims; the persistent kernel stores pair by pair).
+  const int kd = sm90_bwd_head_dim(p.D), kdv = sm90_bwd_head_dim(p.Dv);
+  const bool padded = kd != p.D || kdv != p.Dv;
+  KernelSetKey key{t, kd, kdv, arch, true, KernelFamily::sm90};
+  key.sm90_bwd_persistent = padded ? 0 : sm90_bwd_persistent_for_call(kd, kdv, a.deterministic);
   key.sm90_bwd_grid_order = sm90_bwd_grid_order_for_call(a.deterministic, !a.fwd.variant->mask_mod.empty());
   const KernelSet& set = get_kernel_set(*a.fwd.variant, key);
   fill_mod_params(set.layout, a.fwd.bindings, true, &p.mod);
@@ -345,11 +359,23 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
   // (get_kernel_set may have fallen back from the bulk path).
   if (set.sm90_bwd_dq_tma && p.dq_accum != nullptr) {
     try {
-      encode_sm90_dq_accum_map(&p);
+      encode_sm90_dq_accum_map(&p, kd);
     } catch (const Error& e) {
       if (ordered) p.dq_accum = nullptr, p.dq_sem = nullptr;  // the sm80 family's deterministic mode: its dQ pass
       return sm90_decline(std::string("backward: ") + e.what());
     }
+  }
+  // FLEXATTN_SM90_BWD_TMA_STORE (default on): dK / dV leave through TMA stores from the freed K / V slabs (not the
+  // persistent kernel, whose K / V slabs take its next work tile).
+  p.dkv_tma = set.sm90_bwd_tma_store && sm90_bwd_tma_store_requested() && encode_sm90_dkv_maps(&p, t) ? 1 : 0;
+  // Padded dims need those stores (the pair-by-pair ones write the kernel's columns), and deterministic mode the
+  // ordered reductions (the sm80 dQ pass would run at the kernel's dims).
+  if (padded && (!p.dkv_tma || (a.deterministic && !ordered))) {
+    if (ordered) p.dq_accum = nullptr, p.dq_sem = nullptr;
+    return sm90_decline("backward: head dims D=" + num(p.D) + ", Dv=" + num(p.Dv) + " pad onto the " + num(kd) + " / " +
+                        num(kdv) + " kernel only with its TMA dK / dV stores" +
+                        (a.deterministic ? " and ordered dQ reductions" : "") + " (FLEXATTN_SM90_BWD_TMA_STORE, " +
+                        "FLEXATTN_SM90_BWD_ORDERED_DQ)");
   }
   // FLEXATTN_SM90_BWD_DQ_CLAIM: the TMA dQ writers store the first partial of each query tile, so the preprocess
   // leaves the accumulator uncleared (kernels/sm90/bwd_dq_claim_sm90.cuh). Only where every dQ write goes through
@@ -359,13 +385,13 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
                                         backward_workspace(p.B, p.Hq, p.L, p.D, a.deterministic).claim);
     p.dq_claim_max_kv = sm90_bwd_dq_claim_max_kv();
   }
-  kern::Sm90Launch l = kern::sm90_bwd_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S, set.sm90_dq_bulk, set.sm90_bwd_v2,
+  kern::Sm90Launch l = kern::sm90_bwd_launch(kd, kdv, p.Bkv, p.Hkv, p.S, set.sm90_dq_bulk, set.sm90_bwd_v2,
                                              set.sm90_bwd_dq_tma);
   if (set.sm90_bwd_persistent) {
     // One CTA per SM (FLEXATTN_SM90_PERSISTENT_CTAS caps it, as for the forward), at most one per work
     // tile; the forward's tile queue word of this stream (left at 0 by every launch, so the forward and
     // the backward on one stream share it in turn).
-    l = kern::sm90_bwd_persistent_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S,
+    l = kern::sm90_bwd_persistent_launch(kd, kdv, p.Bkv, p.Hkv, p.S,
                                          sm90_persistent_ctas(jit::device_props(a.fwd.device).sm_count),
                                          set.sm90_dq_bulk, set.sm90_bwd_v2, set.sm90_bwd_dq_tma);
     p.tile_queue = sm90_tile_queue(a.fwd.device, a.fwd.stream);
@@ -376,9 +402,6 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
     // L2-sized groups of (kv head, kv batch) pairs (kernels/sm90/tile_config_sm90_bwd.h, sm90_bwd_grid_tile).
     p.bwd_head_group = sm90_bwd_launch_head_group(p, a.deterministic, set.sm90_bwd_grid_order);
   }
-  // FLEXATTN_SM90_BWD_TMA_STORE (default on): dK / dV leave through TMA stores from the freed K / V slabs (not the
-  // persistent kernel, whose K / V slabs take its next work tile).
-  p.dkv_tma = set.sm90_bwd_tma_store && sm90_bwd_tma_store_requested() && encode_sm90_dkv_maps(&p, t) ? 1 : 0;
   launch_backward(*a.fwd.variant, set, p, launch_config(l, a.fwd.stream), a.deterministic && !ordered,
                   a.fwd.stream);
   if (ordered && jit::env_flag("FLEXATTN_JIT_DEBUG")) {

@@ -116,18 +116,21 @@ struct BackwardWorkspace {
 };
 BackwardWorkspace backward_workspace(int64_t B, int64_t Hq, int64_t L, int64_t D, bool deterministic);
 
+// The sm90 backward kernel's head dim for a call's d: d when compiled (64, 128, 256), the padded dim
+// (kern::sm90_bwd_padded_head_dim) unless FLEXATTN_SM90_PAD_HEAD_DIM=0, else 0.
+int sm90_bwd_head_dim(int d);
 // Whether the sm90 backward can run this problem (p filled and validated by cuda_backward): arch
-// "sm_90a", D and Dv in {64, 128}, mask blocks (when a mask is given) multiples of (64, 128). `why`
-// gets the reason when not.
+// "sm_90a", kernel head dims (sm90_bwd_head_dim) in {64, 128} or D = Dv = 256, mask blocks (when a mask is given)
+// multiples of (64, 128). `why` gets the reason when not.
 bool sm90_backward_supported(const std::string& arch, const kern::AttnParams& p, std::string* why = nullptr);
 
 // Encodes p->q_map (Q), k_map (K), v_map (V) and o_map (dO, not O) with 64-row boxes. Throws Error
 // naming the tensor when the driver rejects a map.
 void encode_sm90_backward_maps(kern::AttnParams* p, DType dtype);
 
-// Encodes p->dq_map (dq_accum, fp32, for the v3 main kernel; FLEXATTN_SM90_BWD_V3). Throws Error when the
-// driver rejects it.
-void encode_sm90_dq_accum_map(kern::AttnParams* p);
+// Encodes p->dq_map (dq_accum [B * Hq, L, accum_d], fp32, for the v3 main kernel; FLEXATTN_SM90_BWD_V3; accum_d the
+// kernel's head dim). Throws Error when the driver rejects it.
+void encode_sm90_dq_accum_map(kern::AttnParams* p, int accum_d);
 
 // The generated source of the sm90 backward kernel set's main kernel, flexattn_bwd (the preprocess and the dQ convert
 // are the sm80 family's, kernel_source_bwd_aux; the deterministic dQ pass is a set of its own).

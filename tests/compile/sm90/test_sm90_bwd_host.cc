@@ -63,13 +63,30 @@ TEST(Sm90BwdHost, SupportRulesAndReasons) {
   }
   p.D = p.Dv = 256;  // the wide kernel
   EXPECT_TRUE(runtime::sm90_backward_supported("sm_90a", p, &why)) << why;
+  // Padded head dims (FLEXATTN_SM90_PAD_HEAD_DIM, default on): multiples of 16 run on the next compiled kernel.
+  unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");
+  p.D = p.Dv = 192;  // on the wide kernel
+  EXPECT_TRUE(runtime::sm90_backward_supported("sm_90a", p, &why)) << why;
+  p.D = 128, p.Dv = 96;
+  EXPECT_TRUE(runtime::sm90_backward_supported("sm_90a", p, &why)) << why;
+  p.D = p.Dv = 80;
+  EXPECT_TRUE(runtime::sm90_backward_supported("sm_90a", p, &why)) << why;
+  p.D = 256, p.Dv = 128;  // the wide kernel takes D = Dv only
+  EXPECT_FALSE(runtime::sm90_backward_supported("sm_90a", p, &why));
+  p.D = 192, p.Dv = 96;
+  EXPECT_FALSE(runtime::sm90_backward_supported("sm_90a", p, &why));
+  EXPECT_EQ(why, "backward: head dims D=192, Dv=96 (the sm90 backward takes 64 and 128, and D = Dv = 256, and multiples "
+                 "of 16 between 64 and 256 on the next of them)");
+  p.D = p.Dv = 72;  // not a multiple of 16
+  EXPECT_FALSE(runtime::sm90_backward_supported("sm_90a", p, &why));
+  setenv("FLEXATTN_SM90_PAD_HEAD_DIM", "0", 1);
   p.D = p.Dv = 192;
   EXPECT_FALSE(runtime::sm90_backward_supported("sm_90a", p, &why));
-  EXPECT_EQ(why, "backward: head dims D=192, Dv=192 (the sm90 backward takes 64 and 128, and D = Dv = 256)");
-  p.D = 256, p.Dv = 128;
-  EXPECT_FALSE(runtime::sm90_backward_supported("sm_90a", p, &why));
+  EXPECT_EQ(why, "backward: head dims D=192, Dv=192 (the sm90 backward takes 64 and 128, and D = Dv = 256; "
+                 "FLEXATTN_SM90_PAD_HEAD_DIM=0 turned off the multiples of 16 between them)");
   p.D = 128, p.Dv = 96;
   EXPECT_FALSE(runtime::sm90_backward_supported("sm_90a", p, &why));
+  unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");
   p = eligible_params();
   static const int counts[1] = {1};
   p.kv_num_blocks = counts;
@@ -695,4 +712,26 @@ TEST(Sm90BwdHost, DqV3StoreOrderKeepsEachHalfWarpOnDistinctBanks) {
       EXPECT_EQ(blocks.size(), 4u) << g;
     }
   }
+}
+
+// Padded backward head dims: the kernel's dim per call dim, and the workspace's accumulator at the kernel's dim
+// (the sm90 backward's dQ map covers [B * Hq, L, kernel D]), whichever family then runs.
+TEST(Sm90BwdHost, PaddedHeadDimsAndTheirAccumulator) {
+  unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");
+  const int want[][2] = {{64, 64}, {128, 128}, {256, 256}, {80, 128}, {96, 128}, {112, 128},
+                         {144, 256}, {192, 256}, {240, 256}, {32, 0}, {48, 0}, {72, 0}, {100, 0}, {320, 0}};
+  for (const auto& w : want) {
+    EXPECT_EQ(kern::sm90_bwd_padded_head_dim(w[0]), w[1]) << w[0];
+    EXPECT_EQ(runtime::sm90_bwd_head_dim(w[0]), w[1]) << w[0];
+  }
+  const runtime::BackwardWorkspace padded = runtime::backward_workspace(2, 3, 100, 96, false);
+  EXPECT_EQ(padded.accum, 256u * ((2 * 3 * 100 * 4 + 255) / 256));
+  EXPECT_GE(padded.claim, padded.accum + size_t(2 * 3 * 100 * 128) * 4);
+  EXPECT_GE(runtime::backward_workspace(2, 3, 100, 192, false).claim, padded.accum + size_t(2 * 3 * 100 * 256) * 4);
+  setenv("FLEXATTN_SM90_PAD_HEAD_DIM", "0", 1);
+  EXPECT_EQ(runtime::sm90_bwd_head_dim(96), 0);
+  EXPECT_EQ(runtime::sm90_bwd_head_dim(128), 128);
+  const runtime::BackwardWorkspace exact = runtime::backward_workspace(2, 3, 100, 96, false);
+  EXPECT_EQ(exact.claim, (exact.accum + size_t(2 * 3 * 100 * 96) * 4 + 255) / 256 * 256);
+  unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");
 }

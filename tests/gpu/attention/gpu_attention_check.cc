@@ -218,9 +218,13 @@ int main(int argc, char** argv) {
     for (int64_t L : quick ? std::vector<int64_t>{129} : std::vector<int64_t>{17, 1000})
       cases.push_back({&corpus[i], L, L, 256, 256, 4, 2, 2, DType::BF16, true, false});
   // Head dims between the sm90 forward's compiled ones (sm90_padded_head_dim: the next one up, zeros past d), with a
-  // mask, a score_mod, Dv != D, f16. The D=96 backward runs on the sm80 family; 80 / 112 are forward only (the sm80
-  // backward takes multiples of 32).
+  // mask, a score_mod, Dv != D, f16. The backward pads too since session 31 (sm90_bwd_padded_head_dim: 96 on the 128
+  // kernel, 192 on the wide one; deterministic through the ordered dQ reductions); 80 / 112 are forward only (the
+  // backward takes multiples of 32 up to 128 and of 64 above).
   cases.push_back({&corpus[1], 385, 385, 96, 96, 4, 2, 2, DType::BF16, true, false});
+  cases.push_back({&corpus::corpus_entry("alibi+causal"), 1000, 1000, 128, 96, 4, 4, 1, DType::F16, true, false});
+  cases.push_back({&corpus[1], 129, 129, 192, 192, 4, 2, 1, DType::BF16, true, false});
+  cases.push_back({&corpus::corpus_entry("document:3"), 1000, 1000, 96, 96, 4, 1, 2, DType::BF16, true, true});
   cases.push_back({&corpus[0], 129, 700, 160, 160, 4, 4, 1, DType::F16, false, false});
   cases.push_back({&corpus::corpus_entry("alibi+causal"), 300, 300, 80, 112, 4, 1, 1, DType::BF16, false, false});
   // Unequal lengths, Dv != D, batch broadcast shapes, deterministic mode.
@@ -289,10 +293,13 @@ int main(int argc, char** argv) {
               runtime::sm90_fwd_head_dim(int(k.Dv)) != 0)
             runtime::get_kernel_set(b.variant, runtime::sm90_fwd_call_key(k.dtype, int(k.D), int(k.Dv), arch,
                                                                           k.block_mask && !b.variant.mask_mod.empty()));
-          if (arch == "sm_90a" && k.backward && runtime::sm90_backward_requested() &&
-              kern::sm90_bwd_head_dims_ok(int(k.D), int(k.Dv)))
-            runtime::get_kernel_set(b.variant, runtime::KernelSetKey{k.dtype, int(k.D), int(k.Dv), arch, true,
-                                                                     runtime::KernelFamily::sm90});
+          const int bd = runtime::sm90_bwd_head_dim(int(k.D)), bdv = runtime::sm90_bwd_head_dim(int(k.Dv));
+          if (arch == "sm_90a" && k.backward && runtime::sm90_backward_requested() && bd != 0 && bdv != 0 &&
+              kern::sm90_bwd_head_dims_ok(bd, bdv)) {
+            runtime::KernelSetKey key{k.dtype, bd, bdv, arch, true, runtime::KernelFamily::sm90};
+            if (bd != int(k.D) || bdv != int(k.Dv)) key.sm90_bwd_persistent = 0;
+            runtime::get_kernel_set(b.variant, key);
+          }
         } catch (const std::exception& e) {
           std::fprintf(stderr, "prewarm %s: %s\n", k.mod->name.c_str(), e.what());
         }
