@@ -244,11 +244,15 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
       bool first = false;  // this writer claimed the tile and stores it (bwd_dq_claim_sm90.cuh)
       if constexpr (kT) {
         first = p.dq_claim != nullptr && bwd_dq_claim(p, bh, q0);
+        // The branch outside the slab loops: inside, ptxas ran a predicated-off store loop (ELECT, R2UR.OR) between
+        // consecutive reductions, ~95 more instructions per tile on the deterministic writer's serial chain at D = 128
+        // (session 31's SASS diff; the ordered causal backward +6-10 % since session 30).
+        if (first) {
 #pragma unroll
-        for (int s = 0; s < D / 32; ++s) {
-          if (first)
-            tma_store_3d(&p.dq_map, c.dq_buf(pos.stage) + s * 64 * 128, 32 * s, q0, bh);
-          else
+          for (int s = 0; s < D / 32; ++s) tma_store_3d(&p.dq_map, c.dq_buf(pos.stage) + s * 64 * 128, 32 * s, q0, bh);
+        } else {
+#pragma unroll
+          for (int s = 0; s < D / 32; ++s)
             tma_reduce_add_3d(&p.dq_map, c.dq_buf(pos.stage) + s * 64 * 128, 32 * s, q0, bh);
         }
       } else {
