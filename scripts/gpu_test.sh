@@ -79,6 +79,9 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 # preprocess and added into (every backward form of the quick run, deterministic ones too).
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_CLAIM=0 run gpu_attention_no_dq_claim $CHECK --quick
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_CLAIM=0 run gpu_attention_no_dq_claim_det $CHECK --quick --deterministic
+# Session 31's padded backward (FLEXATTN_SM90_BWD_PAD_HEAD_DIM, opt-in): the quick run's D 96 / 192 / Dv 96 backward
+# cases on the sm90 kernels of the next compiled dims.
+[ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_PAD_HEAD_DIM=1 run gpu_attention_bwd_pad_head_dim $CHECK --quick
 # Session 24's early claim of the persistent forward's next tile (FLEXATTN_SM90_EARLY_CLAIM=2, opt-in): every tile
 # still runs exactly once (the quick run's masks and lengths).
 [ $HOPPER = 1 ] && FLEXATTN_SM90_EARLY_CLAIM=2 run gpu_attention_early_claim $CHECK --quick

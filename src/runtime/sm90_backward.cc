@@ -150,9 +150,13 @@ Sm90BwdChoice sm90_bwd_source_choice(const std::string& source) {
 }
 
 
+bool sm90_bwd_pad_head_dims_requested() {
+  return sm90_pad_head_dims_requested() && jit::env_flag("FLEXATTN_SM90_BWD_PAD_HEAD_DIM", false);
+}
+
 int sm90_bwd_head_dim(int d) {
   const int padded = kern::sm90_bwd_padded_head_dim(d);
-  return padded == d || sm90_pad_head_dims_requested() ? padded : 0;
+  return padded == d || sm90_bwd_pad_head_dims_requested() ? padded : 0;
 }
 
 bool sm90_backward_supported(const std::string& arch, const kern::AttnParams& p, std::string* why) {
@@ -164,8 +168,9 @@ bool sm90_backward_supported(const std::string& arch, const kern::AttnParams& p,
   const int kd = sm90_bwd_head_dim(p.D), kdv = sm90_bwd_head_dim(p.Dv);
   if (kd == 0 || kdv == 0 || !kern::sm90_bwd_head_dims_ok(kd, kdv))
     return no("head dims D=" + num(p.D) + ", Dv=" + num(p.Dv) + " (the sm90 backward takes 64 and 128, and D = Dv = 256" +
-              (sm90_pad_head_dims_requested() ? ", and multiples of 16 between 64 and 256 on the next of them)"
-                                              : "; FLEXATTN_SM90_PAD_HEAD_DIM=0 turned off the multiples of 16 between them)"));
+              (sm90_bwd_pad_head_dims_requested()
+                   ? ", and multiples of 16 between 64 and 256 on the next of them)"
+                   : "; FLEXATTN_SM90_BWD_PAD_HEAD_DIM=1 runs the multiples of 16 between them on the next of them)"));
   const int block_n = kern::sm90_bwd_block_n(kd, kdv);
   if (p.kv_num_blocks != nullptr && !kern::sm90_bwd_mask_blocks_ok(p.q_block, p.kv_block, block_n))
     return no("block mask BLOCK_SIZE (" + num(p.q_block) + ", " + num(p.kv_block) + ") is not a multiple of (" +

@@ -116,8 +116,11 @@ struct BackwardWorkspace {
 };
 BackwardWorkspace backward_workspace(int64_t B, int64_t Hq, int64_t L, int64_t D, bool deterministic);
 
-// The sm90 backward kernel's head dim for a call's d: d when compiled (64, 128, 256), the padded dim
-// (kern::sm90_bwd_padded_head_dim) unless FLEXATTN_SM90_PAD_HEAD_DIM=0, else 0.
+// FLEXATTN_SM90_BWD_PAD_HEAD_DIM (opt-in, session 31: not yet run on a GPU) and FLEXATTN_SM90_PAD_HEAD_DIM on: the
+// backward pads head dims onto the next compiled kernel (kern::sm90_bwd_padded_head_dim).
+bool sm90_bwd_pad_head_dims_requested();
+// The sm90 backward kernel's head dim for a call's d: d when compiled (64, 128, 256), the padded dim when
+// sm90_bwd_pad_head_dims_requested, else 0.
 int sm90_bwd_head_dim(int d);
 // Whether the sm90 backward can run this problem (p filled and validated by cuda_backward): arch
 // "sm_90a", kernel head dims (sm90_bwd_head_dim) in {64, 128} or D = Dv = 256, mask blocks (when a mask is given)

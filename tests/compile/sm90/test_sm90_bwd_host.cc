@@ -63,8 +63,14 @@ TEST(Sm90BwdHost, SupportRulesAndReasons) {
   }
   p.D = p.Dv = 256;  // the wide kernel
   EXPECT_TRUE(runtime::sm90_backward_supported("sm_90a", p, &why)) << why;
-  // Padded head dims (FLEXATTN_SM90_PAD_HEAD_DIM, default on): multiples of 16 run on the next compiled kernel.
+  // Padded head dims (FLEXATTN_SM90_BWD_PAD_HEAD_DIM, opt-in, with FLEXATTN_SM90_PAD_HEAD_DIM on, the default):
+  // multiples of 16 run on the next compiled kernel.
   unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");
+  p.D = p.Dv = 192;
+  EXPECT_FALSE(runtime::sm90_backward_supported("sm_90a", p, &why));
+  EXPECT_EQ(why, "backward: head dims D=192, Dv=192 (the sm90 backward takes 64 and 128, and D = Dv = 256; "
+                 "FLEXATTN_SM90_BWD_PAD_HEAD_DIM=1 runs the multiples of 16 between them on the next of them)");
+  setenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM", "1", 1);
   p.D = p.Dv = 192;  // on the wide kernel
   EXPECT_TRUE(runtime::sm90_backward_supported("sm_90a", p, &why)) << why;
   p.D = 128, p.Dv = 96;
@@ -79,14 +85,11 @@ TEST(Sm90BwdHost, SupportRulesAndReasons) {
                  "of 16 between 64 and 256 on the next of them)");
   p.D = p.Dv = 72;  // not a multiple of 16
   EXPECT_FALSE(runtime::sm90_backward_supported("sm_90a", p, &why));
-  setenv("FLEXATTN_SM90_PAD_HEAD_DIM", "0", 1);
-  p.D = p.Dv = 192;
-  EXPECT_FALSE(runtime::sm90_backward_supported("sm_90a", p, &why));
-  EXPECT_EQ(why, "backward: head dims D=192, Dv=192 (the sm90 backward takes 64 and 128, and D = Dv = 256; "
-                 "FLEXATTN_SM90_PAD_HEAD_DIM=0 turned off the multiples of 16 between them)");
+  setenv("FLEXATTN_SM90_PAD_HEAD_DIM", "0", 1);  // the forward's switch turns the backward's off too
   p.D = 128, p.Dv = 96;
   EXPECT_FALSE(runtime::sm90_backward_supported("sm_90a", p, &why));
   unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");
+  unsetenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM");
   p = eligible_params();
   static const int counts[1] = {1};
   p.kv_num_blocks = counts;
@@ -718,6 +721,10 @@ TEST(Sm90BwdHost, DqV3StoreOrderKeepsEachHalfWarpOnDistinctBanks) {
 // (the sm90 backward's dQ map covers [B * Hq, L, kernel D]), whichever family then runs.
 TEST(Sm90BwdHost, PaddedHeadDimsAndTheirAccumulator) {
   unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");
+  unsetenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM");
+  EXPECT_EQ(runtime::sm90_bwd_head_dim(96), 0);  // opt-in
+  EXPECT_EQ(runtime::sm90_bwd_head_dim(128), 128);
+  setenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM", "1", 1);
   const int want[][2] = {{64, 64}, {128, 128}, {256, 256}, {80, 128}, {96, 128}, {112, 128},
                          {144, 256}, {192, 256}, {240, 256}, {32, 0}, {48, 0}, {72, 0}, {100, 0}, {320, 0}};
   for (const auto& w : want) {
@@ -734,4 +741,5 @@ TEST(Sm90BwdHost, PaddedHeadDimsAndTheirAccumulator) {
   const runtime::BackwardWorkspace exact = runtime::backward_workspace(2, 3, 100, 96, false);
   EXPECT_EQ(exact.claim, (exact.accum + size_t(2 * 3 * 100 * 96) * 4 + 255) / 256 * 256);
   unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");
+  unsetenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM");
 }
