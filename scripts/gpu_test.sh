@@ -79,6 +79,10 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 # preprocess and added into (every backward form of the quick run, deterministic ones too).
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_CLAIM=0 run gpu_attention_no_dq_claim $CHECK --quick
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_CLAIM=0 run gpu_attention_no_dq_claim_det $CHECK --quick --deterministic
+# ... and with a limit of 256 kv rows, so the quick run's masked lengths have both open tiles and tiles the preprocess
+# cleared and marked stored (at the default 2048 every quick case's tiles are open).
+[ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_CLAIM_MAX_KV=256 run gpu_attention_dq_claim_mixed $CHECK --quick
+[ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_CLAIM_MAX_KV=256 run gpu_attention_dq_claim_mixed_det $CHECK --quick --deterministic
 # Session 31's padded backward (FLEXATTN_SM90_BWD_PAD_HEAD_DIM, opt-in): the quick run's D 96 / 192 / Dv 96 backward
 # cases on the sm90 kernels of the next compiled dims.
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_PAD_HEAD_DIM=1 run gpu_attention_bwd_pad_head_dim $CHECK --quick

@@ -315,7 +315,10 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   // three compiles, session 15). By default (tma_store < 0) the v2's relative-bias gather without a mask_mod goes
   // without it: measured on the H200 (session 15, B=2 H=16 S=8192 D=128 backward ms, two runs each) 6.10 with it,
   // 5.78 without; with a causal mask it helps (3.09 / 3.16), as for dense attention (4.79 / 4.85).
-  const bool tma_inert = v2 && (bg_define || !use_bulk);
+  // The first kernel takes it only at D + Dv < 256 (bwd_consumer_sm90.cuh): without the define there the set's
+  // sm90_bwd_tma_store says what runs, which the padded head dims rely on (their dK / dV columns past the real dims
+  // must not be stored; session 31's review: V2=0 at 96 / 96 stored pair by pair past them).
+  const bool tma_inert = (v2 && (bg_define || !use_bulk)) || (!v2 && !wide && key.d + key.dv >= 256);
   const bool tma_default = sm90_bwd_tma_store_requested() && !(v2 && gather_define && !variant.has_mask_mod);
   if (!use_persistent && !tma_inert && (tma_store < 0 ? tma_default : tma_store != 0)) s << kTmaStoreDefine;
   // FLEXATTN_SM90_AFFINE (default on, as the forward's): ALiBi-shaped score_mods evaluate their bias as an affine
@@ -347,6 +350,11 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
   // leave through TMA stores, which write nothing past the real dims; the persistent kernel stores pair by pair).
   const int kd = sm90_bwd_head_dim(p.D), kdv = sm90_bwd_head_dim(p.Dv);
   const bool padded = kd != p.D || kdv != p.Dv;
+  // The wide kernel never orders its dQ reductions, so a deterministic padded call there would decline below: before
+  // compiling it.
+  if (padded && a.deterministic && kern::sm90_bwd_wide(kd, kdv))
+    return sm90_decline("backward: head dims D=" + num(p.D) + ", Dv=" + num(p.Dv) +
+                        " pad onto the wide kernel, which has no ordered dQ reductions for deterministic mode");
   KernelSetKey key{t, kd, kdv, arch, true, KernelFamily::sm90};
   key.sm90_bwd_persistent = padded ? 0 : sm90_bwd_persistent_for_call(kd, kdv, a.deterministic);
   key.sm90_bwd_grid_order = sm90_bwd_grid_order_for_call(a.deterministic, !a.fwd.variant->mask_mod.empty());

@@ -21,6 +21,11 @@ run_check --dtype bf16 -Q 777 -D 64 --dv 96 --mask document:3 --backward
 run_check --dtype bf16 -Q 1000 -D 192 --mask causal --backward --hkv 2
 run_check --dtype bf16 -Q 4097 -D 96 --mask causal --backward --deterministic
 run_check_summary
+# The padded backward really ran on the sm90 kernels (no decline to the sm80 family under FLEXATTN_JIT_DEBUG):
+FLEXATTN_JIT_DEBUG=1 timeout 60 $F run --backend cuda --check -B 1 -H 4 --dtype bf16 -Q 1000 -D 96 --mask causal \
+  --backward > $O/debug96.log 2>&1; echo "D=96 debug rc=$? sm80 declines: $(grep -c 'using the sm80 kernels: backward' $O/debug96.log)"
+FLEXATTN_SM90_BWD_DQ_CLAIM_MAX_KV=256 timeout $(cap 80 5) $CHECK --quick > $O/check_mixed.log 2>&1
+echo "claims limit 256 --quick rc=$? $(pass_fail $O/check_mixed.log) ($(el) s)"; grep -m3 "^FAIL" $O/check_mixed.log
 export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
 timeout $(cap 100 10) python3 bench/run.py --suite hd96 --cases full,causal --backward --no-warm --reps 20 \
   --out $OUT/bench/hd96 > $OUT/bench/hd96.log 2>&1
