@@ -10,7 +10,10 @@ build=${SAN_BUILD:-build-asan}
 jobs=${JOBS:-$(nproc)}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DFLEXATTN_SANITIZE=ON -DFLEXATTN_BUILD_PYTHON=OFF >/dev/null
 cmake --build "$build" -j"$jobs"
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+# intercept_tls_get_addr=0: LeakSanitizer's exit scan read a garbage dynamic-TLS range (DTLS 0xccb-0x2000001dcd, from
+# the dlopen'ed libnvrtc) and its tracer died on SIGSEGV in jit_cache_test under ctest (session 31: every run, all 21
+# tests passed; the layout shifted with an unrelated header). Without the interception LSan skips dynamic TLS blocks.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:intercept_tls_get_addr=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 cd "$build"
 ctest --output-on-failure -j"$jobs" -E '^(compile_|gpu_|multigpu_|python_)'
