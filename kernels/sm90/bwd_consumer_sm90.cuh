@@ -548,9 +548,7 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
   }
 
   // dK = scale * dS^T Q; dV as accumulated. With Bkv == 1 this CTA has summed every query batch.
-  // Not at D + Dv >= 256 (there the v2 is the default; with the epilogue's second path this kernel's softcap + causal
-  // spilled 20-128 bytes, ptxas 13.0).
-  if (FLEXATTN_SM90_BWD_TMA_STORE && !kP && D + Dv < 256 && p.dkv_tma != 0)
+  if (FLEXATTN_SM90_BWD_TMA_STORE && !kP && sm90_bwd_first_kernel_tma_store_ok(D, Dv) && p.dkv_tma != 0)
     store_dk_dv_tma<T, D, Dv>(p, k_half, c.v_half(wg), dk, dv, wg, tid, warp, g, t, 0, kv_row - 16 * warp - g, hk, bz);
   else
     store_dk_dv<T, D, Dv>(p, dk, dv, bz, hk, kv_row, t);

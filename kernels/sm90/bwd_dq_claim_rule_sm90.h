@@ -22,10 +22,8 @@ FLEXATTN_HD inline long long bwd_dq_kv_span(const AttnParams& p, int b, int h, i
   const int row = bwd_dq_mask_row(p, b, h, q0);
   if (row == kDqNoMaskRow) return p.S;
   if (row < 0) return 0;
-  const bool two = p.full_kv_num_blocks != nullptr && p.full_kv_indices != nullptr;
-  int c0 = p.kv_num_blocks[row], c1 = two ? p.full_kv_num_blocks[row] : 0;
-  c0 = c0 < 0 ? 0 : (c0 > p.nkv ? p.nkv : c0);
-  c1 = c1 < 0 ? 0 : (c1 > p.nkv ? p.nkv : c1);
+  int c0, c1;
+  bwd_dq_row_counts(p, row, c0, c1);
   return (long long)(c0 + c1) * p.kv_block;
 }
 

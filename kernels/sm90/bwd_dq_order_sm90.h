@@ -40,6 +40,16 @@ FLEXATTN_HD inline int bwd_dq_mask_row(const AttnParams& p, int b, int h, int q0
   return ((b % mb) * mh + (h % mh)) * p.nq + mrow;  // the list rows fit in int
 }
 
+// Whether the block mask has full lists, and the partial / full kv-block counts of list row `row` (>= 0), clamped to
+// [0, nkv]; both counts are loaded together.
+FLEXATTN_HD inline bool bwd_dq_row_counts(const AttnParams& p, int row, int& c0, int& c1) {
+  const bool two = p.full_kv_num_blocks != nullptr && p.full_kv_indices != nullptr;
+  c0 = p.kv_num_blocks[row], c1 = two ? p.full_kv_num_blocks[row] : 0;
+  c0 = c0 < 0 ? 0 : (c0 > p.nkv ? p.nkv : c0);
+  c1 = c1 < 0 ? 0 : (c1 > p.nkv ? p.nkv : c1);
+  return two;
+}
+
 // One lane's share of the rank of kv tile j at list row `row` (bwd_dq_mask_row): entries first, first + step,
 // ... of both lists; the caller sums the shares (a warp: first = lane, step = 32). Both lists' counts, and
 // then one entry of each, are loaded together: the dQ writer's critical path per query tile is this
@@ -48,10 +58,8 @@ FLEXATTN_HD inline int bwd_dq_mask_row(const AttnParams& p, int b, int h, int q0
 FLEXATTN_HD inline int bwd_dq_rank_in_row(const AttnParams& p, int row, int j, int first, int step) {
   if (row == kDqNoMaskRow) return first == 0 ? (p.S + kSm90BwdBlockN - 1) / kSm90BwdBlockN - 1 - j : 0;
   if (row < 0) return 0;
-  const bool two = p.full_kv_num_blocks != nullptr && p.full_kv_indices != nullptr;
-  int c0 = p.kv_num_blocks[row], c1 = two ? p.full_kv_num_blocks[row] : 0;
-  c0 = c0 < 0 ? 0 : (c0 > p.nkv ? p.nkv : c0);
-  c1 = c1 < 0 ? 0 : (c1 > p.nkv ? p.nkv : c1);
+  int c0, c1;
+  const bool two = bwd_dq_row_counts(p, row, c0, c1);
   const long long at = (long long)row * p.nkv;
   const int* r0 = p.kv_indices + at;
   const int* r1 = two ? p.full_kv_indices + at : r0;

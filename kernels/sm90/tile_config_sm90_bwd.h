@@ -67,6 +67,12 @@ FLEXATTN_HD constexpr bool sm90_bwd_head_dims_ok(int d, int dv) {
   return ((d == 64 || d == 128) && (dv == 64 || dv == 128)) || sm90_bwd_wide(d, dv);
 }
 
+// Whether the first (non-v2, non-wide) backward kernel stores dK / dV through the TMA-store epilogue when compiled with
+// it: not at D + Dv >= 256 (there the v2 is the default; with the epilogue's second path that kernel's softcap + causal
+// spilled 20-128 bytes, ptxas 13.0). The source generator leaves the define out there, so a set's tma_store says what
+// runs (the padded head dims rely on it).
+FLEXATTN_HD constexpr bool sm90_bwd_first_kernel_tma_store_ok(int d, int dv) { return d + dv < 256; }
+
 // The compiled head dim a call's head dim runs on when padded (FLEXATTN_SM90_PAD_HEAD_DIM, as the forward's
 // sm90_padded_head_dim): itself when compiled, multiples of 16 up to 128 on 128, above on 256 (the wide kernel takes
 // D = Dv = 256 only); 0 otherwise. Q, K, V and dO are read through TMA maps of the real dims, whose boxes read zeros

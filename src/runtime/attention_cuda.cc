@@ -270,13 +270,10 @@ CompileReport compile_variant(const Variant& variant, DType dtype, int head_dim,
       !portable && (dtype == DType::BF16 || dtype == DType::F16) &&
       (backward ? runtime::sm90_backward_requested() && runtime::sm90_backward_supported(arch, p, nullptr)
                 : runtime::sm90_forward_requested() && runtime::sm90_forward_supported(arch, p, true, nullptr));
-  if (hopper && backward) {  // try_sm90_backward's key: the kernel's head dims, non-persistent when padded
-    key.family = runtime::KernelFamily::sm90;
-    key.d = runtime::sm90_bwd_head_dim(head_dim), key.dv = runtime::sm90_bwd_head_dim(value_head_dim);
-    const bool padded = key.d != head_dim || key.dv != value_head_dim;
-    if (padded) key.sm90_bwd_persistent = 0;
-    if (padded && deterministic && kern::sm90_bwd_wide(key.d, key.dv))  // try_sm90_backward declines it
-      key = runtime::KernelSetKey{dtype, head_dim, value_head_dim, arch, backward};
+  if (hopper && backward) {  // try_sm90_backward's key (none: the call declines to the sm80 family)
+    const std::optional<runtime::KernelSetKey> k = runtime::sm90_bwd_call_key(
+        dtype, head_dim, value_head_dim, arch, deterministic, !variant.mask_mod.empty());
+    if (k) key = *k;
   }
   if (hopper && !backward) key = runtime::sm90_fwd_call_key(dtype, head_dim, value_head_dim, arch, block_mask);
   const runtime::KernelSet& set = runtime::get_kernel_set(variant, key);

@@ -159,6 +159,20 @@ int sm90_bwd_head_dim(int d) {
   return padded == d || sm90_bwd_pad_head_dims_requested() ? padded : 0;
 }
 
+std::optional<KernelSetKey> sm90_bwd_call_key(DType dtype, int d, int dv, const std::string& arch, bool deterministic,
+                                              bool has_mask_mod) {
+  KernelSetKey key{dtype, sm90_bwd_head_dim(d), sm90_bwd_head_dim(dv), arch, true, KernelFamily::sm90};
+  const bool padded = key.d != d || key.dv != dv;
+  // The wide kernel never orders its dQ reductions, so try_sm90_backward would decline a deterministic padded call
+  // there after compiling it.
+  if (padded && deterministic && kern::sm90_bwd_wide(key.d, key.dv)) return std::nullopt;
+  // Padded: non-persistent (its dK / dV leave through TMA stores, which write nothing past the real dims; the
+  // persistent kernel stores pair by pair).
+  key.sm90_bwd_persistent = padded ? 0 : sm90_bwd_persistent_for_call(key.d, key.dv, deterministic);
+  key.sm90_bwd_grid_order = sm90_bwd_grid_order_for_call(deterministic, has_mask_mod);
+  return key;
+}
+
 bool sm90_backward_supported(const std::string& arch, const kern::AttnParams& p, std::string* why) {
   auto no = [&](const std::string& reason) {
     if (why) *why = "backward: " + reason;
@@ -315,10 +329,11 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   // three compiles, session 15). By default (tma_store < 0) the v2's relative-bias gather without a mask_mod goes
   // without it: measured on the H200 (session 15, B=2 H=16 S=8192 D=128 backward ms, two runs each) 6.10 with it,
   // 5.78 without; with a causal mask it helps (3.09 / 3.16), as for dense attention (4.79 / 4.85).
-  // The first kernel takes it only at D + Dv < 256 (bwd_consumer_sm90.cuh): without the define there the set's
+  // The first kernel takes it only where sm90_bwd_first_kernel_tma_store_ok: without the define elsewhere the set's
   // sm90_bwd_tma_store says what runs, which the padded head dims rely on (their dK / dV columns past the real dims
   // must not be stored; session 31's review: V2=0 at 96 / 96 stored pair by pair past them).
-  const bool tma_inert = (v2 && (bg_define || !use_bulk)) || (!v2 && !wide && key.d + key.dv >= 256);
+  const bool tma_inert =
+      (v2 && (bg_define || !use_bulk)) || (!v2 && !wide && !kern::sm90_bwd_first_kernel_tma_store_ok(key.d, key.dv));
   const bool tma_default = sm90_bwd_tma_store_requested() && !(v2 && gather_define && !variant.has_mask_mod);
   if (!use_persistent && !tma_inert && (tma_store < 0 ? tma_default : tma_store != 0)) s << kTmaStoreDefine;
   // FLEXATTN_SM90_AFFINE (default on, as the forward's): ALiBi-shaped score_mods evaluate their bias as an affine
@@ -346,27 +361,24 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
   } catch (const Error& e) {  // e.g. a stride layout the driver's TMA encoder rejects
     return sm90_decline(std::string("backward: ") + e.what());
   }
-  // Padded head dims (FLEXATTN_SM90_PAD_HEAD_DIM): the kernel of the next compiled dims, non-persistent (its dK / dV
-  // leave through TMA stores, which write nothing past the real dims; the persistent kernel stores pair by pair).
-  const int kd = sm90_bwd_head_dim(p.D), kdv = sm90_bwd_head_dim(p.Dv);
-  const bool padded = kd != p.D || kdv != p.Dv;
-  // The wide kernel never orders its dQ reductions, so a deterministic padded call there would decline below: before
-  // compiling it.
-  if (padded && a.deterministic && kern::sm90_bwd_wide(kd, kdv))
+  const std::optional<KernelSetKey> call_key =
+      sm90_bwd_call_key(t, p.D, p.Dv, arch, a.deterministic, !a.fwd.variant->mask_mod.empty());
+  if (!call_key)
     return sm90_decline("backward: head dims D=" + num(p.D) + ", Dv=" + num(p.Dv) +
                         " pad onto the wide kernel, which has no ordered dQ reductions for deterministic mode");
-  KernelSetKey key{t, kd, kdv, arch, true, KernelFamily::sm90};
-  key.sm90_bwd_persistent = padded ? 0 : sm90_bwd_persistent_for_call(kd, kdv, a.deterministic);
-  key.sm90_bwd_grid_order = sm90_bwd_grid_order_for_call(a.deterministic, !a.fwd.variant->mask_mod.empty());
+  const KernelSetKey& key = *call_key;
+  const int kd = key.d, kdv = key.dv;
+  const bool padded = kd != p.D || kdv != p.Dv;
   const KernelSet& set = get_kernel_set(*a.fwd.variant, key);
   fill_mod_params(set.layout, a.fwd.bindings, true, &p.mod);
   // Deterministic mode: the bulk dQ paths of the non-persistent kernel add dQ themselves, in a fixed order
   // (kernels/sm90/bwd_dq_order_sm90.h); the others leave dQ to the sm80 family's dQ pass.
   const bool ordered = a.deterministic && sm90_bwd_orders_dq(set);
+  const BackwardWorkspace w = backward_workspace(p.B, p.Hq, p.L, p.D, a.deterministic);
+  char* const ws = static_cast<char*>(a.workspace);
   if (ordered) {
-    const BackwardWorkspace w = backward_workspace(p.B, p.Hq, p.L, p.D, true);
-    p.dq_accum = reinterpret_cast<float*>(static_cast<char*>(a.workspace) + w.accum);
-    p.dq_sem = reinterpret_cast<int*>(static_cast<char*>(a.workspace) + w.sem);
+    p.dq_accum = reinterpret_cast<float*>(ws + w.accum);
+    p.dq_sem = reinterpret_cast<int*>(ws + w.sem);
   }
   // The shared-memory size follows the dQ path and the v2 choice the set was compiled with
   // (get_kernel_set may have fallen back from the bulk path).
@@ -394,8 +406,7 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
   // leaves the accumulator uncleared (kernels/sm90/bwd_dq_claim_sm90.cuh). Only where every dQ write goes through
   // them: the set's kernels were compiled with the TMA reductions, and this kernel adds dQ (p.dq_accum).
   if (set.sm90_bwd_dq_tma && p.dq_accum != nullptr && sm90_bwd_dq_claim_requested()) {
-    p.dq_claim = reinterpret_cast<int*>(static_cast<char*>(a.workspace) +
-                                        backward_workspace(p.B, p.Hq, p.L, p.D, a.deterministic).claim);
+    p.dq_claim = reinterpret_cast<int*>(ws + w.claim);
     p.dq_claim_max_kv = sm90_bwd_dq_claim_max_kv();
   }
   kern::Sm90Launch l = kern::sm90_bwd_launch(kd, kdv, p.Bkv, p.Hkv, p.S, set.sm90_dq_bulk, set.sm90_bwd_v2,

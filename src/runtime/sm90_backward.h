@@ -3,6 +3,7 @@
 // gpu_attention_check on the H200, 2026-12-02; docs/env_vars.md), the support rules, the generated source of the kernel set, the tensor maps
 // and the launches. Only the main (dK / dV / dQ-partials) kernel is Hopper-specific; the set also
 // carries the sm80 family's preprocess, deterministic dQ pass and dQ convert (docs/kernels_sm90.md).
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,12 @@ bool sm90_bwd_pad_head_dims_requested();
 // The sm90 backward kernel's head dim for a call's d: d when compiled (64, 128, 256), the padded dim when
 // sm90_bwd_pad_head_dims_requested, else 0.
 int sm90_bwd_head_dim(int d);
+// The sm90 backward set a call asks for (try_sm90_backward), and so the one compile_variant and the GPU check prewarm:
+// the kernel's head dims (sm90_bwd_head_dim; d, dv supported), non-persistent when padded, else the call's persistent
+// choice, and its grid order. nullopt: the call declines before compiling (padded onto the wide kernel in
+// deterministic mode, which has no ordered dQ reductions).
+std::optional<KernelSetKey> sm90_bwd_call_key(DType dtype, int d, int dv, const std::string& arch, bool deterministic,
+                                              bool has_mask_mod);
 // Whether the sm90 backward can run this problem (p filled and validated by cuda_backward): arch
 // "sm_90a", kernel head dims (sm90_bwd_head_dim) in {64, 128} or D = Dv = 256, mask blocks (when a mask is given)
 // multiples of (64, 128). `why` gets the reason when not.

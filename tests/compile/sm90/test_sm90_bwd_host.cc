@@ -748,3 +748,27 @@ TEST(Sm90BwdHost, PaddedHeadDimsAndTheirAccumulator) {
   unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");
   unsetenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM");
 }
+
+// The one key try_sm90_backward, compile_variant and the GPU check's prewarm share: the kernel's dims, non-persistent
+// when padded, and no key (a decline before compiling) for a deterministic call padded onto the wide kernel.
+TEST(Sm90BwdHost, CallKeyPadsAndDeclinesTheDeterministicWideCall) {
+  setenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM", "1", 1);
+  const auto wide = runtime::sm90_bwd_call_key(DType::BF16, 192, 192, "sm_90a", false, true);
+  ASSERT_TRUE(wide.has_value());
+  EXPECT_EQ(wide->d, 256);
+  EXPECT_EQ(wide->dv, 256);
+  EXPECT_EQ(wide->sm90_bwd_persistent, 0);
+  EXPECT_FALSE(runtime::sm90_bwd_call_key(DType::BF16, 192, 192, "sm_90a", true, true).has_value());
+  const auto d96 = runtime::sm90_bwd_call_key(DType::F16, 96, 64, "sm_90a", true, false);
+  ASSERT_TRUE(d96.has_value());
+  EXPECT_EQ(d96->d, 128);
+  EXPECT_EQ(d96->dv, 64);
+  EXPECT_EQ(d96->sm90_bwd_persistent, 0);
+  EXPECT_EQ(d96->sm90_bwd_grid_order, runtime::sm90_bwd_grid_order_for_call(true, false));
+  const auto exact = runtime::sm90_bwd_call_key(DType::BF16, 64, 64, "sm_90a", false, true);
+  ASSERT_TRUE(exact.has_value());
+  EXPECT_EQ(exact->d, 64);
+  EXPECT_EQ(exact->sm90_bwd_persistent, runtime::sm90_bwd_persistent_for_call(64, 64, false));
+  EXPECT_EQ(exact->family, runtime::KernelFamily::sm90);
+  unsetenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM");
+}

@@ -296,11 +296,10 @@ int main(int argc, char** argv) {
                                                                           k.block_mask && !b.variant.mask_mod.empty()));
           const int bd = runtime::sm90_bwd_head_dim(int(k.D)), bdv = runtime::sm90_bwd_head_dim(int(k.Dv));
           if (arch == "sm_90a" && k.backward && runtime::sm90_backward_requested() && bd != 0 && bdv != 0 &&
-              kern::sm90_bwd_head_dims_ok(bd, bdv)) {
-            runtime::KernelSetKey key{k.dtype, bd, bdv, arch, true, runtime::KernelFamily::sm90};
-            if (bd != int(k.D) || bdv != int(k.Dv)) key.sm90_bwd_persistent = 0;
-            runtime::get_kernel_set(b.variant, key);
-          }
+              kern::sm90_bwd_head_dims_ok(bd, bdv))
+            if (const auto key = runtime::sm90_bwd_call_key(k.dtype, int(k.D), int(k.Dv), arch, k.deterministic,
+                                                            !b.variant.mask_mod.empty()))
+              runtime::get_kernel_set(b.variant, *key);
         } catch (const std::exception& e) {
           std::fprintf(stderr, "prewarm %s: %s\n", k.mod->name.c_str(), e.what());
         }
