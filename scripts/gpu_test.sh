@@ -75,17 +75,19 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 # of the full run), and the v3 dQ buffers' stores in step order (every backward form of the quick run).
 [ $HOPPER = 1 ] && FLEXATTN_SM90_GATHER_PREFETCH=0 run gpu_attention_no_gather_prefetch $CHECK --only relbias
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_SWAP=0 run gpu_attention_no_bwd_dq_swap $CHECK --quick
-# Session 31's default turned off: first-store dQ tiles (FLEXATTN_SM90_BWD_DQ_CLAIM): every query tile cleared by the
-# preprocess and added into (every backward form of the quick run, deterministic ones too).
+# Session 31's first-store dQ tiles (FLEXATTN_SM90_BWD_DQ_CLAIM; default on, off in deterministic mode since session
+# 32): off, every query tile cleared by the preprocess and added into (every backward form of the quick run); forced
+# on in deterministic mode.
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_CLAIM=0 run gpu_attention_no_dq_claim $CHECK --quick
-[ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_CLAIM=0 run gpu_attention_no_dq_claim_det $CHECK --quick --deterministic
+[ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_CLAIM=1 run gpu_attention_dq_claim_det $CHECK --quick --deterministic
 # ... and with a limit of 256 kv rows, so the quick run's masked lengths have both open tiles and tiles the preprocess
 # cleared and marked stored (at the default 2048 every quick case's tiles are open).
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_CLAIM_MAX_KV=256 run gpu_attention_dq_claim_mixed $CHECK --quick
-[ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_CLAIM_MAX_KV=256 run gpu_attention_dq_claim_mixed_det $CHECK --quick --deterministic
-# Session 31's padded backward (FLEXATTN_SM90_BWD_PAD_HEAD_DIM, opt-in): the quick run's D 96 / 192 / Dv 96 backward
-# cases on the sm90 kernels of the next compiled dims.
-[ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_PAD_HEAD_DIM=1 run gpu_attention_bwd_pad_head_dim $CHECK --quick
+[ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_CLAIM=1 FLEXATTN_SM90_BWD_DQ_CLAIM_MAX_KV=256 \
+  run gpu_attention_dq_claim_mixed_det $CHECK --quick --deterministic
+# Session 31's padded backward (FLEXATTN_SM90_BWD_PAD_HEAD_DIM, default on since session 32) turned off: the quick
+# run's D 96 / 192 / Dv 96 backward cases on the sm80 family.
+[ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_PAD_HEAD_DIM=0 run gpu_attention_no_bwd_pad_head_dim $CHECK --quick
 # Session 24's early claim of the persistent forward's next tile (FLEXATTN_SM90_EARLY_CLAIM=2, opt-in): every tile
 # still runs exactly once (the quick run's masks and lengths).
 [ $HOPPER = 1 ] && FLEXATTN_SM90_EARLY_CLAIM=2 run gpu_attention_early_claim $CHECK --quick

@@ -101,9 +101,9 @@ int sm90_bwd_persistent_head_group(const kern::AttnParams& p);
 // Deterministic mode on this sm90 backward set takes the ordered dQ reductions (requested, bulk dQ path,
 // non-persistent kernel) instead of the sm80 dQ pass.
 bool sm90_bwd_orders_dq(const KernelSet& set);
-// FLEXATTN_SM90_BWD_DQ_CLAIM (default on since session 31): the first dQ writer of each query tile with few writers
-// stores it (no accumulator clear for that tile; p.dq_claim).
-bool sm90_bwd_dq_claim_requested();
+// FLEXATTN_SM90_BWD_DQ_CLAIM (default on since session 31, off in deterministic mode since session 32): the first dQ
+// writer of each query tile with few writers stores it (no accumulator clear for that tile; p.dq_claim).
+bool sm90_bwd_dq_claim_requested(bool deterministic);
 // FLEXATTN_SM90_BWD_DQ_CLAIM_MAX_KV: only query tiles whose kv blocks span at most this many kv rows are claimed
 // (p.dq_claim_max_kv, kernels/sm90/bwd_dq_claim_rule_sm90.h); the others are cleared and added into as before.
 constexpr int kSm90BwdDqClaimMaxKv = 2048;
@@ -117,7 +117,7 @@ struct BackwardWorkspace {
 };
 BackwardWorkspace backward_workspace(int64_t B, int64_t Hq, int64_t L, int64_t D, bool deterministic);
 
-// FLEXATTN_SM90_BWD_PAD_HEAD_DIM (opt-in, session 31: not yet run on a GPU) and FLEXATTN_SM90_PAD_HEAD_DIM on: the
+// FLEXATTN_SM90_BWD_PAD_HEAD_DIM (default on since session 32) and FLEXATTN_SM90_PAD_HEAD_DIM on: the
 // backward pads head dims onto the next compiled kernel (kern::sm90_bwd_padded_head_dim).
 bool sm90_bwd_pad_head_dims_requested();
 // The sm90 backward kernel's head dim for a call's d: d when compiled (64, 128, 256), the padded dim when

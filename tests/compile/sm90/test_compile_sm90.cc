@@ -230,19 +230,18 @@ TEST_F(Sm90Compile, CompileVariantTakesTheFamilyTheDispatchWould) {
   EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 128, 128, "sm_90a", true)), "attn_bwd_sm90a");
   EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 128, 128, "sm_90a", false, /*portable=*/true)), "attn_fwd_sm80");
   EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 128, 128, "sm_80", false)), "attn_fwd_sm80");
-  // 256 takes the backward's wide kernel, and 192 too with the padded backward (FLEXATTN_SM90_BWD_PAD_HEAD_DIM=1,
-  // session 31, opt-in); without it the portable family.
+  // 256 takes the backward's wide kernel, and 192 too with the padded backward (FLEXATTN_SM90_BWD_PAD_HEAD_DIM,
+  // default on since session 32); with it off the portable family.
   EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 256, 256, "sm_90a", true)), "attn_bwd_sm90a");
-  EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 192, 192, "sm_90a", true)), "attn_bwd_sm80");
-  setenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM", "1", 1);
   EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 192, 192, "sm_90a", true)), "attn_bwd_sm90a");
+  setenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM", "0", 1);
+  EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 192, 192, "sm_90a", true)), "attn_bwd_sm80");
   unsetenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM");
   setenv("FLEXATTN_SM90", "0", 1);
   EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 128, 128, "sm_90a", false)), "attn_fwd_sm80");
   unsetenv("FLEXATTN_SM90");
   // Head dim 96: the D = 128 forward kernel (the same set as a D = 128 call's), or with FLEXATTN_SM90_PAD_HEAD_DIM=0
-  // the sm80 family; its backward likewise with FLEXATTN_SM90_BWD_PAD_HEAD_DIM=1 (the non-persistent D = 128 set).
-  setenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM", "1", 1);
+  // the sm80 family; its backward likewise (the non-persistent D = 128 set; FLEXATTN_SM90_BWD_PAD_HEAD_DIM=0: sm80).
   setenv("FLEXATTN_SM90_PAD_HEAD_DIM", "0", 1);
   EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 96, 96, "sm_90a", false)), "attn_fwd_sm80");
   EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 96, 96, "sm_90a", true)), "attn_bwd_sm80");
@@ -253,8 +252,9 @@ TEST_F(Sm90Compile, CompileVariantTakesTheFamilyTheDispatchWould) {
   const CompileReport padded_bwd = compile_variant(v, DType::BF16, 96, 96, "sm_90a", true);
   EXPECT_EQ(prefix(padded_bwd), "attn_bwd_sm90a");
   EXPECT_NE(padded_bwd.key.find("_d128_dv128"), std::string::npos) << padded_bwd.key;
-  unsetenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM");
+  setenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM", "0", 1);
   EXPECT_EQ(prefix(compile_variant(v, DType::BF16, 96, 96, "sm_90a", true)), "attn_bwd_sm80");
+  unsetenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM");
 }
 
 // FLEXATTN_SM90_NARROW=0: the buffer-reading mods on the wide tile (128 x 128), which the narrow rule

@@ -63,14 +63,16 @@ TEST(Sm90BwdHost, SupportRulesAndReasons) {
   }
   p.D = p.Dv = 256;  // the wide kernel
   EXPECT_TRUE(runtime::sm90_backward_supported("sm_90a", p, &why)) << why;
-  // Padded head dims (FLEXATTN_SM90_BWD_PAD_HEAD_DIM, opt-in, with FLEXATTN_SM90_PAD_HEAD_DIM on, the default):
-  // multiples of 16 run on the next compiled kernel.
+  // Padded head dims (FLEXATTN_SM90_BWD_PAD_HEAD_DIM with FLEXATTN_SM90_PAD_HEAD_DIM, both on by default): multiples
+  // of 16 run on the next compiled kernel; `0` turns it off.
   unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");
+  setenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM", "0", 1);
   p.D = p.Dv = 192;
   EXPECT_FALSE(runtime::sm90_backward_supported("sm_90a", p, &why));
-  EXPECT_EQ(why, "backward: head dims D=192, Dv=192 (the sm90 backward takes 64 and 128, and D = Dv = 256; "
-                 "FLEXATTN_SM90_BWD_PAD_HEAD_DIM=1 runs the multiples of 16 between them on the next of them)");
-  setenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM", "1", 1);
+  EXPECT_EQ(why, "backward: head dims D=192, Dv=192 (the sm90 backward takes 64 and 128, and D = Dv = 256; with "
+                 "FLEXATTN_SM90_PAD_HEAD_DIM and FLEXATTN_SM90_BWD_PAD_HEAD_DIM on, the default, the multiples of 16 "
+                 "between them run on the next of them)");
+  unsetenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM");
   p.D = p.Dv = 192;  // on the wide kernel
   EXPECT_TRUE(runtime::sm90_backward_supported("sm_90a", p, &why)) << why;
   p.D = 128, p.Dv = 96;
@@ -726,10 +728,10 @@ TEST(Sm90BwdHost, DqV3StoreOrderKeepsEachHalfWarpOnDistinctBanks) {
 // (the sm90 backward's dQ map covers [B * Hq, L, kernel D]), whichever family then runs.
 TEST(Sm90BwdHost, PaddedHeadDimsAndTheirAccumulator) {
   unsetenv("FLEXATTN_SM90_PAD_HEAD_DIM");
-  unsetenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM");
-  EXPECT_EQ(runtime::sm90_bwd_head_dim(96), 0);  // opt-in
+  setenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM", "0", 1);
+  EXPECT_EQ(runtime::sm90_bwd_head_dim(96), 0);
   EXPECT_EQ(runtime::sm90_bwd_head_dim(128), 128);
-  setenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM", "1", 1);
+  unsetenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM");  // the default: padded
   const int want[][2] = {{64, 64}, {128, 128}, {256, 256}, {80, 128}, {96, 128}, {112, 128},
                          {144, 256}, {192, 256}, {240, 256}, {32, 0}, {48, 0}, {72, 0}, {100, 0}, {320, 0}};
   for (const auto& w : want) {
@@ -752,7 +754,7 @@ TEST(Sm90BwdHost, PaddedHeadDimsAndTheirAccumulator) {
 // The one key try_sm90_backward, compile_variant and the GPU check's prewarm share: the kernel's dims, non-persistent
 // when padded, and no key (a decline before compiling) for a deterministic call padded onto the wide kernel.
 TEST(Sm90BwdHost, CallKeyPadsAndDeclinesTheDeterministicWideCall) {
-  setenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM", "1", 1);
+  unsetenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM");
   const auto wide = runtime::sm90_bwd_call_key(DType::BF16, 192, 192, "sm_90a", false, true);
   ASSERT_TRUE(wide.has_value());
   EXPECT_EQ(wide->d, 256);

@@ -183,15 +183,20 @@ TEST(Sm90BwdHost, FallbackSourcesGiveUpOneThingAtATime) {
   EXPECT_EQ(ppath[1], runtime::kernel_source_sm90_bwd(cgen, key));
 }
 
-// FLEXATTN_SM90_BWD_DQ_CLAIM (default on since session 31) and its MAX_KV limit, read at each backward call; a limit
-// that is not a number in range is an error naming the variable.
+// FLEXATTN_SM90_BWD_DQ_CLAIM (default on since session 31, off in deterministic mode since session 32; `1` turns it on
+// there too) and its MAX_KV limit, read at each backward call; a limit that is not a number in range is an error
+// naming the variable.
 TEST(Sm90BwdHost, DqClaimOnByDefaultAndItsLimitIsChecked) {
   unsetenv("FLEXATTN_SM90_BWD_DQ_CLAIM");
   unsetenv("FLEXATTN_SM90_BWD_DQ_CLAIM_MAX_KV");
-  EXPECT_TRUE(runtime::sm90_bwd_dq_claim_requested());
+  EXPECT_TRUE(runtime::sm90_bwd_dq_claim_requested(false));
+  EXPECT_FALSE(runtime::sm90_bwd_dq_claim_requested(true));
   EXPECT_EQ(runtime::sm90_bwd_dq_claim_max_kv(), runtime::kSm90BwdDqClaimMaxKv);
+  setenv("FLEXATTN_SM90_BWD_DQ_CLAIM", "1", 1);
+  EXPECT_TRUE(runtime::sm90_bwd_dq_claim_requested(true));
   setenv("FLEXATTN_SM90_BWD_DQ_CLAIM", "0", 1);
-  EXPECT_FALSE(runtime::sm90_bwd_dq_claim_requested());
+  EXPECT_FALSE(runtime::sm90_bwd_dq_claim_requested(false));
+  EXPECT_FALSE(runtime::sm90_bwd_dq_claim_requested(true));
   setenv("FLEXATTN_SM90_BWD_DQ_CLAIM_MAX_KV", "4096", 1);
   EXPECT_EQ(runtime::sm90_bwd_dq_claim_max_kv(), 4096);
   for (const char* bad : {"-1", "lots", "2e9"}) {

@@ -218,9 +218,9 @@ int main(int argc, char** argv) {
     for (int64_t L : quick ? std::vector<int64_t>{129} : std::vector<int64_t>{17, 1000})
       cases.push_back({&corpus[i], L, L, 256, 256, 4, 2, 2, DType::BF16, true, false});
   // Head dims between the sm90 forward's compiled ones (sm90_padded_head_dim: the next one up, zeros past d), with a
-  // mask, a score_mod, Dv != D, f16. The backward pads too with FLEXATTN_SM90_BWD_PAD_HEAD_DIM=1 (session 31,
+  // mask, a score_mod, Dv != D, f16. The backward pads too (FLEXATTN_SM90_BWD_PAD_HEAD_DIM, session 32's default;
   // sm90_bwd_padded_head_dim: 96 on the 128 kernel, 192 on the wide one; the deterministic 96 through the ordered dQ
-  // reductions, a deterministic 192 would decline), else runs them on the sm80 family; 80 / 112 are forward only (the
+  // reductions, a deterministic 192 declines; `0` runs them on the sm80 family); 80 / 112 are forward only (the
   // backward takes multiples of 32 up to 128 and of 64 above).
   cases.push_back({&corpus[1], 385, 385, 96, 96, 4, 2, 2, DType::BF16, true, false});
   cases.push_back({&corpus::corpus_entry("alibi+causal"), 1000, 1000, 128, 96, 4, 4, 1, DType::F16, true, false});
