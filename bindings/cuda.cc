@@ -190,11 +190,16 @@ void cuda_decode_py(const VariantHandle& v, const TensorArg& q, const TensorArg&
   cuda_decode(c.args);
 }
 
-size_t workspace_bytes_py(const std::vector<int64_t>& q_shape, bool deterministic) {
+size_t workspace_bytes_py(const std::vector<int64_t>& q_shape, bool deterministic,
+                          const std::map<std::string, std::vector<int64_t>>& buffer_grad_shapes) {
   check(q_shape.size() == 4, "q_shape: expected [B, Hq, L, E]");
   BackwardArgs b;
   b.fwd.q.shape = q_shape;
   b.deterministic = deterministic;
+  for (const auto& [name, shape] : buffer_grad_shapes) {  // deterministic mode's exact accumulators
+    b.fwd.bindings.buffers[name].shape = shape;
+    b.fwd.bindings.buffer_grads[name] = nullptr;
+  }
   return backward_workspace_bytes(b);
 }
 
@@ -298,7 +303,10 @@ void bind_cuda(nb::module_& m) {
         "as in cuda_forward; query [B,Hq,L<=64,D]; key / value contiguous [Bkv,Hkv,S,D] or, with page_table "
         "(int32 [B, max_pages] device pointer), pools [num_pages,Hkv,page_size,D]. kv_lens / q_offsets: int32 [B] "
         "device pointers or 0. block_mask in logical positions. workspace: cuda_decode_workspace_bytes() bytes.");
-  m.def("cuda_backward_workspace_bytes", &workspace_bytes_py, nb::arg("q_shape"), nb::arg("deterministic") = false);
+  m.def("cuda_backward_workspace_bytes", &workspace_bytes_py, nb::arg("q_shape"), nb::arg("deterministic") = false,
+        nb::arg("buffer_grad_shapes") = std::map<std::string, std::vector<int64_t>>{},
+        "Bytes of the cuda_backward workspace; buffer_grad_shapes: {name: shape} of the learnable buffers (in "
+        "deterministic mode their gradients are summed exactly in the workspace, 80 bytes per element).");
   m.def("cuda_build_block_mask", &build_mask_gpu, nb::arg("mask_mod").none(), nb::arg("B"), nb::arg("H"),
         nb::arg("q_len"), nb::arg("kv_len"), nb::arg("q_block") = 128, nb::arg("kv_block") = 128, nb::kw_only(),
         nb::arg("scalars") = Scalars{}, nb::arg("buffers") = Buffers{}, nb::arg("device") = 0, nb::arg("stream") = 0,

@@ -67,7 +67,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   std::vector<FlagSpec> flags = problem_flags();
   flags.push_back({"--backend", "cpu|cuda|auto", false, "where to run (default auto: cuda when usable and --dtype is bf16/f16, else cpu)"});
   flags.push_back({"--backward", "", false, "also run the backward with a random dout"});
-  flags.push_back({"--deterministic", "", false, "cuda backward: the deterministic mode (bitwise identical dq/dk/dv run to run)"});
+  flags.push_back({"--deterministic", "", false, "cuda backward: the deterministic mode (bitwise identical dq/dk/dv and buffer gradients run to run)"});
   flags.push_back({"--check", "", false, "verify the outputs (see above)"});
   flags.push_back({"--save", "DIR", false, "write inputs and outputs as .npy files into DIR"});
   flags.push_back({"--block", "N", false, "block-mask block size (default 128)"});

@@ -58,6 +58,9 @@ struct ModParams {
   double scalar[kModScalars];
   const void* buf[kModBufs];
   long long buf_shape[kModBufs][kModBufRank];
+  // fp32 gradient accumulators; with the low bit set (deterministic mode, runtime/exact_grads.cc), the address + 1 of
+  // exact accumulators of kExactWords 64-bit words per element (common/exact_sum.h, variant.cuh's
+  // buffer_grad_accumulate).
   float* buf_grad[kModBufs];
 };
 

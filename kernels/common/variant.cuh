@@ -27,7 +27,8 @@
 //          mod like 1/score can never leak NaN from a padded lane.
 //   g      score_grad: dL/ds' (the gradient w.r.t. the modded score); returns g * d score_mod / d s.
 //          buffer_grad: the same dL/ds'; the hook adds g * d score_mod / d buf[i][idx] into
-//          m.buf_grad[i] with atomics (fp32, so buffer gradients are not bitwise reproducible).
+//          m.buf_grad[i] through buffer_grad_accumulate: fp32 atomics, or in deterministic mode exact ones
+//          (a tagged pointer, common/exact_sum.h), so buffer gradients are bitwise reproducible there.
 //
 // Semantics the kernels implement around the hooks (FlexAttention, semantics.md sections 3, 9):
 //   s' = (tile listed?) and (full tile or mask_mod(b,h,q,kv)) and kv < S ? score_mod(s, ...) : -inf.
@@ -58,10 +59,22 @@
 // 48 KiB needs cudaFuncAttributeMaxDynamicSharedMemorySize. Backward order: preprocess, bwd, then
 // bwd_dq_convert (deterministic == 0) or bwd_dq (deterministic != 0). __grid_constant__ keeps the
 // 1.4 KiB parameter block in param space (no local copy when the mods take it by reference).
+#include "common/exact_sum.h"
 #include "common/numeric.cuh"
 #include "common/params.h"
 
 namespace flexattn::kern {
+
+// The generated buffer_grad / buffer_grad_add hooks' one write: v into element `at` of buffer slot's gradient.
+// A pointer with its low bit set (deterministic mode; fp32 accumulators are 4-byte aligned) is the address + 1 of
+// exact accumulators, kExactWords words per element, whose sums do not depend on the order of the additions.
+__device__ __forceinline__ void buffer_grad_accumulate(const ModParams& m, int slot, long long at, float v) {
+  const unsigned long long raw = reinterpret_cast<unsigned long long>(m.buf_grad[slot]);
+  if ((raw & 1ull) != 0)
+    exact_add(reinterpret_cast<unsigned long long*>(raw - 1) + at * kExactWords, v);
+  else
+    atomicAdd(m.buf_grad[slot] + at, v);
+}
 
 // Index handed to a mod for a lane at position i of a dimension of length n (n >= 1).
 __device__ __forceinline__ int wrap_index(int i, int n) { return i < n ? i : i % n; }

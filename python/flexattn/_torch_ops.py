@@ -158,8 +158,9 @@ def _cuda_bwd(variant, q, k, v, out, lse, dout, dlse, scalars, buffers, grad_nam
     dq, dk, dv = (torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (qp, kp, vp))
     grads = {n: torch.zeros(buffers[n].shape, dtype=torch.float32, device=q.device) for n in grad_names}
     deterministic = torch.are_deterministic_algorithms_enabled()
-    ws = torch.empty(C.cuda_backward_workspace_bytes(list(qp.shape), deterministic), dtype=torch.uint8,
-                     device=q.device)
+    ws = torch.empty(C.cuda_backward_workspace_bytes(list(qp.shape), deterministic,
+                                                     {n: list(g.shape) for n, g in grads.items()}),
+                     dtype=torch.uint8, device=q.device)
     dl = None if dlse is None else dlse.to(torch.float32).contiguous()
     lse = lse.contiguous()  # kept alive in a variable: the kernels read it after this line
     C.cuda_backward(variant, _view(qp), _view(kp), _view(vp), _view(outp), lse.data_ptr(),

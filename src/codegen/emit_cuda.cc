@@ -654,7 +654,7 @@ GeneratedVariant emit_cuda_variant(const Variant& variant, bool with_backward) {
       const int slot = layout.buffer_slot(lg.load->name);
       const std::string d = fe.as(lg.derivative.get(), DType::F32);
       const auto at = fe.flat_index(*lg.load, slot);
-      out << "    atomicAdd(p.buf_grad[" << slot << "] + (" << at.row << ")" << (at.col.empty() ? "" : " + " + at.col)
+      out << "    buffer_grad_accumulate(p, " << slot << ", (" << at.row << ")" << (at.col.empty() ? "" : " + " + at.col)
           << ", g * " << d << ");\n";
     }
   }
@@ -679,7 +679,7 @@ GeneratedVariant emit_cuda_variant(const Variant& variant, bool with_backward) {
     {
       FunctionEmitter fe(layout, out);
       const auto at = fe.flat_index(*lg.load, slot);
-      out << "    atomicAdd(p.buf_grad[" << slot << "] + (" << at.row << ")" << (at.col.empty() ? "" : " + " + at.col)
+      out << "    buffer_grad_accumulate(p, " << slot << ", (" << at.row << ")" << (at.col.empty() ? "" : " + " + at.col)
           << ", v);\n";
     }
     out << "  }\n";

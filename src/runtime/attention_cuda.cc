@@ -13,6 +13,7 @@
 #include "jit/module.h"
 #include "jit/sys.h"
 #include "runtime/decode_hook.h"
+#include "runtime/exact_grads.h"
 #include "runtime/kernel_set.h"
 #include "runtime/sm90_backward.h"
 #include "runtime/sm90_tile_queue.h"
@@ -214,10 +215,36 @@ void cuda_forward(const ForwardArgs& a) {
   jit::launch(f, runtime::launch_config(kern::sm80_fwd_launch(p.D, p.Dv, p.B, p.Hq, p.L), a.stream), p);
 }
 
-size_t backward_workspace_bytes(const BackwardArgs& a) {
+namespace {
+// The backward's own regions (runtime::backward_workspace), 256-aligned; the exact buffer-gradient accumulators
+// of deterministic mode (runtime/exact_grads.h) follow.
+size_t base_workspace_bytes(const BackwardArgs& a) {
   const auto& shape = a.fwd.q.shape;
-  if (shape.size() != 4) return runtime::backward_workspace(0, 0, 0, 0, a.deterministic).bytes;
-  return runtime::backward_workspace(shape[0], shape[1], shape[2], shape[3], a.deterministic).bytes;
+  const size_t b = shape.size() != 4
+                       ? runtime::backward_workspace(0, 0, 0, 0, a.deterministic).bytes
+                       : runtime::backward_workspace(shape[0], shape[1], shape[2], shape[3], a.deterministic).bytes;
+  return (b + 255) / 256 * 256;
+}
+
+void run_backward(const BackwardArgs& a, AttnParams& p, const Problem& pr, char* ws) {
+  const DType t = a.fwd.q.dtype;
+  p.delta = reinterpret_cast<float*>(ws);
+  // Deterministic mode: no accumulator unless the sm90 backward takes its ordered dQ reductions
+  // (try_sm90_backward sets dq_accum and dq_sem from the workspace then).
+  p.dq_accum = a.deterministic ? nullptr : reinterpret_cast<float*>(ws + runtime::backward_workspace(pr.B, pr.Hq, pr.L, pr.D, false).accum);
+  if (runtime::try_sm90_backward(a, p, device_arch(a.fwd.device))) return;  // FLEXATTN_SM90_BWD=0 opts out
+
+  runtime::KernelSetKey key{t, int(pr.D), int(pr.Dv), device_arch(a.fwd.device), true};
+  const runtime::KernelSet& set = runtime::get_kernel_set(*a.fwd.variant, key);
+  runtime::fill_mod_params(set.layout, a.fwd.bindings, true, &p.mod);
+  runtime::launch_backward(*a.fwd.variant, set, p,
+                           runtime::launch_config(kern::sm80_bwd_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S), a.fwd.stream),
+                           a.deterministic, a.fwd.stream);
+}
+}  // namespace
+
+size_t backward_workspace_bytes(const BackwardArgs& a) {
+  return base_workspace_bytes(a) + runtime::exact_grad_bytes(a);
 }
 
 void cuda_backward(const BackwardArgs& a) {
@@ -244,18 +271,16 @@ void cuda_backward(const BackwardArgs& a) {
                 std::to_string(a.workspace_bytes));
   if (reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0) throw Error("workspace: must be 16-byte aligned");
   char* ws = static_cast<char*>(a.workspace);
-  p.delta = reinterpret_cast<float*>(ws);
-  // Deterministic mode: no accumulator unless the sm90 backward takes its ordered dQ reductions
-  // (try_sm90_backward sets dq_accum and dq_sem from the workspace then).
-  p.dq_accum = a.deterministic ? nullptr : reinterpret_cast<float*>(ws + runtime::backward_workspace(pr.B, pr.Hq, pr.L, pr.D, false).accum);
-  if (runtime::try_sm90_backward(a, p, device_arch(a.fwd.device))) return;  // FLEXATTN_SM90_BWD=0 opts out
-
-  runtime::KernelSetKey key{t, int(pr.D), int(pr.Dv), device_arch(a.fwd.device), true};
-  const runtime::KernelSet& set = runtime::get_kernel_set(*a.fwd.variant, key);
-  runtime::fill_mod_params(set.layout, a.fwd.bindings, true, &p.mod);
-  runtime::launch_backward(*a.fwd.variant, set, p,
-                           runtime::launch_config(kern::sm80_bwd_launch(p.D, p.Dv, p.Bkv, p.Hkv, p.S), a.fwd.stream),
-                           a.deterministic, a.fwd.stream);
+  // Deterministic mode with learnable buffers: the kernels add their gradients into exact accumulators in the
+  // workspace (a copy of the args points the bindings there); finish_exact_grads rounds them into the caller's.
+  BackwardArgs exact_args;
+  runtime::ExactGrads exact;
+  if (runtime::exact_grad_bytes(a) != 0) {
+    exact_args = a;
+    exact = runtime::begin_exact_grads(exact_args, ws + base_workspace_bytes(a));
+  }
+  run_backward(runtime::exact_grad_bytes(a) != 0 ? exact_args : a, p, pr, ws);
+  runtime::finish_exact_grads(exact, device_arch(a.fwd.device), a.fwd.stream);
 }
 
 CompileReport compile_variant(const Variant& variant, DType dtype, int head_dim, int value_head_dim,

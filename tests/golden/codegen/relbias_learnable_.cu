@@ -58,7 +58,7 @@ struct FlexVariant {
     const int t0 = fa_sub(q_idx, kv_idx);
     const int t1 = fa_add(t0, ((int)p.scalar[0]));
     const int t2 = fa_sub(t1, ((int)((long long)p.lit[0])));
-    atomicAdd(p.buf_grad[0] + (((long long)fa_clamp_position32(h, p.buf_shape[0][0])) * p.buf_shape[0][1]) + fa_clamp_index32(t2, p.buf_shape[0][1]), g * ((float)p.lit[1]));
+    buffer_grad_accumulate(p, 0, (((long long)fa_clamp_position32(h, p.buf_shape[0][0])) * p.buf_shape[0][1]) + fa_clamp_index32(t2, p.buf_shape[0][1]), g * ((float)p.lit[1]));
   }
 
   // The gradient index depends on q_idx, kv_idx only through q_idx - kv_idx (2) or not at all (1):
@@ -71,7 +71,7 @@ struct FlexVariant {
     const int t0 = fa_sub(q_idx, kv_idx);
     const int t1 = fa_add(t0, ((int)p.scalar[0]));
     const int t2 = fa_sub(t1, ((int)((long long)p.lit[0])));
-    atomicAdd(p.buf_grad[0] + (((long long)fa_clamp_position32(h, p.buf_shape[0][0])) * p.buf_shape[0][1]) + fa_clamp_index32(t2, p.buf_shape[0][1]), v);
+    buffer_grad_accumulate(p, 0, (((long long)fa_clamp_position32(h, p.buf_shape[0][0])) * p.buf_shape[0][1]) + fa_clamp_index32(t2, p.buf_shape[0][1]), v);
   }
 };
 

@@ -148,6 +148,12 @@ Row run_case(const Case& k, uint64_t seed) {
         for (const auto& [a, b, n] : {std::tuple{&got.dq, &again.dq, "dq"}, {&got.dk, &again.dk, "dk"},
                                       {&got.dv, &again.dv, "dv"}})
           if (a->bytes != b->bytes) row.ok = false, row.why += std::string(" nondeterministic-") + n;
+        // Learnable buffers' gradients too (exact sums: runtime/exact_grads.h).
+        for (const auto& [name, g] : got.buffer_grads) {
+          auto it = again.buffer_grads.find(name);
+          if (it == again.buffer_grads.end() || it->second.bytes != g.bytes)
+            row.ok = false, row.why += " nondeterministic-d" + name;
+        }
       }
     }
   } catch (const std::exception& e) {
@@ -235,8 +241,10 @@ int main(int argc, char** argv) {
   cases.push_back({&corpus[9], 257, 257, 64, 64, 4, 4, 1, DType::BF16, true, true});
   // Deterministic mode across mask shapes (the sm90 backward orders its dQ reductions by the block lists:
   // docs/kernels_sm90.md, "Deterministic dQ"), GQA with batch broadcast, odd lengths, both head dims; every
-  // deterministic case is also run twice and compared bitwise. Quick: one length.
-  for (const char* name : {"full", "causal", "document:3", "sliding_window:100", "relbias(learnable)"})
+  // deterministic case is also run twice and compared bitwise, learnable buffers' gradients included (a
+  // per-diagonal and a per-head one). Quick: one length.
+  for (const char* name : {"full", "causal", "document:3", "sliding_window:100", "relbias(learnable)",
+                           "alibi_slopes(learnable)+causal"})
     for (int64_t L : quick ? std::vector<int64_t>{129} : std::vector<int64_t>{1, 129, 1000})
       for (int64_t D : {64, 128, 256})
         cases.push_back({&corpus::corpus_entry(name), L, L, D, D, 4, 2, D == 64 ? 1 : 2, DType::BF16, true, true});

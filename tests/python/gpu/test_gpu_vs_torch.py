@@ -394,3 +394,33 @@ def test_first_training_call_compiles_its_backward_during_the_forward():
     TORCH_FLEX(qd, kd, vd, score_mod=_unique_structure).sum().backward()
     for ours, ref in ((q.grad, qd.grad), (k.grad, kd.grad), (v.grad, vd.grad)):
         assert (ours.double() - ref).abs().max().item() <= 3e-2 * ref.abs().max().item()
+
+
+@pytest.mark.parametrize("D", [64, 128])
+def test_deterministic_learnable_bias_gradient_is_bitwise_repeatable(D):
+    """In deterministic mode the learnable buffers' gradients are exact sums rounded once (runtime/exact_grads.h):
+    three runs give the same bits, within torch's own error of torch flex's gradient."""
+    torch.manual_seed(2)
+    B, Hq, Hkv = 2, 8, 2
+    q = torch.randn(B, Hq, L, D, device=DEV, dtype=torch.bfloat16)
+    k, v = (torch.randn(B, Hkv, S, D, device=DEV, dtype=torch.bfloat16) for _ in range(2))
+    g = torch.randn(B, Hq, L, D, device=DEV, dtype=torch.bfloat16)
+
+    def grads(attn, dtype=torch.bfloat16):
+        REL_BIAS.grad = None
+        xs = [x.detach().to(dtype).requires_grad_() for x in (q, k, v)]
+        attn(*xs, score_mod=rel_bias, enable_gqa=True).backward(g.to(dtype))
+        return [x.grad for x in xs] + [REL_BIAS.grad.clone()]
+
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        runs = [grads(_torch_api.flex_attention) for _ in range(3)]
+    finally:
+        torch.use_deterministic_algorithms(before)
+    for name, *xs in zip(("dq", "dk", "dv", "dbias"), *runs):
+        assert all(torch.equal(xs[0], x) for x in xs[1:]), f"D={D}: {name} differs between deterministic runs"
+    ref = grads(TORCH_FLEX, torch.float64)[3]
+    base = grads(TORCH_FLEX)[3]
+    err, err_b = (runs[0][3].double() - ref).abs().max().item(), (base.double() - ref).abs().max().item()
+    assert err <= 3 * err_b + 1e-3 * ref.abs().max().item(), f"D={D}: dbias off torch's float64 by {err} (bf16 {err_b})"

@@ -1,0 +1,63 @@
+"""Session 32: the deterministic backward with a learnable relative bias (exact buffer-gradient sums,
+runtime/exact_grads.h) against the default mode, forward + backward through flexattn's torch API, B=2 H=16 D=128 bf16.
+Prints ms per step (median of CUDA-event timings) for default / deterministic and torch flex (Triton) default, and
+whether the deterministic bias gradient repeats bitwise."""
+import statistics
+import sys
+
+import torch
+import torch.nn.attention.flex_attention as tfa
+
+from flexattn import _torch_api
+
+DEV = "cuda"
+
+
+def main():
+    B, H, D = 2, 16, 128
+    for S in (int(a) for a in (sys.argv[1:] or ["4096", "8192"])):
+        bias = torch.zeros(H, 2 * S, device=DEV).normal_(0, 0.5).requires_grad_()
+
+        def rel(score, b, h, q, kv):
+            return score + bias[h, q - kv + S]
+
+        q, k, v = (torch.randn(B, H, S, D, device=DEV, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+        g = torch.randn(B, H, S, D, device=DEV, dtype=torch.bfloat16)
+        tflex = torch.compile(tfa.flex_attention)
+
+        def step(attn):
+            for x in (q, k, v, bias):
+                x.grad = None
+            attn(q, k, v, score_mod=rel).backward(g)
+
+        def timed(attn, reps=10):
+            step(attn)
+            torch.cuda.synchronize()
+            ts = []
+            for _ in range(reps):
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                step(attn)
+                b.record()
+                torch.cuda.synchronize()
+                ts.append(a.elapsed_time(b))
+            return statistics.median(ts)
+
+        plain = timed(_torch_api.flex_attention)
+        torch.use_deterministic_algorithms(True)
+        try:
+            det = timed(_torch_api.flex_attention)
+            grads = []
+            for _ in range(2):
+                step(_torch_api.flex_attention)
+                grads.append(bias.grad.clone())
+        finally:
+            torch.use_deterministic_algorithms(False)
+        same = torch.equal(grads[0], grads[1])
+        theirs = timed(tflex)
+        print(f"S={S} learnable relbias fwd+bwd ms: flexattn {plain:.3f}, deterministic {det:.3f} "
+              f"({100 * (det / plain - 1):+.1f} %), torch flex {theirs:.3f}; det dbias bitwise repeat: {same}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+#include "runtime/exact_grads.h"
+
+#include <map>
+#include <mutex>
+
+#include "common/exact_sum.h"
+#include "flexattn/error.h"
+#include "flexattn/jit.h"
+#include "jit/driver_api.h"
+#include "jit/module.h"
+
+namespace flexattn::runtime {
+namespace {
+
+constexpr size_t kAlign = 256;
+constexpr char kFinishEntry[] = "flexattn_exact_grad_finish";
+
+size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+int64_t numel_of(const BackwardArgs& a, const std::string& name) {
+  auto it = a.fwd.bindings.buffers.find(name);
+  if (it == a.fwd.bindings.buffers.end()) return 0;  // cuda_backward's binding check names the missing buffer
+  int64_t n = 1;
+  for (int64_t d : it->second.shape) n *= d;
+  return n;
+}
+
+std::string finish_source() {
+  return std::string("// flexattn: deterministic buffer gradients, exact sums rounded once (runtime/exact_grads.cc)\n"
+                     "#include \"common/exact_sum.h\"\n"
+                     "using namespace flexattn::kern;\n"
+                     "extern \"C\" __global__ void __launch_bounds__(256) ") +
+         kFinishEntry +
+         "(const __grid_constant__ ExactGradFinishParams p) {\n"
+         "  for (long long i = blockIdx.x * 256ll + threadIdx.x; i < p.n; i += 256ll * gridDim.x)\n"
+         "    p.out[i] += exact_to_float(p.words + i * kExactWords);\n"
+         "}\n";
+}
+
+jit::CompiledKernel finish_kernel(const std::string& arch) {
+  static std::mutex mu;
+  static auto* by_arch = new std::map<std::string, jit::CompiledKernel>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = by_arch->find(arch);
+  if (it != by_arch->end()) return it->second;
+  jit::KernelRequest req;
+  req.prefix = "exact_grad_finish";
+  req.source = finish_source();
+  req.arch = arch;
+  req.kernel_names = {kFinishEntry};
+  return by_arch->emplace(arch, jit::get_or_compile(req)).first->second;
+}
+
+}  // namespace
+
+size_t exact_grad_bytes(const BackwardArgs& a) {
+  if (!a.deterministic) return 0;
+  size_t bytes = 0;
+  for (const auto& [name, ptr] : a.fwd.bindings.buffer_grads)
+    bytes += aligned(size_t(numel_of(a, name)) * kern::kExactWords * sizeof(long long));
+  return bytes;
+}
+
+ExactGrads begin_exact_grads(BackwardArgs& a, char* ws) {
+  ExactGrads g;
+  const size_t bytes = exact_grad_bytes(a);
+  if (bytes == 0) return g;
+  jit::cu_check(jit::driver().cuMemsetD8Async(reinterpret_cast<jit::CUdeviceptr>(ws), 0, bytes,
+                                              static_cast<jit::CUstream>(a.fwd.stream)),
+                "cuMemsetD8Async");
+  for (auto& [name, ptr] : a.fwd.bindings.buffer_grads) {
+    const int64_t n = numel_of(a, name);
+    if (ptr != nullptr) g.slots.push_back({ptr, reinterpret_cast<const long long*>(ws), n});
+    // Tagged (low bit): the kernels' buffer_grad_accumulate adds kExactWords words per element there.
+    ptr = reinterpret_cast<float*>(ws + 1);
+    ws += aligned(size_t(n) * kern::kExactWords * sizeof(long long));
+  }
+  return g;
+}
+
+void finish_exact_grads(const ExactGrads& g, const std::string& arch, void* stream) {
+  if (g.slots.empty()) return;
+  jit::CUfunction f = jit::get_function(finish_kernel(arch), kFinishEntry);
+  for (const ExactGrads::Slot& s : g.slots) {
+    if (s.numel == 0) continue;
+    jit::LaunchConfig c;
+    c.grid.x = unsigned(std::min<int64_t>((s.numel + 255) / 256, 8192));
+    c.block.x = 256;
+    c.stream = static_cast<jit::CUstream>(stream);
+    jit::launch(f, c, kern::ExactGradFinishParams{s.words, s.user, s.numel});
+  }
+}
+
+}  // namespace flexattn::runtime
