@@ -54,9 +54,12 @@ def main():
         finally:
             torch.use_deterministic_algorithms(False)
         same = torch.equal(grads[0], grads[1])
-        theirs = timed(tflex)
         print(f"S={S} learnable relbias fwd+bwd ms: flexattn {plain:.3f}, deterministic {det:.3f} "
-              f"({100 * (det / plain - 1):+.1f} %), torch flex {theirs:.3f}; det dbias bitwise repeat: {same}")
+              f"({100 * (det / plain - 1):+.1f} %); det dbias bitwise repeat: {same}", flush=True)
+        try:
+            print(f"S={S} torch flex (compiled) fwd+bwd ms: {timed(tflex):.3f}", flush=True)
+        except Exception as e:  # torch 2.11's compiled backward with a learnable bias can exceed shared memory
+            print(f"S={S} torch flex (compiled): failed: {str(e).splitlines()[-1][:160]}", flush=True)
 
 
 if __name__ == "__main__":
