@@ -51,9 +51,10 @@ FLEXATTN_HD_INLINE float exact_bits_to_float(unsigned u) {
 #endif
 }
 
-// The accumulator's value rounded to fp32 (to nearest even; below 2^-126 it may round twice).
-FLEXATTN_HD_INLINE float exact_to_float(const long long* words) {
-  const unsigned flags = (unsigned)words[kExactFlagWord];
+// The accumulator's value rounded to fp32 (to nearest even; below 2^-126 it may round twice). Word k of the
+// accumulator is words[k * stride] (a buffer's accumulators are stored word-major: see exact_add).
+FLEXATTN_HD_INLINE float exact_to_float(const long long* words, long long stride = 1) {
+  const unsigned flags = (unsigned)words[kExactFlagWord * stride];
   if ((flags & 4u) != 0 || (flags & 3u) == 3u) return exact_bits_to_float(0x7fc00000u);
   if ((flags & 1u) != 0) return exact_bits_to_float(0x7f800000u);
   if ((flags & 2u) != 0) return exact_bits_to_float(0xff800000u);
@@ -61,7 +62,7 @@ FLEXATTN_HD_INLINE float exact_to_float(const long long* words) {
   unsigned d[kExactDigits + 1];
   long long carry = 0;
   for (int k = 0; k < kExactDigits; ++k) {
-    const long long t = words[k] + carry;
+    const long long t = words[k * stride] + carry;
     d[k] = (unsigned)(t & 0xffffffffll);
     carry = t >> 32;  // arithmetic shift
   }
@@ -96,20 +97,23 @@ FLEXATTN_HD_INLINE float exact_to_float(const long long* words) {
 }
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
-// Adds v into an accumulator of kExactWords words in global memory (relaxed atomics: the sum is the same in any
-// order; the kernel's completion orders it before exact_to_float's reads).
-__device__ __forceinline__ void exact_add(unsigned long long* words, float v) {
+// Adds v into an accumulator in global memory whose word k is words[k * stride] (relaxed atomics: the sum is the
+// same in any order; the kernel's completion orders it before exact_to_float's reads). A buffer's accumulators are
+// word-major ([kExactWords][numel], stride = numel): neighbouring elements of similar magnitude (a warp's diagonals)
+// then add into neighbouring words, a few sectors per warp-wide reduction instead of one per lane (element-major,
+// 80 bytes apart, cost the deterministic relative-bias backward ~5x the fp32 atomics' time: H100, session 32).
+__device__ __forceinline__ void exact_add(unsigned long long* words, long long stride, float v) {
   const ExactPart x = exact_split(__float_as_uint(v));
   if (x.flags != 0) {
-    atomicOr(reinterpret_cast<unsigned*>(words + kExactFlagWord), x.flags);
+    atomicOr(reinterpret_cast<unsigned*>(words + kExactFlagWord * stride), x.flags);
   } else if (x.word >= 0) {
-    atomicAdd(words + x.word, (unsigned long long)x.lo);
-    if (x.hi != 0) atomicAdd(words + x.word + 1, (unsigned long long)x.hi);
+    atomicAdd(words + x.word * stride, (unsigned long long)x.lo);
+    if (x.hi != 0) atomicAdd(words + (x.word + 1) * stride, (unsigned long long)x.hi);
   }
 }
 #endif
 
-// The finishing kernel's parameter (runtime/exact_grads.cc): out[i] += exact_to_float(words + i * kExactWords).
+// The finishing kernel's parameter (runtime/exact_grads.cc): out[i] += exact_to_float(words + i, n).
 struct ExactGradFinishParams {
   const long long* words;
   float* out;

@@ -68,12 +68,17 @@ namespace flexattn::kern {
 // The generated buffer_grad / buffer_grad_add hooks' one write: v into element `at` of buffer slot's gradient.
 // A pointer with its low bit set (deterministic mode; fp32 accumulators are 4-byte aligned) is the address + 1 of
 // exact accumulators, kExactWords words per element, whose sums do not depend on the order of the additions.
+// Those are word-major over the buffer's elements (exact_add): word k of element `at` at k * numel + at.
 __device__ __forceinline__ void buffer_grad_accumulate(const ModParams& m, int slot, long long at, float v) {
   const unsigned long long raw = reinterpret_cast<unsigned long long>(m.buf_grad[slot]);
-  if ((raw & 1ull) != 0)
-    exact_add(reinterpret_cast<unsigned long long*>(raw - 1) + at * kExactWords, v);
-  else
+  if ((raw & 1ull) != 0) {
+    long long numel = 1;
+#pragma unroll
+    for (int d = 0; d < kModBufRank; ++d) numel *= m.buf_shape[slot][d];
+    exact_add(reinterpret_cast<unsigned long long*>(raw - 1) + at, numel, v);
+  } else {
     atomicAdd(m.buf_grad[slot] + at, v);
+  }
 }
 
 // Index handed to a mod for a lane at position i of a dimension of length n (n >= 1).

@@ -216,15 +216,15 @@ void cuda_forward(const ForwardArgs& a) {
 }
 
 namespace {
-// The backward's own regions (runtime::backward_workspace), 256-aligned; the exact buffer-gradient accumulators
-// of deterministic mode (runtime/exact_grads.h) follow.
+// The backward's own regions (runtime::backward_workspace); deterministic mode's exact buffer-gradient accumulators
+// (runtime/exact_grads.h) follow from the next 256-byte boundary.
 size_t base_workspace_bytes(const BackwardArgs& a) {
   const auto& shape = a.fwd.q.shape;
-  const size_t b = shape.size() != 4
-                       ? runtime::backward_workspace(0, 0, 0, 0, a.deterministic).bytes
-                       : runtime::backward_workspace(shape[0], shape[1], shape[2], shape[3], a.deterministic).bytes;
-  return (b + 255) / 256 * 256;
+  return shape.size() != 4
+             ? runtime::backward_workspace(0, 0, 0, 0, a.deterministic).bytes
+             : runtime::backward_workspace(shape[0], shape[1], shape[2], shape[3], a.deterministic).bytes;
 }
+size_t exact_grads_offset(const BackwardArgs& a) { return (base_workspace_bytes(a) + 255) / 256 * 256; }
 
 void run_backward(const BackwardArgs& a, AttnParams& p, const Problem& pr, char* ws) {
   const DType t = a.fwd.q.dtype;
@@ -244,7 +244,8 @@ void run_backward(const BackwardArgs& a, AttnParams& p, const Problem& pr, char*
 }  // namespace
 
 size_t backward_workspace_bytes(const BackwardArgs& a) {
-  return base_workspace_bytes(a) + runtime::exact_grad_bytes(a);
+  const size_t exact = runtime::exact_grad_bytes(a);
+  return exact == 0 ? base_workspace_bytes(a) : exact_grads_offset(a) + exact;
 }
 
 void cuda_backward(const BackwardArgs& a) {
@@ -277,7 +278,7 @@ void cuda_backward(const BackwardArgs& a) {
   runtime::ExactGrads exact;
   if (runtime::exact_grad_bytes(a) != 0) {
     exact_args = a;
-    exact = runtime::begin_exact_grads(exact_args, ws + base_workspace_bytes(a));
+    exact = runtime::begin_exact_grads(exact_args, ws + exact_grads_offset(a));
   }
   run_backward(runtime::exact_grad_bytes(a) != 0 ? exact_args : a, p, pr, ws);
   runtime::finish_exact_grads(exact, device_arch(a.fwd.device), a.fwd.stream);

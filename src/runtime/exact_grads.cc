@@ -33,7 +33,7 @@ std::string finish_source() {
          kFinishEntry +
          "(const __grid_constant__ ExactGradFinishParams p) {\n"
          "  for (long long i = blockIdx.x * 256ll + threadIdx.x; i < p.n; i += 256ll * gridDim.x)\n"
-         "    p.out[i] += exact_to_float(p.words + i * kExactWords);\n"
+         "    p.out[i] += exact_to_float(p.words + i, p.n);\n"
          "}\n";
 }
 
@@ -71,7 +71,8 @@ ExactGrads begin_exact_grads(BackwardArgs& a, char* ws) {
   for (auto& [name, ptr] : a.fwd.bindings.buffer_grads) {
     const int64_t n = numel_of(a, name);
     if (ptr != nullptr) g.slots.push_back({ptr, reinterpret_cast<const long long*>(ws), n});
-    // Tagged (low bit): the kernels' buffer_grad_accumulate adds kExactWords words per element there.
+    // Tagged (low bit): the kernels' buffer_grad_accumulate adds into kExactWords words per element there,
+    // word-major ([kExactWords][numel], numel from the buffer's shape as the kernels see it in buf_shape).
     ptr = reinterpret_cast<float*>(ws + 1);
     ws += aligned(size_t(n) * kern::kExactWords * sizeof(long long));
   }

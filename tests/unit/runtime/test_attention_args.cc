@@ -156,7 +156,17 @@ TEST(AttentionArgs, BackwardWorkspaceHoldsDeltaAccumulatorClaimsAndInDeterminist
   // Deterministic: the same regions (the sm90 backward's ordered dQ reductions add into the accumulator), then as
   // many ints again: a semaphore per query tile plus the abandon word.
   b.deterministic = true;
-  EXPECT_EQ(backward_workspace_bytes(b), (plain + 255) / 256 * 256 + size_t(2 * 4 * 1 + 1) * 4);
+  const size_t det = (plain + 255) / 256 * 256 + size_t(2 * 4 * 1 + 1) * 4;
+  EXPECT_EQ(backward_workspace_bytes(b), det);
+  // Learnable buffers: in deterministic mode their exact accumulators (80 bytes per element, each buffer's
+  // 256-aligned) follow from the next 256-byte boundary; the default mode adds nothing for them.
+  b.fwd.bindings.buffers["bias"].shape = {4, 65};
+  b.fwd.bindings.buffers["slopes"].shape = {4};
+  b.fwd.bindings.buffer_grads["bias"] = nullptr;
+  b.fwd.bindings.buffer_grads["slopes"] = nullptr;
+  EXPECT_EQ(backward_workspace_bytes(b), (det + 255) / 256 * 256 + 20992 + 512);  // 4*65*80 = 20800 -> 20992; 320 -> 512
+  b.deterministic = false;
+  EXPECT_EQ(backward_workspace_bytes(b), plain);
 }
 
 }  // namespace
