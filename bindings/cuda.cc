@@ -306,7 +306,7 @@ void bind_cuda(nb::module_& m) {
   m.def("cuda_backward_workspace_bytes", &workspace_bytes_py, nb::arg("q_shape"), nb::arg("deterministic") = false,
         nb::arg("buffer_grad_shapes") = std::map<std::string, std::vector<int64_t>>{},
         "Bytes of the cuda_backward workspace; buffer_grad_shapes: {name: shape} of the learnable buffers (in "
-        "deterministic mode their gradients are summed exactly in the workspace, 80 bytes per element).");
+        "deterministic mode their gradients are summed exactly in the workspace, 264 bytes per element).");
   m.def("cuda_build_block_mask", &build_mask_gpu, nb::arg("mask_mod").none(), nb::arg("B"), nb::arg("H"),
         nb::arg("q_len"), nb::arg("kv_len"), nb::arg("q_block") = 128, nb::arg("kv_block") = 128, nb::kw_only(),
         nb::arg("scalars") = Scalars{}, nb::arg("buffers") = Buffers{}, nb::arg("device") = 0, nb::arg("stream") = 0,

@@ -75,7 +75,7 @@ struct BackwardArgs {
   TensorView dout;             // [B,Hq,L,Dv]
   const float* dlse = nullptr; // [B,Hq,L] gradient of the natural-log lse, optional
   TensorView dq, dk, dv;       // outputs, shapes of q, k, v
-  // Bitwise identical dq / dk / dv and buffer gradients run to run. Buffer gradients are then summed exactly (80
+  // Bitwise identical dq / dk / dv and buffer gradients run to run. Buffer gradients are then summed exactly (264
   // workspace bytes per element of each learnable buffer) and rounded once into buffer_grads.
   bool deterministic = false;
   void* workspace = nullptr;   // at least backward_workspace_bytes(args), 16-byte aligned
@@ -83,7 +83,7 @@ struct BackwardArgs {
 };
 
 // Deterministic mode needs more: the fp32 dQ accumulator and the ordered-dQ semaphores of the Hopper backward
-// (about B*Hq*L*D*4 bytes), whichever family the call then takes, and 80 bytes per element of each learnable buffer
+// (about B*Hq*L*D*4 bytes), whichever family the call then takes, and 264 bytes per element of each learnable buffer
 // in fwd.bindings.buffer_grads (sized from fwd.bindings.buffers' shapes) for their exact sums.
 size_t backward_workspace_bytes(const BackwardArgs& args);
 

@@ -2,41 +2,41 @@
 // Exact, order-independent sums of fp32 values: the deterministic mode's buffer gradients (issue 6: bitwise
 // identical buffer grads run to run; fp32 atomics add in arrival order, so their rounding differs run to run).
 //
-// Every finite fp32 value is an integer multiple of 2^-149 below 2^128, i.e. a 277-bit fixed-point number. An
-// accumulator holds it as kExactDigits signed 64-bit words, word k weighing 2^(32 k - 149): a value's 24-bit
-// significand, shifted to its exponent, touches two adjacent words, each getting less than 2^32 in magnitude.
-// Integer additions commute, so any order of arrival gives the same words (2^31 additions per word before a word
-// could overflow, far more than any gradient element receives), and exact_to_float rounds the exact sum once.
-// Infinities and NaNs set bits in one more word (kExactFlagWord), combined as IEEE sums combine them.
+// Every finite fp32 value is an integer multiple of 2^-149 below 2^128: m * 2^pos with a 24-bit significand m and
+// pos in [0, 253] (units of 2^-149). An accumulator holds kExactWindows signed 64-bit words, word k weighing
+// 2^(8 k - 149): a value goes into word pos / 8 as m << (pos % 8), less than 2^31, so each value is one 64-bit
+// addition (one RED.ADD.64; windows 32 bits apart took two for 3 values in 4: session 32) and a word can take 2^32
+// additions before it could overflow. Integer additions commute, so any order of arrival gives the same words, and
+// exact_to_float rounds the exact sum once. Infinities and NaNs set bits in one more word (kExactFlagWord), combined
+// as IEEE sums combine them.
 //
-// Host and device: the host tests and the CPU reference's checks use the same split and conversion.
+// Host and device: the host tests use the same split and conversion.
 #include "common/params.h"
 
 namespace flexattn::kern {
 
-constexpr int kExactDigits = 9;                 // 9 x 32 bits cover 2^-149 .. 2^139 (and the carries above)
-constexpr int kExactFlagWord = kExactDigits;    // bit 0: +inf, bit 1: -inf, bit 2: NaN
-constexpr int kExactWords = kExactDigits + 1;   // 80 bytes per accumulated element
+constexpr int kExactWindows = 32;              // 8-bit steps over pos in [0, 253]
+constexpr int kExactFlagWord = kExactWindows;  // bit 0: +inf, bit 1: -inf, bit 2: NaN
+constexpr int kExactWords = kExactWindows + 1; // 264 bytes per accumulated element
+constexpr int kExactDigits = 9;                // exact_to_float's 32-bit digits: 2^-149 .. 2^139, then the sign
 
-// A value's two word increments: words[word] += lo, words[word + 1] += hi (each |.| < 2^32). flags != 0 for a
-// non-finite value (then nothing is added); word = -1 for a zero.
+// A value's one word increment: words[word] += add (|add| < 2^31). flags != 0 for a non-finite value (then nothing is
+// added); word = -1 for a zero.
 struct ExactPart {
   int word;
-  long long lo, hi;
+  long long add;
   unsigned flags;
 };
 
 FLEXATTN_HD_INLINE ExactPart exact_split(unsigned bits) {
   const int e = int((bits >> 23) & 0xffu);
   const unsigned frac = bits & 0x7fffffu;
-  if (e == 0xff) return ExactPart{-1, 0, 0, frac != 0 ? 4u : (bits >> 31) != 0 ? 2u : 1u};
-  if (e == 0 && frac == 0) return ExactPart{-1, 0, 0, 0u};
+  if (e == 0xff) return ExactPart{-1, 0, frac != 0 ? 4u : (bits >> 31) != 0 ? 2u : 1u};
+  if (e == 0 && frac == 0) return ExactPart{-1, 0, 0u};
   const unsigned m = e != 0 ? (frac | 0x800000u) : frac;
   const int pos = (e != 0 ? e : 1) - 1;  // bit position of m's lowest bit above 2^-149
-  const unsigned long long x = (unsigned long long)m << (pos & 31);
-  long long lo = (long long)(x & 0xffffffffull), hi = (long long)(x >> 32);
-  if ((bits >> 31) != 0) lo = -lo, hi = -hi;
-  return ExactPart{pos >> 5, lo, hi, 0u};
+  const long long x = (long long)(m << (pos & 7));
+  return ExactPart{pos >> 3, (bits >> 31) != 0 ? -x : x, 0u};
 }
 
 FLEXATTN_HD_INLINE float exact_bits_to_float(unsigned u) {
@@ -58,11 +58,20 @@ FLEXATTN_HD_INLINE float exact_to_float(const long long* words, long long stride
   if ((flags & 4u) != 0 || (flags & 3u) == 3u) return exact_bits_to_float(0x7fc00000u);
   if ((flags & 1u) != 0) return exact_bits_to_float(0x7f800000u);
   if ((flags & 2u) != 0) return exact_bits_to_float(0xff800000u);
-  // Carries: 32-bit digits, the sign in the last one (two's complement over kExactDigits + 1 digits).
+  // The windows onto 32-bit digits (unnormalised: each digit gets a few terms below 2^57), then the carries, the
+  // sign in the last digit (two's complement over kExactDigits + 1 digits).
+  long long acc[kExactDigits] = {};
+  for (int k = 0; k < kExactWindows; ++k) {
+    const long long w = words[k * stride];
+    const int q = (8 * k) >> 5, r = (8 * k) & 31;  // q <= 7
+    const unsigned long long t = ((unsigned long long)w & 0xffffffffull) << r;  // < 2^56
+    acc[q] += (long long)(t & 0xffffffffull);
+    acc[q + 1] += (long long)(t >> 32) + (w >> 32) * (1ll << r);  // |w >> 32| < 2^31
+  }
   unsigned d[kExactDigits + 1];
   long long carry = 0;
   for (int k = 0; k < kExactDigits; ++k) {
-    const long long t = words[k * stride] + carry;
+    const long long t = acc[k] + carry;
     d[k] = (unsigned)(t & 0xffffffffll);
     carry = t >> 32;  // arithmetic shift
   }
@@ -101,15 +110,14 @@ FLEXATTN_HD_INLINE float exact_to_float(const long long* words, long long stride
 // same in any order; the kernel's completion orders it before exact_to_float's reads). A buffer's accumulators are
 // word-major ([kExactWords][numel], stride = numel): neighbouring elements of similar magnitude (a warp's diagonals)
 // then add into neighbouring words, a few sectors per warp-wide reduction instead of one per lane (element-major,
-// 80 bytes apart, cost the deterministic relative-bias backward ~5x the fp32 atomics' time: H100, session 32).
+// with two words per value 80 bytes apart, cost the deterministic relative-bias backward ~5x the fp32 atomics' time;
+// word-major halved that: H100, session 32, s32b / s32c).
 __device__ __forceinline__ void exact_add(unsigned long long* words, long long stride, float v) {
   const ExactPart x = exact_split(__float_as_uint(v));
-  if (x.flags != 0) {
+  if (x.flags != 0)
     atomicOr(reinterpret_cast<unsigned*>(words + kExactFlagWord * stride), x.flags);
-  } else if (x.word >= 0) {
-    atomicAdd(words + x.word * stride, (unsigned long long)x.lo);
-    if (x.hi != 0) atomicAdd(words + (x.word + 1) * stride, (unsigned long long)x.hi);
-  }
+  else if (x.word >= 0)
+    atomicAdd(words + x.word * stride, (unsigned long long)x.add);
 }
 #endif
 

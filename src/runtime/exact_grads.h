@@ -13,7 +13,7 @@
 
 namespace flexattn::runtime {
 
-// Bytes of the exact accumulators of a call (each 256-aligned): 80 per element of every learnable buffer named in
+// Bytes of the exact accumulators of a call (each 256-aligned): 264 per element of every learnable buffer named in
 // a.fwd.bindings.buffer_grads, sized from a.fwd.bindings.buffers' shapes; 0 outside deterministic mode.
 size_t exact_grad_bytes(const BackwardArgs& a);
 

@@ -29,8 +29,7 @@ void add(std::vector<long long>& w, float v) {
   if (x.flags != 0) {
     w[kExactFlagWord] |= x.flags;
   } else if (x.word >= 0) {
-    w[x.word] += x.lo;
-    w[x.word + 1] += x.hi;
+    w[x.word] += x.add;
   }
 }
 
@@ -91,6 +90,9 @@ TEST(ExactSum, DenormalsLargeValuesAndManyCarries) {
   EXPECT_TRUE(std::isinf(exact_sum({big, big})));
   EXPECT_GT(exact_sum({big, big}), 0.f);
   EXPECT_LT(exact_sum({-big, -big}), 0.f);
+  // The extremes in one sum: windows 0 and 31 at once, then cancelled.
+  EXPECT_EQ(exact_sum({big, tiny, -big}), tiny);
+  EXPECT_EQ(exact_sum({-tiny, big, big, -big, -big}), -tiny);
   // 200000 additions of 0.1f carry through the low digits many times.
   std::vector<float> v(200000, 0.1f);
   EXPECT_EQ(bits_of(exact_sum(v)), bits_of(fixed_point_sum(v)));

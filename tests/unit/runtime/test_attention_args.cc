@@ -158,13 +158,13 @@ TEST(AttentionArgs, BackwardWorkspaceHoldsDeltaAccumulatorClaimsAndInDeterminist
   b.deterministic = true;
   const size_t det = (plain + 255) / 256 * 256 + size_t(2 * 4 * 1 + 1) * 4;
   EXPECT_EQ(backward_workspace_bytes(b), det);
-  // Learnable buffers: in deterministic mode their exact accumulators (80 bytes per element, each buffer's
+  // Learnable buffers: in deterministic mode their exact accumulators (264 bytes per element, each buffer's
   // 256-aligned) follow from the next 256-byte boundary; the default mode adds nothing for them.
   b.fwd.bindings.buffers["bias"].shape = {4, 65};
   b.fwd.bindings.buffers["slopes"].shape = {4};
   b.fwd.bindings.buffer_grads["bias"] = nullptr;
   b.fwd.bindings.buffer_grads["slopes"] = nullptr;
-  EXPECT_EQ(backward_workspace_bytes(b), (det + 255) / 256 * 256 + 20992 + 512);  // 4*65*80 = 20800 -> 20992; 320 -> 512
+  EXPECT_EQ(backward_workspace_bytes(b), (det + 255) / 256 * 256 + 68864 + 1280);  // 4*65*264 = 68640; 4*264 = 1056
   b.deterministic = false;
   EXPECT_EQ(backward_workspace_bytes(b), plain);
 }
