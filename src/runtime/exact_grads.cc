@@ -70,10 +70,12 @@ ExactGrads begin_exact_grads(BackwardArgs& a, char* ws) {
                 "cuMemsetD8Async");
   for (auto& [name, ptr] : a.fwd.bindings.buffer_grads) {
     const int64_t n = numel_of(a, name);
-    if (ptr != nullptr) g.slots.push_back({ptr, reinterpret_cast<const long long*>(ws), n});
-    // Tagged (low bit): the kernels' buffer_grad_accumulate adds into kExactWords words per element there,
-    // word-major ([kExactWords][numel], numel from the buffer's shape as the kernels see it in buf_shape).
-    ptr = reinterpret_cast<float*>(ws + 1);
+    if (ptr != nullptr) {  // a null one stays null: fill_mod_params names it if the variant needs it
+      g.slots.push_back({ptr, reinterpret_cast<const long long*>(ws), n});
+      // Tagged (low bit): the kernels' buffer_grad_accumulate adds into kExactWords words per element there,
+      // word-major ([kExactWords][numel], numel from the buffer's shape as the kernels see it in buf_shape).
+      ptr = reinterpret_cast<float*>(ws + 1);
+    }
     ws += aligned(size_t(n) * kern::kExactWords * sizeof(long long));
   }
   return g;
