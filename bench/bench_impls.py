@@ -130,14 +130,18 @@ def _arch():
     return f"sm_{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")  # as src/jit/device.cc names it
 
 
-def flexattn_variant(score_mod, mask_mod):
-    """flexattn's compiled variant (_C.Variant) of a (score_mod, mask_mod) pair, no buffer gradients: what its
-    first forward call compiles."""
+def flexattn_variant(score_mod, mask_mod, backward=False):
+    """flexattn's compiled variant (_C.Variant) of a (score_mod, mask_mod) pair: the forward's, with no buffer
+    gradients; the backward's, with the gradients of the captured tensors that require grad (as attn_bwd asks)."""
     from flexattn import _torch_api, _torch_ops
     from flexattn.masks import noop_mask
 
-    spec = _torch_api._bound_values(score_mod, mask_mod or noop_mask)[0]
-    return _torch_ops._decode(spec, "")[0]
+    spec, _, buffers = _torch_api._bound_values(score_mod, mask_mod or noop_mask)
+    grads = ""
+    if backward:
+        names = _torch_ops._spec(spec)[3]
+        grads = ",".join(n for n, t in zip(names, buffers) if getattr(t, "requires_grad", False))
+    return _torch_ops._decode(spec, grads)[0]
 
 
 def prewarm_flexattn(variants, jobs, backward):
@@ -153,10 +157,10 @@ def prewarm_flexattn(variants, jobs, backward):
     arch = _arch()
     tasks = []
     for (case, D), (score_mod, mask_mod) in variants.items():
-        variant = flexattn_variant(score_mod, mask_mod)
         # The row's call has a block mask exactly when the case has a mask_mod (make_block_mask); the forward's tile
         # can depend on that, and a prewarmed set of another tile would be compiled again by the call.
-        tasks += [((case, D), variant, D, bw, mask_mod is not None) for bw in ((False, True) if backward else (False,))]
+        tasks += [((case, D), flexattn_variant(score_mod, mask_mod, bw), D, bw, mask_mod is not None)
+                  for bw in ((False, True) if backward else (False,))]
 
     def compile_one(task):
         key, variant, D, bw, block_mask = task

@@ -67,9 +67,11 @@ def make_score_mod(case: str, S: int, H: int, seed: int = 0):
         def softcap_approx(score, b, h, q, kv):
             return cap * tanh_approx(score / cap)
         return softcap_approx
-    if kind == "relbias":
+    if kind in ("relbias", "relbias_learnable"):
         g = torch.Generator(device=DEV).manual_seed(seed + 17)
         bias = torch.randn(H, 2 * S, device=DEV, dtype=torch.float32, generator=g) * 0.5
+        # Learnable: every backward also computes the bias's gradient (accumulated into bias.grad, never read).
+        bias.requires_grad_(kind == "relbias_learnable")
 
         def rel_bias(score, b, h, q, kv):
             return score + bias[h, q - kv + S]

@@ -33,7 +33,7 @@ def test_case_and_impl_names_are_the_issues():
     assert bc.CASES == ("full", "causal", "sliding1024", "document", "prefixlm", "alibi_causal", "softcap_causal",
                         "relbias_full")
     assert bc.IMPLS == ("flexattn", "torch-flex", "sdpa-cudnn", "sdpa-flash")
-    assert bc.EXTRA_CASES == ("softcap_approx_causal", "t5_full")
+    assert bc.EXTRA_CASES == ("softcap_approx_causal", "t5_full", "relbias_learnable_full")
     assert bc.ALL_CASES == bc.CASES + bc.EXTRA_CASES
     assert set(bc.CASE_TABLE) == set(bc.ALL_CASES)
 
@@ -135,7 +135,7 @@ def test_densities_match_the_anchors():
     assert bc.density("sliding1024", S) == pytest.approx(0.117, abs=5e-4)
     assert bc.density("prefixlm", S) == pytest.approx(0.531, abs=5e-4)
     assert bc.density("alibi_causal", S) == bc.density("causal", S) == bc.density("softcap_causal", S)
-    assert bc.density("relbias_full", S) == 1.0 == bc.density("t5_full", S)
+    assert bc.density("relbias_full", S) == 1.0 == bc.density("t5_full", S) == bc.density("relbias_learnable_full", S)
     assert 1 / 16 < bc.density("document", S) < 0.5  # random lengths: above 8 equal documents' 1/16
 
 

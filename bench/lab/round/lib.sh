@@ -145,7 +145,8 @@ run_check_summary() { echo "run --check: $RUN_OK ok, $RUN_BAD failed ($(el) s)";
 
 # record_suites: the record run's benches on build-gpu's _C (build it first, BUILD_PY=ON): bench/run.py --suite
 # long --backward --deterministic (every case, all peers; flexattn's deterministic backward too), --suite decode,
-# and, when 60 s are left, the cases outside the suite (softcap_approx_causal, t5_full; flexattn and torch flex) into
+# and, when 60 s are left, the cases outside the suite (softcap_approx_causal, t5_full, relbias_learnable_full; flexattn
+# and torch flex; flexattn's deterministic backward too) into
 # $OUT/bench/{long,decode,extra}, then their tables.
 # Record them here with `python3 bench/run.py --record DIR/bench/long DIR/bench/decode [DIR/bench/extra]`.
 record_suites() {
@@ -156,8 +157,9 @@ record_suites() {
   timeout $(cap 90 10) python3 bench/run.py --suite decode --out $OUT/bench/decode > $OUT/bench/decode.log 2>&1
   echo "decode rc=$? ($(el) s)"
   if [ "$(left)" -ge 60 ]; then
-    timeout $(cap 120 10) python3 bench/run.py --suite long --impls flexattn,torch-flex --cases softcap_approx_causal,t5_full \
-      --backward --no-warm --reps 20 --out $OUT/bench/extra > $OUT/bench/extra.log 2>&1
+    timeout $(cap 140 10) python3 bench/run.py --suite long --impls flexattn,torch-flex \
+      --cases softcap_approx_causal,t5_full,relbias_learnable_full --backward --deterministic --no-warm --reps 20 \
+      --out $OUT/bench/extra > $OUT/bench/extra.log 2>&1
     echo "extra rc=$? ($(el) s)"
   fi
   grep -E "^\|" $OUT/bench/long.log | tail -18 | cut -d'|' -f2,4,6,7,8,10,11,12,14,15,16
