@@ -76,7 +76,8 @@ struct BackwardArgs {
   const float* dlse = nullptr; // [B,Hq,L] gradient of the natural-log lse, optional
   TensorView dq, dk, dv;       // outputs, shapes of q, k, v
   // Bitwise identical dq / dk / dv and buffer gradients run to run. Buffer gradients are then summed exactly (264
-  // workspace bytes per element of each learnable buffer) and rounded once into buffer_grads.
+  // workspace bytes per element of each learnable buffer; up to 2^32 same-sign contributions per element) and
+  // rounded once into buffer_grads.
   bool deterministic = false;
   void* workspace = nullptr;   // at least backward_workspace_bytes(args), 16-byte aligned
   size_t workspace_bytes = 0;
@@ -99,7 +100,8 @@ void cuda_backward(const BackwardArgs& args);
 // `deterministic` (backward only) also compiles the deterministic mode's dQ pass where that mode uses it
 // (the portable family; on sm_90a only with FLEXATTN_SM90_BWD_ORDERED_DQ=0, the per-element dQ path or
 // the persistent kernel: the Hopper kernel otherwise orders its own dQ reductions), which a backward
-// otherwise compiles at its first deterministic call; its entry ("flexattn_bwd_dq") joins the report.
+// otherwise compiles at its first deterministic call; its entry ("flexattn_bwd_dq") joins the report; and, for a
+// variant with buffer gradients, the kernel that rounds their exact sums ("flexattn_exact_grad_finish").
 // `block_mask`: for a call with a block mask (the forward's tile can depend on it: without one, D = Dv = 64 takes the
 // tall tile, FLEXATTN_SM90_FWD_TALL), so that the prewarmed forward is the one that call looks up.
 struct CompileReport {

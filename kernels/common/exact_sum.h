@@ -5,8 +5,10 @@
 // Every finite fp32 value is an integer multiple of 2^-149 below 2^128: m * 2^pos with a 24-bit significand m and
 // pos in [0, 253] (units of 2^-149). An accumulator holds kExactWindows signed 64-bit words, word k weighing
 // 2^(8 k - 149): a value goes into word pos / 8 as m << (pos % 8), less than 2^31, so each value is one 64-bit
-// addition (one RED.ADD.64; windows 32 bits apart took two for 3 values in 4: session 32) and a word can take 2^32
-// additions before it could overflow. Integer additions commute, so any order of arrival gives the same words, and
+// addition (one RED.ADD.64; windows 32 bits apart took two for 3 values in 4: session 32). Limit: a word wraps
+// (silently) once its net sum passes 2^63, which takes more than 2^32 additions of one sign into one word of one
+// element (e.g. 2^33 equal values): the sm90 backward's per-warp sums add one value per warp and tile, but the
+// per-entry paths (the sm80 family, edge tiles, general index functions) add one per attended entry. Integer additions commute, so any order of arrival gives the same words, and
 // exact_to_float rounds the exact sum once. Infinities and NaNs set bits in one more word (kExactFlagWord), combined
 // as IEEE sums combine them.
 //

@@ -271,17 +271,25 @@ void cuda_backward(const BackwardArgs& a) {
     throw Error("workspace: the backward needs " + std::to_string(need) + " bytes (backward_workspace_bytes), got " +
                 std::to_string(a.workspace_bytes));
   if (reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0) throw Error("workspace: must be 16-byte aligned");
+  // fp32 accumulators: 4-byte aligned (the kernels read a pointer with its low bit set as deterministic mode's exact
+  // accumulators, so a misaligned one must not reach them).
+  for (const auto& [name, g] : a.fwd.bindings.buffer_grads)
+    if (reinterpret_cast<uintptr_t>(g) % 4 != 0)
+      throw Error("buffer_grads['" + name + "']: must be a 4-byte aligned float32 accumulator");
   char* ws = static_cast<char*>(a.workspace);
   // Deterministic mode with learnable buffers: the kernels add their gradients into exact accumulators in the
   // workspace (a copy of the args points the bindings there); finish_exact_grads rounds them into the caller's.
+  // device_arch makes the call's device current before the first driver call (the accumulators' memset).
+  const std::string arch = device_arch(a.fwd.device);
   BackwardArgs exact_args;
   runtime::ExactGrads exact;
-  if (runtime::exact_grad_bytes(a) != 0) {
+  const bool exact_sums = runtime::exact_grad_bytes(a) != 0;
+  if (exact_sums) {
     exact_args = a;
-    exact = runtime::begin_exact_grads(exact_args, ws + exact_grads_offset(a));
+    exact = runtime::begin_exact_grads(exact_args, ws + exact_grads_offset(a), arch);
   }
-  run_backward(runtime::exact_grad_bytes(a) != 0 ? exact_args : a, p, pr, ws);
-  runtime::finish_exact_grads(exact, device_arch(a.fwd.device), a.fwd.stream);
+  run_backward(exact_sums ? exact_args : a, p, pr, ws);
+  runtime::finish_exact_grads(exact, a.fwd.stream);
 }
 
 CompileReport compile_variant(const Variant& variant, DType dtype, int head_dim, int value_head_dim,
@@ -309,6 +317,14 @@ CompileReport compile_variant(const Variant& variant, DType dtype, int head_dim,
     const CompileReport dq = runtime::compile_report(runtime::get_kernel_set(variant, runtime::dq_pass_key(key)));
     r.registers.insert(dq.registers.begin(), dq.registers.end());
     r.spill_bytes.insert(dq.spill_bytes.begin(), dq.spill_bytes.end());
+  }
+  // Deterministic mode's buffer gradients: the kernel that rounds their exact sums (runtime/exact_grads.h).
+  if (backward && deterministic && !variant.grad_buffers.empty()) {
+    const jit::CompiledKernel finish = runtime::exact_grads_kernel(arch);
+    for (const auto& [name, info] : finish.ptxas) {
+      r.registers[name] = info.registers;
+      r.spill_bytes[name] = info.spill_stores + info.spill_loads;
+    }
   }
   return r;
 }

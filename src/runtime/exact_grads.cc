@@ -21,7 +21,11 @@ int64_t numel_of(const BackwardArgs& a, const std::string& name) {
   auto it = a.fwd.bindings.buffers.find(name);
   if (it == a.fwd.bindings.buffers.end()) return 0;  // cuda_backward's binding check names the missing buffer
   int64_t n = 1;
-  for (int64_t d : it->second.shape) n *= d;
+  for (int64_t d : it->second.shape) {
+    if (d < 1 || d > (int64_t(1) << 40)) return 0;  // fill_mod_params names the bad dimension
+    n *= d;
+    if (n > (int64_t(1) << 40)) return 0;
+  }
   return n;
 }
 
@@ -37,7 +41,9 @@ std::string finish_source() {
          "}\n";
 }
 
-jit::CompiledKernel finish_kernel(const std::string& arch) {
+}  // namespace
+
+jit::CompiledKernel exact_grads_kernel(const std::string& arch) {
   static std::mutex mu;
   static auto* by_arch = new std::map<std::string, jit::CompiledKernel>();
   std::lock_guard<std::mutex> lock(mu);
@@ -51,8 +57,6 @@ jit::CompiledKernel finish_kernel(const std::string& arch) {
   return by_arch->emplace(arch, jit::get_or_compile(req)).first->second;
 }
 
-}  // namespace
-
 size_t exact_grad_bytes(const BackwardArgs& a) {
   if (!a.deterministic) return 0;
   size_t bytes = 0;
@@ -61,10 +65,12 @@ size_t exact_grad_bytes(const BackwardArgs& a) {
   return bytes;
 }
 
-ExactGrads begin_exact_grads(BackwardArgs& a, char* ws) {
+ExactGrads begin_exact_grads(BackwardArgs& a, char* ws, const std::string& arch) {
   ExactGrads g;
   const size_t bytes = exact_grad_bytes(a);
   if (bytes == 0) return g;
+  // Compiled and loaded before anything is enqueued, so a failure leaves no half-done backward behind.
+  g.finish = jit::get_function(exact_grads_kernel(arch), kFinishEntry);
   jit::cu_check(jit::driver().cuMemsetD8Async(reinterpret_cast<jit::CUdeviceptr>(ws), 0, bytes,
                                               static_cast<jit::CUstream>(a.fwd.stream)),
                 "cuMemsetD8Async");
@@ -81,16 +87,15 @@ ExactGrads begin_exact_grads(BackwardArgs& a, char* ws) {
   return g;
 }
 
-void finish_exact_grads(const ExactGrads& g, const std::string& arch, void* stream) {
+void finish_exact_grads(const ExactGrads& g, void* stream) {
   if (g.slots.empty()) return;
-  jit::CUfunction f = jit::get_function(finish_kernel(arch), kFinishEntry);
   for (const ExactGrads::Slot& s : g.slots) {
     if (s.numel == 0) continue;
     jit::LaunchConfig c;
     c.grid.x = unsigned(std::min<int64_t>((s.numel + 255) / 256, 8192));
     c.block.x = 256;
     c.stream = static_cast<jit::CUstream>(stream);
-    jit::launch(f, c, kern::ExactGradFinishParams{s.words, s.user, s.numel});
+    jit::launch(g.finish, c, kern::ExactGradFinishParams{s.words, s.user, s.numel});
   }
 }
 

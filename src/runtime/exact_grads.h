@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "flexattn/attention.h"
+#include "flexattn/jit.h"
+#include "jit/driver_api.h"
 
 namespace flexattn::runtime {
 
@@ -24,12 +26,17 @@ struct ExactGrads {
     int64_t numel = 0;
   };
   std::vector<Slot> slots;
+  jit::CUfunction finish = nullptr;  // the rounding kernel, loaded by begin_exact_grads
 };
 
-// Deterministic calls with buffer gradients: zeroes the accumulators at `ws` (exact_grad_bytes of them) on the
-// call's stream and points a's buffer_grads at them; returns what finish_exact_grads needs. Otherwise nothing.
-ExactGrads begin_exact_grads(BackwardArgs& a, char* ws);
+// Deterministic calls with buffer gradients: loads the rounding kernel for `arch` (the call's device current), zeroes
+// the accumulators at `ws` (exact_grad_bytes of them) on the call's stream and points a's non-null buffer_grads at
+// them; returns what finish_exact_grads needs. Otherwise nothing.
+ExactGrads begin_exact_grads(BackwardArgs& a, char* ws, const std::string& arch);
 // Adds each element's rounded exact sum into the caller's accumulator (one launch per buffer, on the stream).
-void finish_exact_grads(const ExactGrads& g, const std::string& arch, void* stream);
+void finish_exact_grads(const ExactGrads& g, void* stream);
+// The rounding kernel for `arch`, compiled once per process (disk-cached): compile_variant prewarms it for
+// deterministic backward calls with buffer gradients, so a first call (or a graph capture) does not compile it.
+jit::CompiledKernel exact_grads_kernel(const std::string& arch);
 
 }  // namespace flexattn::runtime

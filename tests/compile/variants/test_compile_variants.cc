@@ -77,6 +77,24 @@ TEST_F(CompileTier, DeterministicDqPassCompilesOnlyWhenAskedFor) {
   unsetenv("FLEXATTN_SM90_BWD_ORDERED_DQ");
 }
 
+// Deterministic mode's buffer gradients are exact sums rounded by a kernel of their own (runtime/exact_grads.h):
+// compile_variant prewarms it for a deterministic backward of a variant with buffer gradients, and only then.
+TEST_F(CompileTier, DeterministicBufferGradientsPrewarmTheRoundingKernel) {
+  mods::ProblemShape shape{1, 4, 4, 256, 256, 64, 64, 1};
+  const corpus::BuiltVariant b = corpus::build_variant(corpus::corpus_entry("relbias(learnable)"), shape);
+  ASSERT_FALSE(b.variant.grad_buffers.empty());
+  const CompileReport det = compile_variant(b.variant, DType::BF16, 64, 64, "sm_80", true, true, true);
+  ASSERT_EQ(det.registers.count("flexattn_exact_grad_finish"), 1u);
+  EXPECT_EQ(det.spill_bytes.at("flexattn_exact_grad_finish"), 0);
+  expect_no_spills(det, "relbias(learnable) deterministic");
+  EXPECT_EQ(compile_variant(b.variant, DType::BF16, 64, 64, "sm_80", true, true, false)
+                .registers.count("flexattn_exact_grad_finish"), 0u);
+  Variant frozen;
+  frozen.mask_mod = mods::causal();
+  EXPECT_EQ(compile_variant(frozen, DType::BF16, 64, 64, "sm_80", true, true, true)
+                .registers.count("flexattn_exact_grad_finish"), 0u);
+}
+
 TEST_F(CompileTier, LiteralValuesShareOneKernel) {
   Variant a, b;
   a.score_mod = mods::softcap(20);

@@ -112,6 +112,13 @@ TEST(AttentionArgs, BackwardErrorsNameTheArgument) {
   EXPECT_EQ(error_of([&] { cuda_backward(b); }),
             "workspace: the backward needs " + std::to_string(backward_workspace_bytes(b)) +
                 " bytes (backward_workspace_bytes), got 0");
+  // A misaligned float32 gradient accumulator (the kernels read a pointer with its low bit set as deterministic
+  // mode's exact accumulators).
+  b.workspace = g_mem, b.workspace_bytes = backward_workspace_bytes(b);
+  b.fwd.bindings.buffer_grads["bias"] = reinterpret_cast<float*>(reinterpret_cast<char*>(g_mem) + 1);
+  EXPECT_EQ(error_of([&] { cuda_backward(b); }), "buffer_grads['bias']: must be a 4-byte aligned float32 accumulator");
+  b.fwd.bindings.buffer_grads.clear();
+  b.workspace = nullptr, b.workspace_bytes = 0;
   // Head dims the backward cannot tile name the padding that works.
   b.fwd.q.shape[3] = b.fwd.k.shape[3] = b.dq.shape[3] = b.dk.shape[3] = 48;
   EXPECT_EQ(error_of([&] { cuda_backward(b); }),
