@@ -13,6 +13,7 @@
 // as IEEE sums combine them.
 //
 // Host and device: the host tests use the same split and conversion.
+#include "common/float_bits.h"
 #include "common/params.h"
 
 namespace flexattn::kern {
@@ -41,25 +42,13 @@ FLEXATTN_HD_INLINE ExactPart exact_split(unsigned bits) {
   return ExactPart{pos >> 3, (bits >> 31) != 0 ? -x : x, 0u};
 }
 
-FLEXATTN_HD_INLINE float exact_bits_to_float(unsigned u) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(u);
-#else
-  union {
-    unsigned u;
-    float f;
-  } x{u};
-  return x.f;
-#endif
-}
-
-// The accumulator's value rounded to fp32 (to nearest even; below 2^-126 it may round twice). Word k of the
-// accumulator is words[k * stride] (a buffer's accumulators are stored word-major: see exact_add).
+// The accumulator's value rounded to fp32 (to nearest even; subnormal results are exact: the sum is a multiple of
+// 2^-149). Word k of the accumulator is words[k * stride] (a buffer's accumulators are word-major: see exact_add).
 FLEXATTN_HD_INLINE float exact_to_float(const long long* words, long long stride = 1) {
   const unsigned flags = (unsigned)words[kExactFlagWord * stride];
-  if ((flags & 4u) != 0 || (flags & 3u) == 3u) return exact_bits_to_float(0x7fc00000u);
-  if ((flags & 1u) != 0) return exact_bits_to_float(0x7f800000u);
-  if ((flags & 2u) != 0) return exact_bits_to_float(0xff800000u);
+  if ((flags & 4u) != 0 || (flags & 3u) == 3u) return bits_float(0x7fc00000);
+  if ((flags & 1u) != 0) return bits_float(0x7f800000);
+  if ((flags & 2u) != 0) return bits_float(int(0xff800000u));
   // The windows onto 32-bit digits (unnormalised: each digit gets a few terms below 2^57), then the carries, the
   // sign in the last digit (two's complement over kExactDigits + 1 digits).
   long long acc[kExactDigits] = {};
@@ -102,8 +91,8 @@ FLEXATTN_HD_INLINE float exact_to_float(const long long* words, long long stride
   float f = (float)(win | (sticky ? 1ull : 0ull));
   // win's bit 63 weighs 2^(32 top + 31 - up - 149): f * 2^s with s in [-212, 107], in steps inside fp32's range.
   int s = 32 * top + 31 - up - 149 - 63;
-  if (s < -126) f *= exact_bits_to_float(27u << 23), s += 100;  // 2^-100, exact (f >= 2^63); then s >= -112
-  f *= exact_bits_to_float(unsigned(s + 127) << 23);
+  if (s < -126) f *= bits_float(27 << 23), s += 100;  // 2^-100, exact (f >= 2^63); then s >= -112
+  f *= bits_float((s + 127) << 23);
   return negative ? -f : f;
 }
 
@@ -115,7 +104,7 @@ FLEXATTN_HD_INLINE float exact_to_float(const long long* words, long long stride
 // with two words per value 80 bytes apart, cost the deterministic relative-bias backward ~5x the fp32 atomics' time;
 // word-major halved that: H100, session 32, s32b / s32c).
 __device__ __forceinline__ void exact_add(unsigned long long* words, long long stride, float v) {
-  const ExactPart x = exact_split(__float_as_uint(v));
+  const ExactPart x = exact_split(unsigned(float_bits(v)));
   if (x.flags != 0)
     atomicOr(reinterpret_cast<unsigned*>(words + kExactFlagWord * stride), x.flags);
   else if (x.word >= 0)

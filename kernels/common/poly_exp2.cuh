@@ -8,11 +8,11 @@
 // 12 SASS instructions (FMNMX, 3 FADD, 5 FFMA, IMAD shift-add, FSETP, FSEL) against one MUFU op, which
 // holds its SMSP's quarter-rate pipe for 8 cycles per warp: worth it for a fraction of the entries only.
 // Compiles under NVRTC and as host C++ (the tests), like mod_ops.cuh.
+#include "common/float_bits.h"
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define FA_POLY_FN __device__ __forceinline__
 #else
 #include <cmath>
-#include <cstring>
 #define FA_POLY_FN inline
 #endif
 
@@ -20,12 +20,8 @@ namespace flexattn::kern {
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 FA_POLY_FN float poly_add_rn(float a, float b) { return __fadd_rn(a, b); }  // never contracted or folded
-FA_POLY_FN int poly_bits(float x) { return __float_as_int(x); }
-FA_POLY_FN float poly_float(int b) { return __int_as_float(b); }
 #else
 inline float poly_add_rn(float a, float b) { return a + b; }
-inline int poly_bits(float x) { int b; std::memcpy(&b, &x, 4); return b; }
-inline float poly_float(int b) { float x; std::memcpy(&x, &b, 4); return x; }
 #endif
 
 FA_POLY_FN float poly_exp2(float x) {
@@ -38,7 +34,7 @@ FA_POLY_FN float poly_exp2(float x) {
   q = fmaf(q, f, 2.402212024e-01f);
   q = fmaf(q, f, 6.931469440e-01f);
   q = fmaf(q, f, 1.000000119e+00f);
-  const float y = poly_float(int((unsigned)poly_bits(q) + ((unsigned)poly_bits(shifted) << 23)));
+  const float y = bits_float(int((unsigned)float_bits(q) + ((unsigned)float_bits(shifted) << 23)));
   return x > -125.f ? y : 0.f;
 }
 

@@ -14,7 +14,7 @@
 namespace flexattn::kern {
 
 FA_POLY_FN float poly_rcp(float y) {
-  float x = poly_float(int(0x7EF311C2u - unsigned(poly_bits(y))));  // unsigned: no signed overflow on the host
+  float x = bits_float(int(0x7EF311C2u - unsigned(float_bits(y))));  // unsigned: no signed overflow on the host
   float e = fmaf(-y, x, 1.f);
   x = fmaf(x, fmaf(e, e, e), x);
   e = fmaf(-y, x, 1.f);

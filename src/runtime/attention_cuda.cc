@@ -226,15 +226,15 @@ size_t base_workspace_bytes(const BackwardArgs& a) {
 }
 size_t exact_grads_offset(const BackwardArgs& a) { return (base_workspace_bytes(a) + 255) / 256 * 256; }
 
-void run_backward(const BackwardArgs& a, AttnParams& p, const Problem& pr, char* ws) {
+void run_backward(const BackwardArgs& a, AttnParams& p, const Problem& pr, char* ws, const std::string& arch) {
   const DType t = a.fwd.q.dtype;
   p.delta = reinterpret_cast<float*>(ws);
   // Deterministic mode: no accumulator unless the sm90 backward takes its ordered dQ reductions
   // (try_sm90_backward sets dq_accum and dq_sem from the workspace then).
   p.dq_accum = a.deterministic ? nullptr : reinterpret_cast<float*>(ws + runtime::backward_workspace(pr.B, pr.Hq, pr.L, pr.D, false).accum);
-  if (runtime::try_sm90_backward(a, p, device_arch(a.fwd.device))) return;  // FLEXATTN_SM90_BWD=0 opts out
+  if (runtime::try_sm90_backward(a, p, arch)) return;  // FLEXATTN_SM90_BWD=0 opts out
 
-  runtime::KernelSetKey key{t, int(pr.D), int(pr.Dv), device_arch(a.fwd.device), true};
+  runtime::KernelSetKey key{t, int(pr.D), int(pr.Dv), arch, true};
   const runtime::KernelSet& set = runtime::get_kernel_set(*a.fwd.variant, key);
   runtime::fill_mod_params(set.layout, a.fwd.bindings, true, &p.mod);
   runtime::launch_backward(*a.fwd.variant, set, p,
@@ -288,7 +288,7 @@ void cuda_backward(const BackwardArgs& a) {
     exact_args = a;
     exact = runtime::begin_exact_grads(exact_args, ws + exact_grads_offset(a), arch);
   }
-  run_backward(exact_sums ? exact_args : a, p, pr, ws);
+  run_backward(exact_sums ? exact_args : a, p, pr, ws, arch);
   runtime::finish_exact_grads(exact, a.fwd.stream);
 }
 
@@ -319,13 +319,7 @@ CompileReport compile_variant(const Variant& variant, DType dtype, int head_dim,
     r.spill_bytes.insert(dq.spill_bytes.begin(), dq.spill_bytes.end());
   }
   // Deterministic mode's buffer gradients: the kernel that rounds their exact sums (runtime/exact_grads.h).
-  if (backward && deterministic && !variant.grad_buffers.empty()) {
-    const jit::CompiledKernel finish = runtime::exact_grads_kernel(arch);
-    for (const auto& [name, info] : finish.ptxas) {
-      r.registers[name] = info.registers;
-      r.spill_bytes[name] = info.spill_stores + info.spill_loads;
-    }
-  }
+  if (backward && deterministic && !variant.grad_buffers.empty()) runtime::add_to_report(r, runtime::exact_grads_kernel(arch));
   return r;
 }
 

@@ -21,6 +21,7 @@
 #include "jit/device.h"
 #include "jit/driver_api.h"
 #include "jit/module.h"
+#include "jit/once_per_arch.h"
 #include "jit/sys.h"
 #include "runtime/kernel_set.h"
 
@@ -63,21 +64,6 @@ BuildVariant& build_variant(const ir::Expr& mask_mod) {
   return *it->second;
 }
 
-// The kernel of `request` (for request.arch), compiled once per process into `by_arch` (under g_mu); the JIT's
-// disk cache spans processes. `request` is called only when this process has not compiled it yet.
-template <class MakeRequest>
-jit::CompiledKernel once_per_arch(std::map<std::string, jit::CompiledKernel>& by_arch, const std::string& arch,
-                                  MakeRequest request) {
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    auto it = by_arch.find(arch);
-    if (it != by_arch.end()) return it->second;
-  }
-  jit::CompiledKernel c = jit::get_or_compile(request());
-  std::lock_guard<std::mutex> lock(g_mu);
-  return by_arch.emplace(arch, std::move(c)).first->second;
-}
-
 jit::KernelRequest builder_request(const char* prefix, std::string source, const std::string& arch, const char* entry) {
   jit::KernelRequest req;
   req.prefix = prefix;
@@ -88,7 +74,7 @@ jit::KernelRequest builder_request(const char* prefix, std::string source, const
 }
 
 jit::CompiledKernel classify_for(BuildVariant& v, const std::string& arch) {
-  return once_per_arch(v.by_arch, arch, [&] {
+  return jit::once_per_arch(g_mu, v.by_arch, arch, [&] {
     return builder_request("block_mask_build", block_mask_build_source(v.gen.source), arch, kBlockMaskClassifyEntry);
   });
 }
@@ -105,7 +91,7 @@ bool compact_known(const std::string& arch) {
 }
 
 jit::CompiledKernel compact_for(const std::string& arch) {
-  return once_per_arch(compact_by_arch(), arch, [&] {
+  return jit::once_per_arch(g_mu, compact_by_arch(), arch, [&] {
     return builder_request("block_mask_compact", block_mask_compact_source(), arch, kBlockMaskCompactEntry);
   });
 }

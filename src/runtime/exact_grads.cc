@@ -1,13 +1,14 @@
 #include "runtime/exact_grads.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
 #include "common/exact_sum.h"
-#include "flexattn/error.h"
 #include "flexattn/jit.h"
 #include "jit/driver_api.h"
 #include "jit/module.h"
+#include "jit/once_per_arch.h"
 
 namespace flexattn::runtime {
 namespace {
@@ -16,6 +17,9 @@ constexpr size_t kAlign = 256;
 constexpr char kFinishEntry[] = "flexattn_exact_grad_finish";
 
 size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// One buffer's accumulators: kExactWords words per element, 256-aligned.
+size_t slot_bytes(int64_t numel) { return aligned(size_t(numel) * kern::kExactWords * sizeof(long long)); }
 
 int64_t numel_of(const BackwardArgs& a, const std::string& name) {
   auto it = a.fwd.bindings.buffers.find(name);
@@ -46,22 +50,15 @@ std::string finish_source() {
 jit::CompiledKernel exact_grads_kernel(const std::string& arch) {
   static std::mutex mu;
   static auto* by_arch = new std::map<std::string, jit::CompiledKernel>();
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = by_arch->find(arch);
-  if (it != by_arch->end()) return it->second;
-  jit::KernelRequest req;
-  req.prefix = "exact_grad_finish";
-  req.source = finish_source();
-  req.arch = arch;
-  req.kernel_names = {kFinishEntry};
-  return by_arch->emplace(arch, jit::get_or_compile(req)).first->second;
+  return jit::once_per_arch(mu, *by_arch, arch, [&] {
+    return jit::KernelRequest{"exact_grad_finish", finish_source(), arch, {}, {kFinishEntry}};
+  });
 }
 
 size_t exact_grad_bytes(const BackwardArgs& a) {
   if (!a.deterministic) return 0;
   size_t bytes = 0;
-  for (const auto& [name, ptr] : a.fwd.bindings.buffer_grads)
-    bytes += aligned(size_t(numel_of(a, name)) * kern::kExactWords * sizeof(long long));
+  for (const auto& [name, ptr] : a.fwd.bindings.buffer_grads) bytes += slot_bytes(numel_of(a, name));
   return bytes;
 }
 
@@ -82,7 +79,7 @@ ExactGrads begin_exact_grads(BackwardArgs& a, char* ws, const std::string& arch)
       // word-major ([kExactWords][numel], numel from the buffer's shape as the kernels see it in buf_shape).
       ptr = reinterpret_cast<float*>(ws + 1);
     }
-    ws += aligned(size_t(n) * kern::kExactWords * sizeof(long long));
+    ws += slot_bytes(n);
   }
   return g;
 }

@@ -49,14 +49,18 @@ void launch_backward(const Variant& variant, const KernelSet& set, const kern::A
                 launch_config(kern::sm80_bwd_dq_convert_launch(p.B, p.Hq, p.L), stream), p);
 }
 
+void add_to_report(CompileReport& r, const jit::CompiledKernel& c) {
+  for (const auto& [name, info] : c.ptxas) {
+    r.registers[name] = info.registers;
+    r.spill_bytes[name] = info.spill_stores + info.spill_loads;
+  }
+}
+
 CompileReport compile_report(const KernelSet& set) {
   CompileReport r;
   r.key = set.compiled.key;
-  for (const jit::CompiledKernel* c : {&set.compiled, &set.aux})
-    for (const auto& [name, info] : c->ptxas) {
-      r.registers[name] = info.registers;
-      r.spill_bytes[name] = info.spill_stores + info.spill_loads;
-    }
+  add_to_report(r, set.compiled);
+  add_to_report(r, set.aux);
   return r;
 }
 

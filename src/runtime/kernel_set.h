@@ -102,6 +102,9 @@ std::vector<std::string> jit_compile_options();
 
 // Key, registers and spills per entry function of a compiled set (compile_variant, compile_decode).
 CompileReport compile_report(const KernelSet& set);
+// Adds the registers and spill bytes of every entry of `c` to `r` (compile_report's step; compile_variant adds the
+// kernels a call needs beside its set).
+void add_to_report(CompileReport& r, const jit::CompiledKernel& c);
 
 // A launch from a tile table's geometry (Sm80Launch, Sm90Launch, DecodeLaunch: grid_x/y/z, block, smem).
 template <class Geometry>

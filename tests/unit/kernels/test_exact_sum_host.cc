@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -17,11 +16,7 @@ using flexattn::kern::ExactPart;
 using flexattn::kern::kExactFlagWord;
 using flexattn::kern::kExactWords;
 
-unsigned bits_of(float f) {
-  unsigned u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
+unsigned bits_of(float f) { return unsigned(flexattn::kern::float_bits(f)); }
 
 // What exact_add does on the device, one value at a time.
 void add(std::vector<long long>& w, float v) {
