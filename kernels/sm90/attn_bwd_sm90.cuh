@@ -5,7 +5,8 @@
 //                  (the sm80 backward's order) and feeds Q, dO (TMA), lse, delta through a 2-stage
 //                  mbarrier ring (bwd_producer_sm90.cuh); warps 1-3 exit (with kDqBulk warp 1 is the
 //                  dQ writer: bulk reductions of the shared dQ tile into dq_accum; in deterministic mode
-//                  warp 2 is a second writer, bwd_dq_writer).
+//                  warp 2 is a second writer, bwd_dq_writer, and with the TMA dQ path warp 3 feeds both the
+//                  ranks, bwd_dq_rank_sm90.cuh).
 //   warpgroups 1-2 consumers: setmaxnreg 232; 64 kv rows each, S^T / dP^T on wgmma, the element-wise
 //                  backward on the accumulator registers, dV / dK / dQ on wgmma (bwd_consumer_sm90.cuh;
 //                  with kV2 bwd_consumer_v2_sm90.cuh, and 24 / 240 registers when kDqBulk as well).
@@ -25,6 +26,7 @@
 #include "sm90/bwd_consumer_v2_sm90.cuh"
 #include "sm90/bwd_consumer_wide_sm90.cuh"
 #include "sm90/bwd_dq_order_sm90.cuh"
+#include "sm90/bwd_dq_rank_sm90.cuh"
 #include "sm90/bwd_layout_sm90.cuh"
 #include "sm90/bwd_producer_sm90.cuh"
 #include "sm90/ptx/redux.cuh"
@@ -81,19 +83,30 @@ __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
     if (kv0 >= p.S) return;  // whole CTA, before any barrier
   }
 
+  // The rank warp (bwd_dq_rank_sm90.cuh) runs with the ordered writers; it takes part in the stage ring.
+  bool rank_warp = false;
+  if constexpr (kDqBulk && bwd_dq_rank_ring_on<C>())
+    rank_warp = bwd_adds_dq<kDqBulk, kPersistent>(p) && bwd_dq_ordered<kDqBulk, kPersistent>(p);
   if (threadIdx.x == 0) {
     mbar_init(c.bar_kv(), 1);
     if constexpr (kPersistent) mbar_init(bwd_kv_empty(c), kEmptyArrivals);
 #pragma unroll
     for (int s = 0; s < C::ST; ++s) {
       mbar_init(c.full(s), kBwdFullArrivals);
-      mbar_init(c.empty(s), kEmptyArrivals);
+      mbar_init(c.empty(s), bwd_dq_stage_empty_arrivals(rank_warp));
     }
     if constexpr (kDqBulk) {
 #pragma unroll
       for (int j = 0; j < C::DQB; ++j) {
         mbar_init(c.dq_full(j), C::kDqFullArrivals);
         mbar_init(c.dq_empty(j), 1);
+      }
+      if constexpr (C::kRankRing) {
+#pragma unroll
+        for (int j = 0; j < C::RS; ++j) {
+          mbar_init(c.rank_full(j), 1);
+          mbar_init(c.rank_empty(j), 1);
+        }
       }
     }
     fence_mbarrier_init();
@@ -115,6 +128,8 @@ __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
           bwd_producer<D, Dv>(p, c, kv0, hk, bz, threadIdx.x & 31);
       } else if (warp == 1 || warp == 2) {  // warp 2: the second writer in deterministic mode (bwd_dq_writer)
         bwd_dq_writer<D, Dv, kDqBulk, kV2, kDqTma, kPersistent>(p, c, threadIdx.x & 31, kv_tile, warp - 1);
+      } else if (rank_warp) {  // warp 3: the rank warp of the ordered writers
+        bwd_dq_rank_warp(p, c, kv_tile, threadIdx.x & 31);
       }
     } else if (threadIdx.x < 32) {
       if constexpr (kPersistent)

@@ -88,11 +88,9 @@ __device__ __forceinline__ void bwd_dq_warm_rank(const AttnParams& p, int bh, in
   cache.next_row = row;
 }
 
-// Whole warp (the rank is summed over the lanes); returns once lane 0 has seen the semaphore reach kv
-// tile j's rank (acquire), or the order was abandoned.
-__device__ __forceinline__ void bwd_dq_wait_turn(const AttnParams& p, int bh, int q0, int j, int lane,
-                                                 DqRankCache& cache) {
-  const int rank = bwd_dq_cached_rank(p, bwd_dq_row_of(p, bh, q0), j, lane, cache);
+// Whole warp; returns once lane 0 has seen the semaphore of query tile (bh, q0) reach `rank` (acquire), or the order
+// was abandoned.
+__device__ __forceinline__ void bwd_dq_wait_rank(const AttnParams& p, int bh, int q0, int rank, int lane) {
   if (lane == 0 && rank > 0) {
     const int* sem = bwd_dq_semaphore(p, bh, q0);
     if (ld_acquire_gpu_s32(sem) < rank) {
@@ -111,6 +109,12 @@ __device__ __forceinline__ void bwd_dq_wait_turn(const AttnParams& p, int bh, in
   __syncwarp();
 }
 
+// Whole warp (the rank is summed over the lanes): bwd_dq_wait_rank with kv tile j's rank at query tile (bh, q0).
+__device__ __forceinline__ void bwd_dq_wait_turn(const AttnParams& p, int bh, int q0, int j, int lane,
+                                                 DqRankCache& cache) {
+  bwd_dq_wait_rank(p, bh, q0, bwd_dq_cached_rank(p, bwd_dq_row_of(p, bh, q0), j, lane, cache), lane);
+}
+
 // Whole warp, before waiting for dq_full at (full, parity): polls the turn of the query tile the writer expects next
 // (bh, q0: its previous tile's head, q0 + writers * 64, i.e. the walk going on), until the turn came or dq_full did.
 // True when the turn came (acquired, and fenced for the reductions as bwd_dq_wait_turn does); the writer then skips
@@ -122,9 +126,8 @@ __device__ __forceinline__ void bwd_dq_wait_turn(const AttnParams& p, int bh, in
 // two dQ buffers) causal +16.3 -> +10.0 %, full +9.0 -> +4.2 %, document +24.0 -> +21.1 %; the v2 kernel (D = 128)
 // lost while it had one buffer, causal +21 -> +53 %, unchanged by a backoff between polls, so the writer uses it only
 // with two buffers (bwd_dq_writer), which v2 has since session 20 (with them: causal D = 128 +22.7 -> +17.3 %).
-__device__ __forceinline__ bool bwd_dq_early_turn(const AttnParams& p, unsigned full, unsigned parity, int bh, int q0,
-                                                  int j, int lane, DqRankCache& cache) {
-  const int rank = bwd_dq_cached_rank(p, bwd_dq_row_of(p, bh, q0), j, lane, cache);
+__device__ __forceinline__ bool bwd_dq_early_rank(const AttnParams& p, unsigned full, unsigned parity, int bh, int q0,
+                                                  int rank, int lane) {
   bool got = false;
   if (lane == 0) {
     const int* sem = bwd_dq_semaphore(p, bh, q0);
@@ -138,6 +141,13 @@ __device__ __forceinline__ bool bwd_dq_early_turn(const AttnParams& p, unsigned 
     if (got) fence_proxy_async_global();
   }
   return __shfl_sync(0xffffffffu, int(got), 0) != 0;
+}
+
+// The same with kv tile j's rank at (bh, q0) from the cache or the lists.
+__device__ __forceinline__ bool bwd_dq_early_turn(const AttnParams& p, unsigned full, unsigned parity, int bh, int q0,
+                                                  int j, int lane, DqRankCache& cache) {
+  return bwd_dq_early_rank(p, full, parity, bh, q0, bwd_dq_cached_rank(p, bwd_dq_row_of(p, bh, q0), j, lane, cache),
+                           lane);
 }
 
 }  // namespace flexattn::kern::sm90

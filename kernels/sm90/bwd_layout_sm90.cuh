@@ -60,6 +60,13 @@ struct BwdCfg {
   __device__ __forceinline__ unsigned dq_full(int j) const { return base + kSmem.dq_bars + 8 * j; }
   __device__ __forceinline__ unsigned dq_empty(int j) const { return base + kSmem.dq_bars + 8 * (DQB + j); }
   __device__ __forceinline__ unsigned dq_info(int j) const { return base + kSmem.dq_info + 8 * j; }
+  // The rank ring (deterministic mode, bwd_dq_rank_sm90.cuh): slot i's entry and its full / empty barriers.
+  static constexpr bool kRankRing = !kWide && sm90_bwd_has_rank_ring(kDqBulk, kV2, kDqTma);
+  static constexpr int RS = kSm90BwdRankSlots;
+  static_assert(!kRankRing || DQB == 2, "the rank ring feeds two writers, slot i to writer i % 2");
+  __device__ __forceinline__ unsigned rank_slot(int i) const { return base + kSmem.dq_rank + 16 * i; }
+  __device__ __forceinline__ unsigned rank_full(int i) const { return base + kSmem.dq_rank + 16 * RS + 8 * i; }
+  __device__ __forceinline__ unsigned rank_empty(int i) const { return base + kSmem.dq_rank + 16 * RS + 8 * (RS + i); }
 };
 
 // Persistent backward (kPersistent, FLEXATTN_SM90_BWD_PERSISTENT): two words after the layout's end

@@ -12,6 +12,7 @@
 #include "sm80/scores_sm80.cuh"
 #include "sm90/bwd_dq_claim_sm90.cuh"
 #include "sm90/bwd_dq_order_sm90.cuh"
+#include "sm90/bwd_dq_rank_sm90.cuh"
 #include "sm90/bwd_layout_sm90.cuh"
 #include "sm90/fwd_scheduler_sm90.cuh"
 #include "sm90/ptx/redux.cuh"
@@ -222,10 +223,23 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
   // +53 %); with two, its rank warm-up (the cache's second entry) spilled 16 bytes, the early turn none.
   constexpr bool kEarly = kT && C::DQB == 2;
   int next_q0 = -1, next_bh = 0;  // the tile this warp expects next; -1: none
+  // With the rank warp (bwd_dq_rank_sm90.cuh; compiled in, kRing) the next tile and its rank come from the ring, one
+  // entry per dq_full, and the rank cache is dead code (the writers' 24 registers hold the ring position instead).
+  constexpr bool kRing = bwd_dq_rank_ring_on<C>();
+  static_assert(!kRing || kEarly, "the rank ring serves the early turn's writers");
+  RingPos rpos{0, 0u};
+  if (w == 1) rpos.template advance<C::RS>();
+  int next_rank = 0;
   while (true) {
     if (C::DQB == 1 && writers == 2) mbar_wait(c.dq_empty(0), pos.phase ^ 1u);  // the previous tile read (at once for tile 0)
     bool early = false;
-    if constexpr (kEarly) {
+    if constexpr (kRing) {
+      if (ordered) {
+        const DqRankEntry e = bwd_dq_next_rank(c, rpos, lane);
+        next_q0 = e.q0, next_bh = e.bh, next_rank = e.rank;
+        if (next_q0 >= 0) early = bwd_dq_early_rank(p, c.dq_full(pos.stage), pos.phase, next_bh, next_q0, next_rank, lane);
+      }
+    } else if constexpr (kEarly) {
       if (ordered && next_q0 >= 0)
         early = bwd_dq_early_turn(p, c.dq_full(pos.stage), pos.phase, next_bh, next_q0, kv_tile, lane, rank_cache);
     }
@@ -239,7 +253,13 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
       break;
     }
     const int bh = ld_shared_s32(c.dq_info(pos.stage) + 4);
-    if (ordered && !(early && q0 == next_q0 && bh == next_bh)) bwd_dq_wait_turn(p, bh, q0, kv_tile, lane, rank_cache);
+    const bool expected = q0 == next_q0 && bh == next_bh;
+    if (ordered && !(early && expected)) {
+      if constexpr (kRing)  // the ring follows the consumers' walk, so `expected` holds; else the order is abandoned
+        bwd_dq_wait_ring_rank(p, bh, q0, expected, next_rank, lane);
+      else
+        bwd_dq_wait_turn(p, bh, q0, kv_tile, lane, rank_cache);
+    }
     if (lane == 0) {
       bool first = false;  // this writer claimed the tile and stores it (bwd_dq_claim_sm90.cuh)
       if constexpr (kT) {
@@ -271,7 +291,8 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
     // This warp's next tile (the walk going on: q0 + 64 per writer) for the early turn, or its rank while the consumers
     // compute it (bwd_dq_warm_rank). Not on the per-row bulk paths (opt-outs: FLEXATTN_SM90_BWD_V3=0, or V2=0 at
     // D = 128): with the row loop the second cache entry spilled 8-88 bytes there (nvcc 13.0).
-    if constexpr (kEarly) {
+    if constexpr (kRing) {
+    } else if constexpr (kEarly) {
       next_q0 = q0 + writers * C::BM < p.L ? q0 + writers * C::BM : -1;
       next_bh = bh;
     } else if constexpr (kT) {

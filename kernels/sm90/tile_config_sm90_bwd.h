@@ -127,10 +127,20 @@ constexpr int kSm90BwdDqRowPad = 32;
 FLEXATTN_HD constexpr int sm90_bwd_dq_buffers(bool v2, bool dq_tma = false) {
   return v2 ? (dq_tma ? 2 : 1) : kSm90BwdDqBuffers;
 }
+// The rank ring of the ordered dQ reductions (deterministic mode; kernels/sm90/bwd_dq_rank_sm90.cuh): slots of 16 bytes
+// (query tile start, b * Hq + h, rank), then a full and an empty barrier per slot. In every layout with the TMA dQ path
+// and two dQ buffers (128 bytes; the D = 128 v2 layout keeps 776 bytes under the opt-in limit).
+constexpr int kSm90BwdRankSlots = 4;
+constexpr int kSm90BwdRankRingBytes = kSm90BwdRankSlots * (16 + 2 * 8);
+FLEXATTN_HD constexpr bool sm90_bwd_has_rank_ring(bool dq_bulk, bool v2, bool dq_tma) {
+  return dq_bulk && dq_tma && sm90_bwd_dq_buffers(v2, dq_tma) == 2;
+}
+
 struct Sm90BwdSmem {
   int k_half, k, v_half, v, q_stage, q, do_stage, dout, ds_tile, ds, lse, delta, bars, info, total;
   int dq_row, dq_buf, dq, dq_bars, dq_info;
   int p;  // the wide kernel's P^T tiles (0 elsewhere: P^T stays in registers)
+  int dq_rank;  // the rank ring (sm90_bwd_has_rank_ring; 0 elsewhere)
 };
 
 // The wide kernel's layout (sm90_bwd_wide; every tile 1024-aligned, each a multiple of 8 KiB):
@@ -209,6 +219,10 @@ FLEXATTN_HD constexpr Sm90BwdSmem sm90_bwd_smem_layout(int d, int dv, bool dq_bu
     s.dq_bars = dq_first ? s.total : s.dq + nbuf * s.dq_buf;
     s.dq_info = s.dq_bars + 8 * 2 * nbuf;
     s.total = s.dq_info + 8 * nbuf;
+  }
+  if (sm90_bwd_has_rank_ring(dq_bulk, v2, dq_tma)) {
+    s.dq_rank = s.total;
+    s.total += kSm90BwdRankRingBytes;
   }
   return s;
 }
@@ -340,6 +354,11 @@ static_assert(sm90_bwd_smem_layout(128, 128, true, true, true).total % 8 == 0 &&
                   sm90_bwd_smem_layout(64, 64, true, false, true).total % 8 == 0 &&
                   sm90_bwd_smem_layout(64, 64).total % 8 == 0 && sm90_bwd_smem_layout(128, 64, false, true).total % 8 == 0,
               "the persistent kv_empty barrier after the layout is 8-byte aligned");
+static_assert(sm90_bwd_smem_layout(128, 128, true, true, true).dq_rank % 8 == 0 &&
+                  sm90_bwd_smem_layout(64, 64, true, false, true).dq_rank % 8 == 0 &&
+                  sm90_bwd_smem_layout(128, 128, true, true, true).dq_rank > 0 &&
+                  sm90_bwd_smem_layout(64, 64, true, false, true).dq_rank > 0,
+              "the rank ring's barriers are 8-byte aligned");
 static_assert(sm90_bwd_smem_layout(128, 128).q % 1024 == 0 && sm90_bwd_smem_layout(64, 64).ds % 1024 == 0,
               "tiles stay 1024-aligned");
 static_assert(sm90_bwd_smem(256, 256) <= kSm90SmemLimit && sm90_bwd_smem(256, 256, true, false, true) == sm90_bwd_smem(256, 256),

@@ -132,15 +132,35 @@ def _cuda_buffers(buffers):
     return {n: (b.data_ptr(), _DTYPE_NAMES[b.dtype], list(b.shape)) for n, b in buffers.items()}
 
 
+_FILL_LOCK = threading.Lock()
+
+
+def _empty(shape, dtype, device):
+    """torch.empty without deterministic mode's fill (torch.use_deterministic_algorithms with
+    torch.utils.deterministic.fill_uninitialized_memory, its default, writes NaN into every torch.empty): the kernels
+    write every element of what is allocated here (outputs, lse, the backward's workspace; the GPU checks poison
+    them), so the fill would be one memset per buffer for nothing. Session 33 (H100, B=2 H=16 S=8192 D=128): ~235 MB
+    per backward, about a tenth of the deterministic document backward's 1.06 ms."""
+    det = getattr(torch.utils, "deterministic", None)
+    if det is None or not torch.are_deterministic_algorithms_enabled() or not det.fill_uninitialized_memory:
+        return torch.empty(shape, dtype=dtype, device=device)
+    with _FILL_LOCK:  # the flag is process-wide; restored before any other thread of ours reads it
+        det.fill_uninitialized_memory = False
+        try:
+            return torch.empty(shape, dtype=dtype, device=device)
+        finally:
+            det.fill_uninitialized_memory = True
+
+
 def _cuda_fwd(variant, q, k, v, scalars, buffers, mask, meta, scale):
     C = _native.require("flex_attention on CUDA")
     D, Dv = q.shape[-1], v.shape[-1]
     PD, PDv = _kernel_dims(C, D, Dv)
     qp, kp, vp = _kernel_ready(q, PD), _kernel_ready(k, PD), _kernel_ready(v, PDv)
     B, Hq, L = q.shape[:3]
-    out = torch.empty((B, Hq, L, vp.shape[-1]), dtype=q.dtype, device=q.device)
-    lse = torch.empty((B, Hq, L), dtype=torch.float32, device=q.device)
-    mx = torch.empty_like(lse)
+    out = _empty((B, Hq, L, vp.shape[-1]), q.dtype, q.device)
+    lse = _empty((B, Hq, L), torch.float32, q.device)
+    mx = _empty((B, Hq, L), torch.float32, q.device)
     C.cuda_forward(variant, _view(qp), _view(kp), _view(vp), _view(out), lse=lse.data_ptr(), max_score=mx.data_ptr(),
                    scalars=scalars, buffers=_cuda_buffers(buffers), block_mask=_device_mask(mask, meta),
                    scale=scale, device=q.device.index or 0,
@@ -155,12 +175,11 @@ def _cuda_bwd(variant, q, k, v, out, lse, dout, dlse, scalars, buffers, grad_nam
     qp, kp = _kernel_ready(q, PD), _kernel_ready(k, PD)
     vp, outp = _kernel_ready(v, PDv), _kernel_ready(out, PDv)
     doutp = _kernel_ready(dout.to(q.dtype), PDv)
-    dq, dk, dv = (torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (qp, kp, vp))
+    dq, dk, dv = (_empty(t.shape, t.dtype, t.device) for t in (qp, kp, vp))
     grads = {n: torch.zeros(buffers[n].shape, dtype=torch.float32, device=q.device) for n in grad_names}
     deterministic = torch.are_deterministic_algorithms_enabled()
-    ws = torch.empty(C.cuda_backward_workspace_bytes(list(qp.shape), deterministic,
-                                                     {n: list(g.shape) for n, g in grads.items()}),
-                     dtype=torch.uint8, device=q.device)
+    ws = _empty(C.cuda_backward_workspace_bytes(list(qp.shape), deterministic,
+                                                {n: list(g.shape) for n, g in grads.items()}), torch.uint8, q.device)
     dl = None if dlse is None else dlse.to(torch.float32).contiguous()
     lse = lse.contiguous()  # kept alive in a variable: the kernels read it after this line
     C.cuda_backward(variant, _view(qp), _view(kp), _view(vp), _view(outp), lse.data_ptr(),

@@ -128,6 +128,7 @@ bool sm90_bwd_v2_selected(int d, int dv) { return sm90_bwd_v2_requested() && ker
 namespace {
 const char* const kGridOrderDefine = "#define FLEXATTN_SM90_BWD_GRID_ORDER 1\n";
 const char* const kTmaStoreDefine = "#define FLEXATTN_SM90_BWD_TMA_STORE 1\n";
+const char* const kNoRankWarpDefine = "#define FLEXATTN_SM90_BWD_NO_RANK_WARP 1\n";
 }  // namespace
 
 Sm90BwdChoice sm90_bwd_source_choice(const std::string& source) {
@@ -150,6 +151,9 @@ Sm90BwdChoice sm90_bwd_source_choice(const std::string& source) {
   c.persistent = args.size() > 7 && args[7] == "true";
   c.grid_order = source.find(kGridOrderDefine) != std::string::npos;
   c.tma_store = source.find(kTmaStoreDefine) != std::string::npos;
+  const bool wide = args.size() > 2 && args[2] == "256";
+  c.rank_warp = !wide && !c.persistent && kern::sm90_bwd_has_rank_ring(c.dq_bulk, c.v2, c.dq_tma) &&
+                source.find(kNoRankWarpDefine) == std::string::npos;
   return c;
 }
 
@@ -235,14 +239,18 @@ std::vector<std::string> sm90_bwd_fallback_sources(const codegen::GeneratedVaria
   // document:3 spilled 40-250 bytes with ptxas 13.0).
   const int persistent = choice.persistent ? 0 : -1;
   if (persistent == 0) add(kernel_source_sm90_bwd(variant, key, -1, -1, 0));
+  // Then the rank warp (it serves only deterministic mode; with it t5's reduced buffer gradients spilled 40 bytes in
+  // the v2 kernel at D = 128, ptxas 13.0), and it stays out of every later fallback.
+  const int rank_warp = sm90_bwd_source_choice(path.back()).rank_warp ? 0 : -1;
+  if (rank_warp == 0) add(kernel_source_sm90_bwd(variant, key, -1, -1, persistent, -1, -1, 0));
   // The TMA-store epilogue goes next, keeping everything else (the constant-relbias v2 at D = 128 spilled with it
   // and would otherwise have lost its bulk dQ path: 462 -> 387 TFLOP/s).
   const int tma_store = sm90_bwd_source_choice(path.back()).tma_store ? 0 : -1;
-  if (tma_store == 0) add(kernel_source_sm90_bwd(variant, key, -1, -1, persistent, -1, 0));
+  if (tma_store == 0) add(kernel_source_sm90_bwd(variant, key, -1, -1, persistent, -1, 0, rank_warp));
   // The grouped launch order's index math is the cheapest thing to give up after that (alibi-slopes / t5 v2 at
   // D = 128 spilled 16 bytes with it, ptxas 13.0), keeping the dQ path.
   const int grid_order = sm90_bwd_source_choice(path.back()).grid_order ? 0 : -1;
-  if (grid_order == 0) add(kernel_source_sm90_bwd(variant, key, -1, -1, persistent, 0, tma_store));
+  if (grid_order == 0) add(kernel_source_sm90_bwd(variant, key, -1, -1, persistent, 0, tma_store, rank_warp));
   // The bulk dQ path holds the shared-tile addressing on top of the per-element path's registers; for the heaviest
   // mods at D=128 (document:3, relbias(learnable), text:mixed: 92-620 spilled bytes with ptxas 13.0) the
   // per-element path compiles clean. FLEXATTN_SM90_BWD_BG_REDUCE's 18 partial sums per thread likewise: without
@@ -256,12 +264,12 @@ std::vector<std::string> sm90_bwd_fallback_sources(const codegen::GeneratedVaria
   else if (bg) fallbacks = {{0, 0}};
   else if (choice.dq_bulk) fallbacks = {{0, 0}};
   for (const Try& t : fallbacks)
-    add(kernel_source_sm90_bwd(variant, key, t.dq_bulk, t.bg_reduce, persistent, grid_order, tma_store));
+    add(kernel_source_sm90_bwd(variant, key, t.dq_bulk, t.bg_reduce, persistent, grid_order, tma_store, rank_warp));
   return path;
 }
 
 std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key, int dq_bulk,
-                                   int bg_reduce, int persistent, int grid_order, int tma_store) {
+                                   int bg_reduce, int persistent, int grid_order, int tma_store, int rank_warp) {
   if (key.dtype != DType::BF16 && key.dtype != DType::F16)
     throw Error("dtype: the sm90 backward takes bf16 or f16 tensors, got " + std::string(dtype_name(key.dtype)));
   if (!kern::sm90_bwd_head_dims_ok(key.d, key.dv))
@@ -313,6 +321,13 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   // backward ms): full, causal, sliding, document 1.5-2.6 % faster at D 64 and 128; checks and memcheck clean.
   // 0: the sources as before session 29.
   if (jit::env_flag("FLEXATTN_SM90_BWD_DQ_SWAP", true)) s << "#define FLEXATTN_SM90_BWD_DQ_SWAP 1\n";
+  // FLEXATTN_SM90_BWD_RANK_WARP (default on): in deterministic mode warp 3 reads the ordered writers' ranks ahead
+  // (kernels/sm90/bwd_dq_rank_sm90.cuh); 0 compiles it out (the writers compute them, as before session 33).
+  // Only kernels with the rank ring get the define (the others' sources stay byte-identical either way).
+  const bool tma_dq = use_bulk && v3 && (v2 || key.d == 64);  // kDqTma of the dq_args above
+  const bool ring = !wide && !use_persistent && kern::sm90_bwd_has_rank_ring(use_bulk, v2, tma_dq);
+  if (ring && !(rank_warp < 0 ? jit::env_flag("FLEXATTN_SM90_BWD_RANK_WARP", true) : rank_warp != 0))
+    s << kNoRankWarpDefine;
   // FLEXATTN_SM90_BWD_HEAD_GROUPS: the grouped launch order (sm90_bwd_grid_tile) of the non-persistent kernel. Its
   // index math spilled 16 bytes in the alibi-slopes and t5 (buffer-gradient) v2 kernels at D = 128 (ptxas 13.0):
   // get_kernel_set recompiles a kernel that spills without it first.
@@ -434,8 +449,9 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
   launch_backward(*a.fwd.variant, set, p, launch_config(l, a.fwd.stream), a.deterministic && !ordered,
                   a.fwd.stream);
   if (ordered && jit::env_flag("FLEXATTN_JIT_DEBUG")) {
-    // The abandon word (kernels/sm90/bwd_dq_order_sm90.cuh): set when a wait ran past its timeout. Only read
-    // under the debug switch: it costs a stream synchronization.
+    // The abandon word (kernels/sm90/bwd_dq_order_sm90.cuh): set when a wait ran past its timeout, or a writer met a
+    // tile out of the rank ring's order (bwd_dq_rank_sm90.cuh; never expected). Only read under the debug switch: it
+    // costs a stream synchronization.
     const auto& d = jit::driver();
     jit::cu_check(d.cuStreamSynchronize(static_cast<jit::CUstream>(a.fwd.stream)), "cuStreamSynchronize");
     int abandoned = 0;
@@ -443,8 +459,9 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
     jit::cu_check(d.cuMemcpyDtoH(&abandoned, reinterpret_cast<jit::CUdeviceptr>(word), sizeof abandoned), "cuMemcpyDtoH");
     if (abandoned != 0)
       std::fprintf(stderr,
-                   "[flexattn sm90] backward: the deterministic dQ order was abandoned after a %.0f s wait (block lists "
-                   "that are not each other's transpose?): dq is correct but not bitwise reproducible\n",
+                   "[flexattn sm90] backward: the deterministic dQ order was abandoned (a wait past %.0f s: block lists "
+                   "that are not each other's transpose? or a dQ tile out of the rank ring's order): dq is correct but "
+                   "not bitwise reproducible\n",
                    double(kern::sm90::kDqOrderTimeoutNs) * 1e-9);
   }
   return true;

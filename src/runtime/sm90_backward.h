@@ -67,6 +67,7 @@ struct Sm90BwdChoice {
   bool dq_bulk = false, v2 = false, dq_tma = false, persistent = false;
   bool grid_order = false;  // FLEXATTN_SM90_BWD_GRID_ORDER compiled in
   bool tma_store = false;   // FLEXATTN_SM90_BWD_TMA_STORE compiled in
+  bool rank_warp = false;   // the deterministic mode's rank warp compiled in (kernels/sm90/bwd_dq_rank_sm90.cuh)
 };
 Sm90BwdChoice sm90_bwd_source_choice(const std::string& source);
 
@@ -148,13 +149,15 @@ void encode_sm90_dq_accum_map(kern::AttnParams* p, int accum_d);
 // for FLEXATTN_SM90_BWD_BG_REDUCE (it reaches the source only for variants with buffer_grad_reduce).
 // persistent likewise for FLEXATTN_SM90_BWD_PERSISTENT; grid_order (the grouped launch order, non-persistent
 // kernel only) for FLEXATTN_SM90_BWD_HEAD_GROUPS != 0; tma_store (the TMA-store epilogue, non-persistent kernel only)
-// for FLEXATTN_SM90_BWD_TMA_STORE.
+// for FLEXATTN_SM90_BWD_TMA_STORE; rank_warp (deterministic mode's rank warp, kernels with the rank ring only) for
+// FLEXATTN_SM90_BWD_RANK_WARP.
 std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, const KernelSetKey& key, int dq_bulk = -1,
-                                   int bg_reduce = -1, int persistent = -1, int grid_order = -1, int tma_store = -1);
+                                   int bg_reduce = -1, int persistent = -1, int grid_order = -1, int tma_store = -1,
+                                   int rank_warp = -1);
 
 // The sources get_kernel_set compiles for an sm90 backward set, in order, if each one's main kernel spilled: `first`
-// (the default source), then the same kernel without the persistent loop, without the TMA-store epilogue, without
-// the grouped launch order (each only where the source before had it), then the dQ-path / buffer-gradient-sum
+// (the default source), then the same kernel without the persistent loop, without the rank warp, without the
+// TMA-store epilogue, without the grouped launch order (each only where the source before had it), then the dQ-path / buffer-gradient-sum
 // fallbacks. The set takes the first that compiles without spills (or the last). Consecutive duplicates dropped.
 std::vector<std::string> sm90_bwd_fallback_sources(const codegen::GeneratedVariant& variant, const KernelSetKey& key,
                                                    const std::string& first);

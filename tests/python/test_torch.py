@@ -174,3 +174,22 @@ def test_ops_call_torch_on_tensors():
     torch.testing.assert_close(flexattn.ops.tanh(x), torch.tanh(x))
     torch.testing.assert_close(flexattn.ops.where(x > 0, x, 0.0), torch.tensor([0.0, 0.5]))
     assert flexattn.ops.cast(x, "int32").dtype == torch.int32
+
+
+def test_kernel_buffers_skip_the_deterministic_fill_and_restore_it():
+    """torch.use_deterministic_algorithms fills every torch.empty with NaN (fill_uninitialized_memory); the buffers the
+    CUDA kernels write whole are allocated without it (_torch_ops._empty), and the flag is back on afterwards."""
+    from flexattn import _torch_ops
+    det = torch.utils.deterministic
+    was, fill = torch.are_deterministic_algorithms_enabled(), det.fill_uninitialized_memory
+    torch.use_deterministic_algorithms(True)
+    det.fill_uninitialized_memory = True
+    try:
+        assert torch.isnan(torch.empty(64, dtype=torch.float32)).all()  # torch's fill, which _empty skips
+        t = _torch_ops._empty((4, 16), torch.bfloat16, "cpu")
+        assert t.shape == (4, 16) and t.dtype == torch.bfloat16
+        assert det.fill_uninitialized_memory is True
+        assert torch.isnan(torch.empty(64, dtype=torch.float32)).all()
+    finally:
+        torch.use_deterministic_algorithms(was)
+        det.fill_uninitialized_memory = fill

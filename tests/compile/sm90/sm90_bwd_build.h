@@ -57,10 +57,20 @@ inline BwdBuild compile_bwd_with(const Variant& v, DType t, int d, int dv, const
   req.arch = "sm_90a";
   req.kernel_names = {"flexattn_bwd"};
   b.set.compiled = jit::get_or_compile(req);
-  // As get_kernel_set: a main kernel that spills with the grouped launch order is rebuilt without it first.
-  const jit::PtxasInfo& main = b.set.compiled.ptxas["flexattn_bwd"];
-  if (main.spill_stores + main.spill_loads + main.stack > 0 && runtime::sm90_bwd_source_choice(b.source).grid_order) {
-    req.source = b.source = runtime::kernel_source_sm90_bwd(gen, b.set.key, -1, -1, -1, 0);
+  // As get_kernel_set (sm90_bwd_fallback_sources): a main kernel that spills is rebuilt without the rank warp first,
+  // then without the grouped launch order too.
+  auto spills = [&] {
+    const jit::PtxasInfo& main = b.set.compiled.ptxas["flexattn_bwd"];
+    return main.spill_stores + main.spill_loads + main.stack > 0;
+  };
+  int rank_warp = -1;
+  if (spills() && runtime::sm90_bwd_source_choice(b.source).rank_warp) {
+    rank_warp = 0;
+    req.source = b.source = runtime::kernel_source_sm90_bwd(gen, b.set.key, -1, -1, -1, -1, -1, 0);
+    b.set.compiled = jit::get_or_compile(req);
+  }
+  if (spills() && runtime::sm90_bwd_source_choice(b.source).grid_order) {
+    req.source = b.source = runtime::kernel_source_sm90_bwd(gen, b.set.key, -1, -1, -1, 0, -1, rank_warp);
     b.set.compiled = jit::get_or_compile(req);
   }
   for (const auto& sw : switches) unsetenv(sw.first);

@@ -414,6 +414,34 @@ TEST_F(Sm90BwdCompile, DqSwapCompilesCleanlyWhereAsked) {
     }
 }
 
+// FLEXATTN_SM90_BWD_RANK_WARP (bwd_dq_rank_sm90.cuh): the rank warp and the writers' rank ring are compiled into every
+// TMA dQ kernel with two buffers (D 64 and 128) and run in deterministic mode only; 0 compiles them out. Both clean, and
+// the ring's barrier waits (the rank warp's on the stage and ring barriers, the writers' on the ring) are in the SASS.
+TEST_F(Sm90BwdCompile, RankWarpCompilesCleanlyAndOut) {
+  Variant dense, causal;
+  causal.mask_mod = mods::causal();
+  for (const auto& [v, name] : {std::pair{&dense, "dense"}, std::pair{&causal, "causal"}})
+    for (int d : {64, 128}) {
+      const std::string what = std::string(name) + " D=" + std::to_string(d);
+      const std::string prefix = "attn_bwd_sm90a_rank_warp_test_d" + std::to_string(d);
+      const sm90_test::BwdBuild on = sm90_test::compile_bwd_with(*v, DType::BF16, d, d, prefix + "_on", {});
+      const sm90_test::BwdBuild off = sm90_test::compile_bwd_with(*v, DType::BF16, d, d, prefix + "_off",
+                                                                  {{"FLEXATTN_SM90_BWD_RANK_WARP", false}});
+      EXPECT_EQ(on.source.find("NO_RANK_WARP"), std::string::npos) << what << ": on by default";
+      EXPECT_NE(off.source.find("#define FLEXATTN_SM90_BWD_NO_RANK_WARP 1"), std::string::npos) << what;
+      expect_clean(on.set, what + " rank warp");
+      expect_clean(off.set, what + " no rank warp");
+      std::string why;
+      const std::optional<std::string> a = testing_sass::disassemble(*on.set.compiled.cubin, &why);
+      const std::optional<std::string> b = testing_sass::disassemble(*off.set.compiled.cubin, &why);
+      if (!a || !b) continue;  // no disassembler
+      const std::string sa = testing_sass::function_sass(*a, "flexattn_bwd");
+      const std::string sb = testing_sass::function_sass(*b, "flexattn_bwd");
+      EXPECT_GT(testing_sass::count(sa, "SYNCS.PHASECHK"), testing_sass::count(sb, "SYNCS.PHASECHK")) << what;
+      EXPECT_EQ(testing_sass::count(sa, "UTMAREDG"), testing_sass::count(sb, "UTMAREDG")) << what;
+    }
+}
+
 // FLEXATTN_SM90_BWD_DQ_CLAIM (bwd_dq_claim_sm90.cuh): a run-time choice (p.dq_claim), so every TMA dQ writer carries both
 // forms: per dQ slab a 3-D tensor store beside its reduction, and the claim's compare-and-swap.
 TEST_F(Sm90BwdCompile, DqClaimStoresBesideEachReduction) {

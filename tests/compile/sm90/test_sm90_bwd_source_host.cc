@@ -122,7 +122,8 @@ TEST(Sm90BwdHost, PersistentAutoPicksPerCallAndTheKeyReachesTheSource) {
 // of the source before it, in the order the walk takes them, and no source repeats the one before.
 TEST(Sm90BwdHost, FallbackSourcesGiveUpOneThingAtATime) {
   for (const char* v : {"FLEXATTN_SM90_BWD_HEAD_GROUPS", "FLEXATTN_SM90_BWD_BG_REDUCE", "FLEXATTN_SM90_BWD_TMA_STORE",
-                        "FLEXATTN_SM90_BWD_DQ_BULK", "FLEXATTN_SM90_BWD_PERSISTENT", "FLEXATTN_SM90_BWD_V2"})
+                        "FLEXATTN_SM90_BWD_DQ_BULK", "FLEXATTN_SM90_BWD_PERSISTENT", "FLEXATTN_SM90_BWD_V2",
+                        "FLEXATTN_SM90_BWD_RANK_WARP"})
     unsetenv(v);
   const runtime::KernelSetKey key{DType::BF16, 128, 128, "sm_90a", true, runtime::KernelFamily::sm90};
   const std::string bg_define = "#define FLEXATTN_SM90_BWD_BG_REDUCE 1";
@@ -140,35 +141,58 @@ TEST(Sm90BwdHost, FallbackSourcesGiveUpOneThingAtATime) {
   ASSERT_TRUE(gen.has_mask_mod);
   const std::string first = runtime::kernel_source_sm90_bwd(gen, key);
   const std::vector<std::string> path = runtime::sm90_bwd_fallback_sources(gen, key, first);
-  ASSERT_EQ(path.size(), 5u);
+  ASSERT_EQ(path.size(), 6u);
   EXPECT_EQ(path[0], first);
-  // 0: bulk dQ, the sums, the grouped order (the TMA-store epilogue is inert beside the sums: not in the source).
+  // 0: bulk dQ, the sums, the grouped order, the rank warp (the TMA-store epilogue is inert beside the sums: not in
+  // the source).
   EXPECT_TRUE(choice(path[0]).dq_bulk && choice(path[0]).grid_order && !choice(path[0]).tma_store);
+  EXPECT_TRUE(choice(path[0]).rank_warp);
   EXPECT_NE(path[0].find(bg_define), std::string::npos);
-  // 1: without the grouped order.
-  EXPECT_TRUE(choice(path[1]).dq_bulk && !choice(path[1]).grid_order);
+  // 1: without the rank warp, and so on from there.
+  EXPECT_TRUE(choice(path[1]).dq_bulk && choice(path[1]).grid_order && !choice(path[1]).rank_warp);
   EXPECT_NE(path[1].find(bg_define), std::string::npos);
-  // 2: without the sums, bulk dQ kept (the TMA-store epilogue now applies again); 3: per-element dQ with the sums;
-  // 4: per-element dQ without them.
+  // 2: without the grouped order.
   EXPECT_TRUE(choice(path[2]).dq_bulk && !choice(path[2]).grid_order);
-  EXPECT_EQ(path[2].find(bg_define), std::string::npos);
-  EXPECT_TRUE(!choice(path[3]).dq_bulk && !choice(path[3]).grid_order);
-  EXPECT_NE(path[3].find(bg_define), std::string::npos);
+  EXPECT_NE(path[2].find(bg_define), std::string::npos);
+  // 3: without the sums, bulk dQ kept (the TMA-store epilogue now applies again); 4: per-element dQ with the sums;
+  // 5: per-element dQ without them.
+  EXPECT_TRUE(choice(path[3]).dq_bulk && !choice(path[3]).grid_order && !choice(path[3]).rank_warp);
+  EXPECT_EQ(path[3].find(bg_define), std::string::npos);
   EXPECT_TRUE(!choice(path[4]).dq_bulk && !choice(path[4]).grid_order);
-  EXPECT_EQ(path[4].find(bg_define), std::string::npos);
+  EXPECT_NE(path[4].find(bg_define), std::string::npos);
+  EXPECT_TRUE(!choice(path[5]).dq_bulk && !choice(path[5]).grid_order);
+  EXPECT_EQ(path[5].find(bg_define), std::string::npos);
   for (size_t i = 1; i < path.size(); ++i) EXPECT_NE(path[i], path[i - 1]) << i;
+  for (const std::string& src : path) EXPECT_FALSE(choice(src).rank_warp && src != first);
 
-  // A causal mask alone: the TMA-store epilogue goes first, then the grouped order, then bulk dQ.
+  // A causal mask alone: the rank warp goes first, then the TMA-store epilogue, the grouped order, bulk dQ.
   Variant causal;
   causal.mask_mod = mods::causal();
   const codegen::GeneratedVariant cgen = codegen::emit_cuda_variant(causal, true);
   const std::vector<std::string> cpath =
       runtime::sm90_bwd_fallback_sources(cgen, key, runtime::kernel_source_sm90_bwd(cgen, key));
-  ASSERT_EQ(cpath.size(), 4u);
-  EXPECT_TRUE(choice(cpath[0]).tma_store && choice(cpath[0]).grid_order && choice(cpath[0]).dq_bulk);
-  EXPECT_TRUE(!choice(cpath[1]).tma_store && choice(cpath[1]).grid_order && choice(cpath[1]).dq_bulk);
-  EXPECT_TRUE(!choice(cpath[2]).tma_store && !choice(cpath[2]).grid_order && choice(cpath[2]).dq_bulk);
-  EXPECT_TRUE(!choice(cpath[3]).tma_store && !choice(cpath[3]).grid_order && !choice(cpath[3]).dq_bulk);
+  ASSERT_EQ(cpath.size(), 5u);
+  EXPECT_TRUE(choice(cpath[0]).tma_store && choice(cpath[0]).grid_order && choice(cpath[0]).dq_bulk &&
+              choice(cpath[0]).rank_warp);
+  EXPECT_TRUE(choice(cpath[1]).tma_store && choice(cpath[1]).grid_order && choice(cpath[1]).dq_bulk &&
+              !choice(cpath[1]).rank_warp);
+  EXPECT_TRUE(!choice(cpath[2]).tma_store && choice(cpath[2]).grid_order && choice(cpath[2]).dq_bulk);
+  EXPECT_TRUE(!choice(cpath[3]).tma_store && !choice(cpath[3]).grid_order && choice(cpath[3]).dq_bulk);
+  EXPECT_TRUE(!choice(cpath[4]).tma_store && !choice(cpath[4]).grid_order && !choice(cpath[4]).dq_bulk);
+  for (size_t i = 2; i < cpath.size(); ++i) EXPECT_FALSE(choice(cpath[i]).rank_warp) << i;
+
+  // FLEXATTN_SM90_BWD_RANK_WARP=0 compiles it out; only kernels with the rank ring carry the define (the persistent,
+  // wide and per-element ones stay byte-identical).
+  setenv("FLEXATTN_SM90_BWD_RANK_WARP", "0", 1);
+  EXPECT_FALSE(choice(runtime::kernel_source_sm90_bwd(cgen, key)).rank_warp);
+  EXPECT_NE(runtime::kernel_source_sm90_bwd(cgen, key).find("FLEXATTN_SM90_BWD_NO_RANK_WARP"), std::string::npos);
+  const runtime::KernelSetKey wkey{DType::BF16, 256, 256, "sm_90a", true, runtime::KernelFamily::sm90};
+  const std::string wide_off = runtime::kernel_source_sm90_bwd(cgen, wkey);
+  EXPECT_EQ(wide_off.find("RANK_WARP"), std::string::npos);
+  EXPECT_EQ(runtime::kernel_source_sm90_bwd(cgen, key, 0).find("RANK_WARP"), std::string::npos);  // per-element dQ
+  unsetenv("FLEXATTN_SM90_BWD_RANK_WARP");
+  EXPECT_EQ(runtime::kernel_source_sm90_bwd(cgen, wkey), wide_off);
+  EXPECT_FALSE(choice(wide_off).rank_warp);
 
   // The persistent kernel (a key that asks for it) first gives up its tile loop, keeping the rest; the grouped
   // order and the TMA-store epilogue, which only the default kernel compiles in, then come back with it.
@@ -176,9 +200,12 @@ TEST(Sm90BwdHost, FallbackSourcesGiveUpOneThingAtATime) {
   pkey.sm90_bwd_persistent = 1;
   const std::vector<std::string> ppath =
       runtime::sm90_bwd_fallback_sources(cgen, pkey, runtime::kernel_source_sm90_bwd(cgen, pkey));
-  ASSERT_GE(ppath.size(), 2u);
+  ASSERT_GE(ppath.size(), 3u);
   EXPECT_TRUE(choice(ppath[0]).persistent && !choice(ppath[0]).grid_order && !choice(ppath[0]).tma_store);
+  EXPECT_FALSE(choice(ppath[0]).rank_warp);
   EXPECT_FALSE(choice(ppath[1]).persistent);
+  EXPECT_TRUE(choice(ppath[1]).rank_warp);
+  EXPECT_FALSE(choice(ppath[2]).rank_warp);
   EXPECT_TRUE(choice(ppath[1]).dq_bulk && choice(ppath[1]).grid_order && choice(ppath[1]).tma_store);
   EXPECT_EQ(ppath[1], runtime::kernel_source_sm90_bwd(cgen, key));
 }
