@@ -383,6 +383,27 @@ TEST_F(Sm90BwdCompile, V3FirstKernelCompilesCleanlyForEveryCorpusVariant) {
   }
 }
 
+// A FLEXATTN_SM90_BWD_* switch's two builds of variant v at head dim d (on, off) and their main kernels' SASS (empty
+// without a disassembler).
+namespace {
+struct SwitchPair {
+  sm90_test::BwdBuild on, off;
+  std::string sass_on, sass_off;
+};
+SwitchPair compile_switch_pair(const Variant& v, int d, const std::string& prefix, const char* name) {
+  SwitchPair r{sm90_test::compile_bwd_with(v, DType::BF16, d, d, prefix + "_on", {{name, true}}),
+               sm90_test::compile_bwd_with(v, DType::BF16, d, d, prefix + "_off", {{name, false}}), "", ""};
+  std::string why;
+  const std::optional<std::string> a = testing_sass::disassemble(*r.on.set.compiled.cubin, &why);
+  const std::optional<std::string> b = testing_sass::disassemble(*r.off.set.compiled.cubin, &why);
+  if (a && b) {
+    r.sass_on = testing_sass::function_sass(*a, "flexattn_bwd");
+    r.sass_off = testing_sass::function_sass(*b, "flexattn_bwd");
+  }
+  return r;
+}
+}  // namespace
+
 // FLEXATTN_SM90_BWD_DQ_SWAP (default on): the v3 dQ buffers' conflict-free store order (DqSlots, tested on the host in
 // Sm90BwdHost.DqV3StoreOrderKeepsEachHalfWarpOnDistinctBanks) is in the sources unless turned off (0: the sources as before) and compiles
 // clean in both v3 kernels (the first at D = 64, the v2 at D = 128, and the wide one): no spills, the same TMA
@@ -393,24 +414,16 @@ TEST_F(Sm90BwdCompile, DqSwapCompilesCleanlyWhereAsked) {
   for (const auto& [v, name] : {std::pair{&dense, "dense"}, std::pair{&causal, "causal"}})
     for (int d : {64, 128, 256}) {
       const std::string what = std::string(name) + " D=" + std::to_string(d);
-      const std::string prefix = "attn_bwd_sm90a_dq_swap_test_d" + std::to_string(d);
-      const sm90_test::BwdBuild on = sm90_test::compile_bwd_with(*v, DType::BF16, d, d, prefix + "_on",
-                                                                 {{"FLEXATTN_SM90_BWD_DQ_SWAP", true}});
-      const sm90_test::BwdBuild off = sm90_test::compile_bwd_with(*v, DType::BF16, d, d, prefix + "_off",
-                                                                  {{"FLEXATTN_SM90_BWD_DQ_SWAP", false}});
-      EXPECT_NE(on.source.find("#define FLEXATTN_SM90_BWD_DQ_SWAP 1"), std::string::npos) << what;
-      EXPECT_EQ(off.source.find("DQ_SWAP"), std::string::npos) << what << ": off leaves the source as it was";
-      expect_clean(on.set, what + " swapped");
-      std::string why;
-      const std::optional<std::string> a = testing_sass::disassemble(*on.set.compiled.cubin, &why);
-      const std::optional<std::string> b = testing_sass::disassemble(*off.set.compiled.cubin, &why);
-      if (!a || !b) continue;  // no disassembler
-      const std::string sa = testing_sass::function_sass(*a, "flexattn_bwd");
-      const std::string sb = testing_sass::function_sass(*b, "flexattn_bwd");
-      EXPECT_EQ(testing_sass::count(sa, "UTMAREDG"), testing_sass::count(sb, "UTMAREDG")) << what;
-      EXPECT_EQ(testing_sass::count(sa, "STS.64"), testing_sass::count(sb, "STS.64")) << what;
-      EXPECT_GT(testing_sass::count(sa, "SEL"), testing_sass::count(sb, "SEL")) << what;
-      EXPECT_EQ(testing_sass::count(sa, "LDL") + testing_sass::count(sa, "STL"), 0) << what;
+      const SwitchPair b = compile_switch_pair(*v, d, "attn_bwd_sm90a_dq_swap_test_d" + std::to_string(d),
+                                               "FLEXATTN_SM90_BWD_DQ_SWAP");
+      EXPECT_NE(b.on.source.find("#define FLEXATTN_SM90_BWD_DQ_SWAP 1"), std::string::npos) << what;
+      EXPECT_EQ(b.off.source.find("DQ_SWAP"), std::string::npos) << what << ": off leaves the source as it was";
+      expect_clean(b.on.set, what + " swapped");
+      if (b.sass_on.empty()) continue;  // no disassembler
+      EXPECT_EQ(testing_sass::count(b.sass_on, "UTMAREDG"), testing_sass::count(b.sass_off, "UTMAREDG")) << what;
+      EXPECT_EQ(testing_sass::count(b.sass_on, "STS.64"), testing_sass::count(b.sass_off, "STS.64")) << what;
+      EXPECT_GT(testing_sass::count(b.sass_on, "SEL"), testing_sass::count(b.sass_off, "SEL")) << what;
+      EXPECT_EQ(testing_sass::count(b.sass_on, "LDL") + testing_sass::count(b.sass_on, "STL"), 0) << what;
     }
 }
 
@@ -423,22 +436,16 @@ TEST_F(Sm90BwdCompile, RankWarpCompilesCleanlyAndOut) {
   for (const auto& [v, name] : {std::pair{&dense, "dense"}, std::pair{&causal, "causal"}})
     for (int d : {64, 128}) {
       const std::string what = std::string(name) + " D=" + std::to_string(d);
-      const std::string prefix = "attn_bwd_sm90a_rank_warp_test_d" + std::to_string(d);
-      const sm90_test::BwdBuild on = sm90_test::compile_bwd_with(*v, DType::BF16, d, d, prefix + "_on", {});
-      const sm90_test::BwdBuild off = sm90_test::compile_bwd_with(*v, DType::BF16, d, d, prefix + "_off",
-                                                                  {{"FLEXATTN_SM90_BWD_RANK_WARP", false}});
-      EXPECT_EQ(on.source.find("NO_RANK_WARP"), std::string::npos) << what << ": on by default";
-      EXPECT_NE(off.source.find("#define FLEXATTN_SM90_BWD_NO_RANK_WARP 1"), std::string::npos) << what;
-      expect_clean(on.set, what + " rank warp");
-      expect_clean(off.set, what + " no rank warp");
-      std::string why;
-      const std::optional<std::string> a = testing_sass::disassemble(*on.set.compiled.cubin, &why);
-      const std::optional<std::string> b = testing_sass::disassemble(*off.set.compiled.cubin, &why);
-      if (!a || !b) continue;  // no disassembler
-      const std::string sa = testing_sass::function_sass(*a, "flexattn_bwd");
-      const std::string sb = testing_sass::function_sass(*b, "flexattn_bwd");
-      EXPECT_GT(testing_sass::count(sa, "SYNCS.PHASECHK"), testing_sass::count(sb, "SYNCS.PHASECHK")) << what;
-      EXPECT_EQ(testing_sass::count(sa, "UTMAREDG"), testing_sass::count(sb, "UTMAREDG")) << what;
+      const SwitchPair b = compile_switch_pair(*v, d, "attn_bwd_sm90a_rank_warp_test_d" + std::to_string(d),
+                                               "FLEXATTN_SM90_BWD_RANK_WARP");
+      EXPECT_EQ(b.on.source.find("NO_RANK_WARP"), std::string::npos) << what << ": on by default";
+      EXPECT_NE(b.off.source.find("#define FLEXATTN_SM90_BWD_NO_RANK_WARP 1"), std::string::npos) << what;
+      expect_clean(b.on.set, what + " rank warp");
+      expect_clean(b.off.set, what + " no rank warp");
+      if (b.sass_on.empty()) continue;  // no disassembler
+      EXPECT_GT(testing_sass::count(b.sass_on, "SYNCS.PHASECHK"), testing_sass::count(b.sass_off, "SYNCS.PHASECHK"))
+          << what;
+      EXPECT_EQ(testing_sass::count(b.sass_on, "UTMAREDG"), testing_sass::count(b.sass_off, "UTMAREDG")) << what;
     }
 }
 
