@@ -212,3 +212,13 @@ ncu_full() {
   python3 bench/lab/round/ncu_top.py $O/ncu_$name.sass.csv 12
   rm -f $O/ncu_$name.ncu-rep
 }
+
+# record_hd96: when 70 s are left, the hd96 suite's full and causal cases with the backward (all peers) into
+# $OUT/bench/hd96, then its table (head dim 96: padded onto the D=128 kernels).
+record_hd96() {
+  [ "$(left)" -ge 70 ] || { echo "hd96 skipped (time)"; return 0; }
+  mkdir -p $OUT/bench
+  timeout $(cap 100 10) python3 bench/run.py --suite hd96 --cases full,causal --backward --no-warm --reps 20 \
+    --out $OUT/bench/hd96 > $OUT/bench/hd96.log 2>&1
+  echo "hd96 rc=$? ($(el) s)"; grep -E "^\|" $OUT/bench/hd96.log | tail -9 | cut -d'|' -f2,4,6,7,8,10,11,12
+}
