@@ -85,6 +85,8 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_CLAIM_MAX_KV=256 run gpu_attention_dq_claim_mixed $CHECK --quick
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_CLAIM=1 FLEXATTN_SM90_BWD_DQ_CLAIM_MAX_KV=256 \
   run gpu_attention_dq_claim_mixed_det $CHECK --quick --deterministic
+# Session 33's rank warp (FLEXATTN_SM90_BWD_RANK_WARP, default on) compiled out: the ordered writers compute the ranks.
+[ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_RANK_WARP=0 run gpu_attention_no_rank_warp $CHECK --quick --deterministic
 # Session 31's padded backward (FLEXATTN_SM90_BWD_PAD_HEAD_DIM, default on since session 32) turned off: the quick
 # run's D 96 / 192 / Dv 96 backward cases on the sm80 family.
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_PAD_HEAD_DIM=0 run gpu_attention_no_bwd_pad_head_dim $CHECK --quick
