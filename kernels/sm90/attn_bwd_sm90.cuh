@@ -101,7 +101,7 @@ __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
         mbar_init(c.dq_full(j), C::kDqFullArrivals);
         mbar_init(c.dq_empty(j), 1);
       }
-      if constexpr (C::kRankRing) {
+      if constexpr (C::kRankRing && !kPersistent) {  // (the persistent kernel never orders dQ)
 #pragma unroll
         for (int j = 0; j < C::RS; ++j) {
           mbar_init(c.rank_full(j), 1);

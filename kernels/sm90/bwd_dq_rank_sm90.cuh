@@ -81,9 +81,12 @@ __device__ __forceinline__ constexpr unsigned bwd_dq_stage_empty_arrivals(bool r
 }
 
 // A writer's next entry (whole warp): waits for slot `pos`, reads it, hands the slot back and moves `pos` past the
-// other writer's slot.
+// other writer's slot. After the warp's end entry (the last the rank warp writes for it) `pos.stage` is -1 and every
+// later call returns an end entry at once: a writer that still met a tile (never expected) abandons the order for it
+// instead of waiting for a slot nobody fills.
 template <class C>
 __device__ __forceinline__ DqRankEntry bwd_dq_next_rank(const C& c, RingPos& pos, int lane) {
+  if (pos.stage < 0) return DqRankEntry{-1, 0, 0};
   mbar_wait(c.rank_full(pos.stage), pos.phase);
   const DqRankEntry e{ld_shared_s32(c.rank_slot(pos.stage)), ld_shared_s32(c.rank_slot(pos.stage) + 4),
                       ld_shared_s32(c.rank_slot(pos.stage) + 8)};
@@ -91,6 +94,7 @@ __device__ __forceinline__ DqRankEntry bwd_dq_next_rank(const C& c, RingPos& pos
   if (lane == 0) mbar_arrive(c.rank_empty(pos.stage));
   pos.template advance<C::RS>();
   pos.template advance<C::RS>();
+  if (e.q0 < 0) pos.stage = -1;
   return e;
 }
 

@@ -219,16 +219,19 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
     // The first source whose main kernel compiles without spills (sm90_bwd_fallback_sources: what each step gives
     // up and why). Of the corpus at D = 128 (NVRTC 13.0) only a learnable relative bias (per-diagonal buffer-gradient
     // sums) with a mask_mod spills with the first source: with causal it takes the second, with a document or
-    // sliding-window mask the third (locally 5.2 / 12.5 / 10.1 s one compile after another). There the next two
-    // candidates compile on threads beside the first, so that a cold first call waits for the longest of the three
-    // instead of their sum (always for all three: the call returns after the speculative compiles, also when the walk
-    // ends earlier). A candidate the walk does not reach is compiled for nothing (and cached); a failed one is
+    // sliding-window mask the third (locally 5.2 / 12.5 / 10.1 s one compile after another; one step later each since
+    // the rank warp goes first). There the next candidates compile on threads beside the first, so that a cold first
+    // call waits for the longest of them instead of their sum (always for all: the call returns after the speculative
+    // compiles, also when the walk ends earlier). A candidate the walk does not reach is compiled for nothing (and cached); a failed one is
     // reported by the walk when it reaches it (the JIT hands a concurrent request the same error). Without a thread
     // to spare (std::system_error) the walk compiles alone, as before.
     const std::vector<std::string> path = sm90_bwd_fallback_sources(gen, key, req.source);
     const bool likely_spills =
         gen.buffer_grad_reduce == 2 && gen.has_mask_mod && sm90_bwd_v2_selected(key.d, key.dv);
-    const size_t ahead = likely_spills ? std::min<size_t>(2, path.size() - 1) : 0;
+    // (Three with the rank warp in the first source: giving it up is the first step, session 33, and it does not
+    // cure these consumers' spill.)
+    const size_t want = sm90_bwd_source_choice(path.front()).rank_warp ? 3 : 2;
+    const size_t ahead = likely_spills ? std::min<size_t>(want, path.size() - 1) : 0;
     std::vector<std::future<void>> speculative;
     for (size_t i = 1; i <= ahead; ++i) {
       jit::KernelRequest r = req;

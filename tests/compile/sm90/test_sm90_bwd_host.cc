@@ -478,7 +478,13 @@ TEST(Sm90BwdHost, V3AddsTheTmaDqArgumentToTheBulkPaths) {
     EXPECT_EQ(b.info - b.lse, a.info - a.lse);
     EXPECT_EQ(b.dq_bars, b.info + 16 * 2);
     EXPECT_EQ(b.dq_info, b.dq_bars + 8 * 2 * 2);
-    EXPECT_EQ(b.total, b.dq_info + 8 * 2);
+    // Then deterministic mode's rank ring (4 slots of 16 bytes, a full and an empty barrier each; session 33), in the
+    // layouts with the TMA dQ path and two buffers only.
+    EXPECT_EQ(b.dq_rank, b.dq_info + 8 * 2);
+    EXPECT_EQ(b.total, b.dq_rank + kern::kSm90BwdRankRingBytes);
+    EXPECT_EQ(kern::kSm90BwdRankRingBytes, 4 * 16 + 2 * 4 * 8);
+    EXPECT_EQ(a.dq_rank, 0);
+    EXPECT_EQ(a.total, a.dq_info + 8 * 1);
     EXPECT_LE(kern::sm90_bwd_smem(128, dv, true, true, true) + kern::kSm90BwdPersistentSmem, kern::kSm90SmemLimit);
     EXPECT_EQ(kern::sm90_bwd_launch(128, dv, 1, 8, 1000, true, true, true).smem,
               unsigned(kern::sm90_bwd_smem(128, dv, true, true, true)));
