@@ -84,9 +84,7 @@ __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
   }
 
   // The rank warp (bwd_dq_rank_sm90.cuh) runs with the ordered writers; it takes part in the stage ring.
-  bool rank_warp = false;
-  if constexpr (kDqBulk && bwd_dq_rank_ring_on<C>())
-    rank_warp = bwd_adds_dq<kDqBulk, kPersistent>(p) && bwd_dq_ordered<kDqBulk, kPersistent>(p);
+  const bool rank_warp = bwd_dq_rank_warp_runs<C, kDqBulk, kPersistent>(p);
   if (threadIdx.x == 0) {
     mbar_init(c.bar_kv(), 1);
     if constexpr (kPersistent) mbar_init(bwd_kv_empty(c), kEmptyArrivals);
@@ -101,7 +99,7 @@ __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
         mbar_init(c.dq_full(j), C::kDqFullArrivals);
         mbar_init(c.dq_empty(j), 1);
       }
-      if constexpr (C::kRankRing && !kPersistent) {  // (the persistent kernel never orders dQ)
+      if (rank_warp) {
 #pragma unroll
         for (int j = 0; j < C::RS; ++j) {
           mbar_init(c.rank_full(j), 1);

@@ -31,6 +31,14 @@ __device__ __forceinline__ constexpr bool bwd_dq_rank_ring_on() {
 #endif
 }
 
+// Whether this launch runs the rank warp (and its writers read the ring): compiled in, and the writers ordered. The
+// one predicate of the barrier counts, the warp's role and the writers' reads.
+template <class C, bool kB, bool kP>
+__device__ __forceinline__ bool bwd_dq_rank_warp_runs(const AttnParams& p) {
+  if constexpr (kB && bwd_dq_rank_ring_on<C>()) return bwd_adds_dq<kB, kP>(p) && bwd_dq_ordered<kB, kP>(p);
+  return false;
+}
+
 struct DqRankEntry {
   int q0, bh, rank;  // q0 < 0: no more tiles
 };

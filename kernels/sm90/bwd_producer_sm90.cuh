@@ -227,6 +227,7 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
   // entry per dq_full, and the rank cache is dead code (the writers' 24 registers hold the ring position instead).
   constexpr bool kRing = bwd_dq_rank_ring_on<C>();
   static_assert(!kRing || kEarly, "the rank ring serves the early turn's writers");
+  const bool ring = bwd_dq_rank_warp_runs<C, kB, kP>(p);  // the rank warp's own predicate (here: ordered)
   RingPos rpos{0, 0u};
   if (w == 1) rpos.template advance<C::RS>();
   int next_rank = 0;
@@ -234,7 +235,7 @@ __device__ __forceinline__ void bwd_dq_writer(const AttnParams& p, const BwdCfg<
     if (C::DQB == 1 && writers == 2) mbar_wait(c.dq_empty(0), pos.phase ^ 1u);  // the previous tile read (at once for tile 0)
     bool early = false;
     if constexpr (kRing) {
-      if (ordered) {
+      if (ring) {
         const DqRankEntry e = bwd_dq_next_rank(c, rpos, lane);
         next_q0 = e.q0, next_bh = e.bh, next_rank = e.rank;
         if (next_q0 >= 0) early = bwd_dq_early_rank(p, c.dq_full(pos.stage), pos.phase, next_bh, next_q0, next_rank, lane);

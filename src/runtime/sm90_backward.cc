@@ -289,8 +289,9 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   // kernel's bulk path at D = 64 as ", true, false, true" (at D = 128 with v2 off the first kernel keeps
   // its padded tiles: with kDqTma softcap + causal spilled 68 bytes there, NVRTC 13.0).
   const bool v3 = sm90_bwd_v3_requested();
-  const std::string v2_bulk = v3 ? ", true, true, true" : ", true, true";
-  const std::string v1_bulk = v3 && key.d == 64 ? ", true, false, true" : ", true";
+  const bool tma_dq = use_bulk && v3 && (v2 || key.d == 64);  // kDqTma
+  const std::string v2_bulk = tma_dq ? ", true, true, true" : ", true, true";
+  const std::string v1_bulk = tma_dq ? ", true, false, true" : ", true";
   const std::string dq_args = wide                                 ? ", true, false, true"
                               : v2       ? (use_bulk ? v2_bulk : ", false, true")
                               : use_bulk ? v1_bulk
@@ -324,7 +325,6 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   // FLEXATTN_SM90_BWD_RANK_WARP (default on): in deterministic mode warp 3 reads the ordered writers' ranks ahead
   // (kernels/sm90/bwd_dq_rank_sm90.cuh); 0 compiles it out (the writers compute them, as before session 33).
   // Only kernels with the rank ring get the define (the others' sources stay byte-identical either way).
-  const bool tma_dq = use_bulk && v3 && (v2 || key.d == 64);  // kDqTma of the dq_args above
   const bool ring = !wide && !use_persistent && kern::sm90_bwd_has_rank_ring(use_bulk, v2, tma_dq);
   if (ring && !(rank_warp < 0 ? jit::env_flag("FLEXATTN_SM90_BWD_RANK_WARP", true) : rank_warp != 0))
     s << kNoRankWarpDefine;
