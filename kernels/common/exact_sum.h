@@ -103,12 +103,16 @@ FLEXATTN_HD_INLINE float exact_to_float(const long long* words, long long stride
 // then add into neighbouring words, a few sectors per warp-wide reduction instead of one per lane (element-major,
 // with two words per value 80 bytes apart, cost the deterministic relative-bias backward ~5x the fp32 atomics' time;
 // word-major halved that: H100, session 32, s32b / s32c).
+// The accumulators are global memory (the backward's workspace): red.global, where atomicAdd on the generic pointer
+// compiled to an ATOM with a shared-memory fallback branch per add.
 __device__ __forceinline__ void exact_add(unsigned long long* words, long long stride, float v) {
   const ExactPart x = exact_split(unsigned(float_bits(v)));
-  if (x.flags != 0)
+  if (x.flags != 0) {
     atomicOr(reinterpret_cast<unsigned*>(words + kExactFlagWord * stride), x.flags);
-  else if (x.word >= 0)
-    atomicAdd(words + x.word * stride, (unsigned long long)x.add);
+  } else if (x.word >= 0) {
+    const size_t at = __cvta_generic_to_global(words + x.word * stride);
+    asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(at), "l"((unsigned long long)x.add) : "memory");
+  }
 }
 #endif
 

@@ -72,10 +72,7 @@ namespace flexattn::kern {
 __device__ __forceinline__ void buffer_grad_accumulate(const ModParams& m, int slot, long long at, float v) {
   const unsigned long long raw = reinterpret_cast<unsigned long long>(m.buf_grad[slot]);
   if ((raw & 1ull) != 0) {
-    long long numel = 1;
-#pragma unroll
-    for (int d = 0; d < kModBufRank; ++d) numel *= m.buf_shape[slot][d];
-    exact_add(reinterpret_cast<unsigned long long*>(raw - 1) + at, numel, v);
+    exact_add(reinterpret_cast<unsigned long long*>(raw - 1) + at, m.buf_numel[slot], v);
   } else {
     atomicAdd(m.buf_grad[slot] + at, v);
   }

@@ -23,6 +23,7 @@
 #include "sm80/scores_sm80.cuh"
 #include "sm90/bwd_tile_kind_sm90.cuh"
 #include "sm90/ptx/smem.cuh"
+#include "sm90/tile_config_sm90_bwd.h"
 
 #ifndef FLEXATTN_SM90_BWD_BG_REDUCE
 #define FLEXATTN_SM90_BWD_BG_REDUCE 0
@@ -97,6 +98,52 @@ __device__ __forceinline__ void bg_flush(const float (&bg)[kDiagPartials], const
       }
     }
   }
+}
+
+// Warpgroup sums (kBufferGradReduce == 2): a warp's 79 diagonal sums go to a scratch of the warpgroup (bg_wg_store),
+// and after a barrier thread j < 127 of the warpgroup adds the four warps' sums of warpgroup diagonal j - 63 in warp
+// order (bg_wg_flush): 127 adds per warpgroup and tile where the warps made 4 x 79 (session 34, H100 ncu of the
+// deterministic learnable relbias backward at D = 64: the 64-bit exact adds' flush took 14 % of the stall samples and
+// ~210 M of 868 M instructions). The first kernel keeps a scratch per stage (BwdCfg::kBgScratch) and adds a tile's
+// sums one tile later, after the next tile's dS^T barriers (bwd_consumer_sm90.cuh); the v2 kernel uses the stage's
+// dS^T tile before it is written, between two barriers of its own (bwd_consumer_v2_sm90.cuh). Scratch
+// (kSm90BwdBgBufBytes): slot k of warp w at 4 (80 w + k) is warp diagonal k - 16 (slot 0 is the reduction's
+// always-zero slot), then q0, b, h, the warpgroup's first kv row.
+template <class V>
+__device__ __forceinline__ void bg_wg_store(const float (&bg)[kDiagPartials], unsigned buf, int b, int h, int q0,
+                                            int kv_wg0, int warp, int lane) {
+  const DiagSums d = diag_reduce_warp(bg, lane, WarpShfl{});
+  const unsigned w = buf + 4 * kSm90BwdBgWarpSlots * warp;
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+#pragma unroll
+    for (int cb = 0; cb < 2; ++cb)
+      if (u < d.n) st_shared_f32(w + 4 * (diag_of(d, u, cb, lane) + 16), d.out[u][cb]);
+  }
+  if (warp == 0 && lane == 0) {
+    const unsigned head = buf + 4 * 4 * kSm90BwdBgWarpSlots;
+    st_shared_s32(head, q0);
+    st_shared_s32(head + 4, b);
+    st_shared_s32(head + 8, h);
+    st_shared_s32(head + 12, kv_wg0);
+  }
+}
+
+template <class V>
+__device__ __forceinline__ void bg_wg_flush(const AttnParams& p, unsigned buf, int tid) {
+  if (tid >= 127) return;
+  const int dg = tid - 63;  // warpgroup diagonal: column - row from the warpgroup's row 0, column 0
+  float s = 0.f;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    const int k = dg + 16 * w + 16;  // warp w's slot (rows 16 w ..): diagonal dg + 16 w
+    if (k >= 1 && k < kSm90BwdBgWarpSlots) s += ld_shared_f32(buf + 4 * (kSm90BwdBgWarpSlots * w + k));
+  }
+  if (s == 0.f) return;
+  const unsigned head = buf + 4 * 4 * kSm90BwdBgWarpSlots;
+  const int q0 = ld_shared_s32(head), b = ld_shared_s32(head + 4), h = ld_shared_s32(head + 8);
+  const int kv_wg0 = ld_shared_s32(head + 12);
+  V::buffer_grad_add(p.mod, b, h, q0 + p.q_offset + dg, kv_wg0 + p.kv_offset, s);
 }
 
 }  // namespace flexattn::kern::sm90

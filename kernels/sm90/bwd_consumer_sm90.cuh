@@ -436,6 +436,8 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
   // live through the query-tile loop: with them the score_mod variants spilled 200-250 bytes at 240
   // registers, NVRTC 13.0).
   unsigned kv_phase = 0u;
+  // Buffer gradients summed per warpgroup (bg_wg_store / bg_wg_flush): a tile's sums are added one tile later.
+  constexpr bool kBgWg = bg_reduce<V>() == 2 && C::kBgScratch;
   while (true) {  // kP: one pass per work tile; otherwise one pass
   if constexpr (kP) {
     mbar_wait(c.bar_kv(), kv_phase);
@@ -448,6 +450,7 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
     }
   }
   int kv_row = kv0 + 64 * wg + 16 * warp + g;
+  bool bg_pending = false;  // kBgWg: the previous tile's sums wait in its stage's scratch
 
   float dk[D / 2], dv[Dv / 2];
 #pragma unroll
@@ -461,6 +464,12 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
     const unsigned info = c.info(pos.stage);
     const int q0 = ld_shared_s32(info);
     if (q0 < 0) {
+      if constexpr (kBgWg) {  // the last tile's sums: every warp's stores before the barrier
+        if (bg_pending) {
+          named_bar_sync(kBarDsFull0 + wg, 128);
+          bg_wg_flush<V>(p, c.bg_buf(wg, pos.stage == 0 ? C::ST - 1 : pos.stage - 1), tid);
+        }
+      }
       if constexpr (kP) {  // this warp's GEMMs of the tile retired: see bwd_finish_work_tile
         bwd_finish_work_tile<C::ST>(c, pos, wg * 64 + 16 * warp + g, lane, hk, bz, kv_row, kv_phase);
       } else if constexpr (kDqBulk) {
@@ -515,7 +524,14 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
     named_bar_sync(kBarDsFull0 + wg, 128);
 
     issue_dkdv<T, D, Dv>(dk, dv, pa, ds_tile, q_tile, do_tile);
-    if constexpr (bg_reduce<V>() != 0) bg_flush<V>(bg, p, b, h, q0, kv0 + 64 * wg + 16 * warp, lane);
+    if constexpr (kBgWg) {
+      // The previous tile's scratch: this tile's two dS^T barriers came after every warp's stores into it.
+      if (bg_pending) bg_wg_flush<V>(p, c.bg_buf(wg, pos.stage == 0 ? C::ST - 1 : pos.stage - 1), tid);
+      bg_wg_store<V>(bg, c.bg_buf(wg, pos.stage), b, h, q0, kv0 + 64 * wg, warp, lane);
+      bg_pending = true;
+    } else if constexpr (bg_reduce<V>() != 0) {
+      bg_flush<V>(bg, p, b, h, q0, kv0 + 64 * wg + 16 * warp, lane);
+    }
     wgmma_wait<0>();
     fence_operands(dk);
     fence_operands(dv);

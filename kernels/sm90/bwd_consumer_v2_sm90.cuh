@@ -260,7 +260,20 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
         dispatch_tile_kind<kPartialInB, kMergeEdges, TileScoresStep<V>>(inb, full, st, dpt, p, scale_log2, s_lse,
                                                                         s_delta, b, h, q0, kv_row, t);
     }
-    if constexpr (kBg != 0) bg_flush<V>(bg, p, b, h, q0, kv0 + 64 * wg + 16 * warp, lane);
+    if constexpr (kBg == 2) {
+      // Summed per warpgroup (bg_wg_store / bg_wg_flush) in this stage's dS^T tile of the warpgroup, free until
+      // store_ds_v2 below (its last readers, query tile n - 2's GEMMs, retired before the previous tile's
+      // barrier): one add per thread where the warps made four; the two barriers order the stores before the
+      // reads and the reads before store_ds_v2. (Adding the warps' sums after the dQ / dK GEMM issues instead,
+      // s34d on an H100: default mode 3.9 % slower at D = 128.)
+      const unsigned scratch = c.ds_tile_v2(pos.stage, wg);
+      bg_wg_store<V>(bg, scratch, b, h, q0, kv0 + 64 * wg, warp, lane);
+      named_bar_sync(kBarDsFull0 + wg, 128);
+      bg_wg_flush<V>(p, scratch, tid);
+      named_bar_sync(kBarDsFull0 + wg, 128);
+    } else if constexpr (kBg != 0) {
+      bg_flush<V>(bg, p, b, h, q0, kv0 + 64 * wg + 16 * warp, lane);
+    }
     unsigned pa[16], dsa[16];
     pack_v2<T>(pa, dsa, st, dpt);
     issue_rs_k64<T, Dv>(dv, pa, do_tile);  // dV += P^T dO

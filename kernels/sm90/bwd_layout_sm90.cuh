@@ -67,6 +67,11 @@ struct BwdCfg {
   __device__ __forceinline__ unsigned rank_slot(int i) const { return base + kSmem.dq_rank + 16 * i; }
   __device__ __forceinline__ unsigned rank_full(int i) const { return base + kSmem.dq_rank + 16 * RS + 8 * i; }
   __device__ __forceinline__ unsigned rank_empty(int i) const { return base + kSmem.dq_rank + 16 * RS + 8 * (RS + i); }
+  // The buffer-gradient scratch of consumer warpgroup wg for the query tile in stage s (sm90_bwd_has_bg_scratch).
+  static constexpr bool kBgScratch = sm90_bwd_has_bg_scratch(D, Dv, kV2);
+  __device__ __forceinline__ unsigned bg_buf(int wg, int s) const {
+    return base + kSmem.bg + (wg * ST + s) * kSm90BwdBgBufBytes;
+  }
 };
 
 // Persistent backward (kPersistent, FLEXATTN_SM90_BWD_PERSISTENT): two words after the layout's end

@@ -136,11 +136,21 @@ FLEXATTN_HD constexpr bool sm90_bwd_has_rank_ring(bool dq_bulk, bool v2, bool dq
   return dq_bulk && dq_tma && sm90_bwd_dq_buffers(v2, dq_tma) == 2;
 }
 
+// The first kernel's (not v2, not wide) buffer-gradient scratch (kernels/sm90/bwd_buffer_grad_sm90.cuh, bg_wg_*): per
+// consumer warpgroup and stage, each warp's 80 diagonal sums of a query tile and the tile's coordinates (16 bytes),
+// so that a warpgroup adds 127 diagonals per tile where its four warps added 4 x 79. Every first-kernel layout has it
+// (5,184 bytes; those kernels run one CTA per SM by their registers, and the D = 128 bulk layout keeps 8 KiB under
+// the limit); the v2 layout (776 bytes left at D = 128) has none.
+constexpr int kSm90BwdBgWarpSlots = 80;
+constexpr int kSm90BwdBgBufBytes = 4 * kSm90BwdBgWarpSlots * 4 + 16;
+FLEXATTN_HD constexpr bool sm90_bwd_has_bg_scratch(int d, int dv, bool v2) { return !v2 && !sm90_bwd_wide(d, dv); }
+
 struct Sm90BwdSmem {
   int k_half, k, v_half, v, q_stage, q, do_stage, dout, ds_tile, ds, lse, delta, bars, info, total;
   int dq_row, dq_buf, dq, dq_bars, dq_info;
   int p;  // the wide kernel's P^T tiles (0 elsewhere: P^T stays in registers)
   int dq_rank;  // the rank ring (sm90_bwd_has_rank_ring; 0 elsewhere)
+  int bg;       // the buffer-gradient diagonal sums (sm90_bwd_has_bg_scratch; 0 elsewhere)
 };
 
 // The wide kernel's layout (sm90_bwd_wide; every tile 1024-aligned, each a multiple of 8 KiB):
@@ -223,6 +233,10 @@ FLEXATTN_HD constexpr Sm90BwdSmem sm90_bwd_smem_layout(int d, int dv, bool dq_bu
   if (sm90_bwd_has_rank_ring(dq_bulk, v2, dq_tma)) {
     s.dq_rank = s.total;
     s.total += kSm90BwdRankRingBytes;
+  }
+  if (sm90_bwd_has_bg_scratch(d, dv, v2)) {
+    s.bg = (s.total + 15) / 16 * 16;
+    s.total = s.bg + kSm90ConsumerWarpgroups * kSm90BwdStages * kSm90BwdBgBufBytes;
   }
   return s;
 }

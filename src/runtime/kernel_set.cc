@@ -292,6 +292,8 @@ void fill_mod_params(const codegen::VariantLayout& layout, const DeviceBindings&
                   std::string(dtype_name(use.dtype)));
     out->buf[i] = view.data;
     for (int d = 0; d < kern::kModBufRank; ++d) out->buf_shape[i][d] = d < use.rank ? view.shape[d] : 1;
+    out->buf_numel[i] = 1;
+    for (int d = 0; d < use.rank; ++d) out->buf_numel[i] *= view.shape[d];
     for (int d = 0; d < use.rank; ++d) {
       if (view.shape[d] < 1) throw Error("buffer '" + use.name + "' has an empty dimension");
       // Generated gathers clamp i32 indices in 32-bit arithmetic (fa_clamp_index32, mod_ops.cuh).

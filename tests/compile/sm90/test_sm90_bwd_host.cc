@@ -287,7 +287,7 @@ TEST(Sm90BwdHost, DqBulkLayoutAppendsTheDqTilesAndKeepsTheRest) {
       EXPECT_EQ(a.dq + a.dq_buf + a.dq_row + a.dq_bars + a.dq_info, 0);
       EXPECT_EQ(b.dq_row, 4 * d + kern::kSm90BwdDqRowPad);
       EXPECT_EQ(b.dq_buf, kern::kSm90BwdBlockM * b.dq_row);
-      EXPECT_GE(b.dq, a.total);
+      EXPECT_GE(b.dq, a.info + 16 * kern::kSm90BwdStages);
       EXPECT_EQ(b.dq % 128, 0);
       EXPECT_EQ(b.dq_row % 16, 0) << "bulk sources are 16-byte aligned";
       // Half-warp bank check of the accumulator stores: rows g = 0..3, columns 2t (t = 0..3), 8 bytes.
@@ -301,10 +301,10 @@ TEST(Sm90BwdHost, DqBulkLayoutAppendsTheDqTilesAndKeepsTheRest) {
       EXPECT_LE(kern::sm90_bwd_smem(d, dv, true), kern::kSm90SmemLimit) << d << " " << dv;
     }
   }
-  // d128: 146 KiB before, + 2 x 34 KiB of dQ tiles (+ barriers, info, alignment).
+  // d128: 146 KiB before, + 2 x 34 KiB of dQ tiles (+ barriers, info, alignment), + the buffer-gradient scratch.
   EXPECT_EQ(kern::sm90_bwd_smem_layout(128, 128, true).dq_buf, 64 * 544);
-  EXPECT_EQ(kern::sm90_bwd_smem(128, 128, true), 219312);
-  EXPECT_EQ(kern::sm90_bwd_launch(128, 128, 1, 8, 1000, true).smem, 219312u);
+  EXPECT_EQ(kern::sm90_bwd_smem(128, 128, true), 219312 + 5184);
+  EXPECT_EQ(kern::sm90_bwd_launch(128, 128, 1, 8, 1000, true).smem, 219312u + 5184u);
   EXPECT_EQ(kern::sm90_bwd_launch(128, 128, 1, 8, 1000).smem, unsigned(kern::sm90_bwd_smem(128, 128)));
 }
 
@@ -374,6 +374,25 @@ TEST(Sm90BwdHost, V2IsTheDefaultForD128AndOnlyChangesTheMainKernelsTemplate) {
   unsetenv("FLEXATTN_SM90_BWD_V3");
 }
 
+// The first kernel's buffer-gradient scratch (bg_wg_store / bg_wg_flush): in every first-kernel layout, last (after
+// the dQ tiles and the rank ring), 16-aligned, two stages of two warpgroups; none in the v2 or the wide layout.
+TEST(Sm90BwdHost, BufferGradientScratchEndsEveryFirstKernelLayout) {
+  for (int d : {64, 128})
+    for (int dv : {64, 128})
+      for (int bulk = 0; bulk < 2; ++bulk)
+        for (int tma = 0; tma <= bulk; ++tma) {
+          const kern::Sm90BwdSmem s = kern::sm90_bwd_smem_layout(d, dv, bulk, false, tma);
+          EXPECT_EQ(s.bg % 16, 0);
+          EXPECT_GE(s.bg, std::max({s.info + 16 * kern::kSm90BwdStages, s.dq_info + 8 * 2, s.dq_rank + kern::kSm90BwdRankRingBytes}));
+          EXPECT_EQ(s.total - s.bg, kern::kSm90ConsumerWarpgroups * kern::kSm90BwdStages * kern::kSm90BwdBgBufBytes);
+          EXPECT_EQ(kern::kSm90BwdBgBufBytes, 4 * 4 * kern::kSm90BwdBgWarpSlots + 16);
+          EXPECT_LE(kern::sm90_bwd_smem(d, dv, bulk, false, tma) + kern::kSm90BwdPersistentSmem, kern::kSm90SmemLimit)
+              << d << " " << dv << " " << bulk << " " << tma;
+        }
+  EXPECT_EQ(kern::sm90_bwd_smem_layout(128, 128, true, true, true).bg, 0);
+  EXPECT_EQ(kern::sm90_bwd_smem_layout(256, 256, true, false, true).bg, 0);
+}
+
 TEST(Sm90BwdHost, V2LayoutDoublesTheDsTilesAndKeepsWhatComesBefore) {
   for (int dv : {64, 128}) {
     const kern::Sm90BwdSmem a = kern::sm90_bwd_smem_layout(128, dv), b = kern::sm90_bwd_smem_layout(128, dv, false, true);
@@ -386,7 +405,9 @@ TEST(Sm90BwdHost, V2LayoutDoublesTheDsTilesAndKeepsWhatComesBefore) {
     // [stage][warpgroup] dS^T tiles of 64 x 64 bf16, then lse / delta / barriers / info as before.
     EXPECT_EQ(b.lse - b.ds, kern::kSm90BwdStages * kern::kSm90ConsumerWarpgroups * 64 * 64 * 2);
     EXPECT_EQ(b.lse - a.lse, 16 * 1024);
-    EXPECT_EQ(b.total - a.total, 16 * 1024);
+    EXPECT_EQ(b.info - a.info, 16 * 1024);
+    EXPECT_EQ(b.total, b.info + 16 * kern::kSm90BwdStages);  // no buffer-gradient scratch in the v2 layout
+    EXPECT_EQ(b.bg, 0);
     EXPECT_EQ(b.bars % 8, 0);
     EXPECT_LE(kern::sm90_bwd_smem(128, dv, false, true), kern::kSm90SmemLimit);
     EXPECT_EQ(kern::sm90_bwd_launch(128, dv, 1, 8, 1000, false, true).smem,
