@@ -96,7 +96,8 @@ __device__ __forceinline__ unsigned bwd_kv_info(const C& c) {
 constexpr unsigned kBwdFullArrivals = 32;
 
 // Named barrier ids (0 is __syncthreads): 5, 6 = "dS^T of consumer warpgroup 0 / 1 is in shared
-// memory" (128 threads each; ids 1-4 belong to the forward and are not used here).
+// memory" (128 threads each; ids 1-4 belong to the forward and are not used here); in the v2 consumers, which
+// have no such barrier, the warpgroup's buffer-gradient sums (bwd_consumer_v2_sm90.cuh).
 constexpr int kBarDsFull0 = 5;
 
 // Bulk dQ path (kDqBulk), per dQ buffer j:
