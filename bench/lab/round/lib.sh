@@ -222,3 +222,29 @@ record_hd96() {
     --out $OUT/bench/hd96 > $OUT/bench/hd96.log 2>&1
   echo "hd96 rc=$? ($(el) s)"; grep -E "^\|" $OUT/bench/hd96.log | tail -9 | cut -d'|' -f2,4,6,7,8,10,11,12
 }
+
+# base_tree PATCH: /tmp/base = this tree with PATCH (a `git diff` against the base commit, carried as an untracked file)
+# applied in reverse, its build-gpu built (flexattn, _C); says so if that fails.
+base_tree() {
+  mkdir -p /tmp/base && tar --exclude=./build-gpu --exclude=./build -cf - . | tar -xf - -C /tmp/base
+  (cd /tmp/base && patch -s -R -p1 < "$1" && BUILD_PY=ON build_gpu $O/.. flexattn _C >/dev/null) || echo "base build failed"
+  echo "base built ($(el) s)"
+}
+
+# tree_ab CASES: bench/run.py --suite long --impls flexattn --cases CASES --backward --deterministic on this tree and on
+# /tmp/base (base_tree), new / base / base / new, into $O/ab (each tree its own build-gpu and kernel cache); then the
+# tables of backward ms and deterministic backward ms (sweep_table.py, VAR = tree).
+tree_ab() {
+  local dir=$O/ab n=0 tree root
+  mkdir -p $dir
+  for tree in new base base new; do
+    root=$PWD; [ $tree = base ] && root=/tmp/base
+    (cd $root && FLEXATTN_CACHE_DIR=$root/build-gpu/kernel-cache FLEXATTN_NATIVE_DIR=$root/build-gpu/bindings \
+      FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$root/python timeout $(cap 120 10) python3 bench/run.py --suite long \
+      --impls flexattn --cases "$1" --backward --deterministic --no-warm --reps 20 \
+      --out $dir/fwd_${n}_$tree > $dir/fwd_${n}_$tree.log 2>&1)
+    echo "run $n $tree rc=$? ($(el) s)"; n=$((n + 1))
+  done
+  python3 bench/lab/round/sweep_table.py $dir tree bwd_ms new base
+  python3 bench/lab/round/sweep_table.py $dir tree bwd_det_ms new base
+}

@@ -10,24 +10,12 @@ out_dir s34c; L=$O
 deadline ${S34C_DEADLINE:-560}
 nvidia-smi --query-gpu=name --format=csv,noheader
 BUILD_PY=ON build_gpu $O flexattn gpu_attention_check _C
-mkdir -p /tmp/base && tar --exclude=./build-gpu --exclude=./build -cf - . | tar -xf - -C /tmp/base
-(cd /tmp/base && patch -s -R -p1 < bench/lab/round/s34c.patch && BUILD_PY=ON build_gpu $O/.. flexattn _C >/dev/null) || echo "base build failed"
-echo "base built ($(el) s)"
+base_tree bench/lab/round/s34c.patch
 timeout $(cap 150 5) $CHECK --only learnable --only relbias > $O/learn.log 2>&1
 echo "--only learnable/relbias rc=$? $(pass_fail $O/learn.log) ($(el) s)"; grep -m5 "^FAIL" $O/learn.log
 for env in FLEXATTN_SM90_BWD_PERSISTENT=1 FLEXATTN_SM90_BWD_V2=0 FLEXATTN_SM90_BWD=0; do
   env $env timeout $(cap 60 5) $CHECK --quick --only learnable > $O/learn_$env.log 2>&1
   echo "$env --quick --only learnable rc=$? $(pass_fail $O/learn_$env.log) ($(el) s)"; grep -m3 "^FAIL" $O/learn_$env.log
 done
-dir=$O/ab; mkdir -p $dir; n=0
-for tree in new base base new; do
-  root=$PWD; [ $tree = base ] && root=/tmp/base
-  (cd $root && FLEXATTN_CACHE_DIR=$root/build-gpu/kernel-cache FLEXATTN_NATIVE_DIR=$root/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 \
-    PYTHONPATH=$root/python timeout $(cap 120 10) python3 bench/run.py --suite long --impls flexattn \
-    --cases relbias_learnable_full,relbias_full --backward --deterministic --no-warm --reps 20 \
-    --out $dir/fwd_${n}_$tree > $dir/fwd_${n}_$tree.log 2>&1)
-  echo "run $n $tree rc=$? ($(el) s)"; n=$((n + 1))
-done
-python3 bench/lab/round/sweep_table.py $dir tree bwd_ms new base
-python3 bench/lab/round/sweep_table.py $dir tree bwd_det_ms new base
+tree_ab relbias_learnable_full,relbias_full
 (cd $OUT && tar czf all.tgz --exclude=all.tgz . 2>/dev/null); true
