@@ -106,6 +106,14 @@ FA_UNROLL
   return d;
 }
 
+// A warpgroup's four warps (rows 16 w ..) side by side: warp diagonal d (-16 .. 63, diag_of) in slot d + 16 of the
+// warp's kWgDiagSlots; warpgroup diagonal dg (column - row from the warpgroup's row 0, -63 .. 63) is warp w's
+// diagonal dg + 16 w, present where that slot is in [1, kWgDiagSlots) (slot 0 is the always-zero -16).
+// (bwd_buffer_grad_sm90.cuh: bg_wg_store / bg_wg_flush; tests/unit/codegen/test_diag_reduce.cc.)
+constexpr int kWgDiagSlots = 80;
+FA_MOD_FN int wg_slot_of_warp_diag(int d) { return d + 16; }
+FA_MOD_FN int warp_slot_of_wg_diag(int dg, int w) { return dg + 16 * w + 16; }
+
 // Sum over the warp (kBufferGradReduce == 1: one index for the whole tile); every lane gets it.
 template <class Shfl>
 FA_MOD_FN float warp_sum(float v, int lane, const Shfl& shfl) {

@@ -32,6 +32,7 @@
 //      buf[i]       captured buffer i (ir::buffers order), contiguous row-major, element type fixed by
 //                   the generated code; buf_shape[i][0..rank) its shape, unused dims 1
 //      buf_grad[i]  fp32 gradient accumulator of buffer i (same shape, zeroed by the host), or null
+//      buf_numel[i] buffer i's element count (the product of its shape)
 //  - q_map, k_map, v_map, o_map: Hopper TMA descriptors (CUtensorMap, opaque, 128 bytes, 128-aligned)
 //    of q, k, v, out, encoded on the host by src/runtime/tma_sm90.cc for the sm90 family only (zero
 //    otherwise). They must stay in kernel parameter space: entries take `const __grid_constant__

@@ -11,10 +11,12 @@
 // q_idx - kv_idx (kBufferGradReduce == 2) or not at all (== 1) (ir::position_dependence). For those
 // the element loop only accumulates buffer_grad_value per entry into 18 per-thread partial sums (one
 // per diagonal class, kernels/common/diag_reduce.cuh), and after it each warp reduces them over its
-// 16 x 64 part (20 shuffles) and calls buffer_grad_add once per diagonal: at most 79 atomics per warp
-// and tile (== 1: a warp sum, one atomic). The sums skip zeros (masked or out-of-bounds diagonals).
+// 16 x 64 part (20 shuffles); for == 2 the four warps of a consumer warpgroup then combine their sums in
+// shared memory and call buffer_grad_add once per warpgroup diagonal (bg_wg_*: at most 127 atomics per
+// warpgroup and tile; bg_flush, at most 79 per warp, where no scratch is set up), for == 1 a warp sum and
+// one atomic. The sums skip zeros (masked or out-of-bounds diagonals).
 // Semantics are the per-entry path's: the same contributions, fp32, summed in a fixed order inside the
-// warp (atomics between warps and CTAs stay unordered, as before); a contribution is 0 where the
+// warp (and warpgroup) (atomics between warps and CTAs stay unordered, as before); a contribution is 0 where the
 // per-entry path made no call (masked, out of bounds), and adding 0 changes no value but -0.
 #include "common/diag_reduce.cuh"
 #include "common/numeric.cuh"
@@ -109,6 +111,8 @@ __device__ __forceinline__ void bg_flush(const float (&bg)[kDiagPartials], const
 // dS^T tile before it is written, between two barriers of its own (bwd_consumer_v2_sm90.cuh). Scratch
 // (kSm90BwdBgBufBytes): slot k of warp w at 4 (80 w + k) is warp diagonal k - 16 (slot 0 is the reduction's
 // always-zero slot), then q0, b, h, the warpgroup's first kv row.
+static_assert(kSm90BwdBgWarpSlots == kWgDiagSlots, "one slot per warp diagonal -16 .. 63");
+
 template <class V>
 __device__ __forceinline__ void bg_wg_store(const float (&bg)[kDiagPartials], unsigned buf, int b, int h, int q0,
                                             int kv_wg0, int warp, int lane) {
@@ -118,7 +122,7 @@ __device__ __forceinline__ void bg_wg_store(const float (&bg)[kDiagPartials], un
   for (int u = 0; u < 2; ++u) {
 #pragma unroll
     for (int cb = 0; cb < 2; ++cb)
-      if (u < d.n) st_shared_f32(w + 4 * (diag_of(d, u, cb, lane) + 16), d.out[u][cb]);
+      if (u < d.n) st_shared_f32(w + 4 * wg_slot_of_warp_diag(diag_of(d, u, cb, lane)), d.out[u][cb]);
   }
   if (warp == 0 && lane == 0) {
     const unsigned head = buf + 4 * 4 * kSm90BwdBgWarpSlots;
@@ -136,7 +140,7 @@ __device__ __forceinline__ void bg_wg_flush(const AttnParams& p, unsigned buf, i
   float s = 0.f;
 #pragma unroll
   for (int w = 0; w < 4; ++w) {
-    const int k = dg + 16 * w + 16;  // warp w's slot (rows 16 w ..): diagonal dg + 16 w
+    const int k = warp_slot_of_wg_diag(dg, w);
     if (k >= 1 && k < kSm90BwdBgWarpSlots) s += ld_shared_f32(buf + 4 * (kSm90BwdBgWarpSlots * w + k));
   }
   if (s == 0.f) return;

@@ -438,6 +438,7 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
   unsigned kv_phase = 0u;
   // Buffer gradients summed per warpgroup (bg_wg_store / bg_wg_flush): a tile's sums are added one tile later.
   constexpr bool kBgWg = bg_reduce<V>() == 2 && C::kBgScratch;
+  static_assert(!kBgWg || C::ST >= 2, "a tile's sums wait in its stage's scratch while the next tile stores its own");
   while (true) {  // kP: one pass per work tile; otherwise one pass
   if constexpr (kP) {
     mbar_wait(c.bar_kv(), kv_phase);

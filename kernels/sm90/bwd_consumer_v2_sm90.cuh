@@ -262,10 +262,13 @@ __device__ __forceinline__ void bwd_consumer_v2(const AttnParams& p, const BwdCf
     }
     if constexpr (kBg == 2) {
       // Summed per warpgroup (bg_wg_store / bg_wg_flush) in this stage's dS^T tile of the warpgroup, free until
-      // store_ds_v2 below (its last readers, query tile n - 2's GEMMs, retired before the previous tile's
-      // barrier): one add per thread where the warps made four; the two barriers order the stores before the
-      // reads and the reads before store_ds_v2. (Adding the warps' sums after the dQ / dK GEMM issues instead,
-      // s34d on an H100: default mode 3.9 % slower at D = 128.)
+      // store_ds_v2 below: its last readers are the GEMMs of this stage's previous tile (both warpgroups' dQ
+      // GEMMs read it), and every consumer warp retired those (wgmma_wait<0>) before its arrival on the stage's
+      // empty barrier, which the producer awaits before the refill that this tile's full barrier announced. One
+      // add per thread where the warps made four; the two barriers order the stores before the reads and the
+      // reads before store_ds_v2. (Adding the warps' sums after the dQ / dK GEMM issues instead, s34d on an
+      // H100: default mode 3.9 % slower at D = 128.)
+      static_assert(kSm90BwdBgBufBytes <= C::kSmem.ds_tile, "the sums fit the warpgroup's dS^T tile");
       const unsigned scratch = c.ds_tile_v2(pos.stage, wg);
       bg_wg_store<V>(bg, scratch, b, h, q0, kv0 + 64 * wg, warp, lane);
       named_bar_sync(kBarDsFull0 + wg, 128);

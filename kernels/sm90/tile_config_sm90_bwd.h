@@ -141,7 +141,7 @@ FLEXATTN_HD constexpr bool sm90_bwd_has_rank_ring(bool dq_bulk, bool v2, bool dq
 // so that a warpgroup adds 127 diagonals per tile where its four warps added 4 x 79. Every first-kernel layout has it
 // (5,184 bytes; those kernels run one CTA per SM by their registers, and the D = 128 bulk layout keeps 8 KiB under
 // the limit); the v2 layout (776 bytes left at D = 128) has none.
-constexpr int kSm90BwdBgWarpSlots = 80;
+constexpr int kSm90BwdBgWarpSlots = 80;  // kWgDiagSlots (common/diag_reduce.cuh)
 constexpr int kSm90BwdBgBufBytes = 4 * kSm90BwdBgWarpSlots * 4 + 16;
 FLEXATTN_HD constexpr bool sm90_bwd_has_bg_scratch(int d, int dv, bool v2) { return !v2 && !sm90_bwd_wide(d, dv); }
 

@@ -292,8 +292,6 @@ void fill_mod_params(const codegen::VariantLayout& layout, const DeviceBindings&
                   std::string(dtype_name(use.dtype)));
     out->buf[i] = view.data;
     for (int d = 0; d < kern::kModBufRank; ++d) out->buf_shape[i][d] = d < use.rank ? view.shape[d] : 1;
-    out->buf_numel[i] = 1;
-    for (int d = 0; d < use.rank; ++d) out->buf_numel[i] *= view.shape[d];
     for (int d = 0; d < use.rank; ++d) {
       if (view.shape[d] < 1) throw Error("buffer '" + use.name + "' has an empty dimension");
       // Generated gathers clamp i32 indices in 32-bit arithmetic (fa_clamp_index32, mod_ops.cuh).
@@ -301,6 +299,11 @@ void fill_mod_params(const codegen::VariantLayout& layout, const DeviceBindings&
         throw Error("buffer '" + use.name + "' has a dimension of " + std::to_string(view.shape[d]) +
                     " elements; the cuda kernels take at most 2^31 - 1 per dimension");
     }
+    // After the checks: four dimensions below 2^31 can still pass 2^63 (only fabricated views: a real buffer's
+    // element count fits its allocation), so the product is taken unsigned.
+    unsigned long long numel = 1;
+    for (int d = 0; d < use.rank; ++d) numel *= (unsigned long long)view.shape[d];
+    out->buf_numel[i] = (long long)numel;
   }
   if (backward) {
     for (const std::string& g : layout.grad_buffers) {

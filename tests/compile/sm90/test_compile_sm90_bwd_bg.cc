@@ -114,8 +114,10 @@ TEST_F(Sm90BwdBgCompile, ReducedBufferGradientsCompileCleanly) {
       const int red_on = testing_sass::count(sass, "REDG.E.ADD.F32.FTZ.RN"), red_off = testing_sass::count(sass_off, "REDG.E.ADD.F32.FTZ.RN");
       const int shfl = testing_sass::count(sass, "SHFL");
       // Per entry the off kernel has one scalar RED per accumulator entry and tile kind (32 each); the
-      // reduced one keeps those of the edge-tile kinds (full, and partial with a mask_mod) and has 4 per
-      // warp (diagonal: u, cb) or 1 (uniform) for all interior kinds (the dQ path's REDs are not scalar F32).
+      // reduced one keeps those of the edge-tile kinds (full, and partial with a mask_mod) and has at most 4 for
+      // all interior kinds: per warpgroup diagonal one (bg_wg_flush: the v2 kernel's one call, the first kernel's
+      // two, at the next tile and at the walk's end), per warp (u, cb) 4 (bg_flush), or 1 (uniform) (the dQ
+      // path's REDs are not scalar F32).
       EXPECT_GE(red_off, 32) << what;
       if (path.reduced) {
         const int edge_kinds = c.v.mask_mod.empty() ? 1 : 2;

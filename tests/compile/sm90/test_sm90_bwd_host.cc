@@ -635,9 +635,13 @@ TEST(Sm90BwdHost, PersistentWorkTilesAreCoveredOnceAndTheQueueWordResets) {
         ASSERT_TRUE(w.kv0 % 128 == 0 && w.kv0 < S && w.hk >= 0 && w.hk < Hkv && w.bz >= 0 && w.bz < Bkv)
             << "t " << t << " group " << group;
         const int pair = w.hk + Hkv * w.bz;
-        if (last_kv0.count(pair)) EXPECT_GT(w.kv0, last_kv0[pair]) << "t " << t << " group " << group;
+        if (last_kv0.count(pair)) {
+          EXPECT_GT(w.kv0, last_kv0[pair]) << "t " << t << " group " << group;
+        }
         last_kv0[pair] = w.kv0;
-        if (group >= hb) EXPECT_GE(w.kv0, last_kv0_all) << "t " << t;
+        if (group >= hb) {
+          EXPECT_GE(w.kv0, last_kv0_all) << "t " << t;
+        }
         last_kv0_all = w.kv0;
         if (t < first * n_kv) first_pairs.insert(pair);
         seen.insert({w.kv0, w.hk, w.bz});

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <barrier>
+#include <cmath>
 #include <map>
 #include <random>
 #include <thread>
@@ -129,6 +130,41 @@ TEST(DiagReduce, EveryEntryReachesExactlyItsDiagonal) {
       const auto it = want[t].find(diag);
       EXPECT_EQ(s.first, it == want[t].end() ? 0.f : it->second) << "tile " << t << " diagonal " << diag;
     }
+}
+
+// A warpgroup's four warps (rows 16 w .. 16 w + 15 of a 64 x 64 tile) put their sums into slots
+// (wg_slot_of_warp_diag) and one thread per warpgroup diagonal adds the warps' slots (warp_slot_of_wg_diag), as
+// bg_wg_store / bg_wg_flush do (kernels/sm90/bwd_buffer_grad_sm90.cuh): every slot is written once per tile, and
+// every warpgroup diagonal -63 .. 63 comes out with the sum of its entries.
+TEST(DiagReduce, WarpgroupSlotsGiveEveryWarpgroupDiagonalItsSum) {
+  for (uint32_t seed = 1; seed <= 4; ++seed) {
+    std::vector<Tile> warps;  // the warpgroup's four 16 x 64 parts
+    for (int w = 0; w < 4; ++w) warps.push_back(random_tile(100 * seed + uint32_t(w)));
+    std::map<int, float> want;  // warpgroup diagonal -> direct sum
+    for (int w = 0; w < 4; ++w)
+      for (const auto& [d, v] : direct_sums(warps[size_t(w)])) want[d - 16 * w] += v;
+    ASSERT_EQ(want.size(), 127u);
+    const auto sums = reduce(warps);
+    std::vector<std::vector<float>> slots(4, std::vector<float>(kWgDiagSlots, std::nanf("")));
+    for (int w = 0; w < 4; ++w)
+      for (const auto& [d, s] : sums[size_t(w)]) {
+        const int k = wg_slot_of_warp_diag(d);
+        ASSERT_GE(k, 0);
+        ASSERT_LT(k, kWgDiagSlots);
+        EXPECT_TRUE(std::isnan(slots[size_t(w)][size_t(k)])) << "slot " << k << " written twice";
+        slots[size_t(w)][size_t(k)] = s.first;
+      }
+    for (int w = 0; w < 4; ++w)
+      for (int k = 0; k < kWgDiagSlots; ++k) EXPECT_FALSE(std::isnan(slots[size_t(w)][size_t(k)])) << w << " " << k;
+    for (int dg = -63; dg <= 63; ++dg) {
+      float s = 0.f;
+      for (int w = 0; w < 4; ++w) {
+        const int k = warp_slot_of_wg_diag(dg, w);
+        if (k >= 1 && k < kWgDiagSlots) s += slots[size_t(w)][size_t(k)];
+      }
+      EXPECT_EQ(s, want.at(dg)) << "warpgroup diagonal " << dg;
+    }
+  }
 }
 
 TEST(DiagReduce, WarpSumGivesEveryLaneTheSameTotal) {

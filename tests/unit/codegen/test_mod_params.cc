@@ -22,6 +22,11 @@ TEST(ModParams, BufferDimensionsOfTwoToTheThirtyOneAreRefused) {
   kern::ModParams p;
   runtime::fill_mod_params(gen.layout, b, false, &p);
   EXPECT_EQ(p.buf_shape[0][1], 0x7fffffffLL);
+  EXPECT_EQ(p.buf_numel[0], 4 * 0x7fffffffLL);  // the exact accumulators' word stride (common/exact_sum.h)
+  b.buffers["bias"] = ir::BufferView{DType::F32, {16, 255}, mem};
+  runtime::fill_mod_params(gen.layout, b, false, &p);
+  EXPECT_EQ(p.buf_numel[0], 16 * 255);
+  EXPECT_EQ(p.buf_shape[0][2], 1);
   b.buffers["bias"] = ir::BufferView{DType::F32, {4, 0x80000000LL}, mem};
   EXPECT_EQ(error_of([&] { runtime::fill_mod_params(gen.layout, b, false, &p); }),
             "buffer 'bias' has a dimension of 2147483648 elements; the cuda kernels take at most 2^31 - 1 per "
