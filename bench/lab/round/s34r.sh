@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 34: the record run of eecfdd1 (buffer-gradient sums per warpgroup, leaner exact adds) on the H200: long (with
+# Session 34: the record run of the buffer-gradient sums per warpgroup and the leaner exact adds on the H200: long (with
 # the deterministic column), decode, extra (relbias_learnable_full: issue 6's deterministic target), hd96.
 . "$(dirname "$0")/lib.sh"
 out_dir s34r; L=$O
