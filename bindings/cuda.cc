@@ -49,9 +49,9 @@ DeviceBindings device_bindings(const Scalars& scalars, const Buffers& buffers) {
 
 DeviceBlockMask device_mask(const DeviceMaskArg& a) {
   const auto& [q_len, kv_len, q_block, kv_block, ptrs, B, H, nq, nkv] = a;
-  check(ptrs.size() == 8 || ptrs.size() == 9,
+  check(ptrs.size() >= 8 && ptrs.size() <= 10,
         "block_mask: expected 8 pointers (kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices, "
-        "q_num_blocks, q_indices, full_q_num_blocks, full_q_indices) and optionally q_order, got " +
+        "q_num_blocks, q_indices, full_q_num_blocks, full_q_indices) and optionally q_order and q_order_on, got " +
             std::to_string(ptrs.size()));
   auto p = [&](int i) { return reinterpret_cast<const int32_t*>(ptrs[size_t(i)]); };
   check((p(2) == nullptr) == (p(3) == nullptr), "block_mask: full_kv_num_blocks and full_kv_indices must be both "
@@ -61,7 +61,8 @@ DeviceBlockMask device_mask(const DeviceMaskArg& a) {
   m.q_num_blocks = p(4), m.q_indices = p(5), m.full_q_num_blocks = p(6), m.full_q_indices = p(7);
   m.B = B, m.H = H, m.nq = nq, m.nkv = nkv, m.q_len = q_len, m.kv_len = kv_len;
   m.q_block = q_block, m.kv_block = kv_block;
-  if (ptrs.size() == 9) m.q_order = p(8);
+  if (ptrs.size() >= 9) m.q_order = p(8);
+  if (ptrs.size() == 10) m.q_order_on = p(9);
   return m;
 }
 

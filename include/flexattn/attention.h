@@ -39,10 +39,15 @@ struct DeviceBlockMask {
   int64_t B = 1, H = 1, nq = 0, nkv = 0, q_len = 0, kv_len = 0;
   int q_block = 128, kv_block = 128;
   // Optional [B, H, nq]: each (b, h)'s query-block rows, most kv blocks (partial + full) first -- a permutation
-  // of 0 .. nq-1 per (b, h), as block_mask_row_order() computes it. With FLEXATTN_SM90_ROW_ORDER=1 the Hopper
-  // forward takes its work tiles in this order (longest first for any mask, not only causal-like ones).
-  // Anything but such a permutation makes the forward compute some rows twice and others never.
+  // of 0 .. nq-1 per (b, h), as block_mask_row_order() computes it. The Hopper forward takes its work tiles in
+  // this order (longest first for any mask, not only causal-like ones): with FLEXATTN_SM90_ROW_ORDER=1 always,
+  // by default (auto) where q_order_on says so. Anything but such a permutation makes the forward compute some
+  // rows twice and others never.
   const int32_t* q_order = nullptr;
+  // Optional, with q_order: one device int32, nonzero when the natural order (last rows first) is not longest
+  // first for some (b, h) (row_order_worth_it), so that the order pays for its lookup per tile; 0 keeps the
+  // natural order. Null under auto: q_order always. Lets a caller whose mask lives on the device decide there.
+  const int32_t* q_order_on = nullptr;
 };
 
 // Runtime values of the variant on the device: named scalars, captured buffers (data on the

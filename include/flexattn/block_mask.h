@@ -103,7 +103,8 @@ struct BlockMaskStats {
 BlockMaskStats block_mask_stats(const BlockMask& bm);
 
 // [B, H, nq]: each (b, h)'s query-block rows ordered by their kv-block count (partial + full), most first,
-// ties in ascending row order (a stable descending sort): a permutation of 0 .. nq-1 per (b, h).
+// ties last row first (the forward's natural order, kept where it is longest first already): a permutation of
+// 0 .. nq-1 per (b, h).
 // DeviceBlockMask::q_order (the Hopper forward's longest-first work order). Throws Error on a malformed mask.
 std::vector<int32_t> block_mask_row_order(const BlockMask& bm);
 

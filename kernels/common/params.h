@@ -194,6 +194,10 @@ struct AttnParams {
   // first (a permutation of 0 .. nq-1 per (b, h)). The work tiles follow it when q_block is the query tile
   // (FLEXATTN_SM90_ROW_ORDER; fwd_scheduler_sm90.cuh, fwd_ordered_index). Null: the natural order.
   const int* q_order;
+  // With q_order: a device int, nonzero when some mask (b, h)'s natural order (last rows first) is not longest
+  // first, so that q_order is worth its lookup per tile; 0: the natural order (read once per CTA). Null: q_order
+  // always (FLEXATTN_SM90_ROW_ORDER=1, or a host-built order the host found worth it).
+  const int* q_order_on;
 
   // sm90 backward v3 (FLEXATTN_SM90_BWD_V3): dq_accum [B*Hq, L, D] fp32 as a 3-D TMA map, box (32, 64, 1),
   // 128B swizzle; the dQ writer adds the shared dQ tile with D / 32 tensor reductions. Unused otherwise.

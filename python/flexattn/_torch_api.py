@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import warnings
 
 import torch
@@ -175,24 +176,36 @@ def _mask_tensors(block_mask, device):
             mask += [prep(block_mask.full_q_num_blocks, 3), prep(block_mask.full_q_indices, 4)]
     qb, kvb = block_mask.BLOCK_SIZE
     meta = [int(q_len), int(kv_len), int(qb), int(kvb), int(has_full), int(has_q)]
-    if device is not None and device.type == "cuda" and _row_order_on():
-        mask.append(_row_order(block_mask, mask[0], mask[2] if has_full else None, mask[1].shape[-1]))
-        meta.append(1)
+    mode = _row_order_mode() if device is not None and device.type == "cuda" else "0"
+    if mode != "0":
+        order, on = _row_order(block_mask, mask[0], mask[2] if has_full else None, mask[1].shape[-1])
+        mask += [order, on] if mode == "auto" else [order]
+        meta.append(2 if mode == "auto" else 1)
     return block_mask.mask_mod, mask, meta
 
 
-def _row_order_on():
-    """FLEXATTN_SM90_ROW_ORDER (opt-in, read per call as the runtime reads it)."""
-    return env_flag("FLEXATTN_SM90_ROW_ORDER", False)
+def _row_order_mode():
+    """FLEXATTN_SM90_ROW_ORDER as the runtime reads it (per call): "0", "1" or "auto" (unset); anything else is
+    the runtime's error, raised here first."""
+    v = os.environ.get("FLEXATTN_SM90_ROW_ORDER", "").strip().lower()
+    if v in ("", "auto"):
+        return "auto"
+    if v in ("0", "1"):
+        return v
+    raise ValueError(f"FLEXATTN_SM90_ROW_ORDER: expected 0, 1 or auto, got '{os.environ['FLEXATTN_SM90_ROW_ORDER']}'")
 
 
 def _row_order(block_mask, num, full_num, nkv):
-    """[B, H, nq] int32: each (b, h)'s query-block rows, most kv blocks (partial + full) first, ties last row
-    first (the natural order, which causal masks and sliding windows therefore keep) -- flexattn::block_mask_row_order, the Hopper forward's longest-first work order. Cached on the mask
-    object: a mask whose tensors are rewritten in place keeps a stale order, which is still a permutation
-    (a slower schedule, never a wrong result)."""
+    """([B, H, nq] int32, [1] int32): each (b, h)'s query-block rows, most kv blocks (partial + full) first, ties
+    last row first (the natural order, which causal masks and sliding windows therefore keep) --
+    flexattn::block_mask_row_order, the Hopper forward's longest-first work order; and q_order_on: 1 when some
+    (b, h)'s natural order (last rows first) is not longest first (a row with more blocks than the row after it),
+    so the forward follows the order only where it pays for its lookup (document masks), with no device-to-host
+    read. Cached on the mask object: a mask whose tensors are rewritten in place keeps a stale order, which is
+    still a permutation (a slower schedule, never a wrong result)."""
     cached = getattr(block_mask, "_flexattn_q_order", None)
-    if isinstance(cached, torch.Tensor) and cached.device == num.device and cached.shape == num.shape:
+    if (isinstance(cached, tuple) and len(cached) == 2 and cached[0].device == num.device
+            and cached[0].shape == num.shape):
         return cached
     counts = num.clamp(0, nkv)
     if full_num is not None:
@@ -200,12 +213,13 @@ def _row_order(block_mask, num, full_num, nkv):
     nq = counts.shape[-1]
     key = counts.to(torch.int64) * nq + torch.arange(nq, device=counts.device)  # distinct: ties by row, last first
     order = torch.argsort(key, dim=-1, descending=True).to(torch.int32).contiguous()
+    on = (counts[..., :-1] > counts[..., 1:]).any().to(torch.int32).reshape(1)
     if not torch.compiler.is_compiling():
         try:
-            block_mask._flexattn_q_order = order
+            block_mask._flexattn_q_order = (order, on)
         except AttributeError:  # a mask type without attribute slots: computed per call
             pass
-    return order
+    return order, on
 
 
 # ---- the public entry points ------------------------------------------------------------------------

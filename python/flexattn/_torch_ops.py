@@ -4,7 +4,7 @@ and autograd, so that flex_attention runs under torch.compile as one opaque node
 The variant travels as `spec`, a JSON string that is a constant per mod structure; captured Python
 numbers and 0-d tensors travel as the float64 tensor `scalars`, captured tensors as `buffers`, the block
 mask as `mask` (kv_num_blocks, kv_indices[, full_kv_num_blocks, full_kv_indices][, q_num_blocks, q_indices
-[, full_q_*]][, q_order]) with `mask_meta` = [q_len, kv_len, q_block, kv_block, has_full, has_q[, has_order]]
+[, full_q_*]][, q_order[, q_order_on]]) with `mask_meta` = [q_len, kv_len, q_block, kv_block, has_full, has_q[, n_order]]
 ([] = dense).
 Changing a scalar's value or a tensor's contents never changes the graph or the compiled kernel.
 
@@ -122,7 +122,7 @@ def _device_mask(mask, meta):
     full = (next(it), next(it)) if has_full else (None, None)
     qside = (next(it), next(it)) if has_q else (None, None)
     fq = (next(it), next(it)) if has_q and has_full else (None, None)
-    order = (next(it),) if len(meta) > 6 and meta[6] else ()
+    order = tuple(next(it) for _ in range(meta[6] if len(meta) > 6 else 0))  # q_order[, q_order_on]
     ptrs = [0 if t is None else t.data_ptr() for t in (num, idx, *full, *qside, *fq, *order)]
     B, H, nq, nkv = idx.shape
     return (q_len, kv_len, qb, kvb, ptrs, B, H, nq, nkv)

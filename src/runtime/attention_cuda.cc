@@ -134,9 +134,10 @@ Problem check_forward(const ForwardArgs& a, AttnParams* p) {
     p->full_q_num_blocks = m->full_q_num_blocks, p->full_q_indices = m->full_q_indices;
     p->mask_B = int(m->B), p->mask_H = int(m->H), p->nq = int(nq), p->nkv = int(nkv);
     p->q_block = m->q_block, p->kv_block = m->kv_block;
-    // FLEXATTN_SM90_ROW_ORDER (opt-in: measured faster on document masks only, session 10): the sm90 forward's
-    // tile order follows q_order.
-    if (jit::env_flag("FLEXATTN_SM90_ROW_ORDER", false)) p->q_order = m->q_order;
+    // FLEXATTN_SM90_ROW_ORDER: the sm90 forward's tile order follows q_order (auto: where q_order_on says so).
+    const runtime::Sm90RowOrder order = runtime::sm90_row_order_mode();
+    if (order != runtime::Sm90RowOrder::off) p->q_order = m->q_order;
+    if (order == runtime::Sm90RowOrder::automatic) p->q_order_on = m->q_order_on;
   } else {
     p->mask_B = p->mask_H = 1;
     p->nq = p->nkv = 1;

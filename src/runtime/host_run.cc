@@ -10,6 +10,7 @@
 #include "flexattn/error.h"
 #include "jit/device.h"
 #include "jit/sys.h"
+#include "runtime/tma_sm90.h"
 
 namespace flexattn {
 
@@ -101,7 +102,14 @@ CudaHostResult cuda_run_host(const CudaHostRequest& r) {
     dbm.full_q_indices = m.has_full ? up.ints(m.full_q_indices) : nullptr;
     dbm.B = m.B, dbm.H = m.H, dbm.nq = m.nq, dbm.nkv = m.nkv, dbm.q_len = m.q_len, dbm.kv_len = m.kv_len;
     dbm.q_block = m.q_block, dbm.kv_block = m.kv_block;
-    if (jit::env_flag("FLEXATTN_SM90_ROW_ORDER", false)) dbm.q_order = up.ints(block_mask_row_order(m));
+    // The longest-first work order of the sm90 forward: under auto only where the natural one is not (decided here,
+    // so the kernel gets no q_order_on flag).
+    const runtime::Sm90RowOrder order = runtime::sm90_row_order_mode();
+    if (order == runtime::Sm90RowOrder::always ||
+        (order == runtime::Sm90RowOrder::automatic &&
+         runtime::row_order_worth_it(m.kv_num_blocks.data(), m.has_full ? m.full_kv_num_blocks.data() : nullptr, m.B * m.H,
+                            m.nq)))
+      dbm.q_order = up.ints(block_mask_row_order(m));
     fa.block_mask = &dbm;
   }
 

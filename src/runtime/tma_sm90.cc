@@ -91,6 +91,24 @@ void encode_sm90_forward_maps(kern::AttnParams* p, DType dtype, bool narrow, int
 
 bool sm90_forward_requested() { return jit::env_flag("FLEXATTN_SM90", true); }
 
+Sm90RowOrder sm90_row_order_mode() {
+  const std::string v = jit::env_lower("FLEXATTN_SM90_ROW_ORDER");
+  if (v.empty() || v == "auto") return Sm90RowOrder::automatic;
+  if (v == "0") return Sm90RowOrder::off;
+  if (v == "1") return Sm90RowOrder::always;
+  throw Error("FLEXATTN_SM90_ROW_ORDER: expected 0, 1 or auto, got '" + jit::env_or("FLEXATTN_SM90_ROW_ORDER") + "'");
+}
+
+bool row_order_worth_it(const int32_t* num, const int32_t* full, int64_t BH, int64_t nq) {
+  for (int64_t s = 0; s < BH; ++s)
+    for (int64_t r = 0; r + 1 < nq; ++r) {
+      const int64_t g = s * nq + r;
+      // Natural order: row r + 1 runs before row r, so it must not hold fewer blocks.
+      if (int64_t(num[g]) + (full ? full[g] : 0) > int64_t(num[g + 1]) + (full ? full[g + 1] : 0)) return true;
+    }
+  return false;
+}
+
 // Default on since session 29 (H100, s29c: the checks' padded cases pass; forward ms sm80 family / padded sm90 kernel,
 // B=2 H=16 S=8192 bf16: D=96 full 3.82 / 1.56, causal 2.23 / 0.83, D=80 causal 2.04 / 0.85, D=160 causal 3.90 / 1.24).
 bool sm90_pad_head_dims_requested() { return jit::env_flag("FLEXATTN_SM90_PAD_HEAD_DIM", true); }

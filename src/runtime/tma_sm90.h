@@ -60,6 +60,15 @@ void encode_sm90_forward_maps(kern::AttnParams* p, DType dtype, bool narrow, int
 // FLEXATTN_SM90 is not switched off (default on; read on every call; flags as in docs/env_vars.md).
 bool sm90_forward_requested();
 
+// FLEXATTN_SM90_ROW_ORDER (read on every call): `0` off (the natural tile order), `1` always (a block mask's
+// q_order whenever it has one), unset / `auto` automatic: q_order where q_order_on says the natural order is not
+// longest first (docs/env_vars.md). Anything else is an Error naming the variable.
+enum class Sm90RowOrder { off, automatic, always };
+Sm90RowOrder sm90_row_order_mode();
+// Whether some mask (b, h)'s natural order (rows nq - 1 .. 0) is not longest first: a row with more kv blocks
+// (partial + full) than the row after it. `full` may be null. What q_order_on says, computed on the host.
+bool row_order_worth_it(const int32_t* num, const int32_t* full, int64_t BH, int64_t nq);
+
 // The opt-in path declines a problem: prints "[flexattn sm90] using the sm80 kernels: <why>" to stderr
 // when FLEXATTN_JIT_DEBUG is on, and returns false (the caller then runs the sm80 family).
 bool sm90_decline(const std::string& why);

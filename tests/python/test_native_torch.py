@@ -292,11 +292,33 @@ def test_row_order_is_most_kv_blocks_first_cached_and_only_for_cuda(monkeypatch)
     doc = torch.tensor([0] * 384 + [1] * 128)
     bm = _torch_api.create_block_mask(lambda b, h, q, kv: (doc[q] == doc[kv]) & (q >= kv), 1, 1, 512, 512,
                                       device="cpu")
-    order = _torch_api._row_order(bm, bm.kv_num_blocks, bm.full_kv_num_blocks, bm.kv_indices.shape[-1])
+    order, on = _torch_api._row_order(bm, bm.kv_num_blocks, bm.full_kv_num_blocks, bm.kv_indices.shape[-1])
     assert order.dtype == torch.int32 and order.tolist() == [[[2, 1, 3, 0]]]  # ties: last row first
-    assert _torch_api._row_order(bm, bm.kv_num_blocks, bm.full_kv_num_blocks, 4) is order  # cached on the mask
+    assert on.dtype == torch.int32 and on.tolist() == [1]  # row 2 (3 blocks) before row 3 (1): worth the order
+    assert _torch_api._row_order(bm, bm.kv_num_blocks, bm.full_kv_num_blocks, 4)[0] is order  # cached on the mask
+    # Causal: the natural order (last rows first) is longest first already, so the forward keeps it.
+    causal = _torch_api.create_block_mask(lambda b, h, q, kv: q >= kv, 1, 1, 512, 512, device="cpu")
+    c_order, c_on = _torch_api._row_order(causal, causal.kv_num_blocks, causal.full_kv_num_blocks, 4)
+    assert c_order.tolist() == [[[3, 2, 1, 0]]] and c_on.tolist() == [0]
     monkeypatch.setenv("FLEXATTN_SM90_ROW_ORDER", "1")
     _, mask, meta = _torch_api._mask_tensors(bm, torch.device("cpu"))
     assert len(meta) == 6 and all(t is not order for t in mask)  # the cpu backend has no use for it
+    assert _torch_api._row_order_mode() == "1"
     monkeypatch.setenv("FLEXATTN_SM90_ROW_ORDER", "0")
-    assert not _torch_api._row_order_on()
+    assert _torch_api._row_order_mode() == "0"
+    monkeypatch.delenv("FLEXATTN_SM90_ROW_ORDER")
+    assert _torch_api._row_order_mode() == "auto"
+    monkeypatch.setenv("FLEXATTN_SM90_ROW_ORDER", "sorted")
+    with pytest.raises(ValueError, match="FLEXATTN_SM90_ROW_ORDER: expected 0, 1 or auto, got 'sorted'"):
+        _torch_api._row_order_mode()
+
+
+def test_device_mask_takes_the_order_and_its_flag():
+    num, idx = torch.zeros(1, 1, 2, dtype=torch.int32), torch.zeros(1, 1, 2, 2, dtype=torch.int32)
+    order, on = torch.tensor([[[1, 0]]], dtype=torch.int32), torch.ones(1, dtype=torch.int32)
+    meta = [256, 256, 128, 128, 0, 0]
+    assert len(_torch_ops._device_mask([num, idx], meta)[4]) == 8
+    ptrs = _torch_ops._device_mask([num, idx, order], meta + [1])[4]
+    assert len(ptrs) == 9 and ptrs[8] == order.data_ptr()
+    ptrs = _torch_ops._device_mask([num, idx, order, on], meta + [2])[4]
+    assert len(ptrs) == 10 and ptrs[8:] == [order.data_ptr(), on.data_ptr()]

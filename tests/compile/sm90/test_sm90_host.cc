@@ -531,8 +531,6 @@ TEST(Sm90Host, RowOrderPermutesTheWorkTilesPerHead) {
     kern::AttnParams p{};
     p.B = 2, p.Hq = 3, p.L = p.S = 1000;  // 8 query tiles; D=128 K/V fit: one head group of 6
     p.q_block = 128, p.nq = 8, p.mask_B = mask_B, p.mask_H = mask_H;
-    const auto order = kern::sm90::fwd_tile_order<128, 128, 128>(p);
-    ASSERT_EQ(order.nq, 8);
     std::vector<int> q_order(size_t(mask_B * mask_H * 8));
     std::mt19937 rng(7 + mask_B * 10 + mask_H);
     for (int s = 0; s < mask_B * mask_H; ++s) {
@@ -540,6 +538,9 @@ TEST(Sm90Host, RowOrderPermutesTheWorkTilesPerHead) {
       std::shuffle(q_order.begin() + s * 8, q_order.begin() + s * 8 + 8, rng);
     }
     p.q_order = q_order.data();
+    const auto order = kern::sm90::fwd_tile_order<128, 128, 128>(p);
+    ASSERT_EQ(order.nq, 8);
+    ASSERT_TRUE(order.ordered);
     std::vector<int> seen(size_t(order.count), 0), taken(size_t(p.B * p.Hq), 0);
     for (int t = 0; t < order.count; ++t) {
       const int to = kern::sm90::fwd_ordered_index<128>(order, p, t);
@@ -556,10 +557,69 @@ TEST(Sm90Host, RowOrderPermutesTheWorkTilesPerHead) {
     q_order[0] = 99;
     EXPECT_EQ(kern::sm90::fwd_ordered_index<128>(order, p, 0), 0);
     p.q_block = 256;
-    EXPECT_EQ(kern::sm90::fwd_ordered_index<128>(order, p, 5), 5);
+    EXPECT_FALSE((kern::sm90::fwd_tile_order<128, 128, 128>(p).ordered));
+    EXPECT_EQ(kern::sm90::fwd_ordered_index<128>(kern::sm90::fwd_tile_order<128, 128, 128>(p), p, 5), 5);
     p.q_block = 128, p.nq = 4;
-    EXPECT_EQ(kern::sm90::fwd_ordered_index<128>(order, p, 5), 5);
+    EXPECT_FALSE((kern::sm90::fwd_tile_order<128, 128, 128>(p).ordered));
+    EXPECT_EQ(kern::sm90::fwd_ordered_index<128>(kern::sm90::fwd_tile_order<128, 128, 128>(p), p, 5), 5);
   }
+}
+
+// FLEXATTN_SM90_ROW_ORDER's modes (auto by default), and a clear error naming the variable for anything else.
+TEST(Sm90Host, RowOrderModeIsAutoByDefaultAndNamesTheVariableOnABadValue) {
+  unsetenv("FLEXATTN_SM90_ROW_ORDER");
+  EXPECT_EQ(runtime::sm90_row_order_mode(), runtime::Sm90RowOrder::automatic);
+  setenv("FLEXATTN_SM90_ROW_ORDER", "AUTO", 1);
+  EXPECT_EQ(runtime::sm90_row_order_mode(), runtime::Sm90RowOrder::automatic);
+  setenv("FLEXATTN_SM90_ROW_ORDER", "0", 1);
+  EXPECT_EQ(runtime::sm90_row_order_mode(), runtime::Sm90RowOrder::off);
+  setenv("FLEXATTN_SM90_ROW_ORDER", "1", 1);
+  EXPECT_EQ(runtime::sm90_row_order_mode(), runtime::Sm90RowOrder::always);
+  setenv("FLEXATTN_SM90_ROW_ORDER", "sorted", 1);
+  EXPECT_EQ(error_of([] { runtime::sm90_row_order_mode(); }),
+            "FLEXATTN_SM90_ROW_ORDER: expected 0, 1 or auto, got 'sorted'");
+  unsetenv("FLEXATTN_SM90_ROW_ORDER");
+}
+
+// The host's q_order_on: worth it only where a row holds more kv blocks than the row after it (the natural order
+// runs the later row first), in any (b, h).
+TEST(Sm90Host, RowOrderIsWorthItOnlyWhereTheNaturalOrderIsNotLongestFirst) {
+  const std::vector<int32_t> causal = {1, 2, 3, 4}, equal = {4, 4, 4, 4}, document = {1, 2, 3, 1};
+  EXPECT_FALSE(runtime::row_order_worth_it(causal.data(), nullptr, 1, 4));
+  EXPECT_FALSE(runtime::row_order_worth_it(equal.data(), nullptr, 1, 4));
+  EXPECT_TRUE(runtime::row_order_worth_it(document.data(), nullptr, 1, 4));
+  // Partial + full: {0+1, 2+0, 1+2, 3+1} is 1, 2, 3, 4 (natural); partial alone would not be.
+  const std::vector<int32_t> partial = {0, 2, 1, 3}, full = {1, 0, 2, 1};
+  EXPECT_FALSE(runtime::row_order_worth_it(partial.data(), full.data(), 1, 4));
+  EXPECT_TRUE(runtime::row_order_worth_it(partial.data(), nullptr, 1, 4));
+  // Two (b, h): the second one decides; rows do not run across them.
+  const std::vector<int32_t> two = {1, 2, 3, 4, 5, 6, 7, 1}, seam = {3, 4, 1, 2};
+  EXPECT_TRUE(runtime::row_order_worth_it(two.data(), nullptr, 2, 4));
+  EXPECT_FALSE(runtime::row_order_worth_it(seam.data(), nullptr, 2, 2));
+}
+
+// FLEXATTN_SM90_ROW_ORDER=auto: q_order_on (a device int the Python package computes with the order) says whether
+// the natural order is already longest first; 0 keeps the natural tiles without a lookup, nonzero follows q_order,
+// null follows it always.
+TEST(Sm90Host, RowOrderFollowsTheOrderOnlyWhereItsFlagSays) {
+  kern::AttnParams p{};
+  p.B = 1, p.Hq = 2, p.L = p.S = 1000;
+  p.q_block = 128, p.nq = 8, p.mask_B = p.mask_H = 1;
+  std::vector<int> q_order = {3, 1, 4, 7, 0, 2, 6, 5};
+  p.q_order = q_order.data();
+  int on = 0;
+  p.q_order_on = &on;
+  auto first_row = [&] {
+    const auto order = kern::sm90::fwd_tile_order<128, 128, 128>(p);
+    return order.at<128>(kern::sm90::fwd_ordered_index<128>(order, p, 0)).q0 / 128;
+  };
+  EXPECT_EQ(first_row(), 7);  // the natural order: last row first
+  on = 1;
+  EXPECT_EQ(first_row(), 3);
+  p.q_order_on = nullptr;
+  EXPECT_EQ(first_row(), 3);
+  p.q_order = nullptr;
+  EXPECT_EQ(first_row(), 7);
 }
 
 // Why the row order: bench/run.py's document mask (8 documents of random length, causal inside; B=2 H=16
@@ -579,11 +639,11 @@ TEST(Sm90Host, RowOrderShortensTheDocumentMaskSchedule) {
   std::stable_sort(q_order.begin(), q_order.end(), [&](int a, int b) { return kv_tiles[size_t(a)] > kv_tiles[size_t(b)]; });
   kern::AttnParams p{};
   p.B = 2, p.Hq = 16, p.L = p.S = 8192, p.q_block = 128, p.nq = 64, p.mask_B = p.mask_H = 1;
-  const auto order = kern::sm90::fwd_tile_order<128, 128, 128>(p);
   auto makespan = [&](const int* rows) {
     p.q_order = rows;
-    return queue_makespan(order.count, [&](int t) {
-      return kv_tiles[size_t(order.at<128>(kern::sm90::fwd_ordered_index<128>(order, p, t)).q0 / 128)] + 0.5;
+    const auto o = kern::sm90::fwd_tile_order<128, 128, 128>(p);
+    return queue_makespan(o.count, [&](int t) {
+      return kv_tiles[size_t(o.at<128>(kern::sm90::fwd_ordered_index<128>(o, p, t)).q0 / 128)] + 0.5;
     });
   };
   const double natural = makespan(nullptr), sorted = makespan(q_order.data());

@@ -258,6 +258,34 @@ def test_block_masks_from_the_gpu_builder_equal_torchs():
                 assert torch.equal(a.to(torch.int32), b), f"{name} {field} B={B} H={H} {Lq}x{Skv} BLOCK_SIZE={bs}"
 
 
+# FLEXATTN_SM90_ROW_ORDER: the tile order changes no tile's arithmetic, so the forward is bitwise the same with the
+# order always, never and by the flag (auto); the flag is 1 for uneven documents (longest rows mid-sequence) and
+# 0 for causal (the natural order is longest first), computed on the device.
+def test_row_order_keeps_the_forward_bitwise_and_flags_only_uneven_masks(monkeypatch):
+    torch.manual_seed(4)
+    Lq = 2048
+    lengths = [300, 900, 100, 748]  # causal inside each: the longest rows sit mid-sequence
+    ids = torch.repeat_interleave(torch.arange(len(lengths), device=DEV), torch.tensor(lengths, device=DEV))
+
+    def docs(b, h, q, kv):
+        return (ids[q] == ids[kv]) & (q >= kv)
+
+    q, k, v = (torch.randn(2, 4, Lq, 128, device=DEV, dtype=torch.bfloat16) for _ in range(3))
+    for mask, want_on in ((docs, 1), (causal, 0)):
+        bm = _torch_api.create_block_mask(mask, 2, None, Lq, Lq, device=DEV)
+        _, on = _torch_api._row_order(bm, bm.kv_num_blocks, bm.full_kv_num_blocks, bm.kv_indices.shape[-1])
+        assert on.device.type == "cuda" and on.tolist() == [want_on], mask.__name__
+        outs = []
+        for mode in ("0", "1", "auto"):
+            monkeypatch.setenv("FLEXATTN_SM90_ROW_ORDER", mode)
+            outs.append(_torch_api.flex_attention(q, k, v, block_mask=bm))
+        assert all(torch.equal(outs[0], o) for o in outs[1:]), mask.__name__
+        tbm = TORCH_CBM(mask, 2, None, Lq, Lq, device=DEV)
+        ref = TORCH_FLEX(q.double(), k.double(), v.double(), block_mask=tbm)
+        torch_err = (TORCH_FLEX(q, k, v, block_mask=tbm).double() - ref).abs().max().item()
+        assert (outs[0].double() - ref).abs().max().item() <= 3 * torch_err + 1e-3, mask.__name__
+
+
 @pytest.mark.parametrize("case,Hq,Hkv,Bq,Bkv,D,Dv,Lq,Skv,dtype", [
     ("gqa4_causal", 8, 2, 2, 2, 64, 64, L, S, torch.bfloat16),
     ("kv_batch_broadcast_alibi", 8, 8, 3, 1, 64, 64, L, S, torch.bfloat16),
