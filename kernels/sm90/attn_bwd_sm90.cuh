@@ -27,6 +27,7 @@
 #include "sm90/bwd_consumer_wide_sm90.cuh"
 #include "sm90/bwd_dq_order_sm90.cuh"
 #include "sm90/bwd_dq_rank_sm90.cuh"
+#include "sm90/bwd_cta_order_sm90.cuh"
 #include "sm90/bwd_layout_sm90.cuh"
 #include "sm90/bwd_producer_sm90.cuh"
 #include "sm90/ptx/redux.cuh"
@@ -68,8 +69,12 @@ __device__ __forceinline__ void attn_bwd_sm90(const AttnParams& p) {
   // per-thread values spilled the 24-register warps of the first kernel's bulk dQ path at D = 128).
   // The persistent kernel takes its tiles from its queue: the generator never emits the define with it.
   static_assert(!kPersistent, "FLEXATTN_SM90_BWD_GRID_ORDER is for the non-persistent kernel");
-  const Sm90BwdGridTile at = sm90_bwd_grid_tile(int(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)),
-                                                int(gridDim.x), int(gridDim.y), int(gridDim.z), p.bwd_head_group);
+  // FLEXATTN_SM90_BWD_CTA_ORDER: the launch position's natural index from the order (bwd_cta_order_sm90.cuh).
+  const int linear = int(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+  const int natural =
+      p.bwd_cta_order != nullptr ? int(redux_or(unsigned(p.bwd_cta_order[linear]), 0xffffffffu)) : linear;
+  const Sm90BwdGridTile at =
+      sm90_bwd_grid_tile(natural, int(gridDim.x), int(gridDim.y), int(gridDim.z), p.bwd_head_group);
   const int kv_tile = int(redux_or(unsigned(abs(p.bwd_kv_flip - at.rank)), 0xffffffffu));
   const int hk = int(redux_or(unsigned(at.hk), 0xffffffffu));
   const int bz = int(redux_or(unsigned(at.bz), 0xffffffffu));

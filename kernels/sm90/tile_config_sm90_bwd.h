@@ -33,6 +33,8 @@ namespace flexattn::kern {
 
 constexpr int kSm90BwdBlockM = 64;   // query rows per pipeline stage
 constexpr int kSm90BwdBlockN = 128;  // kv rows per CTA (2 consumer warpgroups x 64)
+// The one CTA that builds the deferred launch order (FLEXATTN_SM90_BWD_CTA_ORDER, sm90/bwd_cta_order_sm90.cuh).
+constexpr int kSm90BwdOrderThreads = 1024;
 constexpr int kSm90BwdStages = 2;
 // Register split (setmaxnreg). The forward's 24 / 240 spilled 8-16 bytes in the producer here (ptxas
 // 13.0, every masked corpus variant): all 32 lanes walk the transposed lists (BwdTileIter) and copy

@@ -221,9 +221,11 @@ namespace {
 // (runtime/exact_grads.h) follow from the next 256-byte boundary.
 size_t base_workspace_bytes(const BackwardArgs& a) {
   const auto& shape = a.fwd.q.shape;
-  return shape.size() != 4
-             ? runtime::backward_workspace(0, 0, 0, 0, a.deterministic).bytes
-             : runtime::backward_workspace(shape[0], shape[1], shape[2], shape[3], a.deterministic).bytes;
+  if (shape.size() != 4) return runtime::backward_workspace(0, 0, 0, 0, a.deterministic).bytes;
+  const runtime::BackwardWorkspace w = runtime::backward_workspace(shape[0], shape[1], shape[2], shape[3], a.deterministic);
+  // The sm90 backward's deferred launch order (FLEXATTN_SM90_BWD_CTA_ORDER) after it: k is [Bkv, Hkv, S, D].
+  const auto& k = a.fwd.k.shape;
+  return k.size() != 4 ? w.bytes : runtime::bwd_cta_order_offset(w) + runtime::bwd_cta_order_bytes(k[2], k[1], k[0]);
 }
 size_t exact_grads_offset(const BackwardArgs& a) { return (base_workspace_bytes(a) + 255) / 256 * 256; }
 

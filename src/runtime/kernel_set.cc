@@ -19,6 +19,7 @@
 #include "runtime/sm90_backward.h"
 #include "runtime/tma_sm90.h"
 #include "sm80/tile_config.h"
+#include "sm90/tile_config_sm90_bwd.h"
 
 namespace flexattn::runtime {
 
@@ -40,6 +41,13 @@ void launch_backward(const Variant& variant, const KernelSet& set, const kern::A
   const KernelSet* dq_pass = deterministic ? &get_kernel_set(variant, dq_pass_key(set.key)) : nullptr;
   jit::launch(jit::get_function(set.aux, "flexattn_bwd_preprocess"),
               launch_config(kern::sm80_bwd_preprocess_launch(p.B, p.Hq, p.L), stream), p);
+  if (p.bwd_cta_order != nullptr) {  // FLEXATTN_SM90_BWD_CTA_ORDER: one CTA, before the main kernel reads it
+    jit::LaunchConfig c;
+    c.grid = {1, 1, 1};
+    c.block = {unsigned(kern::kSm90BwdOrderThreads), 1, 1};
+    c.stream = static_cast<jit::CUstream>(stream);
+    jit::launch(jit::get_function(set.compiled, "flexattn_bwd_cta_order"), c, p);
+  }
   jit::launch(jit::get_function(set.compiled, "flexattn_bwd"), main, p);
   if (dq_pass)
     jit::launch(jit::get_function(dq_pass->compiled, "flexattn_bwd_dq"),

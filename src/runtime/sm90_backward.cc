@@ -90,6 +90,12 @@ Sm90BwdHeadGroups sm90_bwd_head_groups_mode() {
   return jit::env_flag("FLEXATTN_SM90_BWD_HEAD_GROUPS", true) ? Sm90BwdHeadGroups::always : Sm90BwdHeadGroups::off;
 }
 
+bool sm90_bwd_cta_order_requested() { return jit::env_flag("FLEXATTN_SM90_BWD_CTA_ORDER", false); }
+
+size_t bwd_cta_order_bytes(int64_t S, int64_t Hkv, int64_t Bkv) {
+  return size_t(2) * size_t((S + kern::kSm90BwdBlockN - 1) / kern::kSm90BwdBlockN) * size_t(Hkv * Bkv) * 4;
+}
+
 int sm90_bwd_grid_order_for_call(bool deterministic, bool has_mask_mod) {
   return deterministic && !has_mask_mod && sm90_bwd_head_groups_mode() == Sm90BwdHeadGroups::automatic ? 1 : -1;
 }
@@ -368,6 +374,12 @@ std::string kernel_source_sm90_bwd(const codegen::GeneratedVariant& variant, con
   s << "using namespace flexattn::kern;\n\n";
   s << variant.source << "\n";
   s << entry("flexattn_bwd", "kSm90Threads", "attn_bwd_sm90<FlexVariant, " + t + ", " + dd + bulk + ">(p)");
+  // FLEXATTN_SM90_BWD_CTA_ORDER: the grouped order's deferral of short CTAs, built before a launch that asks for it
+  // (kernels/sm90/bwd_cta_order_sm90.cuh); in every source with the grouped order, so the switch needs no new set.
+  // Not the wide kernel's (64-row kv tiles; the order counts 128-row ones).
+  if (use_grid_order && !use_persistent && !wide)
+    s << entry("flexattn_bwd_cta_order", "kSm90BwdOrderThreads",
+               "sm90::bwd_cta_order_build(p, (p.S + kSm90BwdBlockN - 1) / kSm90BwdBlockN)");
   return s.str();
 }
 
@@ -445,6 +457,12 @@ bool try_sm90_backward(const BackwardArgs& a, kern::AttnParams& p, const std::st
     // FLEXATTN_SM90_BWD_HEAD_GROUPS (default: with a block mask or deterministic): kv-tile-major launch order inside
     // L2-sized groups of (kv head, kv batch) pairs (kernels/sm90/tile_config_sm90_bwd.h, sm90_bwd_grid_tile).
     p.bwd_head_group = sm90_bwd_launch_head_group(p, a.deterministic, set.sm90_bwd_grid_order);
+    // FLEXATTN_SM90_BWD_CTA_ORDER (opt-in): the short CTAs of a block mask deferred to the launch's end, in the
+    // workspace after the backward's regions (bwd_cta_order_offset). Not in deterministic mode: the ordered dQ
+    // reductions rely on the descending launch.
+    if (set.sm90_bwd_grid_order && !kern::sm90_bwd_wide(kd, kdv) && !a.deterministic && p.q_num_blocks != nullptr &&
+        sm90_bwd_cta_order_requested())
+      p.bwd_cta_order = reinterpret_cast<const int*>(ws + bwd_cta_order_offset(w));
   }
   launch_backward(*a.fwd.variant, set, p, launch_config(l, a.fwd.stream), a.deterministic && !ordered,
                   a.fwd.stream);

@@ -19,6 +19,7 @@
 #include "runtime/kernel_set.h"
 #include "runtime/sm90_backward.h"
 #include "runtime/tma_sm90.h"
+#include "sm90/bwd_cta_order_sm90.cuh"
 #include "sm90/fwd_scheduler_sm90.cuh"
 #include "sm90/tile_config_sm90_bwd.h"
 #include "compile/sm90/sm90_host_util.h"
@@ -550,9 +551,13 @@ TEST(Sm90BwdHost, PersistentIsOptInAndOnlyAddsTheEighthTemplateArgument) {
   EXPECT_FALSE(runtime::sm90_bwd_source_choice(d128).persistent);
   setenv("FLEXATTN_SM90_BWD_PERSISTENT", "1", 1);
   // The persistent kernel has no grouped launch order (FLEXATTN_SM90_BWD_HEAD_GROUPS) and no TMA-store epilogue
-  // (FLEXATTN_SM90_BWD_TMA_STORE), the default's defines.
+  // (FLEXATTN_SM90_BWD_TMA_STORE), the default's defines, nor the grouped order's deferral entry
+  // (flexattn_bwd_cta_order, the source's last two lines).
   // (The v2's per-element path has no TMA-store define to begin with: tma = false.)
   auto with = [](std::string src, const std::string& call, const std::string& by, bool tma = true) {
+    const size_t order_entry = src.find("extern \"C\" __global__ void __launch_bounds__(kSm90BwdOrderThreads, 1)");
+    EXPECT_NE(order_entry, std::string::npos);
+    if (order_entry != std::string::npos) src.erase(order_entry);
     for (const std::string define_line : {"#define FLEXATTN_SM90_BWD_GRID_ORDER 1\n", "#define FLEXATTN_SM90_BWD_TMA_STORE 1\n"}) {
       const size_t define = src.find(define_line);
       if (!tma && define_line.find("TMA_STORE") != std::string::npos) {
@@ -805,3 +810,58 @@ TEST(Sm90BwdHost, CallKeyPadsAndDeclinesTheDeterministicWideCall) {
   EXPECT_EQ(exact->family, runtime::KernelFamily::sm90);
   unsetenv("FLEXATTN_SM90_BWD_PAD_HEAD_DIM");
 }
+
+// FLEXATTN_SM90_BWD_CTA_ORDER (kernels/sm90/bwd_cta_order_sm90.cuh): the order is a permutation of the launch; the
+// identity where every pair's walks fall along its kv tiles (causal: the grouped order is longest first); otherwise
+// the CTAs with walks of at least a quarter of the mean first, the others last, both in natural order. Walks: the
+// transposed lists' block counts over the kv head's query heads and the batches the CTA serves.
+TEST(Sm90BwdHost, CtaOrderDefersTheShortCtasOnlyWhereTheWalksRise) {
+  auto run = [](const std::vector<int32_t>& cols, int Hq, int Hkv, int B, int Bkv, int group) {
+    kern::AttnParams p{};
+    const int nkv = int(cols.size());
+    p.B = B, p.Hq = Hq, p.Hkv = Hkv, p.Bkv = Bkv, p.L = p.S = nkv * 128;
+    p.q_block = p.kv_block = 128, p.nq = p.nkv = nkv, p.mask_B = p.mask_H = 1;
+    p.q_num_blocks = cols.data();
+    p.bwd_head_group = group;
+    std::vector<int> order(size_t(nkv * Hkv * Bkv));
+    kern::sm90::bwd_cta_order_reference(p, nkv, order.data());
+    std::vector<long long> walks;
+    for (int i = 0; i < int(order.size()); ++i) walks.push_back(kern::sm90::bwd_cta_walk(p, i, nkv));
+    return std::pair{order, walks};
+  };
+  // Causal (column j attended by the rows at or after it): falling walks, the identity.
+  const std::vector<int32_t> causal = {8, 7, 6, 5, 4, 3, 2, 1};
+  for (const auto& [Hq, Hkv, B, Bkv, group] : {std::tuple{4, 4, 2, 2, 2}, std::tuple{8, 2, 2, 1, 1}}) {
+    const auto [order, walks] = run(causal, Hq, Hkv, B, Bkv, group);
+    for (int k = 0; k < int(order.size()); ++k) ASSERT_EQ(order[size_t(k)], k);
+    // GQA 4 over Bkv = 1 and B = 2: each CTA walks its column for 4 heads x 2 batches, 2 query tiles per block.
+    if (Hkv == 2) EXPECT_EQ(walks[0], 8LL * 4 * 2 * 2);
+  }
+  // Documents: walks rise inside the launch; the short ones (< a quarter of the mean) go last.
+  const std::vector<int32_t> docs = {1, 6, 5, 4, 1, 9, 8, 1};
+  const auto [order, walks] = run(docs, 4, 4, 2, 2, 2);
+  std::vector<int> seen(order.size(), 0);
+  for (int v : order) ++seen[size_t(v)];
+  for (int c : seen) ASSERT_EQ(c, 1);
+  double mean = 0;
+  for (long long w : walks) mean += double(w) / double(walks.size());
+  const double thr = 0.25 * mean;
+  size_t k = 0;
+  for (int i = 0; i < int(walks.size()); ++i)
+    if (double(walks[size_t(i)]) >= thr) EXPECT_EQ(order[k++], i);
+  const size_t n_long = k;
+  for (int i = 0; i < int(walks.size()); ++i)
+    if (double(walks[size_t(i)]) < thr) EXPECT_EQ(order[k++], i);
+  EXPECT_EQ(k, order.size());
+  EXPECT_LT(n_long, order.size());  // some deferred (the walks of 1 block: 2 tiles, mean 8.75)
+  EXPECT_EQ(walks[0], 2);
+}
+
+// The order's workspace: two ints per main-kernel CTA after the backward's regions, 256-aligned.
+TEST(Sm90BwdHost, CtaOrderWorkspaceFollowsTheBackwardRegions) {
+  const runtime::BackwardWorkspace w = runtime::backward_workspace(2, 16, 1000, 128, false);
+  EXPECT_EQ(runtime::bwd_cta_order_offset(w) % 256, 0u);
+  EXPECT_GE(runtime::bwd_cta_order_offset(w), w.bytes);
+  EXPECT_EQ(runtime::bwd_cta_order_bytes(1000, 4, 2), size_t(2 * 8 * 4 * 2 * 4));
+}
+

@@ -157,13 +157,17 @@ TEST(AttentionArgs, BackwardWorkspaceHoldsDeltaAccumulatorClaimsAndInDeterminist
   b.fwd = f.fwd();  // q [2, 4, 33, 64]
   // delta 2*4*33 fp32 = 1056 bytes -> 1280 (256-aligned), then the fp32 dQ accumulator, then the dQ claim words: one
   // int per (b, h, 64-row query tile) plus one (FLEXATTN_SM90_BWD_DQ_CLAIM).
+  // Then, 256-aligned, the sm90 backward's deferred launch order (FLEXATTN_SM90_BWD_CTA_ORDER): two ints per
+  // main-kernel CTA, k [2, 2, 40, 64]: one 128-row kv tile x 2 kv heads x 2 kv batches.
+  const size_t order = 2 * 1 * 2 * 2 * 4;
   const size_t accum_end = 1280 + size_t(2 * 4 * 33 * 64) * 4;
-  const size_t plain = (accum_end + 255) / 256 * 256 + size_t(2 * 4 * 1 + 1) * 4;
+  const size_t claims_end = (accum_end + 255) / 256 * 256 + size_t(2 * 4 * 1 + 1) * 4;
+  const size_t plain = (claims_end + 255) / 256 * 256 + order;
   EXPECT_EQ(backward_workspace_bytes(b), plain);
   // Deterministic: the same regions (the sm90 backward's ordered dQ reductions add into the accumulator), then as
   // many ints again: a semaphore per query tile plus the abandon word.
   b.deterministic = true;
-  const size_t det = (plain + 255) / 256 * 256 + size_t(2 * 4 * 1 + 1) * 4;
+  const size_t det = ((claims_end + 255) / 256 * 256 + size_t(2 * 4 * 1 + 1) * 4 + 255) / 256 * 256 + order;
   EXPECT_EQ(backward_workspace_bytes(b), det);
   // Learnable buffers: in deterministic mode their exact accumulators (264 bytes per element, each buffer's
   // 256-aligned) follow from the next 256-byte boundary; the default mode adds nothing for them.
