@@ -248,3 +248,16 @@ tree_ab() {
   python3 bench/lab/round/sweep_table.py $dir tree bwd_ms new base
   python3 bench/lab/round/sweep_table.py $dir tree bwd_det_ms new base
 }
+
+# learnable_checks VAR=VALUE...: gpu_attention_check --only learnable (every length, both modes) into $O/learn.log, then
+# --quick --only learnable --only relbias once per VAR=VALUE into $O/learn_<VAR=VALUE>.log; a pass / fail line each.
+learnable_checks() {
+  local env
+  timeout $(cap 150 5) $CHECK --only learnable > $O/learn.log 2>&1
+  echo "--only learnable rc=$? $(pass_fail $O/learn.log) ($(el) s)"; grep -m5 "^FAIL" $O/learn.log
+  for env in "$@"; do
+    env $env timeout $(cap 60 5) $CHECK --quick --only learnable --only relbias > $O/learn_$env.log 2>&1
+    echo "$env --quick --only learnable/relbias rc=$? $(pass_fail $O/learn_$env.log) ($(el) s)"
+    grep -m3 "^FAIL" $O/learn_$env.log
+  done
+}

@@ -15,11 +15,6 @@ deadline ${S34E_DEADLINE:-560}
 nvidia-smi --query-gpu=name --format=csv,noheader
 BUILD_PY=ON build_gpu $O flexattn gpu_attention_check _C
 base_tree bench/lab/round/s34c.patch
-timeout $(cap 150 5) $CHECK --only learnable > $O/learn.log 2>&1
-echo "--only learnable/relbias rc=$? $(pass_fail $O/learn.log) ($(el) s)"; grep -m5 "^FAIL" $O/learn.log
-for env in FLEXATTN_SM90_BWD_PERSISTENT=1; do
-  env $env timeout $(cap 60 5) $CHECK --quick --only learnable --only relbias > $O/learn_$env.log 2>&1
-  echo "$env --quick --only learnable rc=$? $(pass_fail $O/learn_$env.log) ($(el) s)"; grep -m3 "^FAIL" $O/learn_$env.log
-done
+learnable_checks FLEXATTN_SM90_BWD_PERSISTENT=1
 tree_ab relbias_learnable_full,relbias_full
 (cd $OUT && tar czf all.tgz --exclude=all.tgz . 2>/dev/null); true
