@@ -14,7 +14,7 @@ BUILD_PY=ON build_gpu $O flexattn _C gpu_attention_check
 quick_check 100 --only document --only causal --only prefix --only sliding
 export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python
 timeout $(cap 90 10) python3 -m pytest -q -p no:cacheprovider tests/python/gpu/test_gpu_vs_torch.py \
-  -k "row_order or document or causal" > $O/pytest.log 2>&1; echo "pytest rc=$? ($(el) s)"; tail -1 $O/pytest.log
+  -k "row_order or document or causal or compiled or enable" > $O/pytest.log 2>&1; echo "pytest rc=$? ($(el) s)"; tail -1 $O/pytest.log
 for a in "-Q 1000 --mask document:3" "-Q 4097 --mask document:5 -D 64" "-Q 2048 --mask causal" \
          "-Q 1500 --mask-expr q_idx//300==kv_idx//300&&q_idx>=kv_idx --backward"; do
   run_check $a
