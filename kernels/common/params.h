@@ -200,7 +200,7 @@ struct AttnParams {
   // (FLEXATTN_SM90_ROW_ORDER; fwd_scheduler_sm90.cuh, fwd_ordered_index). Null: the natural order.
   const int* q_order;
   // With q_order: a device int, nonzero when some mask (b, h)'s natural order (last rows first) is not longest
-  // first, so that q_order is worth its lookup per tile; 0: the natural order (read once per CTA). Null: q_order
+  // first, so that q_order is worth its lookup per tile; 0: the natural order (read with each tile claimed). Null: q_order
   // always (FLEXATTN_SM90_ROW_ORDER=1, or a host-built order the host found worth it).
   const int* q_order_on;
 

@@ -78,7 +78,6 @@ constexpr bool kFwdSmallGroupFirst = true;
 
 struct FwdTileOrder {
   int nq, Hq, hb, group, count;  // query tiles, heads, heads x batches, heads per group, tiles
-  bool ordered;                  // the tiles follow p.q_order (fwd_ordered_index)
 
   // Heads-and-batches in head groups, a smaller leftover group first (head_groups_sm90.h; bench/run.py's
   // document mask 145.5 -> 138.0 in the schedule model). kSmallFirst = false
@@ -105,17 +104,12 @@ FLEXATTN_HD FwdTileOrder fwd_tile_order(const AttnParams& p) {
   o.hb = p.Hq * p.B;
   o.group = l2_group_size((long long)p.S * (D + Dv) * 2, o.hb);  // K and V of one head
   o.count = o.nq * o.hb;
-  // Only when the mask's rows are the query tiles (q_block = BM, nq rows), and (q_order_on) only when the natural
-  // order is not longest first already: then no tile waits for the order's lookup (one more dependent load before
-  // its first TMA: prefix-LM -0.7 / -1.4 % at D 128 / 64 with the order always on, session 33, H200).
-  o.ordered =
-      p.q_order != nullptr && p.q_block == BM && p.nq == o.nq && (p.q_order_on == nullptr || *p.q_order_on != 0);
   return o;
 }
 
 // The work tile the CTA runs for queue position t, as an index of the natural order above (so `at` gives its
 // coordinates and the consumers, who get the index from the producer, need no lookup). With p.q_order (the
-// mask rows of each (b, h) sorted by their kv-block count, most first; FLEXATTN_SM90_ROW_ORDER; FwdTileOrder::ordered) the k-th
+// mask rows of each (b, h) sorted by their kv-block count, most first; FLEXATTN_SM90_ROW_ORDER, q_order_on) the k-th
 // query tile a head takes is row q_order[k] instead of nq - 1 - k: the natural order is longest first only
 // for causal-like masks, and with document masks the longest rows can come anywhere (bench/run.py's 8
 // documents, B=2 H=16 S=8192, schedule model: makespan 138.0 kv-tile times in the natural order, 134.5 sorted,
@@ -124,7 +118,12 @@ FLEXATTN_HD FwdTileOrder fwd_tile_order(const AttnParams& p) {
 // and others never, so only flexattn's own builders fill it).
 template <int BM>
 FLEXATTN_HD int fwd_ordered_index(const FwdTileOrder& o, const AttnParams& p, int t) {
-  if (!o.ordered) return t;
+  if (p.q_order == nullptr || p.q_block != BM || p.nq != o.nq) return t;
+  // q_order_on == 0: the natural order is longest first already, and no tile waits for the order's lookup (one more
+  // dependent load before its first TMA: prefix-LM -0.7 / -1.4 % at D 128 / 64 with the order always on, session
+  // 33, H200); the flag's address is the same for every tile (an L1 hit after the first). Not a field of
+  // FwdTileOrder: a register live in every role made the tall kernel's 24-register producer spill 14 bytes.
+  if (p.q_order_on != nullptr && *p.q_order_on == 0) return t;
   const HeadGroupSpan s = o.span(t);
   const int rank = s.within / s.size, hi = s.within - rank * s.size;
   const int hbi = s.u0 + hi;
