@@ -176,12 +176,21 @@ def _mask_tensors(block_mask, device):
             mask += [prep(block_mask.full_q_num_blocks, 3), prep(block_mask.full_q_indices, 4)]
     qb, kvb = block_mask.BLOCK_SIZE
     meta = [int(q_len), int(kv_len), int(qb), int(kvb), int(has_full), int(has_q)]
-    mode = _row_order_mode() if device is not None and device.type == "cuda" else "0"
+    mode = _row_order_mode_for(device, qb, q_len)
     if mode != "0":
         order, on = _row_order(block_mask, mask[0], mask[2] if has_full else None, mask[1].shape[-1])
         mask += [order, on] if mode == "auto" else [order]
         meta.append(2 if mode == "auto" else 1)
     return block_mask.mask_mod, mask, meta
+
+
+def _row_order_mode_for(device, q_block, q_len):
+    """The row order's mode for a call ("0": no order tensors): only where the Hopper forward can use it, on a cuda
+    device, its 128-row query tiles the mask's rows, more than 64 query rows (up to 64 run on the decode family;
+    a decode step's mask, sliced anew each step, would pay the argsort every step)."""
+    if device is None or device.type != "cuda" or int(q_block) != 128 or int(q_len) <= 64:
+        return "0"
+    return _row_order_mode()
 
 
 def _row_order_mode():

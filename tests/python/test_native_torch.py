@@ -303,6 +303,12 @@ def test_row_order_is_most_kv_blocks_first_cached_and_only_for_cuda(monkeypatch)
     monkeypatch.setenv("FLEXATTN_SM90_ROW_ORDER", "1")
     _, mask, meta = _torch_api._mask_tensors(bm, torch.device("cpu"))
     assert len(meta) == 6 and all(t is not order for t in mask)  # the cpu backend has no use for it
+    # Only for the Hopper forward's calls: cuda, 128-row mask rows, more than 64 query rows (not the decode family).
+    cuda = torch.device("cuda")
+    assert _torch_api._row_order_mode_for(cuda, 128, 512) == "1"
+    assert _torch_api._row_order_mode_for(cuda, 128, 64) == "0"
+    assert _torch_api._row_order_mode_for(cuda, 64, 512) == "0"
+    assert _torch_api._row_order_mode_for(torch.device("cpu"), 128, 512) == "0"
     assert _torch_api._row_order_mode() == "1"
     monkeypatch.setenv("FLEXATTN_SM90_ROW_ORDER", "0")
     assert _torch_api._row_order_mode() == "0"
