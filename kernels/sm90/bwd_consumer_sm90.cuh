@@ -439,6 +439,7 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
   // Buffer gradients summed per warpgroup (bg_wg_store / bg_wg_flush): a tile's sums are added one tile later.
   constexpr bool kBgWg = bg_reduce<V>() == 2 && C::kBgScratch;
   static_assert(!kBgWg || C::ST >= 2, "a tile's sums wait in its stage's scratch while the next tile stores its own");
+  auto bg_prev = [&] { return c.bg_buf(wg, pos.stage == 0 ? C::ST - 1 : pos.stage - 1); };  // the previous tile's
   while (true) {  // kP: one pass per work tile; otherwise one pass
   if constexpr (kP) {
     mbar_wait(c.bar_kv(), kv_phase);
@@ -468,7 +469,7 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
       if constexpr (kBgWg) {  // the last tile's sums: every warp's stores before the barrier
         if (bg_pending) {
           named_bar_sync(kBarDsFull0 + wg, 128);
-          bg_wg_flush<V>(p, c.bg_buf(wg, pos.stage == 0 ? C::ST - 1 : pos.stage - 1), tid);
+          bg_wg_flush<V>(p, bg_prev(), tid);
         }
       }
       if constexpr (kP) {  // this warp's GEMMs of the tile retired: see bwd_finish_work_tile
@@ -527,7 +528,7 @@ __device__ __forceinline__ void bwd_consumer(const AttnParams& p, const BwdCfg<D
     issue_dkdv<T, D, Dv>(dk, dv, pa, ds_tile, q_tile, do_tile);
     if constexpr (kBgWg) {
       // The previous tile's scratch: this tile's two dS^T barriers came after every warp's stores into it.
-      if (bg_pending) bg_wg_flush<V>(p, c.bg_buf(wg, pos.stage == 0 ? C::ST - 1 : pos.stage - 1), tid);
+      if (bg_pending) bg_wg_flush<V>(p, bg_prev(), tid);
       bg_wg_store<V>(bg, c.bg_buf(wg, pos.stage), b, h, q0, kv0 + 64 * wg, warp, lane);
       bg_pending = true;
     } else if constexpr (bg_reduce<V>() != 0) {

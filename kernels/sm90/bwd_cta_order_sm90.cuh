@@ -43,15 +43,11 @@ FLEXATTN_HD_INLINE long long bwd_cta_walk(const AttnParams& p, int i, int n_kv) 
   return blocks * (p.q_block / kSm90BwdBlockM > 0 ? p.q_block / kSm90BwdBlockM : 1);
 }
 
-// Whether natural index i's walk is shorter than the next kv tile's of the same pair (the grouped order not longest
-// first there). The next kv tile of a pair is rank + 1: natural index i + (its group's size) for any index but the
-// group's last rank.
-FLEXATTN_HD_INLINE bool bwd_cta_walk_rises(const AttnParams& p, int i, int n_kv) {
-  const Sm90BwdGridTile t = sm90_bwd_grid_tile(i, n_kv, p.Hkv, p.Bkv, p.bwd_head_group);
-  if (t.rank + 1 >= n_kv) return false;
-  const int hb = p.Hkv * p.Bkv, group = p.bwd_head_group > 1 ? (p.bwd_head_group < hb ? p.bwd_head_group : hb) : 1;
-  const HeadGroupSpan s = head_group_span(i, hb, group, n_kv);
-  return bwd_cta_walk(p, i + s.size, n_kv) > bwd_cta_walk(p, i, n_kv);
+// The natural index of the same pair's next kv tile (rank + 1: i plus its group's size), or -1 after its last.
+FLEXATTN_HD_INLINE int bwd_cta_next_kv(const AttnParams& p, int i, int n_kv) {
+  const int hb = p.Hkv * p.Bkv;
+  const HeadGroupSpan s = head_group_span(i, hb, sm90_bwd_group_size(p.bwd_head_group, hb), n_kv);
+  return s.within / s.size + 1 < n_kv ? i + s.size : -1;
 }
 
 // The order as one thread computes it (host tests; the kernel's parallel form must give the same).
@@ -59,7 +55,11 @@ FLEXATTN_HD_INLINE void bwd_cta_order_reference(const AttnParams& p, int n_kv, i
   const int n = n_kv * p.Hkv * p.Bkv;
   long long sum = 0;
   bool rises = false;
-  for (int i = 0; i < n; ++i) sum += bwd_cta_walk(p, i, n_kv), rises = rises || bwd_cta_walk_rises(p, i, n_kv);
+  for (int i = 0; i < n; ++i) {
+    const int next = bwd_cta_next_kv(p, i, n_kv);  // a walk rising along a pair's kv tiles: not longest first
+    sum += bwd_cta_walk(p, i, n_kv);
+    rises = rises || (next >= 0 && bwd_cta_walk(p, next, n_kv) > bwd_cta_walk(p, i, n_kv));
+  }
   // (The kernel keeps the walks as ints: a walk above 2^31 - 1 query tiles is out of reach.)
   const double thr = rises ? kBwdDeferFraction * double(sum) / double(n > 0 ? n : 1) : 0.0;
   int k = 0;
@@ -125,10 +125,9 @@ __device__ __forceinline__ void bwd_cta_order_build(const AttnParams& p, int n_k
   const long long total = block_sum(sum);  // its barrier also publishes the walks to the CTA
   // The grouped order is longest first already where no pair's walk rises from a kv tile to the next.
   long long rises = 0;
-  const int hb = p.Hkv * p.Bkv, group = p.bwd_head_group > 1 ? (p.bwd_head_group < hb ? p.bwd_head_group : hb) : 1;
   for (int i = threadIdx.x; i < n; i += kBwdOrderThreads) {
-    const HeadGroupSpan s = head_group_span(i, hb, group, n_kv);
-    if (s.within / s.size + 1 < n_kv && walk[i + s.size] > walk[i]) rises = 1;
+    const int next = bwd_cta_next_kv(p, i, n_kv);
+    if (next >= 0 && walk[next] > walk[i]) rises = 1;
   }
   const double thr = block_sum(rises) != 0 ? kBwdDeferFraction * double(total) / double(n > 0 ? n : 1) : 0.0;
   long long longs = 0;

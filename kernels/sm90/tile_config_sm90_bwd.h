@@ -287,9 +287,11 @@ struct Sm90BwdWorkTile {
 struct Sm90BwdGridTile {
   int rank, hk, bz;
 };
+// The group size sm90_bwd_grid_tile takes for p.bwd_head_group = group: 1 for 0 or 1, at most every pair.
+FLEXATTN_HD constexpr int sm90_bwd_group_size(int group, int hb) { return group > 1 ? (group < hb ? group : hb) : 1; }
 FLEXATTN_HD constexpr Sm90BwdGridTile sm90_bwd_grid_tile(int linear, int n_kv, int Hkv, int Bkv, int group) {
   const int hb = Hkv * Bkv;
-  const HeadGroupSpan s = head_group_span(linear, hb, group > 1 ? (group < hb ? group : hb) : 1, n_kv);
+  const HeadGroupSpan s = head_group_span(linear, hb, sm90_bwd_group_size(group, hb), n_kv);
   const int rank = s.within / s.size, hbi = s.u0 + (s.within - rank * s.size);
   return Sm90BwdGridTile{rank, hbi % Hkv, hbi / Hkv};
 }
