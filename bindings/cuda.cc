@@ -191,11 +191,14 @@ void cuda_decode_py(const VariantHandle& v, const TensorArg& q, const TensorArg&
   cuda_decode(c.args);
 }
 
-size_t workspace_bytes_py(const std::vector<int64_t>& q_shape, bool deterministic,
+size_t workspace_bytes_py(const std::vector<int64_t>& q_shape, const std::vector<int64_t>& k_shape, bool deterministic,
                           const std::map<std::string, std::vector<int64_t>>& buffer_grad_shapes) {
   check(q_shape.size() == 4, "q_shape: expected [B, Hq, L, E]");
+  // The Hopper backward's launch order takes two ints per CTA, one CTA per kv tile of each kv head.
+  check(k_shape.size() == 4, "k_shape: expected [Bkv, Hkv, S, E]");
   BackwardArgs b;
   b.fwd.q.shape = q_shape;
+  b.fwd.k.shape = k_shape;
   b.deterministic = deterministic;
   for (const auto& [name, shape] : buffer_grad_shapes) {  // deterministic mode's exact accumulators
     b.fwd.bindings.buffers[name].shape = shape;
@@ -304,9 +307,10 @@ void bind_cuda(nb::module_& m) {
         "as in cuda_forward; query [B,Hq,L<=64,D]; key / value contiguous [Bkv,Hkv,S,D] or, with page_table "
         "(int32 [B, max_pages] device pointer), pools [num_pages,Hkv,page_size,D]. kv_lens / q_offsets: int32 [B] "
         "device pointers or 0. block_mask in logical positions. workspace: cuda_decode_workspace_bytes() bytes.");
-  m.def("cuda_backward_workspace_bytes", &workspace_bytes_py, nb::arg("q_shape"), nb::arg("deterministic") = false,
+  m.def("cuda_backward_workspace_bytes", &workspace_bytes_py, nb::arg("q_shape"), nb::arg("k_shape"),
+        nb::arg("deterministic") = false,
         nb::arg("buffer_grad_shapes") = std::map<std::string, std::vector<int64_t>>{},
-        "Bytes of the cuda_backward workspace; buffer_grad_shapes: {name: shape} of the learnable buffers (in "
+        "Bytes of the cuda_backward workspace for query / key shapes q_shape and k_shape; buffer_grad_shapes: {name: shape} of the learnable buffers (in "
         "deterministic mode their gradients are summed exactly in the workspace, 264 bytes per element).");
   m.def("cuda_build_block_mask", &build_mask_gpu, nb::arg("mask_mod").none(), nb::arg("B"), nb::arg("H"),
         nb::arg("q_len"), nb::arg("kv_len"), nb::arg("q_block") = 128, nb::arg("kv_block") = 128, nb::kw_only(),

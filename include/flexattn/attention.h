@@ -90,7 +90,9 @@ struct BackwardArgs {
 
 // Deterministic mode needs more: the fp32 dQ accumulator and the ordered-dQ semaphores of the Hopper backward
 // (about B*Hq*L*D*4 bytes), whichever family the call then takes, and 264 bytes per element of each learnable buffer
-// in fwd.bindings.buffer_grads (sized from fwd.bindings.buffers' shapes) for their exact sums.
+// in fwd.bindings.buffer_grads (sized from fwd.bindings.buffers' shapes) for their exact sums. Reads fwd.q's and
+// fwd.k's shapes (the Hopper backward's launch order takes two ints per kv tile of each kv head); throws
+// flexattn::Error when q is 4-D and k's shape is not set.
 size_t backward_workspace_bytes(const BackwardArgs& args);
 
 // Throw flexattn::Error naming the bad argument (shape, dtype, alignment, block mask, bindings).

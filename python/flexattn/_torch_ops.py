@@ -182,7 +182,7 @@ def _cuda_bwd(variant, q, k, v, out, lse, dout, dlse, scalars, buffers, grad_nam
     dq, dk, dv = (_empty(t.shape, t.dtype, t.device) for t in (qp, kp, vp))
     grads = {n: torch.zeros(buffers[n].shape, dtype=torch.float32, device=q.device) for n in grad_names}
     deterministic = torch.are_deterministic_algorithms_enabled()
-    ws = _empty(C.cuda_backward_workspace_bytes(list(qp.shape), deterministic,
+    ws = _empty(C.cuda_backward_workspace_bytes(list(qp.shape), list(kp.shape), deterministic,
                                                 {n: list(g.shape) for n, g in grads.items()}), torch.uint8, q.device)
     dl = None if dlse is None else dlse.to(torch.float32).contiguous()
     lse = lse.contiguous()  # kept alive in a variable: the kernels read it after this line

@@ -13,10 +13,12 @@ struct BackwardLayout {
   size_t kv[2], acc[2], dq_acc, dq_s, dk_s, dv_s, lse_s, dlse_s, bwd, bwd_bytes, bytes;
 };
 
-// cuda_backward's workspace for the largest piece (it depends on the rows only).
+// cuda_backward's workspace for the largest piece: its rows, and its columns (the Hopper backward's launch order
+// takes two ints per CTA, one CTA per kv tile).
 size_t piece_workspace(const Geometry& g) {
   BackwardArgs b;
   b.fwd.q = dense(nullptr, g.dtype, {g.B, g.Hq, g.max_rows, g.D});
+  b.fwd.k = dense(nullptr, g.dtype, {g.Bkv, g.Hkv, g.max_cols, g.D});
   return backward_workspace_bytes(b);
 }
 

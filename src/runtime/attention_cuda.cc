@@ -224,8 +224,12 @@ size_t base_workspace_bytes(const BackwardArgs& a) {
   if (shape.size() != 4) return runtime::backward_workspace(0, 0, 0, 0, a.deterministic).bytes;
   const runtime::BackwardWorkspace w = runtime::backward_workspace(shape[0], shape[1], shape[2], shape[3], a.deterministic);
   // The sm90 backward's deferred launch order (FLEXATTN_SM90_BWD_CTA_ORDER) after it: k is [Bkv, Hkv, S, D].
+  // A size without k's would be too small for the call (session 35: the Python and ring callers passed q alone).
   const auto& k = a.fwd.k.shape;
-  return k.size() != 4 ? w.bytes : runtime::bwd_cta_order_offset(w) + runtime::bwd_cta_order_bytes(k[2], k[1], k[0]);
+  if (k.size() != 4)
+    throw Error("fwd.k: backward_workspace_bytes needs k's shape [Bkv, Hkv, S, D] as well as q's, got " +
+                std::to_string(k.size()) + " dims");
+  return runtime::bwd_cta_order_offset(w) + runtime::bwd_cta_order_bytes(k[2], k[1], k[0]);
 }
 size_t exact_grads_offset(const BackwardArgs& a) { return (base_workspace_bytes(a) + 255) / 256 * 256; }
 

@@ -272,6 +272,34 @@ def test_cuda_padded_head_dims_are_the_kernel_dims():
         C.cuda_padded_head_dims(300, 64)
 
 
+def test_cuda_backward_workspace_bytes_is_what_cuda_backward_checks():
+    # cuda_backward checks its workspace before any driver call, so a machine without a GPU gets past that check
+    # (and fails later, at the device) exactly when the size is right. Session 35: a size from q's shape alone was
+    # too small by the Hopper backward's launch order (two ints per kv tile of each kv head), so every backward
+    # from Python failed with "workspace: the backward needs ...".
+    q, k = [2, 4, 256, 64], [2, 2, 1000, 64]
+
+    def tensor(shape, ptr=0x10000):
+        strides = [int(np.prod(shape[i + 1:])) for i in range(4)]
+        return (ptr, "bf16", shape, strides)
+
+    n = C.cuda_backward_workspace_bytes(q, k)
+    assert n > C.cuda_backward_workspace_bytes(q, [2, 2, 128, 64])  # grows with k's kv tiles
+
+    def run(workspace_bytes):
+        C.cuda_backward(C.Variant(None, None), tensor(q), tensor(k), tensor(k), tensor(q), 0x10000, tensor(q),
+                        dq=tensor(q), dk=tensor(k), dv=tensor(k), workspace=0x10000, workspace_bytes=workspace_bytes)
+
+    with pytest.raises(Exception, match=rf"workspace: the backward needs {n} bytes"):
+        run(n - 1)
+    try:
+        run(n)
+    except Exception as e:  # no GPU here: the call fails at the device, past the workspace check
+        assert "workspace" not in str(e), str(e)
+    with pytest.raises(Exception, match=r"k_shape: expected \[Bkv, Hkv, S, E\]"):
+        C.cuda_backward_workspace_bytes(q, [2, 1000, 64])
+
+
 def test_compile_variant_prewarms_the_forward_tile_the_call_takes():
     # Compiles with NVRTC (no GPU): without a block mask a D = 64 forward takes the tall tile, with one the usual tile,
     # so the two prewarms are different kernels; the backward does not depend on it.

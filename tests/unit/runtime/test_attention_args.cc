@@ -164,6 +164,11 @@ TEST(AttentionArgs, BackwardWorkspaceHoldsDeltaAccumulatorClaimsAndInDeterminist
   const size_t claims_end = (accum_end + 255) / 256 * 256 + size_t(2 * 4 * 1 + 1) * 4;
   const size_t plain = (claims_end + 255) / 256 * 256 + order;
   EXPECT_EQ(backward_workspace_bytes(b), plain);
+  // Without k's shape the size would leave out the launch order: an error, not a workspace too small for the call.
+  BackwardArgs no_k = b;
+  no_k.fwd.k.shape.clear();
+  EXPECT_EQ(error_of([&] { backward_workspace_bytes(no_k); }),
+            "fwd.k: backward_workspace_bytes needs k's shape [Bkv, Hkv, S, D] as well as q's, got 0 dims");
   // Deterministic: the same regions (the sm90 backward's ordered dQ reductions add into the accumulator), then as
   // many ints again: a semaphore per query tile plus the abandon word.
   b.deterministic = true;
