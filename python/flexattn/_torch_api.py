@@ -223,7 +223,10 @@ def _row_order(block_mask, num, full_num, nkv):
     key = counts.to(torch.int64) * nq + torch.arange(nq, device=counts.device)  # distinct: ties by row, last first
     order = torch.argsort(key, dim=-1, descending=True).to(torch.int32).contiguous()
     on = (counts[..., :-1] > counts[..., 1:]).any().to(torch.int32).reshape(1)
-    if not torch.compiler.is_compiling():
+    # Not cached while a CUDA graph is captured: the order's kernels only run at replay, so an eager call before the
+    # first replay would read unwritten memory (and duplicate or skip rows).
+    capturing = num.is_cuda and torch.cuda.is_current_stream_capturing()
+    if not torch.compiler.is_compiling() and not capturing:
         try:
             block_mask._flexattn_q_order = (order, on)
         except AttributeError:  # a mask type without attribute slots: computed per call

@@ -286,6 +286,21 @@ def test_row_order_keeps_the_forward_bitwise_and_flags_only_uneven_masks(monkeyp
         assert (outs[0].double() - ref).abs().max().item() <= 3 * torch_err + 1e-3, mask.__name__
 
 
+def test_row_order_is_not_cached_while_a_cuda_graph_is_captured():
+    # Its argsort only runs at replay: cached, an eager call before the first replay would read unwritten memory.
+    bm = _torch_api.create_block_mask(causal, 1, None, 1024, 1024, device=DEV)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            _torch_api._row_order(bm, bm.kv_num_blocks, bm.full_kv_num_blocks, bm.kv_indices.shape[-1])
+    torch.cuda.current_stream().wait_stream(s)
+    assert getattr(bm, "_flexattn_q_order", None) is None
+    order, _ = _torch_api._row_order(bm, bm.kv_num_blocks, bm.full_kv_num_blocks, bm.kv_indices.shape[-1])
+    assert getattr(bm, "_flexattn_q_order", None)[0] is order
+
+
 @pytest.mark.parametrize("case,Hq,Hkv,Bq,Bkv,D,Dv,Lq,Skv,dtype", [
     ("gqa4_causal", 8, 2, 2, 2, 64, 64, L, S, torch.bfloat16),
     ("kv_batch_broadcast_alibi", 8, 8, 3, 1, 64, 64, L, S, torch.bfloat16),
