@@ -23,6 +23,8 @@
 namespace flexattn::kern::sm90 {
 
 constexpr int kBwdOrderThreads = kSm90BwdOrderThreads;
+// bwd_order_scan's warp totals: scratch[lane] for every lane of warp 0, so exactly 32 warps write them.
+static_assert(kBwdOrderThreads == 1024, "the order's scan reads 32 warp totals");
 constexpr float kBwdDeferFraction = 0.25f;  // bwd_tail_model.py: 0.25 and 0.5 of the mean model alike
 
 // The walk of natural launch index i of n_kv kv tiles per pair (default mode: kv tile = rank), in 64-row query tiles:
