@@ -74,6 +74,13 @@ __device__ __forceinline__ void attn_bwd_preprocess_sm80(const AttnParams& p) {
       if (p.dq_claim != nullptr) p.dq_claim[t] = open ? sm90::kDqClaimOpen : sm90::kDqClaimStored;
     }
   }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // With the sm90 backward's CTA order this grid is a programmatic dependent of the order's kernel
+  // (launch_backward): one CTA, the grid's last, waits for that grid, so this grid does not complete before it.
+  if (p.bwd_cta_order != nullptr && threadIdx.x == 0 && blockIdx.x == gridDim.x - 1 && h == gridDim.y - 1 &&
+      b == gridDim.z - 1)
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 }
 
 template <class T, int D>

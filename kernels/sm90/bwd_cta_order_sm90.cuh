@@ -103,6 +103,8 @@ __device__ __forceinline__ int bwd_order_scan(int v, int* scratch, int& total) {
 // The entry's body: p.bwd_cta_order[0, n) (the workspace) <- the deferred order of the main kernel's
 // n = n_kv x Hkv x Bkv CTAs; [n, 2 n) holds the walks meanwhile (computed once: a walk is a few dependent loads).
 __device__ __forceinline__ void bwd_cta_order_build(const AttnParams& p, int n_kv) {
+  // The preprocess, a programmatic dependent of this grid (launch_backward), may start beside it at once.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   __shared__ int scratch[32];
   __shared__ long long part[32];
   int* order = const_cast<int*>(p.bwd_cta_order);

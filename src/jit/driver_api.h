@@ -50,7 +50,10 @@ enum CUfunction_attribute : int {
   CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14,
 };
 
-enum CUlaunchAttributeID : int { CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4 };
+enum CUlaunchAttributeID : int {
+  CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4,
+  CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6,  // value: an int, 1 = allowed
+};
 
 union CUlaunchAttributeValue {
   char pad[64];

@@ -1,5 +1,6 @@
 #include "jit/module.h"
 
+#include <cstring>
 #include <mutex>
 
 #include "flexattn/error.h"
@@ -56,6 +57,15 @@ void launch(CUfunction f, const LaunchConfig& c, const void* params, size_t para
              "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES = " + std::to_string(c.smem) + ")");
   void* args[] = {const_cast<void*>(params)};
   bool cluster = c.cluster.x * c.cluster.y * c.cluster.z > 1;
+  if (c.programmatic && !cluster && d.cuLaunchKernelEx != nullptr) {
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    const int allowed = 1;
+    std::memcpy(attr.value.pad, &allowed, sizeof allowed);
+    CUlaunchConfig cfg{c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y, c.block.z, unsigned(c.smem), c.stream, &attr, 1};
+    cu_check(d.cuLaunchKernelEx(&cfg, f, args, nullptr), "cuLaunchKernelEx(programmatic)");
+    return;
+  }
   if (!cluster) {
     cu_check(d.cuLaunchKernel(f, c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y, c.block.z, unsigned(c.smem),
                               c.stream, args, nullptr),

@@ -40,6 +40,10 @@ struct LaunchConfig {
   size_t smem = 0;          // dynamic shared memory, bytes
   CUstream stream = nullptr;
   Dim3 cluster;             // thread-block cluster (sm_90+); {1,1,1} = none
+  // A programmatic dependent of the stream's previous kernel (sm_90+): it may start once every CTA of that kernel has
+  // run griddepcontrol.launch_dependents, and must run griddepcontrol.wait before it relies on that kernel's work or
+  // completion. Without cuLaunchKernelEx (drivers before CUDA 12) an ordinary launch, which is also correct.
+  bool programmatic = false;
 };
 
 // Launches f(params). Raises the function's dynamic-smem limit when smem exceeds the 48 KiB default.

@@ -39,15 +39,20 @@ void launch_backward(const Variant& variant, const KernelSet& set, const kern::A
                      const jit::LaunchConfig& main, bool deterministic, void* stream) {
   // Compiled (or found) before the first launch, so a compile error leaves no half-done backward behind.
   const KernelSet* dq_pass = deterministic ? &get_kernel_set(variant, dq_pass_key(set.key)) : nullptr;
-  jit::launch(jit::get_function(set.aux, "flexattn_bwd_preprocess"),
-              launch_config(kern::sm80_bwd_preprocess_launch(p.B, p.Hq, p.L), stream), p);
-  if (p.bwd_cta_order != nullptr) {  // FLEXATTN_SM90_BWD_CTA_ORDER: one CTA, before the main kernel reads it
+  jit::LaunchConfig pre = launch_config(kern::sm80_bwd_preprocess_launch(p.B, p.Hq, p.L), stream);
+  if (p.bwd_cta_order != nullptr) {
+    // FLEXATTN_SM90_BWD_CTA_ORDER: the order's one CTA (~2 % of a sliding-window backward when it ran alone, H100,
+    // session 35) runs beside the preprocess, a programmatic dependent of it that does not read the order; one
+    // preprocess CTA waits for the order's grid (attn_bwd_preprocess_sm80), so the preprocess's completion, which
+    // the main kernel's launch waits for, includes the order's.
     jit::LaunchConfig c;
     c.grid = {1, 1, 1};
     c.block = {unsigned(kern::kSm90BwdOrderThreads), 1, 1};
     c.stream = static_cast<jit::CUstream>(stream);
     jit::launch(jit::get_function(set.compiled, "flexattn_bwd_cta_order"), c, p);
+    pre.programmatic = true;
   }
+  jit::launch(jit::get_function(set.aux, "flexattn_bwd_preprocess"), pre, p);
   jit::launch(jit::get_function(set.compiled, "flexattn_bwd"), main, p);
   if (dq_pass)
     jit::launch(jit::get_function(dq_pass->compiled, "flexattn_bwd_dq"),

@@ -17,7 +17,7 @@ timeout $(cap 90 10) python3 -m pytest -q -p no:cacheprovider tests/python/gpu/t
   -k "row_order or document or causal or compiled or enable" > $O/pytest.log 2>&1; echo "pytest rc=$? ($(el) s)"; tail -1 $O/pytest.log
 for a in "-Q 1000 --mask document:3" "-Q 4097 --mask document:5 -D 64" "-Q 2048 --mask causal" \
          "-Q 1500 --mask-expr q_idx//300==kv_idx//300&&q_idx>=kv_idx --backward"; do
-  run_check $a
+  run_check --dtype bf16 $a
 done
 run_check_summary
 fwd_sweep FLEXATTN_SM90_ROW_ORDER "0 auto" document,prefixlm,causal,sliding1024

@@ -21,7 +21,7 @@ timeout $(cap 80 10) python3 -m pytest -q -p no:cacheprovider tests/python/gpu/t
 [ $rc -ne 0 ] && { bad=1; grep -E "^(FAILED|ERROR)" $O/pytest.log | head -5; }
 for a in "-Q 1000 --mask document:3" "-Q 4097 --mask document:5 -D 64" "-Q 2048 --mask causal" \
          "-Q 1500 --mask-expr q_idx//300==kv_idx//300&&q_idx>=kv_idx --backward"; do
-  run_check $a
+  run_check --dtype bf16 $a
 done
 run_check_summary
 [ $RUN_BAD -ne 0 ] && bad=1
