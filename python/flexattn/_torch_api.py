@@ -225,8 +225,8 @@ def _row_order(block_mask, num, full_num, nkv):
     on = (counts[..., :-1] > counts[..., 1:]).any().to(torch.int32).reshape(1)
     # Not cached while a CUDA graph is captured: the order's kernels only run at replay, so an eager call before the
     # first replay would read unwritten memory (and duplicate or skip rows).
-    capturing = num.is_cuda and torch.cuda.is_current_stream_capturing()
-    if not torch.compiler.is_compiling() and not capturing:
+    # (is_compiling first: is_current_stream_capturing returns a bool, which Dynamo cannot trace -- a graph break.)
+    if not torch.compiler.is_compiling() and not (num.is_cuda and torch.cuda.is_current_stream_capturing()):
         try:
             block_mask._flexattn_q_order = (order, on)
         except AttributeError:  # a mask type without attribute slots: computed per call
