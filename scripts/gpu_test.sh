@@ -51,8 +51,8 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_DQ_BULK=0 run gpu_attention_bwd_red $CHECK --quick
 # Deterministic mode's other path: the sm80 dQ pass (FLEXATTN_SM90_BWD_ORDERED_DQ=0), on the deterministic cases only.
 [ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_ORDERED_DQ=0 run gpu_attention_det_pass $CHECK --deterministic --quick
-# The sm90 backward's deferred launch order (FLEXATTN_SM90_BWD_CTA_ORDER=1, opt-in): every kv tile once.
-[ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_CTA_ORDER=1 run gpu_attention_cta_order $CHECK --quick
+# The sm90 backward without its deferred launch order (FLEXATTN_SM90_BWD_CTA_ORDER, default on since session 35).
+[ $HOPPER = 1 ] && FLEXATTN_SM90_BWD_CTA_ORDER=0 run gpu_attention_no_cta_order $CHECK --quick
 # The sm90 forward's work tiles in block-mask row order on every mask (FLEXATTN_SM90_ROW_ORDER=1; the default,
 # auto, takes it where the natural order is not longest first): every tile once.
 [ $HOPPER = 1 ] && FLEXATTN_SM90_ROW_ORDER=1 run gpu_attention_row_order $CHECK --quick

@@ -189,7 +189,7 @@ struct AttnParams {
   // tile_config_sm90_bwd.h; FLEXATTN_SM90_BWD_HEAD_GROUPS). 1 (and 0): one pair after the other, the grid's own
   // order. The persistent kernel's work tiles follow the same order (sm90_bwd_work_tile, read at run time).
   int bwd_head_group;
-  // Non-persistent sm90 backward with the grouped order compiled in (FLEXATTN_SM90_BWD_CTA_ORDER, opt-in): launch
+  // Non-persistent sm90 backward with the grouped order compiled in (FLEXATTN_SM90_BWD_CTA_ORDER, default on): launch
   // position k runs natural grouped index bwd_cta_order[k] (sm90/bwd_cta_order_sm90.cuh: the short CTAs deferred to
   // the end), written by the flexattn_bwd_cta_order entry before the main kernel; 2 x (its CTAs) ints of workspace.
   // Null: the natural order.

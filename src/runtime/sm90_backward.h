@@ -117,7 +117,7 @@ struct BackwardWorkspace {
   size_t accum = 0, claim = 0, sem = 0, bytes = 0;
 };
 BackwardWorkspace backward_workspace(int64_t B, int64_t Hq, int64_t L, int64_t D, bool deterministic);
-// The sm90 backward's deferred launch order (FLEXATTN_SM90_BWD_CTA_ORDER, opt-in; kernels/sm90/bwd_cta_order_sm90.cuh):
+// The sm90 backward's deferred launch order (FLEXATTN_SM90_BWD_CTA_ORDER, default on; kernels/sm90/bwd_cta_order_sm90.cuh):
 // two ints per main-kernel CTA (the order, then the walks), from the next 256-byte boundary after `w`'s regions.
 bool sm90_bwd_cta_order_requested();
 size_t bwd_cta_order_bytes(int64_t S, int64_t Hkv, int64_t Bkv);
