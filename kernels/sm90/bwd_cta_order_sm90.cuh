@@ -1,5 +1,5 @@
 #pragma once
-// The non-persistent sm90 backward's deferred launch order (FLEXATTN_SM90_BWD_CTA_ORDER, opt-in; p.bwd_cta_order):
+// The non-persistent sm90 backward's deferred launch order (FLEXATTN_SM90_BWD_CTA_ORDER, default on; p.bwd_cta_order):
 // launch position k runs natural grouped index order[k] (sm90_bwd_grid_tile), where the order keeps the natural
 // one but moves the CTAs whose walk is shorter than kBwdDeferFraction of the mean walk to the end (both parts in
 // their natural order).

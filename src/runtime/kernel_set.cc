@@ -41,10 +41,11 @@ void launch_backward(const Variant& variant, const KernelSet& set, const kern::A
   const KernelSet* dq_pass = deterministic ? &get_kernel_set(variant, dq_pass_key(set.key)) : nullptr;
   jit::LaunchConfig pre = launch_config(kern::sm80_bwd_preprocess_launch(p.B, p.Hq, p.L), stream);
   if (p.bwd_cta_order != nullptr) {
-    // FLEXATTN_SM90_BWD_CTA_ORDER: the order's one CTA (~2 % of a sliding-window backward when it ran alone, H100,
-    // session 35) runs beside the preprocess, a programmatic dependent of it that does not read the order; one
-    // preprocess CTA waits for the order's grid (attn_bwd_preprocess_sm80), so the preprocess's completion, which
-    // the main kernel's launch waits for, includes the order's.
+    // FLEXATTN_SM90_BWD_CTA_ORDER: the order's one CTA cost ~2 % of a sliding-window backward when it ran alone
+    // (H100, session 35). So the preprocess, which does not read the order, is launched as the order kernel's
+    // programmatic dependent and starts at once; one preprocess CTA waits for the order's grid
+    // (attn_bwd_preprocess_sm80), so the preprocess's completion, which the main kernel's launch waits for,
+    // includes the order's.
     jit::LaunchConfig c;
     c.grid = {1, 1, 1};
     c.block = {unsigned(kern::kSm90BwdOrderThreads), 1, 1};
