@@ -438,8 +438,7 @@ int decode_launch_attrs(const kern::DecodeLaunchPlan& plan, bool combine, jit::C
     return 1;
   }
   if (combine && plan.combine && plan.combine_pdl) {
-    constexpr int kProgrammaticStreamSerialization = 6;  // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-    attr->id = static_cast<jit::CUlaunchAttributeID>(kProgrammaticStreamSerialization);
+    attr->id = jit::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     const int allowed = 1;
     std::memcpy(attr->value.pad, &allowed, sizeof allowed);
     return 1;
