@@ -37,6 +37,14 @@ CUfunction get_function(const CompiledKernel& compiled, const std::string& name)
   return m->function(name);
 }
 
+CUlaunchAttribute programmatic_launch_attribute() {
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  const int allowed = 1;
+  std::memcpy(attr.value.pad, &allowed, sizeof allowed);
+  return attr;
+}
+
 void launch(CUfunction f, const LaunchConfig& c, const void* params, size_t params_size) {
   const DriverApi& d = driver();
   auto positive = [](const Dim3& v) { return v.x > 0 && v.y > 0 && v.z > 0; };
@@ -58,10 +66,7 @@ void launch(CUfunction f, const LaunchConfig& c, const void* params, size_t para
   void* args[] = {const_cast<void*>(params)};
   bool cluster = c.cluster.x * c.cluster.y * c.cluster.z > 1;
   if (c.programmatic && !cluster && d.cuLaunchKernelEx != nullptr) {
-    CUlaunchAttribute attr{};
-    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    const int allowed = 1;
-    std::memcpy(attr.value.pad, &allowed, sizeof allowed);
+    CUlaunchAttribute attr = programmatic_launch_attribute();
     CUlaunchConfig cfg{c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y, c.block.z, unsigned(c.smem), c.stream, &attr, 1};
     cu_check(d.cuLaunchKernelEx(&cfg, f, args, nullptr), "cuLaunchKernelEx(programmatic)");
     return;

@@ -46,6 +46,9 @@ struct LaunchConfig {
   bool programmatic = false;
 };
 
+// The launch attribute that makes a cuLaunchKernelEx launch a programmatic dependent (LaunchConfig::programmatic).
+CUlaunchAttribute programmatic_launch_attribute();
+
 // Launches f(params). Raises the function's dynamic-smem limit when smem exceeds the 48 KiB default.
 // When the driver can report parameter sizes (CUDA 12.4+), checks that `params_size` equals the
 // kernel's parameter: a host/device struct mismatch is an Error, not a silent misread.

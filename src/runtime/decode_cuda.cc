@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -438,9 +437,7 @@ int decode_launch_attrs(const kern::DecodeLaunchPlan& plan, bool combine, jit::C
     return 1;
   }
   if (combine && plan.combine && plan.combine_pdl) {
-    attr->id = jit::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    const int allowed = 1;
-    std::memcpy(attr->value.pad, &allowed, sizeof allowed);
+    *attr = jit::programmatic_launch_attribute();
     return 1;
   }
   return 0;
