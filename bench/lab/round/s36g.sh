@@ -4,7 +4,7 @@
 # script capped at S36G_CAP seconds; the summary table (or, when the cap cut it, each step's log tail) prints last.
 cap=${S36G_CAP:-570}
 export GPU_TEST_ONLY=${GPU_TEST_ONLY:-"gpu_attention gpu_decode gpu_decode_no_merge gpu_cp python_gpu"}
-export GPU_TEST_MEMCHECK=0
+export GPU_TEST_MEMCHECK=${GPU_TEST_MEMCHECK:-0}
 nvidia-smi --query-gpu=name --format=csv,noheader
 timeout $cap scripts/gpu_test.sh > ${OUT:-/tmp}/gpu_test.out 2>&1; rc=$?
 echo "gpu_test rc=$rc"
