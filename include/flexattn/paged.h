@@ -16,7 +16,8 @@ namespace flexattn {
 // lives in page page_table[s][j / page_size], row j % page_size. Not thread-safe.
 class PageAllocator {
  public:
-  // Throws Error for sizes < 1, page_size > 256, or num_pages >= 2^31.
+  // Throws Error, naming the argument, for sizes < 1, page_size > 256, num_pages >= 2^31,
+  // max_pages_per_seq * page_size >= 2^31 or max_batch * max_pages_per_seq >= 2^31.
   PageAllocator(int64_t num_pages, int64_t page_size, int64_t max_batch, int64_t max_pages_per_seq);
 
   // Grows sequence `seq`'s capacity to at least `length` tokens with whole pages from the free list
@@ -43,6 +44,7 @@ class PageAllocator {
 
  private:
   void check_seq(int64_t seq) const;
+  void grow(int64_t seq, int64_t length, const char* what);  // reserve's body; `what` names the caller in errors
   int64_t num_pages_, page_size_, max_batch_, max_pages_;
   std::vector<int32_t> table_;
   std::vector<int64_t> len_, mapped_;
@@ -53,9 +55,11 @@ namespace cpu {
 
 // Pages to contiguous rows: pool [num_pages, Hkv, page_size, D] -> [B, Hkv, max_len, D] (the pool's
 // dtype); row j of sequence b is pool[page_table[b * max_pages + j / page_size], :, j % page_size] for
-// j < kv_lens[b], zero past it. Throws Error for an unmapped or out-of-range page below kv_lens[b].
+// j < kv_lens[b], zero past it. A page id outside [0, num_pages) below kv_lens[b]: with `unmapped`, the row
+// stays zero and (*unmapped)[b * max_len + j] is 1 (the vector is resized to [B, max_len]); without it, Error.
 HostTensor gather_pages(const HostTensor& pool, const std::vector<int32_t>& page_table, int64_t max_pages,
-                        const std::vector<int32_t>& kv_lens, int64_t max_len);
+                        const std::vector<int32_t>& kv_lens, int64_t max_len,
+                        std::vector<uint8_t>* unmapped = nullptr);
 
 // A decode call as the oracle sees it. page_table empty: k / v are contiguous [Bkv, Hkv, S, D].
 struct DecodeReference {
@@ -67,7 +71,8 @@ struct DecodeReference {
 };
 
 // The decode semantics of include/flexattn/decode.h on the CPU: the mods see logical positions
-// (q_offsets[b] + i, kv), kv >= kv_lens[b] is masked, the mask is applied densely through mask_mod
+// (q_offsets[b] + i, kv), kv >= kv_lens[b] and kv rows on a page id outside the pool are masked (as the
+// kernels mask them), the mask is applied densely through mask_mod
 // (a block mask built from mask_mod gives the same result). Fully masked rows: out 0, lse = max = -inf.
 // options.block_mask must be null.
 ForwardResult decode_forward(const HostTensor& q, const HostTensor& k, const HostTensor& v,

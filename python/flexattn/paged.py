@@ -13,6 +13,7 @@ torch is imported only when paged_attention is called with torch tensors.
 from __future__ import annotations
 
 import functools
+import operator
 import weakref
 
 from . import _bound_plan, _native
@@ -26,10 +27,85 @@ _POSITION_LIMIT = 1 << 30  # logical query positions stay below this (the kernel
 _EMPTY_BLOCK = 1 << 30  # BLOCK_SIZE of the empty (dense) BlockMask
 
 
-def PageAllocator(num_pages: int, page_size: int, max_batch: int, max_pages_per_seq: int):
-    """A native _C.PageAllocator (raises ImportError without the compiled extension, flexattn._C.Error on a
-    bad size: page_size must be 1..256)."""
-    return _native.require("PageAllocator").PageAllocator(num_pages, page_size, max_batch, max_pages_per_seq)
+def _int_arg(name, value):
+    """value as a Python int (ints, numpy integers, 0-d integer tensors); TypeError naming the argument otherwise
+    (nanobind's own message lists the signature, not the argument)."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name}: expected an int, got bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}") from None
+
+
+class PageAllocator:
+    """Page bookkeeping of a paged K/V cache (like torch's experimental PagedAttention): pages of a pool
+    [num_pages, Hkv, page_size, D] handed to sequences 0..max_batch-1; page_table() is int32 row-major
+    [max_batch, max_pages_per_seq], -1 where unmapped. Backed by the native flexattn::PageAllocator (loaded on
+    first use: ImportError without the compiled extension). A bad size or request raises flexattn._C.Error (a
+    ValueError) naming the argument and changes nothing; page_size must be 1..256."""
+
+    __slots__ = ("_impl",)
+
+    def __init__(self, num_pages: int, page_size: int, max_batch: int, max_pages_per_seq: int):
+        args = [_int_arg(n, v) for n, v in (("num_pages", num_pages), ("page_size", page_size),
+                                              ("max_batch", max_batch), ("max_pages_per_seq", max_pages_per_seq))]
+        self._impl = _native.require("PageAllocator").PageAllocator(*args)
+
+    def reserve(self, seq: int, length: int) -> None:
+        """Grow seq's capacity to at least length tokens (whole pages from the free list; never shrinks)."""
+        self._impl.reserve(_int_arg("seq", seq), _int_arg("length", length))
+
+    def append(self, seq: int, tokens: int) -> int:
+        """Reserve and extend seq by tokens; returns the logical position of the first new token."""
+        return self._impl.append(_int_arg("seq", seq), _int_arg("tokens", tokens))
+
+    def erase(self, seq: int) -> None:
+        """Return every page of seq to the free list; its length and capacity become 0."""
+        self._impl.erase(_int_arg("seq", seq))
+
+    def length(self, seq: int) -> int:
+        return self._impl.length(_int_arg("seq", seq))
+
+    def capacity(self, seq: int) -> int:
+        """Mapped pages x page_size."""
+        return self._impl.capacity(_int_arg("seq", seq))
+
+    def physical_page(self, seq: int, pos: int) -> int:
+        """The pool page holding logical position pos (< capacity(seq)) of seq; its row is pos % page_size."""
+        return self._impl.physical_page(_int_arg("seq", seq), _int_arg("pos", pos))
+
+    def page_table(self) -> list:
+        """int32 values, row-major [max_batch, max_pages_per_seq], -1 where unmapped."""
+        return self._impl.page_table()
+
+    def lengths(self) -> list:
+        """int32 values [max_batch]: the kv_lens of a decode call."""
+        return self._impl.lengths()
+
+    @property
+    def free_pages(self) -> int:
+        return self._impl.free_pages
+
+    @property
+    def num_pages(self) -> int:
+        return self._impl.num_pages
+
+    @property
+    def page_size(self) -> int:
+        return self._impl.page_size
+
+    @property
+    def max_batch(self) -> int:
+        return self._impl.max_batch
+
+    @property
+    def max_pages_per_seq(self) -> int:
+        return self._impl.max_pages_per_seq
+
+    def __repr__(self):
+        return (f"PageAllocator(num_pages={self.num_pages}, page_size={self.page_size}, max_batch={self.max_batch}, "
+                f"max_pages_per_seq={self.max_pages_per_seq}; {self.free_pages} pages free)")
 
 
 def paged_attention(query, key_cache, value_cache, page_table=None, kv_lens=None, *, q_offsets=None,

@@ -8,13 +8,18 @@ namespace flexattn {
 
 PageAllocator::PageAllocator(int64_t num_pages, int64_t page_size, int64_t max_batch, int64_t max_pages_per_seq)
     : num_pages_(num_pages), page_size_(page_size), max_batch_(max_batch), max_pages_(max_pages_per_seq) {
-  if (num_pages < 1 || num_pages >= (int64_t(1) << 31))
+  constexpr int64_t kLimit = int64_t(1) << 31;
+  if (num_pages < 1 || num_pages >= kLimit)
     throw Error("num_pages: expected 1..2^31-1, got " + std::to_string(num_pages));
   if (page_size < 1 || page_size > 256) throw Error("page_size: expected 1..256, got " + std::to_string(page_size));
-  if (max_batch < 1) throw Error("max_batch: expected at least 1, got " + std::to_string(max_batch));
-  if (max_pages_per_seq < 1 || max_pages_per_seq * page_size >= (int64_t(1) << 31))
+  // Divided, not multiplied: a product of two huge sizes would wrap past the check.
+  if (max_pages_per_seq < 1 || max_pages_per_seq > (kLimit - 1) / page_size)
     throw Error("max_pages_per_seq: expected 1.. with max_pages_per_seq * page_size < 2^31, got " +
                 std::to_string(max_pages_per_seq));
+  // The page table holds max_batch * max_pages_per_seq int32 entries.
+  if (max_batch < 1 || max_batch > (kLimit - 1) / max_pages_per_seq)
+    throw Error("max_batch: expected 1.. with max_batch * max_pages_per_seq < 2^31 (the page table's entries), got " +
+                std::to_string(max_batch));
   table_.assign(size_t(max_batch * max_pages_per_seq), -1);
   len_.assign(size_t(max_batch), 0);
   mapped_.assign(size_t(max_batch), 0);
@@ -30,14 +35,20 @@ void PageAllocator::check_seq(int64_t seq) const {
 void PageAllocator::reserve(int64_t seq, int64_t length) {
   check_seq(seq);
   if (length < 0) throw Error("length: must be >= 0, got " + std::to_string(length));
-  const int64_t need = (length + page_size_ - 1) / page_size_;
+  grow(seq, length, "reserve");
+}
+
+void PageAllocator::grow(int64_t seq, int64_t length, const char* what) {
+  // Rounded up without length + page_size - 1, which wraps for lengths near 2^63.
+  const int64_t need = length / page_size_ + (length % page_size_ != 0 ? 1 : 0);
   if (need <= mapped_[seq]) return;
   if (need > max_pages_)
-    throw Error("reserve: sequence " + std::to_string(seq) + " needs " + std::to_string(need) +
+    throw Error(std::string(what) + ": sequence " + std::to_string(seq) + " needs " + std::to_string(need) +
                 " pages, more than max_pages_per_seq (" + std::to_string(max_pages_) + ")");
   if (need - mapped_[seq] > free_pages())
-    throw Error("reserve: sequence " + std::to_string(seq) + " needs " + std::to_string(need - mapped_[seq]) +
-                " more pages but only " + std::to_string(free_pages()) + " are free");
+    throw Error(std::string(what) + ": sequence " + std::to_string(seq) + " needs " +
+                std::to_string(need - mapped_[seq]) + " more pages but only " + std::to_string(free_pages()) +
+                " are free");
   for (int64_t j = mapped_[seq]; j < need; ++j) {
     table_[size_t(seq * max_pages_ + j)] = free_.back();
     free_.pop_back();
@@ -48,8 +59,12 @@ void PageAllocator::reserve(int64_t seq, int64_t length) {
 int64_t PageAllocator::append(int64_t seq, int64_t tokens) {
   check_seq(seq);
   if (tokens < 0) throw Error("tokens: must be >= 0, got " + std::to_string(tokens));
-  const int64_t first = len_[seq];
-  reserve(seq, first + tokens);
+  const int64_t first = len_[seq], most = max_pages_ * page_size_;
+  // first <= most < 2^31, so most - first cannot wrap (first + tokens could).
+  if (tokens > most - first)
+    throw Error("append: sequence " + std::to_string(seq) + " holds " + std::to_string(first) + " tokens; " +
+                std::to_string(tokens) + " more exceed max_pages_per_seq * page_size (" + std::to_string(most) + ")");
+  grow(seq, first + tokens, "append");
   len_[seq] = first + tokens;
   return first;
 }

@@ -9,19 +9,24 @@
 namespace flexattn::cpu {
 
 HostTensor gather_pages(const HostTensor& pool, const std::vector<int32_t>& page_table, int64_t max_pages,
-                        const std::vector<int32_t>& kv_lens, int64_t max_len) {
+                        const std::vector<int32_t>& kv_lens, int64_t max_len, std::vector<uint8_t>* unmapped) {
   if (pool.shape.size() != 4) throw Error("pool: expected [num_pages, Hkv, page_size, D]");
   const int64_t P = pool.shape[0], H = pool.shape[1], ps = pool.shape[2], D = pool.shape[3];
   const int64_t B = int64_t(kv_lens.size());
   if (max_pages < 1 || int64_t(page_table.size()) != B * max_pages)
     throw Error("page_table: expected " + std::to_string(B) + " x max_pages entries");
   HostTensor out(pool.dtype, {B, H, max_len, D});
+  if (unmapped != nullptr) unmapped->assign(size_t(B * max_len), 0);
   const size_t es = size_t(dtype_size(pool.dtype)), row = size_t(D) * es;
   for (int64_t b = 0; b < B; ++b) {
     if (kv_lens[b] < 0 || kv_lens[b] > max_len || kv_lens[b] > max_pages * ps)
       throw Error("kv_lens[" + std::to_string(b) + "] = " + std::to_string(kv_lens[b]) + " is out of range");
     for (int64_t j = 0; j < kv_lens[b]; ++j) {
       const int32_t page = page_table[size_t(b * max_pages + j / ps)];
+      if ((page < 0 || page >= P) && unmapped != nullptr) {
+        (*unmapped)[size_t(b * max_len + j)] = 1;
+        continue;
+      }
       if (page < 0 || page >= P)
         throw Error("page_table: sequence " + std::to_string(b) + " position " + std::to_string(j) +
                     " maps to page " + std::to_string(page) + " (pool of " + std::to_string(P) + ")");
@@ -50,9 +55,10 @@ ForwardResult decode_forward(const HostTensor& q, const HostTensor& k, const Hos
     for (int64_t b = 0; b < B; ++b) off[b] = d.q_offsets[b] < 0 ? 0 : d.q_offsets[b];
   }
   HostTensor kc, vc;
+  std::vector<uint8_t> unmapped, v_unmapped;  // [B, cap]: rows on a page outside the pool, masked as the kernels do
   if (paged) {
-    kc = gather_pages(k, d.page_table, d.max_pages, lens, cap);
-    vc = gather_pages(v, d.page_table, d.max_pages, lens, cap);
+    kc = gather_pages(k, d.page_table, d.max_pages, lens, cap, &unmapped);
+    vc = gather_pages(v, d.page_table, d.max_pages, lens, cap, &v_unmapped);  // the same rows: one table
   }
   ModFns m;
   if (mods.score_mod)
@@ -60,7 +66,8 @@ ForwardResult decode_forward(const HostTensor& q, const HostTensor& k, const Hos
       return mods.score_mod(s, b, h, i + off[b], kv);
     };
   m.mask_mod = [&](int64_t b, int64_t h, int64_t i, int64_t kv) {
-    return kv < lens[b] && (!mods.mask_mod || mods.mask_mod(b, h, i + off[b], kv));
+    return kv < lens[b] && (unmapped.empty() || !unmapped[size_t(b * cap + kv)]) &&
+           (!mods.mask_mod || mods.mask_mod(b, h, i + off[b], kv));
   };
   return forward(q, paged ? kc : k, paged ? vc : v, m, options);
 }

@@ -44,6 +44,46 @@ def test_errors_are_value_errors():
         a.reserve(0, 12)
 
 
+def test_page_allocator_is_a_type_with_named_argument_errors():
+    """PageAllocator was a factory function: isinstance(a, PageAllocator) raised TypeError and it could not be
+    subclassed; a float length got nanobind's signature dump instead of an error naming the argument."""
+    from flexattn.paged import PageAllocator
+
+    a = PageAllocator(4, 16, 2, 2)
+    assert isinstance(a, PageAllocator)
+
+    class Tracked(PageAllocator):
+        pass
+
+    assert Tracked(2, 4, 1, 2).append(0, np.int64(3)) == 0  # numpy integers are ints
+    with pytest.raises(TypeError, match="length: expected an int, got float"):
+        a.reserve(0, 5.0)
+    with pytest.raises(TypeError, match="tokens: expected an int, got bool"):
+        a.append(0, True)
+    with pytest.raises(TypeError, match="page_size: expected an int, got str"):
+        PageAllocator(4, "16", 1, 1)
+    assert repr(a) == "PageAllocator(num_pages=4, page_size=16, max_batch=2, max_pages_per_seq=2; 4 pages free)"
+    assert a.free_pages == 4 and a.page_size == 16 and a.max_batch == 2 and a.max_pages_per_seq == 2
+
+
+def test_page_allocator_huge_sizes_fail_by_name_and_change_nothing():
+    """Sizes near 2^63 wrapped in the native rounding: reserve(0, 2**63 - 1) returned with nothing mapped, append
+    blamed a 'length' argument, and constructor sizes whose product wrapped raised MemoryError."""
+    from flexattn.paged import PageAllocator
+
+    a = PageAllocator(8, 16, 1, 4)
+    a.append(0, 5)
+    with pytest.raises(ValueError, match="reserve: sequence 0 needs .* pages, more than max_pages_per_seq"):
+        a.reserve(0, 2**63 - 1)
+    with pytest.raises(ValueError, match=r"append: sequence 0 holds 5 tokens; \d+ more exceed"):
+        a.append(0, 2**63 - 1)
+    assert a.length(0) == 5 and a.capacity(0) == 16 and a.free_pages == 7
+    with pytest.raises(ValueError, match="max_pages_per_seq: expected 1.. with max_pages_per_seq \\* page_size"):
+        PageAllocator(8, 256, 1, 2**56)
+    with pytest.raises(ValueError, match="max_batch: expected 1.. with max_batch \\* max_pages_per_seq"):
+        PageAllocator(4, 16, 2**62, 4)
+
+
 # ---- the reference, from the definition ---------------------------------------------------------------------
 def reference(q, k_rows, v_rows, q_offsets, score=None, mask=None, scale=None):
     """q [B, Hq, L, D]; k_rows[b] / v_rows[b]: [Hkv, n_b, D] numpy float64, the sequence's valid kv rows in

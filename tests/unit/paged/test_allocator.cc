@@ -1,7 +1,10 @@
 // PageAllocator: reserve / append / erase bookkeeping, the page table it exposes, and its errors.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <limits>
 #include <set>
+#include <string>
 
 #include "flexattn/error.h"
 #include "flexattn/paged.h"
@@ -81,4 +84,56 @@ TEST(PageAllocator, ErrorsNameTheArgument) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "seq: expected 0..1, got 5");
   }
+}
+
+namespace {
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+}  // namespace
+
+// Sizes near 2^63 used to wrap in the rounding (length + page_size - 1) and in append's first + tokens: reserve
+// returned with nothing mapped, append blamed an argument named "length". Both now fail like any too-long request,
+// and leave the allocator as it was.
+TEST(PageAllocator, HugeLengthsFailCleanlyWithoutWrapping) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  PageAllocator a(8, 16, 2, 4);
+  EXPECT_EQ(a.append(0, 5), 0);
+  for (int64_t length : {kMax, kMax - 1, kMax - 14, kMax - 16})
+    EXPECT_EQ(message_of([&] { a.reserve(0, length); }).rfind("reserve: sequence 0 needs ", 0), 0u) << length;
+  EXPECT_EQ(message_of([&] { a.append(0, kMax); }),
+            "append: sequence 0 holds 5 tokens; 9223372036854775807 more exceed max_pages_per_seq * page_size (64)");
+  EXPECT_EQ(message_of([&] { a.append(0, 60); }),
+            "append: sequence 0 holds 5 tokens; 60 more exceed max_pages_per_seq * page_size (64)");
+  EXPECT_EQ(a.length(0), 5);
+  EXPECT_EQ(a.capacity(0), 16);
+  EXPECT_EQ(a.free_pages(), 7);
+  EXPECT_EQ(a.append(0, 59), 5);  // exactly the row's capacity still fits
+  EXPECT_EQ(a.capacity(0), 64);
+}
+
+TEST(PageAllocator, AppendErrorsNameAppend) {
+  PageAllocator a(2, 4, 2, 8);
+  a.append(0, 8);
+  EXPECT_EQ(message_of([&] { a.append(1, 9); }), "append: sequence 1 needs 3 more pages but only 0 are free");
+  EXPECT_EQ(message_of([&] { a.reserve(1, 9); }), "reserve: sequence 1 needs 3 more pages but only 0 are free");
+}
+
+// The size checks divide instead of multiplying, so sizes whose product wraps (2^56 x 256 = 2^64) are refused by
+// name instead of reaching std::vector (bad_alloc, or a length error naming no argument).
+TEST(PageAllocator, SizesWhoseProductWrapsAreRefusedByName) {
+  EXPECT_EQ(message_of([] { PageAllocator(8, 256, 1, int64_t(1) << 56); }),
+            "max_pages_per_seq: expected 1.. with max_pages_per_seq * page_size < 2^31, got 72057594037927936");
+  EXPECT_EQ(message_of([] { PageAllocator(4, 16, int64_t(1) << 62, 4); }),
+            "max_batch: expected 1.. with max_batch * max_pages_per_seq < 2^31 (the page table's entries), got "
+            "4611686018427387904");
+  EXPECT_EQ(message_of([] { PageAllocator(4, 1, int64_t(1) << 40, 1); }).rfind("max_batch: ", 0), 0u);
+  EXPECT_EQ(message_of([] { PageAllocator(4, 1, 0, 1); }).rfind("max_batch: ", 0), 0u);
+  EXPECT_NO_THROW(PageAllocator(4, 256, 1, ((int64_t(1) << 31) - 1) / 256));
+  EXPECT_THROW(PageAllocator(4, 256, 1, ((int64_t(1) << 31) - 1) / 256 + 1), Error);
 }
