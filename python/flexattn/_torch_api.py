@@ -265,11 +265,16 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     return out
 
 
-def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=128, _compile=False):
+def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=128, _compile=False,
+                      separate_full_blocks=True, compute_dq_write_order=False, dq_kv_order=True):
     """torch's create_block_mask. On a CUDA device the tiles are classified on the GPU (the mask_mod
-    compiled into a kernel, no dense mask); elsewhere flexattn.create_block_mask builds on the CPU."""
-    from .block_mask import BlockMask, _block_size
+    compiled into a kernel, no dense mask); elsewhere flexattn.create_block_mask builds on the CPU.
+    separate_full_blocks / compute_dq_write_order / dq_kv_order: as flexattn.create_block_mask."""
+    from .block_mask import BlockMask, _block_size, _without_full_blocks
     from .block_mask import create_block_mask as create_on_cpu
+
+    if not separate_full_blocks:
+        return _without_full_blocks(create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device, BLOCK_SIZE, _compile))
 
     dev = torch.device(device) if device is not None else torch.device(
         "cuda" if torch.cuda.is_available() else "cpu")

@@ -63,8 +63,15 @@ def _block_size(BLOCK_SIZE):
     return int(bs[0]), int(bs[1])
 
 
-def _int32(x):
-    return None if x is None else np.ascontiguousarray(to_numpy(x), dtype=np.int32)
+def _int32(x, what="block mask index"):
+    """x as a contiguous int32 numpy array; TypeError for a non-integer array (torch raises an IndexError there;
+    a silent truncation of 1.7 to 1 would change which tiles run)."""
+    if x is None:
+        return None
+    a = to_numpy(x)
+    if a.dtype.kind not in "iub":
+        raise TypeError(f"{what}: expected an integer tensor or array, got dtype {a.dtype}")
+    return np.ascontiguousarray(a, dtype=np.int32)
 
 
 class BlockMask:
@@ -76,7 +83,8 @@ class BlockMask:
     """
 
     def __init__(self, seq_lengths, kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices, q_num_blocks,
-                 q_indices, full_q_num_blocks, full_q_indices, BLOCK_SIZE, mask_mod):
+                 q_indices, full_q_num_blocks, full_q_indices, BLOCK_SIZE=_DEFAULT_SPARSE_BLOCK_SIZE,
+                 mask_mod=None):
         if len(kv_indices.shape) < 2:
             raise RuntimeError("BlockMask must have at least 2 dimensions")
         if (full_kv_num_blocks is None) != (full_kv_indices is None):
@@ -89,7 +97,7 @@ class BlockMask:
         self.q_num_blocks, self.q_indices = q_num_blocks, q_indices
         self.full_q_num_blocks, self.full_q_indices = full_q_num_blocks, full_q_indices
         self.BLOCK_SIZE = _block_size(BLOCK_SIZE)
-        self.mask_mod = mask_mod
+        self.mask_mod = noop_mask if mask_mod is None else mask_mod
 
     @classmethod
     def from_kv_blocks(cls, kv_num_blocks, kv_indices, full_kv_num_blocks=None, full_kv_indices=None,
@@ -98,9 +106,9 @@ class BlockMask:
         """A BlockMask from the kv-side block lists; the q side is computed by transposition."""
         if (full_kv_num_blocks is None) != (full_kv_indices is None):
             raise ValueError("full_kv_num_blocks and full_kv_indices must be both provided or omitted")
-        num, idx = _int32(kv_num_blocks), _int32(kv_indices)
+        num, idx = _int32(kv_num_blocks, "kv_num_blocks"), _int32(kv_indices, "kv_indices")
         layout.check_ordered(num, idx, "kv")
-        fnum, fidx = _int32(full_kv_num_blocks), _int32(full_kv_indices)
+        fnum, fidx = _int32(full_kv_num_blocks, "full_kv_num_blocks"), _int32(full_kv_indices, "full_kv_indices")
         if fnum is not None:
             layout.check_ordered(fnum, fidx, "full_kv")
             if fidx.shape != idx.shape:
@@ -221,7 +229,7 @@ class BlockMask:
         sizes = self.kv_num_blocks.shape
         norm = []
         for i, n in zip(index, sizes):
-            if isinstance(i, (int, np.integer)) and not isinstance(i, bool):
+            if isinstance(i, (int, np.integer)):  # a bool too: True is 1, as in torch
                 if not -n <= i < n:
                     raise IndexError(f"BlockMask index {i} is out of range for a dimension of size {n}")
                 i = int(i) % n
@@ -231,10 +239,33 @@ class BlockMask:
             norm.append(i)
         ix = tuple(norm)
         pick = (lambda f: None if getattr(self, f) is None else self._like(self._np(f)[ix]))
-        return BlockMask.from_kv_blocks(pick("kv_num_blocks"), pick("kv_indices"), pick("full_kv_num_blocks"),
+        kv_indices = pick("kv_indices")
+        q_len = self.seq_lengths[0]
+        if len(ix) == 3:  # query-block rows selected: the mask covers their tokens only (torch's rule)
+            q_len = self._query_length_for_sliced_blocks(ix[2], kv_indices.shape[-2])
+        return BlockMask.from_kv_blocks(pick("kv_num_blocks"), kv_indices, pick("full_kv_num_blocks"),
                                         pick("full_kv_indices"), BLOCK_SIZE=self.BLOCK_SIZE,
-                                        mask_mod=_sliced_mask_mod_error, seq_lengths=self.seq_lengths,
+                                        mask_mod=_sliced_mask_mod_error, seq_lengths=(q_len, self.seq_lengths[1]),
                                         compute_q_blocks=self.q_indices is not None)
+
+    def _query_length_for_sliced_blocks(self, q_index, selected_q_blocks):
+        """The token count of the selected query-block rows: a unit-step slice keeps the rows' tokens (the last
+        block holds Q_LEN % Q_BLOCK_SIZE of them when partial); a strided slice counts whole blocks less the last
+        block's padding when it is selected; index arrays count whole blocks (torch.nn.attention.flex_attention's
+        BlockMask._query_length_for_sliced_blocks)."""
+        qb, q_len = self.BLOCK_SIZE[0], self.seq_lengths[0]
+        if not isinstance(q_index, slice):
+            return selected_q_blocks * qb
+        rows = range(self.kv_num_blocks.shape[-1])[q_index]
+        if len(rows) == 0:
+            return 0
+        if rows.step == 1:
+            return min(rows.stop * qb, q_len) - min(rows.start * qb, q_len)
+        length = len(rows) * qb
+        tail = q_len % qb
+        if tail and self.kv_num_blocks.shape[-1] - 1 in rows:
+            length -= qb - tail
+        return length
 
     def _adjust(self, new_q_len, new_kv_len):
         """The top-left (new_q_len, new_kv_len) crop (block counts rounded up, as newer torch)."""
@@ -260,12 +291,18 @@ class BlockMask:
 
 
 def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=_DEFAULT_SPARSE_BLOCK_SIZE,
-                      _compile=False):
+                      _compile=False, separate_full_blocks=True, compute_dq_write_order=False, dq_kv_order=True):
     """The BlockMask of `mask_mod` for (B, H, Q_LEN, KV_LEN); B or H None means 1 (broadcast).
 
     Tiles are classified by evaluating the traced mask_mod in chunks of query-block rows (the dense mask
     of the whole problem never exists at once); padding past the lengths counts as masked, so tail tiles
-    are never full. Tensors are numpy arrays unless a torch device applies (see resolve_device)."""
+    are never full. Tensors are numpy arrays unless a torch device applies (see resolve_device).
+    separate_full_blocks=False (as torch): every non-empty tile in kv_*, full_kv_* None, so mask_mod runs on
+    every tile (the same result, slower). compute_dq_write_order / dq_kv_order: torch's precomputed metadata
+    for its deterministic backward, accepted for compatibility; flexattn's deterministic backward needs none."""
+    if not separate_full_blocks:
+        bm = create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device, BLOCK_SIZE, _compile)
+        return _without_full_blocks(bm)
     kind = mod_kind(mask_mod)
     if kind != "mask_mod":
         raise TypeError(f"create_block_mask requires a mask_mod function (4 parameters b, h, q_idx, kv_idx), got "
@@ -293,6 +330,17 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=_DE
     fnum, fidx = layout.dense_to_ordered(full)
     bm = BlockMask.from_kv_blocks(num, idx, fnum, fidx, (QB, KVB), mask_mod, seq_lengths=(Q_LEN, KV_LEN))
     return bm if isinstance(dev, str) else bm.to(dev)
+
+
+def _without_full_blocks(bm):
+    """bm with its full tiles moved into the partial lists (kv and q sides), full_* None."""
+    if bm.full_kv_num_blocks is None:
+        return bm
+    dense = (layout.ordered_to_dense(bm._np("kv_num_blocks"), bm._np("kv_indices"))
+             | layout.ordered_to_dense(bm._np("full_kv_num_blocks"), bm._np("full_kv_indices")))
+    num, idx = (bm._like(a) for a in layout.dense_to_ordered(dense))
+    return BlockMask.from_kv_blocks(num, idx, BLOCK_SIZE=bm.BLOCK_SIZE, mask_mod=bm.mask_mod,
+                                    seq_lengths=bm.seq_lengths, compute_q_blocks=bm.q_indices is not None)
 
 
 def empty_block_mask(like=None):

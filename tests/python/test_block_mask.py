@@ -151,7 +151,7 @@ def test_getitem_keeps_rank_and_replaces_the_mask_mod():
     assert one.kv_num_blocks.shape == (1, 3, 4) and one.kv_indices.shape == (1, 3, 4, 4)
     np.testing.assert_array_equal(one.kv_indices, bm.kv_indices[1:2])
     row = bm[0, 2, 3]
-    assert row.kv_num_blocks.shape == (1, 1, 1) and row.seq_lengths == (64, 64)
+    assert row.kv_num_blocks.shape == (1, 1, 1) and row.seq_lengths == (16, 64)  # the row's tokens (torch)
     np.testing.assert_array_equal(row.full_kv_indices[0, 0, 0], bm.full_kv_indices[0, 2, 3])
     sl = bm[:, 1:3, np.array([0, 2])]
     assert sl.kv_num_blocks.shape == (2, 2, 2)
@@ -260,3 +260,62 @@ def test_empty_combinators():
     assert flexattn.trace(flexattn.and_masks()).text == "true"
     assert flexattn.trace(flexattn.or_masks()).text == "false"
     assert flexattn.trace(flexattn.noop_mask).text == "true"
+
+
+# ---- torch-compatibility fixes found by comparing with torch 2.15 on the CPU (session 36) ----------------
+def test_query_block_slice_keeps_only_the_selected_rows_tokens():
+    """bm[:, :, i] kept seq_lengths[0] = Q_LEN, so sparsity counted every row and flex_attention refused the
+    sliced mask with the matching query chunk ("created for a larger length"); torch keeps the rows' tokens."""
+    bm = create_block_mask(causal, 2, 2, 300, 300)  # query blocks of 128, 128, 44 tokens
+    expect = [(1, 128), (-1, 44), (slice(0, 2), 256), (slice(1, None), 172), (slice(None, None, 2), 172),
+              (slice(0, 3, 2), 172), (slice(0, 1, 2), 128), (slice(2, 2), 0)]
+    for ix, q_len in expect:
+        assert bm[:, :, ix].seq_lengths == (q_len, 300), ix
+    assert bm[:, :, np.array([0, 2])].seq_lengths == (256, 300)  # index arrays count whole blocks, as torch
+    assert bm[0].seq_lengths == (300, 300) and bm[:, 1].seq_lengths == (300, 300)
+    row = bm[:, :, 1]
+    assert row.sparsity() == pytest.approx(100 * (1 - 2 / 3))  # 2 of its 3 kv blocks run
+    q, k, v = (np.random.default_rng(0).standard_normal((2, 2, 300, 16)) for _ in range(3))
+    row.mask_mod = lambda b, h, qi, kv: qi + 128 >= kv
+    part = flexattn.flex_attention(q[:, :, 128:256], k, v, block_mask=row)
+    whole = flexattn.flex_attention(q, k, v, block_mask=bm)
+    np.testing.assert_array_equal(part, whole[:, :, 128:256])
+
+
+def test_a_bool_index_is_an_int_as_in_torch():
+    """bm[True] made a 5-D mask (numpy's new-axis reading of a bool); torch indexes 1."""
+    bm = create_block_mask(lambda b, h, q, kv: (q >= kv) | (b == 1), 2, 1, 256, 256)
+    for f in ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices"):
+        np.testing.assert_array_equal(getattr(bm[True], f), getattr(bm[1], f))
+    assert bm[True].kv_num_blocks.shape == (1, 1, 2)
+
+
+def test_block_mask_init_defaults_and_integer_indices():
+    bm = create_block_mask(causal, 1, 1, 256, 256)
+    fields = [getattr(bm, f) for f in ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices",
+                                       "q_num_blocks", "q_indices", "full_q_num_blocks", "full_q_indices")]
+    plain = BlockMask((256, 256), *fields)  # torch defaults BLOCK_SIZE and mask_mod
+    assert plain.BLOCK_SIZE == (128, 128) and plain.mask_mod is flexattn.noop_mask
+    with pytest.raises(TypeError, match="kv_indices: expected an integer tensor or array, got dtype float64"):
+        BlockMask.from_kv_blocks(np.ones((1, 1, 1), np.int32), np.full((1, 1, 1, 1), 0.7))
+    with pytest.raises(TypeError, match="full_kv_num_blocks: expected an integer"):
+        BlockMask.from_kv_blocks(np.ones((1, 1, 1), np.int32), np.zeros((1, 1, 1, 1), np.int32),
+                                 np.ones((1, 1, 1), np.float32), np.zeros((1, 1, 1, 1), np.int32))
+
+
+def test_separate_full_blocks_false_lists_every_tile_as_partial():
+    """torch's create_block_mask(separate_full_blocks=False) (also through flexattn.torch.enable()): every
+    non-empty tile in kv_*, full_* None; the attention result is the same."""
+    split = create_block_mask(sliding, 2, 1, 300, 300, BLOCK_SIZE=64)
+    merged = create_block_mask(sliding, 2, 1, 300, 300, BLOCK_SIZE=64, separate_full_blocks=False,
+                               compute_dq_write_order=False, dq_kv_order=True)
+    assert merged.full_kv_num_blocks is None and merged.full_q_num_blocks is None
+    both = (_block_layout.ordered_to_dense(split._np("kv_num_blocks"), split._np("kv_indices"))
+            | _block_layout.ordered_to_dense(split._np("full_kv_num_blocks"), split._np("full_kv_indices")))
+    np.testing.assert_array_equal(_block_layout.ordered_to_dense(merged._np("kv_num_blocks"),
+                                                                 merged._np("kv_indices")), both)
+    np.testing.assert_array_equal(_block_layout.ordered_to_dense(merged._np("q_num_blocks"), merged._np("q_indices")),
+                                  np.swapaxes(both, -2, -1))
+    q, k, v = (np.random.default_rng(1).standard_normal((2, 1, 300, 16)) for _ in range(3))
+    np.testing.assert_allclose(flexattn.flex_attention(q, k, v, block_mask=merged),
+                               flexattn.flex_attention(q, k, v, block_mask=split), rtol=0, atol=1e-12)
