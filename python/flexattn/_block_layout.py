@@ -27,6 +27,16 @@ def check_ordered(num, idx, what: str):
                          f"row, got {idx[bad].ravel()[0]}")
 
 
+def pad_columns(idx, ncols):
+    """idx [..., rows, w] widened to ncols columns with zeros when w < ncols: torch's ordered lists may be compact
+    (w = the most tiles any row has), every flexattn consumer takes one column per kv block (only the first
+    count entries of a row are read, so the padding is never used)."""
+    if idx is None or idx.shape[-1] >= ncols:
+        return idx
+    pad = np.zeros(idx.shape[:-1] + (ncols - idx.shape[-1],), idx.dtype)
+    return np.ascontiguousarray(np.concatenate([idx, pad], axis=-1))
+
+
 def ordered_to_dense(num, idx):
     """[..., rows] counts + [..., rows, cols] indices -> [..., rows, cols] int32 0/1 map."""
     cols = idx.shape[-1]

@@ -146,8 +146,12 @@ def host_mask_arg(block_mask, to_host):
         a = to_host(x)
         return a.reshape((1,) * (nd - a.ndim) + tuple(a.shape)) if a.ndim < nd else a
 
+    from ._block_layout import pad_columns
+
+    nkv = -(-int(kv_len) // int(kvb))  # torch's compact lists widened to a column per kv block
     return (int(q_len), int(kv_len), int(qb), int(kvb), arr(block_mask.kv_num_blocks, 3),
-            arr(block_mask.kv_indices, 4), arr(block_mask.full_kv_num_blocks, 3), arr(block_mask.full_kv_indices, 4))
+            pad_columns(arr(block_mask.kv_indices, 4), nkv), arr(block_mask.full_kv_num_blocks, 3),
+            pad_columns(arr(block_mask.full_kv_indices, 4), nkv))
 
 
 def cpu_forward_numpy(query, key, value, score_mod, mask_mod, block_mask, scale, need_lse, need_max):

@@ -167,9 +167,16 @@ def _mask_tensors(block_mask, device):
 
     has_full = block_mask.full_kv_num_blocks is not None
     has_q = block_mask.q_num_blocks is not None
-    mask = [prep(block_mask.kv_num_blocks, 3), prep(block_mask.kv_indices, 4)]
+    nkv = -(-int(kv_len) // int(block_mask.BLOCK_SIZE[1]))
+
+    def widen(t):  # torch's compact lists (fewer columns than kv blocks): a column per kv block, as the kernels read
+        if t.shape[-1] >= nkv:
+            return t
+        return torch.cat([t, t.new_zeros(t.shape[:-1] + (nkv - t.shape[-1],))], dim=-1)
+
+    mask = [prep(block_mask.kv_num_blocks, 3), widen(prep(block_mask.kv_indices, 4))]
     if has_full:
-        mask += [prep(block_mask.full_kv_num_blocks, 3), prep(block_mask.full_kv_indices, 4)]
+        mask += [prep(block_mask.full_kv_num_blocks, 3), widen(prep(block_mask.full_kv_indices, 4))]
     if has_q:
         mask += [prep(block_mask.q_num_blocks, 3), prep(block_mask.q_indices, 4)]
         if has_full:

@@ -106,16 +106,22 @@ class BlockMask:
         """A BlockMask from the kv-side block lists; the q side is computed by transposition."""
         if (full_kv_num_blocks is None) != (full_kv_indices is None):
             raise ValueError("full_kv_num_blocks and full_kv_indices must be both provided or omitted")
+        bs = _block_size(BLOCK_SIZE)
         num, idx = _int32(kv_num_blocks, "kv_num_blocks"), _int32(kv_indices, "kv_indices")
-        layout.check_ordered(num, idx, "kv")
         fnum, fidx = _int32(full_kv_num_blocks, "full_kv_num_blocks"), _int32(full_kv_indices, "full_kv_indices")
+        if seq_lengths is not None and idx.ndim >= 2:
+            # Compact lists (narrower than the kv blocks of seq_lengths, torch's MAX_BLOCKS_IN_COL) are widened:
+            # flexattn's layout has a column per kv block.
+            ncols = -(-int(seq_lengths[1]) // bs[1])
+            if idx.shape[-1] < ncols and (fidx is None or fidx.shape == idx.shape):
+                idx, fidx = layout.pad_columns(idx, ncols), layout.pad_columns(fidx, ncols)
+        layout.check_ordered(num, idx, "kv")
         if fnum is not None:
             layout.check_ordered(fnum, fidx, "full_kv")
             if fidx.shape != idx.shape:
                 raise ValueError(f"full_kv_indices has shape {fidx.shape} but kv_indices has shape {idx.shape}")
         q = layout.transpose_ordered(num, idx) if compute_q_blocks else (None, None)
         fq = layout.transpose_ordered(fnum, fidx) if compute_q_blocks and fnum is not None else (None, None)
-        bs = _block_size(BLOCK_SIZE)
         if seq_lengths is None:
             seq_lengths = (idx.shape[-2] * bs[0], idx.shape[-1] * bs[1])
         like = kv_num_blocks

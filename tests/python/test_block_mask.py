@@ -319,3 +319,24 @@ def test_separate_full_blocks_false_lists_every_tile_as_partial():
     q, k, v = (np.random.default_rng(1).standard_normal((2, 1, 300, 16)) for _ in range(3))
     np.testing.assert_allclose(flexattn.flex_attention(q, k, v, block_mask=merged),
                                flexattn.flex_attention(q, k, v, block_mask=split), rtol=0, atol=1e-12)
+
+
+def test_compact_kv_index_lists_are_widened_to_a_column_per_kv_block():
+    """torch's from_kv_blocks takes [rows, MAX_BLOCKS_IN_COL] lists narrower than the kv blocks of seq_lengths;
+    flexattn refused them ("kv_indices must be in [0, 2)") and sized the q side from their width."""
+    num = np.array([[[1, 2, 2, 2]]], np.int32)
+    idx = np.array([[[[0, 0], [0, 1], [1, 2], [2, 3]]]], np.int32)  # a band: each row's 2 tiles, width 2 of 4
+    bm = BlockMask.from_kv_blocks(num, idx, BLOCK_SIZE=32, seq_lengths=(128, 128))
+    assert bm.kv_indices.shape == (1, 1, 4, 4)
+    np.testing.assert_array_equal(bm.kv_indices[..., :2], idx)
+    np.testing.assert_array_equal(bm.q_num_blocks, [[[2, 2, 2, 1]]])
+    assert bm._adjust(200, 200).q_num_blocks.shape == (1, 1, 7)  # the q side follows the new kv blocks
+    band = lambda b, h, q, kv: (q // 32 - kv // 32 <= 1) & (kv <= q)
+    bm.mask_mod = band
+    wide = BlockMask.from_kv_blocks(num, np.concatenate([idx, np.zeros_like(idx)], -1), BLOCK_SIZE=32,
+                                    seq_lengths=(128, 128), mask_mod=band)
+    q, k, v = (np.random.default_rng(2).standard_normal((1, 2, 128, 16)) for _ in range(3))
+    np.testing.assert_array_equal(flexattn.flex_attention(q, k, v, block_mask=bm),
+                                  flexattn.flex_attention(q, k, v, block_mask=wide))
+    with pytest.raises(ValueError, match=r"kv_indices must be in \[0, 4\)"):
+        BlockMask.from_kv_blocks(num, idx + 3, BLOCK_SIZE=32, seq_lengths=(128, 128))
