@@ -17,6 +17,16 @@ from .masks import and_masks, create_mask, noop_mask, or_masks
 from .paged import paged_attention
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # flexattn.torch (enable() / disable()) imports torch, so it is not imported with the package; reaching it as an
+    # attribute imports it then (`import flexattn; flexattn.torch.enable()` raised AttributeError before).
+    if name == "torch":
+        import importlib
+
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 __all__ = [
     "AuxOutput", "AuxRequest", "BlockMask", "TraceError", "TracedMod", "and_masks", "clear_cache", "create_block_mask",
     "create_mask", "flex_attention", "mod_kind", "noop_mask", "ops", "or_masks", "paged_attention", "trace",

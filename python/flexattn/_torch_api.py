@@ -90,6 +90,14 @@ def _bound_values(score_mod, mask_mod):
                 [_leaf_paths.fetch(mods[i], p) for i, p in plan.buffers])
     ts = None if score_mod is None else trace(score_mod, "score_mod")
     tm = trace(mask_mod, "mask_mod")
+    learnable = [src for t in (ts, tm) if t is not None for src in t.learnable_scalars]
+    if learnable and torch.is_grad_enabled():
+        # A 0-d captured tensor is a runtime scalar (a kernel argument, no gradient path): its gradient would be
+        # dropped without a word, so a learnable temperature would never train.
+        raise NotImplementedError(
+            f"score_mod / mask_mod: the captured 0-d tensor {learnable[0]} requires grad; flexattn passes 0-d "
+            "tensors as runtime scalars and computes no gradient for them. Capture a 1-element tensor and index it "
+            "(t[0], with t of shape [1]): buffers get gradients; or detach it.")
     merged, spec = _merged_and_spec(ts, tm)
     scalars, buffers = merged.values(ts, tm)
     return spec, [scalars[n] for n, _, _ in merged.scalars], [buffers[n] for n, _, _ in merged.buffers]
@@ -249,9 +257,14 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     if return_lse and return_aux is not None:
         raise ValueError("Cannot specify both return_lse and return_aux. return_lse is deprecated, use "
                          "return_aux=AuxRequest(lse=True)")
-    if kernel_options is not None and "OUTPUT_LOGSUMEXP" in kernel_options:
-        raise ValueError("kernel_options: OUTPUT_LOGSUMEXP is decided by flex_attention (return_aux / "
-                         "return_lse), it may not be set")
+    if kernel_options is not None:
+        from .attention import _kernel_options
+
+        _kernel_options(kernel_options)  # the numpy path's checks: OUTPUT_LOGSUMEXP / OUTPUT_MAX, BACKEND
+    if scale is not None and not torch.compiler.is_compiling():
+        from .attention import _check_scale
+
+        scale = _check_scale(scale)
     if return_lse and not torch.compiler.is_compiling():
         warnings.warn("return_lse is deprecated and will be removed; use return_aux=AuxRequest(lse=True)",
                       FutureWarning, stacklevel=2)

@@ -107,10 +107,26 @@ def _kernel_options(kernel_options):
     if "OUTPUT_LOGSUMEXP" in opts:
         raise ValueError("kernel_options: OUTPUT_LOGSUMEXP is decided by flex_attention (return_aux / "
                          "return_lse), it may not be set")
+    if "OUTPUT_MAX" in opts:
+        raise ValueError("kernel_options: OUTPUT_MAX is decided by flex_attention (return_aux), it may not be set")
+    if "BACKEND" in opts and opts.get("FORCE_USE_FLEX_ATTENTION", False):
+        raise RuntimeError("kernel_options: BACKEND cannot be combined with legacy FORCE_USE_FLEX_ATTENTION (as in "
+                           "torch: BACKEND supersedes it; drop FORCE_USE_FLEX_ATTENTION)")
     backend = opts.get("BACKEND", "AUTO")
     if backend not in _BACKENDS:
         raise ValueError(f"kernel_options: BACKEND must be one of {', '.join(_BACKENDS)}, got {backend!r}")
     return opts
+
+
+def _check_scale(scale):
+    """scale as a float; ValueError unless finite. The native calls read NaN as "1/sqrt(E)", so a NaN the caller
+    computed would silently become the default (torch returns NaNs); flexattn's rule is a clear error instead."""
+    if scale is None:
+        return None
+    value = float(scale)
+    if not math.isfinite(value):
+        raise ValueError(f"scale: expected a finite number or None, got {value}")
+    return value
 
 
 def _check_no_grad(query, key, value):
@@ -171,6 +187,7 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
                                block_mask.BLOCK_SIZE, block_mask.mask_mod)
     _validate_block_mask(query, key, block_mask)
     traced_mask = trace(block_mask.mask_mod, "mask_mod")
+    scale = _check_scale(scale)
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
     if return_lse and return_aux is not None:

@@ -193,3 +193,46 @@ def test_kernel_buffers_skip_the_deterministic_fill_and_restore_it():
     finally:
         torch.use_deterministic_algorithms(was)
         det.fill_uninitialized_memory = fill
+
+
+# ---- divergences from torch found in session 36 (CPU comparison with torch 2.15) ---------------------------
+def test_torch_path_checks_kernel_options_and_scale_like_the_numpy_path():
+    """torch tensors skipped the kernel_options checks (a bogus BACKEND ran), and scale=nan silently became
+    1/sqrt(E) (the native calls read NaN as the default)."""
+    q = torch.randn(1, 1, 8, 4)
+    with pytest.raises(ValueError, match="BACKEND must be one of AUTO"):
+        flexattn.flex_attention(q, q, q, kernel_options={"BACKEND": "bogus"})
+    with pytest.raises(ValueError, match="OUTPUT_MAX is decided by flex_attention"):
+        flexattn.flex_attention(q, q, q, kernel_options={"OUTPUT_MAX": True})
+    with pytest.raises(RuntimeError, match="cannot be combined with legacy FORCE_USE_FLEX_ATTENTION"):
+        flexattn.flex_attention(q, q, q, kernel_options={"BACKEND": "AUTO", "FORCE_USE_FLEX_ATTENTION": True})
+    with pytest.raises(ValueError, match="scale: expected a finite number or None, got nan"):
+        flexattn.flex_attention(q, q, q, scale=float("nan"))
+    torch.testing.assert_close(flexattn.flex_attention(q, q, q, scale=0.5, kernel_options={"BACKEND": "AUTO"}),
+                               tfa.flex_attention(q, q, q, scale=0.5))
+
+
+def test_a_learnable_0d_captured_tensor_is_refused_not_silently_frozen():
+    """A 0-d tensor is a runtime scalar: its gradient was dropped without a word (out did not even require grad).
+    Until flexattn differentiates scalars, it raises with the workaround; a 1-element buffer learns."""
+    q, k, v = (torch.randn(1, 2, 16, 8) for _ in range(3))
+    temp = torch.tensor(2.0, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="captured 0-d tensor closure variable 'temp' .* requires grad"):
+        flexattn.flex_attention(q, k, v, score_mod=lambda s, b, h, qi, kv: s * temp)
+    with torch.no_grad():
+        flexattn.flex_attention(q, k, v, score_mod=lambda s, b, h, qi, kv: s * temp)  # no gradient asked: runs
+    temp1 = torch.tensor([2.0], requires_grad=True)
+    flexattn.flex_attention(q, k, v, score_mod=lambda s, b, h, qi, kv: s * temp1[0]).sum().backward()
+    assert temp1.grad is not None and torch.isfinite(temp1.grad).all()
+
+
+def test_flexattn_torch_is_reachable_as_an_attribute():
+    import importlib
+    import subprocess
+    import sys
+
+    code = "import flexattn; flexattn.torch.enable(); flexattn.torch.disable(); print('ok')"
+    env = dict(__import__("os").environ)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+    assert importlib.import_module("flexattn").torch is importlib.import_module("flexattn.torch")
