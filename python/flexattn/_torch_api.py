@@ -249,6 +249,21 @@ def _row_order(block_mask, num, full_num, nkv):
     return order, on
 
 
+def _follow_query_layout(out, query):
+    """out (contiguous [B, H, L, Dv]) in query's dimension order, as torch's flex_attention returns it (its strides
+    follow q's fill order with the last dim innermost: a query made by x.transpose(1, 2) gives an out whose
+    transpose(1, 2) is contiguous, so `out.transpose(1, 2).view(B, L, H * Dv)` works). One copy, only for such
+    queries; the kernels write [B, H, L, Dv]."""
+    if query.dim() != 4:
+        return out
+    outer = sorted(range(3), key=lambda d: -query.stride(d))  # stable: equal strides keep their order
+    if outer == [0, 1, 2]:
+        return out
+    order = outer + [3]
+    inverse = [order.index(d) for d in range(4)]
+    return out.permute(order).contiguous().permute(inverse)
+
+
 # ---- the public entry points ------------------------------------------------------------------------
 def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=None, enable_gqa=False,
                    return_lse=False, kernel_options=None, *, return_aux=None):
@@ -278,6 +293,7 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
         needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value, *buffers))
         op = _torch_ops.attn_fwd_autograd if needs_grad else _torch_ops.attn_fwd_eager
     out, lse, mx = op(query, key, value, _scalar_tensor(scalar_values), buffers, mask, spec, meta, float(scale))
+    out = _follow_query_layout(out, query)
     if return_aux is not None:
         return out, AuxOutput(lse=lse if return_aux.lse else None, max_scores=mx if return_aux.max_scores else None)
     if return_lse:

@@ -236,3 +236,24 @@ def test_flexattn_torch_is_reachable_as_an_attribute():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
     assert importlib.import_module("flexattn").torch is importlib.import_module("flexattn.torch")
+
+
+@pytest.mark.parametrize("make", [
+    lambda B, H, L, D: torch.randn(B, L, H, D).transpose(1, 2),      # the usual [B, L, H, D] projection, transposed
+    lambda B, H, L, D: torch.randn(B, H, L, D),
+    lambda B, H, L, D: torch.randn(L, B, H, D).permute(1, 2, 0, 3),
+    lambda B, H, L, D: torch.randn(H, B, L, D).transpose(0, 1),
+])
+def test_output_strides_follow_the_query_as_torch(make):
+    """flexattn returned a contiguous out for every query, so `out.transpose(1, 2).view(B, L, H * D)` (fine on
+    torch's out for a transposed query) raised."""
+    B, H, L, D = 2, 4, 16, 8
+    q, k, v = make(B, H, L, D), torch.randn(B, H, L, D), torch.randn(B, H, L, D)
+    ours, theirs = flexattn.flex_attention(q, k, v), tfa.flex_attention(q, k, v)
+    assert ours.stride() == theirs.stride()
+    torch.testing.assert_close(ours, theirs)
+    q.requires_grad_()
+    out = flexattn.flex_attention(q, k, v)
+    if out.transpose(1, 2).is_contiguous():
+        out.transpose(1, 2).view(B, L, H * D).sum().backward()
+        assert q.grad is not None and q.grad.shape == q.shape
