@@ -17,7 +17,7 @@ import warnings
 import torch
 
 from . import _leaf_paths, _native, _torch_ops
-from .attention import AuxOutput, _validate_block_mask, _validate_heads_and_batch
+from .attention import AuxOutput, _check_scale, _kernel_options, _validate_block_mask, _validate_heads_and_batch
 from .masks import noop_mask
 from ._tracer import mod_kind, trace
 from ._env import env_flag
@@ -256,9 +256,15 @@ def _follow_query_layout(out, query):
     queries; the kernels write [B, H, L, Dv]."""
     if query.dim() != 4:
         return out
-    outer = sorted(range(3), key=lambda d: -query.stride(d))  # stable: equal strides keep their order
-    if outer == [0, 1, 2]:
+    st = [query.stride(0), query.stride(1), query.stride(2)]
+    if st[0] >= st[1] >= st[2]:  # [B, H, L] order already (the common case): nothing to do
         return out
+    outer = [0, 1, 2]  # by stride, largest first; equal strides keep their order (an insertion sort Dynamo traces)
+    for i in range(1, 3):
+        j = i
+        while j > 0 and st[outer[j - 1]] < st[outer[j]]:
+            outer[j - 1], outer[j] = outer[j], outer[j - 1]
+            j -= 1
     order = outer + [3]
     inverse = [order.index(d) for d in range(4)]
     return out.permute(order).contiguous().permute(inverse)
@@ -273,12 +279,8 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
         raise ValueError("Cannot specify both return_lse and return_aux. return_lse is deprecated, use "
                          "return_aux=AuxRequest(lse=True)")
     if kernel_options is not None:
-        from .attention import _kernel_options
-
         _kernel_options(kernel_options)  # the numpy path's checks: OUTPUT_LOGSUMEXP / OUTPUT_MAX, BACKEND
     if scale is not None and not torch.compiler.is_compiling():
-        from .attention import _check_scale
-
         scale = _check_scale(scale)
     if return_lse and not torch.compiler.is_compiling():
         warnings.warn("return_lse is deprecated and will be removed; use return_aux=AuxRequest(lse=True)",
