@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._arrays import is_torch_tensor, torch_module
+
 # Dense mask elements evaluated per chunk when building a block mask: bounds memory at a few hundred MB.
 _CHUNK_ELEMENTS = 1 << 24
 
@@ -27,14 +29,21 @@ def check_ordered(num, idx, what: str):
                          f"row, got {idx[bad].ravel()[0]}")
 
 
+def num_blocks(length, block):
+    """Blocks of `block` tokens covering `length` (the last one partial)."""
+    return -(-int(length) // int(block))
+
+
 def pad_columns(idx, ncols):
-    """idx [..., rows, w] widened to ncols columns with zeros when w < ncols: torch's ordered lists may be compact
-    (w = the most tiles any row has), every flexattn consumer takes one column per kv block (only the first
-    count entries of a row are read, so the padding is never used)."""
+    """idx [..., rows, w] (numpy array or torch tensor) widened to ncols columns with zeros when w < ncols:
+    torch's ordered lists may be compact (w = the most tiles any row has), every flexattn consumer takes one
+    column per kv block (only the first count entries of a row are read, so the padding is never used)."""
     if idx is None or idx.shape[-1] >= ncols:
         return idx
-    pad = np.zeros(idx.shape[:-1] + (ncols - idx.shape[-1],), idx.dtype)
-    return np.ascontiguousarray(np.concatenate([idx, pad], axis=-1))
+    shape = tuple(idx.shape[:-1]) + (ncols - idx.shape[-1],)
+    if is_torch_tensor(idx):
+        return torch_module().cat([idx, idx.new_zeros(shape)], dim=-1)
+    return np.ascontiguousarray(np.concatenate([idx, np.zeros(shape, idx.dtype)], axis=-1))
 
 
 def ordered_to_dense(num, idx):

@@ -146,9 +146,9 @@ def host_mask_arg(block_mask, to_host):
         a = to_host(x)
         return a.reshape((1,) * (nd - a.ndim) + tuple(a.shape)) if a.ndim < nd else a
 
-    from ._block_layout import pad_columns
+    from ._block_layout import num_blocks, pad_columns
 
-    nkv = -(-int(kv_len) // int(kvb))  # torch's compact lists widened to a column per kv block
+    nkv = num_blocks(kv_len, kvb)  # torch's compact lists widened to a column per kv block
     return (int(q_len), int(kv_len), int(qb), int(kvb), arr(block_mask.kv_num_blocks, 3),
             pad_columns(arr(block_mask.kv_indices, 4), nkv), arr(block_mask.full_kv_num_blocks, 3),
             pad_columns(arr(block_mask.full_kv_indices, 4), nkv))

@@ -19,6 +19,7 @@ import torch
 from . import _leaf_paths, _native, _torch_ops
 from .attention import AuxOutput, _check_scale, _kernel_options, _validate_block_mask, _validate_heads_and_batch
 from .masks import noop_mask
+from ._block_layout import num_blocks, pad_columns
 from ._tracer import mod_kind, trace
 from ._env import env_flag
 
@@ -175,16 +176,10 @@ def _mask_tensors(block_mask, device):
 
     has_full = block_mask.full_kv_num_blocks is not None
     has_q = block_mask.q_num_blocks is not None
-    nkv = -(-int(kv_len) // int(block_mask.BLOCK_SIZE[1]))
-
-    def widen(t):  # torch's compact lists (fewer columns than kv blocks): a column per kv block, as the kernels read
-        if t.shape[-1] >= nkv:
-            return t
-        return torch.cat([t, t.new_zeros(t.shape[:-1] + (nkv - t.shape[-1],))], dim=-1)
-
-    mask = [prep(block_mask.kv_num_blocks, 3), widen(prep(block_mask.kv_indices, 4))]
+    nkv = num_blocks(kv_len, block_mask.BLOCK_SIZE[1])  # torch's compact lists: a column per kv block (kernels)
+    mask = [prep(block_mask.kv_num_blocks, 3), pad_columns(prep(block_mask.kv_indices, 4), nkv)]
     if has_full:
-        mask += [prep(block_mask.full_kv_num_blocks, 3), widen(prep(block_mask.full_kv_indices, 4))]
+        mask += [prep(block_mask.full_kv_num_blocks, 3), pad_columns(prep(block_mask.full_kv_indices, 4), nkv)]
     if has_q:
         mask += [prep(block_mask.q_num_blocks, 3), prep(block_mask.q_indices, 4)]
         if has_full:

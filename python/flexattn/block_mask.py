@@ -112,7 +112,7 @@ class BlockMask:
         if seq_lengths is not None and idx.ndim >= 2:
             # Compact lists (narrower than the kv blocks of seq_lengths, torch's MAX_BLOCKS_IN_COL) are widened:
             # flexattn's layout has a column per kv block.
-            ncols = -(-int(seq_lengths[1]) // bs[1])
+            ncols = layout.num_blocks(seq_lengths[1], bs[1])
             if idx.shape[-1] < ncols and (fidx is None or fidx.shape == idx.shape):
                 idx, fidx = layout.pad_columns(idx, ncols), layout.pad_columns(fidx, ncols)
         layout.check_ordered(num, idx, "kv")
@@ -275,8 +275,8 @@ class BlockMask:
 
     def _adjust(self, new_q_len, new_kv_len):
         """The top-left (new_q_len, new_kv_len) crop (block counts rounded up, as newer torch)."""
-        rows = -(-new_q_len // self.BLOCK_SIZE[0])
-        cols = -(-new_kv_len // self.BLOCK_SIZE[1])
+        rows = layout.num_blocks(new_q_len, self.BLOCK_SIZE[0])
+        cols = layout.num_blocks(new_kv_len, self.BLOCK_SIZE[1])
 
         def crop(num_field, idx_field):
             if getattr(self, num_field) is None:
@@ -339,7 +339,8 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=_DE
 
 
 def _without_full_blocks(bm):
-    """bm with its full tiles moved into the partial lists (kv and q sides), full_* None."""
+    """bm with its full tiles moved into the partial lists (kv and q sides), full_* None (through host arrays:
+    separate_full_blocks=False is a compatibility option, not a fast path)."""
     if bm.full_kv_num_blocks is None:
         return bm
     dense = (layout.ordered_to_dense(bm._np("kv_num_blocks"), bm._np("kv_indices"))
