@@ -4,7 +4,7 @@ A drop-in for torch.nn.attention.flex_attention's API (flex_attention, create_bl
 BlockMask, and_masks, or_masks, noop_mask, AuxRequest, AuxOutput) that works with or without torch:
 torch tensors when torch is used, numpy arrays (or any DLPack producer) otherwise. Mods are traced once
 into flexattn's IR (see trace()) and cached by structure; captured Python numbers and 0-d tensors are
-runtime scalars, captured tensors are buffers.
+runtime scalars (a 0-d tensor that requires grad is a 1-element buffer), captured tensors are buffers.
 
 torch is never imported by flexattn itself, and the compiled extension is loaded on first use.
 """

@@ -183,9 +183,11 @@ class _Recorder:
 
     def _array(self, obj, parent, get):
         t, dtype = type(obj), obj.dtype
-        if len(obj.shape) == 0:  # a 0-d array / tensor is a runtime scalar
-            self._scalar(self._op(parent, get, lambda x: type(x) is t and x.dtype == dtype and len(x.shape) == 0),
-                         _capture.scalar_type(dtype))
+        if len(obj.shape) == 0:  # a 0-d array / tensor is a runtime scalar...
+            if _capture._learnable(obj):  # ...unless it requires grad (the walk reads a 1-element view of it)
+                raise _NoPlan("a learnable 0-d tensor")
+            self._scalar(self._op(parent, get, lambda x: type(x) is t and x.dtype == dtype and len(x.shape) == 0
+                                  and not _capture._learnable(x)), _capture.scalar_type(dtype))
             return
         shape = tuple(obj.shape)
         torch_tensor = is_torch_tensor(obj)

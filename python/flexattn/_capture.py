@@ -30,11 +30,12 @@ _CONSTANTS = (bool, type(None), str, bytes, type(Ellipsis), complex)
 
 
 class Leaf:
-    __slots__ = ("kind", "value", "type", "hint", "source", "name", "alias_of")
+    __slots__ = ("kind", "value", "type", "hint", "source", "name", "alias_of", "origin")
 
     def __init__(self, kind, value, type_, hint, source):
         self.kind, self.value, self.type, self.hint, self.source = kind, value, type_, hint, source
         self.name, self.alias_of = None, None
+        self.origin = value  # the captured object itself (value is a view of it for a learnable 0-d tensor)
 
     def python_value(self):
         """A scalar leaf's current value as a Python number."""
@@ -63,6 +64,10 @@ def sanitize(hint: str) -> str:
     return name
 
 
+def _learnable(obj) -> bool:
+    return is_torch_tensor(obj) and obj.requires_grad and obj.dtype.is_floating_point
+
+
 class Walker:
     """One walk. With `ctx` (a TraceContext) it also builds the proxied copy and names the leaves."""
 
@@ -85,13 +90,20 @@ class Walker:
         self.ctx.scalar_values[leaf.name] = leaf.python_value()
         return Proxy(_ir.scalar(leaf.name, type_))
 
-    def _buffer(self, obj, hint, source):
+    def _buffer(self, obj, hint, source, identity=None):
         if len(obj.shape) == 0:
-            return self._scalar(obj, scalar_type(obj.dtype), hint, source)
+            if not _learnable(obj):
+                return self._scalar(obj, scalar_type(obj.dtype), hint, source)
+            # A runtime scalar has no gradient path, so a 0-d tensor that requires grad (a learnable temperature)
+            # is read as a 1-element buffer, whose gradient the backward computes; the view keeps autograd's link.
+            proxy = self._buffer(obj.reshape(1), hint, source, identity=id(obj))
+            self.leaves[-1].origin = obj
+            return obj if self.ctx is None else proxy[0]
         leaf = Leaf("buffer", obj, buffer_dtype(obj.dtype), hint, source)
-        alias = self._buffers.get(id(obj))
+        identity = id(obj) if identity is None else identity
+        alias = self._buffers.get(identity)
         leaf.alias_of = alias
-        self._buffers.setdefault(id(obj), len(self.leaves))
+        self._buffers.setdefault(identity, len(self.leaves))
         self.leaves.append(leaf)
         device = str(obj.device.type) if is_torch_tensor(obj) else "cpu"
         self.key.append(("buffer", dtype_name(obj.dtype), tuple(obj.shape), device, alias))

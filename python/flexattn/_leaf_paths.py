@@ -120,7 +120,7 @@ def locate(fn, traced):
     through an object attribute) is missing from the result."""
     _, leaves, _, _ = _capture.walk(fn)
     mine = paths(fn)
-    if len(mine) != len(leaves) or any(m[1] is not w.value and not _converted(m[1]) for m, w in zip(mine, leaves)):
+    if len(mine) != len(leaves) or any(m[1] is not w.origin and not _converted(m[1]) for m, w in zip(mine, leaves)):
         raise RuntimeError(f"flexattn: internal error: the captured values of {getattr(fn, '__qualname__', fn)!r} "
                            "could not be located for torch.compile")
     by_source = {}

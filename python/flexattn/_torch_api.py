@@ -82,23 +82,20 @@ def _buffer_tensor(b, device):
     return b.to(device).contiguous()
 
 
+def _as_buffer(b):
+    return b.reshape(1) if isinstance(b, torch.Tensor) and b.dim() == 0 else b
+
+
 def _bound_values(score_mod, mask_mod):
     """(spec, scalar values, buffers) of the mods with their current captured values."""
     if torch.compiler.is_compiling():
         plan = _plan_in_graph(score_mod, mask_mod)
         mods = (score_mod, mask_mod)
+        # A 0-d tensor in a buffer slot is a learnable scalar, traced as a 1-element buffer (_capture._learnable).
         return (plan.spec, [_leaf_paths.fetch(mods[i], p) for i, p in plan.scalars],
-                [_leaf_paths.fetch(mods[i], p) for i, p in plan.buffers])
+                [_as_buffer(_leaf_paths.fetch(mods[i], p)) for i, p in plan.buffers])
     ts = None if score_mod is None else trace(score_mod, "score_mod")
     tm = trace(mask_mod, "mask_mod")
-    learnable = [src for t in (ts, tm) if t is not None for src in t.learnable_scalars]
-    if learnable and torch.is_grad_enabled():
-        # A 0-d captured tensor is a runtime scalar (a kernel argument, no gradient path): its gradient would be
-        # dropped without a word, so a learnable temperature would never train.
-        raise NotImplementedError(
-            f"score_mod / mask_mod: the captured 0-d tensor {learnable[0]} requires grad; flexattn passes 0-d "
-            "tensors as runtime scalars and computes no gradient for them. Capture a 1-element tensor and index it "
-            "(t[0], with t of shape [1]): buffers get gradients; or detach it.")
     merged, spec = _merged_and_spec(ts, tm)
     scalars, buffers = merged.values(ts, tm)
     return spec, [scalars[n] for n, _, _ in merged.scalars], [buffers[n] for n, _, _ in merged.buffers]

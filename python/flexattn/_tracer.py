@@ -123,11 +123,8 @@ class TracedMod:
         self.entry, self.extra = entry, bool(extra_buffers)
         used_scalars, used_buffers = entry.used_scalars, entry.used_buffers
         self.scalars, self.scalar_types, self.buffers, self.buffer_dtypes, self.sources = {}, {}, {}, {}, {}
-        self.learnable_scalars = []  # sources of 0-d tensors that require grad (scalars get no gradient)
         for leaf, name in zip(leaves, entry.leaf_names):
             if name in used_scalars and name not in self.scalars:
-                if getattr(leaf.value, "requires_grad", False):
-                    self.learnable_scalars.append(leaf.source)
                 self.scalars[name] = leaf.python_value()
                 self.scalar_types[name] = leaf.type
                 self.sources[name] = leaf.source

@@ -77,6 +77,42 @@ def test_forward_and_backward_with_learnable_bias_gqa_broadcast_and_lse_gradient
     torch.testing.assert_close(mine[3], want[3], rtol=1e-4, atol=1e-5)
 
 
+def test_a_learnable_0d_captured_tensor_gets_its_gradient():
+    """A 0-d tensor was a runtime scalar, so its gradient was dropped without a word (a learnable temperature never
+    trained). One that requires grad is now read as a 1-element buffer: its gradient matches the definition's."""
+    torch.manual_seed(3)
+    q, k, v = rand(1, 2, 19, 8), rand(1, 2, 19, 8), rand(1, 2, 19, 8)
+    temp = torch.tensor(2.0, requires_grad=True)
+    shift = torch.tensor(0.25, requires_grad=True)
+
+    def score(s, b, h, qi, kv):
+        return s * temp + shift * (qi - kv) - torch.tanh(temp)  # temp read twice: one gradient, summed
+
+    g = torch.randn(1, 2, 19, 8, dtype=torch.float64)
+    out = flex(q, k, v, score_mod=score, block_mask=flexattn.create_block_mask(causal, 1, 1, 19, 19, device="cpu",
+                                                                                 BLOCK_SIZE=8))
+    ref, _ = dense(q, k, v, score, causal)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-6)  # the buffers are read as float32
+    mine = torch.autograd.grad((out * g).sum(), (q, temp, shift))
+    want = torch.autograd.grad((ref * g).sum(), (q, temp, shift))
+    for name, a, b in zip(("q", "temp", "shift"), mine, want):
+        assert a.shape == b.shape and a.dtype == b.dtype, name
+        torch.testing.assert_close(a.double(), b.double(), rtol=1e-5, atol=1e-5, msg=name)
+    assert float(mine[1].abs()) > 1e-3 and temp.grad is None  # a real gradient; the user's tensor untouched
+    with torch.no_grad():  # no gradient asked: the same trace still runs
+        torch.testing.assert_close(flex(q, k, v, score_mod=score, block_mask=None), dense(q, k, v, score)[0],
+                                   rtol=0, atol=1e-6)
+    frozen = temp.detach()  # a 0-d tensor without grad stays a runtime scalar
+    torch.testing.assert_close(flex(q, k, v, score_mod=lambda s, b, h, i, j: s * frozen),
+                               dense(q, k, v, lambda s, b, h, i, j: s * frozen)[0], rtol=0, atol=1e-6)
+    compiled = torch.compile(lambda q, k, v: flex(q, k, v, score_mod=score), backend="eager", fullgraph=True)
+    out_c = compiled(q, k, v)
+    grad_c = torch.autograd.grad((out_c * g).sum(), (temp, shift))
+    want_c = torch.autograd.grad((dense(q, k, v, score)[0] * g).sum(), (temp, shift))
+    for a, b in zip(grad_c, want_c):
+        torch.testing.assert_close(a.double(), b.double(), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("dtype,atol", [(torch.float32, 2e-6), (torch.bfloat16, 1.6e-2), (torch.float16, 2e-3)])
 def test_low_precision_inputs_odd_lengths_and_non_contiguous_views(dtype, atol):
     torch.manual_seed(1)

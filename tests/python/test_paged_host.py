@@ -140,6 +140,25 @@ def test_captured_tensors_are_bound_as_themselves(count_traces):
         paged._bound(score, noop)
 
 
+def test_a_0d_tensor_that_starts_requiring_grad_leaves_the_plan(count_traces):
+    """A 0-d tensor that requires grad is a 1-element buffer to the walk, not a scalar: a plan built while it was a
+    scalar must not hold once requires_grad is set, and none is built for the buffer form."""
+    temp = torch.tensor(2.0)
+    noop = paged._torch_mods()[0].noop_mask
+
+    def score(s, b, h, q_idx, kv_idx):
+        return s * temp
+
+    warm(score, noop)
+    assert bound_matches(score, noop)[3] == [2.0]
+    temp.requires_grad_()
+    for _ in range(3):
+        got = paged._bound(score, noop)
+        assert got[3] == [] and len(got[4]) == 1 and got[4][0].shape == (1,) and got[4][0]._base is temp
+    temp.requires_grad_(False)
+    assert bound_matches(score, noop)[3] == [2.0]
+
+
 def test_aliasing_of_captured_tensors_is_checked():
     t = torch.arange(8, dtype=torch.float32)
     a, b = t, t

@@ -212,20 +212,6 @@ def test_torch_path_checks_kernel_options_and_scale_like_the_numpy_path():
                                tfa.flex_attention(q, q, q, scale=0.5))
 
 
-def test_a_learnable_0d_captured_tensor_is_refused_not_silently_frozen():
-    """A 0-d tensor is a runtime scalar: its gradient was dropped without a word (out did not even require grad).
-    Until flexattn differentiates scalars, it raises with the workaround; a 1-element buffer learns."""
-    q, k, v = (torch.randn(1, 2, 16, 8) for _ in range(3))
-    temp = torch.tensor(2.0, requires_grad=True)
-    with pytest.raises(NotImplementedError, match="captured 0-d tensor closure variable 'temp' .* requires grad"):
-        flexattn.flex_attention(q, k, v, score_mod=lambda s, b, h, qi, kv: s * temp)
-    with torch.no_grad():
-        flexattn.flex_attention(q, k, v, score_mod=lambda s, b, h, qi, kv: s * temp)  # no gradient asked: runs
-    temp1 = torch.tensor([2.0], requires_grad=True)
-    flexattn.flex_attention(q, k, v, score_mod=lambda s, b, h, qi, kv: s * temp1[0]).sum().backward()
-    assert temp1.grad is not None and torch.isfinite(temp1.grad).all()
-
-
 def test_flexattn_torch_is_reachable_as_an_attribute():
     import importlib
     import subprocess

@@ -35,6 +35,7 @@ PREFIX = 48
 SLOPES = torch.exp2(-torch.arange(1, 9, device=DEV, dtype=torch.float32))
 CAP = 20.0
 REL_BIAS = torch.zeros(8, L + S, device=DEV).normal_(0, 0.5).requires_grad_()
+TEMP = torch.tensor(1.25, device=DEV, requires_grad=True)  # a learnable 0-d temperature (read as a 1-element buffer)
 
 
 def causal(b, h, q, kv):
@@ -65,6 +66,10 @@ def rel_bias(score, b, h, q, kv):
     return score + REL_BIAS[h, q - kv + S]
 
 
+def temperature(score, b, h, q, kv):
+    return score * TEMP
+
+
 # Rows of captured tensors (python/flexattn/_rows.py), as attention-gym's top-k tile mask (vsa.py) and
 # latent-attention rope score (latent_attention.py) use them. Tile t of the queries always keeps its own kv tile.
 TOPK = torch.randint(0, 5, (2, 4, 5, 3), device=DEV)
@@ -89,6 +94,7 @@ CORPUS = {  # name: (score_mod, mask_mod, learnable buffers)
     "alibi+causal": (alibi, causal, ()),
     "softcap+causal": (softcap, causal, ()),
     "learnable_rel_bias": (rel_bias, None, (REL_BIAS,)),
+    "learnable_0d_temperature+causal": (temperature, causal, (TEMP,)),
     "rows: top-k tiles + rope": (rope_score, top_k_tiles, ()),
 }
 
