@@ -92,13 +92,27 @@ def _bound_values(score_mod, mask_mod):
         plan = _plan_in_graph(score_mod, mask_mod)
         mods = (score_mod, mask_mod)
         # A 0-d tensor in a buffer slot is a learnable scalar, traced as a 1-element buffer (_capture._learnable).
-        return (plan.spec, [_leaf_paths.fetch(mods[i], p) for i, p in plan.scalars],
-                [_as_buffer(_leaf_paths.fetch(mods[i], p)) for i, p in plan.buffers])
+        buffers = [_as_buffer(_leaf_paths.fetch(mods[i], p)) for i, p in plan.buffers]
+        _check_mask_buffers([(i, "a captured tensor", b) for (i, _), b in zip(plan.buffers, buffers)])
+        return plan.spec, [_leaf_paths.fetch(mods[i], p) for i, p in plan.scalars], buffers
     ts = None if score_mod is None else trace(score_mod, "score_mod")
     tm = trace(mask_mod, "mask_mod")
     merged, spec = _merged_and_spec(ts, tm)
     scalars, buffers = merged.values(ts, tm)
-    return spec, [scalars[n] for n, _, _ in merged.scalars], [buffers[n] for n, _, _ in merged.buffers]
+    buffers = [buffers[n] for n, _, _ in merged.buffers]
+    _check_mask_buffers([(i, (ts, tm)[i].sources[n], b) for (_, i, n), b in zip(merged.buffers, buffers)])
+    return spec, [scalars[n] for n, _, _ in merged.scalars], buffers
+
+
+def _check_mask_buffers(buffers):
+    """[(mod index, source, tensor)]: a mask_mod's (index 1) captures get no gradient, so one that requires grad would
+    fail in the backward with the variant's internal message (torch refuses it in the forward too)."""
+    if not torch.is_grad_enabled():
+        return
+    for i, source, b in buffers:
+        if i == 1 and getattr(b, "requires_grad", False):
+            raise RuntimeError(f"mask_mod: {source} requires grad, but a mask_mod's captured tensors get no gradient "
+                               "(the mask is a boolean of them); detach it, or read it in the score_mod")
 
 
 _MERGED = {}  # (score entry, mask entry) -> (entries, Merged, spec)

@@ -113,6 +113,25 @@ def test_a_learnable_0d_captured_tensor_gets_its_gradient():
         torch.testing.assert_close(a.double(), b.double(), rtol=1e-5, atol=1e-5)
 
 
+def test_a_mask_mod_capture_that_requires_grad_is_refused_in_the_forward():
+    """It failed only in the backward, with the variant's internal message ("grad_buffers: 'W' is not a floating-point
+    buffer read by the score_mod"); torch refuses it too. Without gradients it runs."""
+    q, k, v = rand(1, 2, 16, 8), rand(1, 2, 16, 8), rand(1, 2, 16, 8)
+    width = torch.tensor(4.0, requires_grad=True)
+
+    def band(b, h, qi, kv):
+        return (qi - kv).abs() < width
+
+    bm = flexattn.create_block_mask(band, 1, 1, 16, 16, device="cpu", BLOCK_SIZE=8)
+    with pytest.raises(RuntimeError, match="mask_mod: closure variable 'width' .* requires grad, but a mask_mod's"):
+        flex(q, k, v, block_mask=bm)
+    compiled = torch.compile(lambda q, k, v: flex(q, k, v, block_mask=bm), backend="eager", fullgraph=True)
+    with pytest.raises(RuntimeError, match="a mask_mod's captured tensors get no gradient"):
+        compiled(q, k, v)
+    with torch.no_grad():
+        torch.testing.assert_close(flex(q, k, v, block_mask=bm), dense(q, k, v, mask=band)[0], rtol=0, atol=1e-6)
+
+
 @pytest.mark.parametrize("dtype,atol", [(torch.float32, 2e-6), (torch.bfloat16, 1.6e-2), (torch.float16, 2e-3)])
 def test_low_precision_inputs_odd_lengths_and_non_contiguous_views(dtype, atol):
     torch.manual_seed(1)
