@@ -67,6 +67,17 @@ bool compatible(DType given, DType wanted) {
   return given == wanted;
 }
 
+// Whether the product of `dims` (each >= 1) is at most kMaxElements, by division: each flag may be up to 2^31, so
+// the product itself can wrap int64 (it did: -B -H -Q 2^31 passed as 0 elements and hung).
+bool fits_elements(std::initializer_list<int64_t> dims) {
+  int64_t left = kMaxElements;
+  for (int64_t d : dims) {
+    if (d > left) return false;
+    left /= std::max<int64_t>(d, 1);
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string shape_text(const std::vector<int64_t>& s) {
@@ -96,7 +107,9 @@ ScalarArg parse_scalar_arg(const std::string& text) {
               (s.type == DType::F32 || s.type == DType::I32 || s.type == DType::I64 || s.type == DType::Bool),
           "--scalar " + text + ": type must be f32, i32, i64 or bool, got '" + tname + "'");
   } else {
-    s.type = integral ? DType::I32 : DType::F32;
+    // As the Python tracer types a captured int: i32 when it fits, else i64.
+    const bool i32 = iv >= -(int64_t(1) << 31) && iv < (int64_t(1) << 31);
+    s.type = integral ? (i32 ? DType::I32 : DType::I64) : DType::F32;
   }
   check(!s.name.empty(), "--scalar " + text + ": missing the scalar name");
   if (s.type == DType::Bool && (value == "true" || value == "false")) {
@@ -104,7 +117,13 @@ ScalarArg parse_scalar_arg(const std::string& text) {
   } else if (s.type == DType::F32) {
     check(parse_double(value, &s.value), "--scalar " + text + ": expected a finite number, got '" + value + "'");
   } else {
+    check(s.type != DType::Bool, "--scalar " + text + ": expected true or false, got '" + value + "'");
     check(integral, "--scalar " + text + ": expected an integer, got '" + value + "'");
+    // Scalars travel as doubles: i32 must fit, and i64 must be exact in a double (|v| <= 2^53).
+    const int64_t limit = s.type == DType::I32 ? int64_t(1) << 31 : int64_t(1) << 53;
+    check(iv >= -limit && (s.type == DType::I32 ? iv < limit : iv <= limit),
+          "--scalar " + text + ": out of range for " + std::string(dtype_name(s.type)) +
+              (s.type == DType::I32 ? " ([-2^31, 2^31))" : " (|value| <= 2^53, exact in the double it travels as)"));
     s.value = double(iv);
   }
   return s;
@@ -152,7 +171,7 @@ Problem make_problem(const ProblemConfig& c) {
     s.Dv = c.Dv < 0 ? s.D : c.Dv;
   }
   check(s.H % s.Hkv == 0, "GQA: -H " + std::to_string(s.H) + " must be a multiple of --hkv " + std::to_string(s.Hkv));
-  check(s.B * s.H * s.Q * std::max(s.D, s.Dv) <= kMaxElements && s.B * s.Hkv * s.KV * std::max(s.D, s.Dv) <= kMaxElements,
+  check(fits_elements({s.B, s.H, s.Q, std::max(s.D, s.Dv)}) && fits_elements({s.B, s.Hkv, s.KV, std::max(s.D, s.Dv)}),
         "shape too large: q/k/v may hold at most 2^31 elements each");
   if (c.load_dir.empty() && c.make_inputs) {
     p.q = random_tensor(c.dtype, {s.B, s.H, s.Q, s.D}, c.seed, 1);

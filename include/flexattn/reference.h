@@ -53,6 +53,9 @@ struct ModFns {
   // [0, resolve_threads(options.threads)).
   std::function<void(int thread, double s, int64_t b, int64_t h, int64_t q, int64_t kv, double g)>
       buffer_grad;
+  // The thread indices buffer_grad can take (its per-thread accumulators), 0 = any. backward() refuses
+  // options whose thread count exceeds it: the index would land past the accumulators.
+  int buffer_grad_threads = 0;
 };
 
 struct Options {

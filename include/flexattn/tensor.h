@@ -2,7 +2,6 @@
 // HostTensor: an owned, contiguous, row-major host array with a dtype. The CPU reference, the CLI and
 // the .npy reader/writer exchange data through it.
 #include <cstdint>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -18,10 +17,27 @@ struct HostTensor {
 
   HostTensor() = default;
   HostTensor(DType t, std::vector<int64_t> s) : dtype(t), shape(std::move(s)) {
-    bytes.assign(size_t(numel()) * size_t(dtype_size(t)), 0);
+    for (int64_t d : shape) check(d >= 0, "HostTensor: negative dimension in shape " + shape_string());
+    bytes.assign(byte_size(), 0);
   }
+  // Throws for a product past int64 (a wrapped count once matched an empty buffer and passed the size checks).
   int64_t numel() const {
-    return std::accumulate(shape.begin(), shape.end(), int64_t(1), std::multiplies<int64_t>());
+    int64_t n = 1;
+    for (int64_t d : shape)
+      if (__builtin_mul_overflow(n, d, &n)) throw Error("tensor shape " + shape_string() + " has more than 2^63 elements");
+    return n;
+  }
+  // numel() * the dtype's size, also checked for overflow.
+  size_t byte_size() const {
+    size_t b = 0;
+    if (__builtin_mul_overflow(size_t(numel()), size_t(dtype_size(dtype)), &b))
+      throw Error("tensor shape " + shape_string() + " has more bytes than size_t holds");
+    return b;
+  }
+  std::string shape_string() const {
+    std::string r = "[";
+    for (size_t i = 0; i < shape.size(); ++i) r += (i ? ", " : "") + std::to_string(shape[i]);
+    return r + "]";
   }
   int64_t dim(int i) const { return shape.at(i < 0 ? shape.size() + i : i); }
   double get(int64_t i) const { return load_as_double(bytes.data(), dtype, i); }

@@ -21,7 +21,7 @@ inline void check_tensor(const HostTensor& t, const std::string& name, size_t ra
   check(is_float(t.dtype),
         name + " must have a float dtype (f16, bf16, f32, f64); got " + std::string(dtype_name(t.dtype)));
   for (int64_t d : t.shape) check(d >= 0, name + " has a negative dimension: " + shape_str(t.shape));
-  const size_t need = size_t(t.numel()) * size_t(dtype_size(t.dtype));
+  const size_t need = t.byte_size();
   check(t.bytes.size() == need, name + " holds " + std::to_string(t.bytes.size()) + " bytes but shape " +
                                     shape_str(t.shape) + " of " + std::string(dtype_name(t.dtype)) + " needs " +
                                     std::to_string(need));

@@ -24,7 +24,7 @@ void check_grad_input(const HostTensor& t, const char* name, const std::vector<i
                                std::string(dtype_name(t.dtype)));
   check(t.shape == want, std::string(name) + " must have shape " + dims + " = " + detail::shape_str(want) +
                              "; got " + detail::shape_str(t.shape));
-  const size_t need = size_t(t.numel()) * size_t(dtype_size(t.dtype));
+  const size_t need = t.byte_size();
   check(t.bytes.size() == need, std::string(name) + " holds " + std::to_string(t.bytes.size()) +
                                     " bytes but shape " + detail::shape_str(t.shape) + " of " +
                                     std::string(dtype_name(t.dtype)) + " needs " + std::to_string(need));
@@ -39,6 +39,10 @@ double grad_of_score(const ModFns& m, double s, int64_t b, int64_t h, int64_t i,
 BackwardResult backward(const HostTensor& q, const HostTensor& k, const HostTensor& v, const HostTensor& dout,
                         const HostTensor* dlse, const ModFns& mods, const Options& options) {
   const Problem p = detail::make_problem(q, k, v, options);
+  check(!mods.buffer_grad || mods.buffer_grad_threads == 0 || p.threads <= mods.buffer_grad_threads,
+        "options.threads: the backward runs " + std::to_string(p.threads) + " threads but the mods' buffer_grad "
+        "accumulates for " + std::to_string(mods.buffer_grad_threads) + " (give VariantFns the same threads as "
+        "Options::threads)");
   check_grad_input(dout, "dout", {p.B, p.Hq, p.L, p.Dv}, "[B, Hq, L, Dv]");
   if (dlse) check_grad_input(*dlse, "dlse", {p.B, p.Hq, p.L}, "[B, Hq, L]");
   if (options.delta_out) check_grad_input(*options.delta_out, "options.delta_out", {p.B, p.Hq, p.L, p.Dv}, "[B, Hq, L, Dv]");

@@ -27,7 +27,7 @@ void check_input(const HostTensor& t, const char* name, const char* dims) {
   check(is_float(t.dtype), std::string(name) + " must have a float dtype (f16, bf16, f32, f64); got " +
                                std::string(dtype_name(t.dtype)));
   for (int64_t d : t.shape) check(d >= 0, std::string(name) + " has a negative dimension: " + shape_str(t.shape));
-  size_t need = size_t(t.numel()) * size_t(dtype_size(t.dtype));
+  size_t need = t.byte_size();
   check(t.bytes.size() == need, std::string(name) + " holds " + std::to_string(t.bytes.size()) +
                                     " bytes but shape " + shape_str(t.shape) + " of " +
                                     std::string(dtype_name(t.dtype)) + " needs " + std::to_string(need));

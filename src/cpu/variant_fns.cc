@@ -128,6 +128,7 @@ VariantFns::VariantFns(const Variant& variant, const ModBindings& bindings, int 
     m.fns.score_grad = [p](double s, int64_t b, int64_t h, int64_t q, int64_t kv, double g) {
       return g * p->state().d_score->run(s, b, h, q, kv).as_double();
     };
+  m.fns.buffer_grad_threads = m.threads;
   if (!m.load_grads.empty())
     m.fns.buffer_grad = [p](int thread, double s, int64_t b, int64_t h, int64_t q, int64_t kv, double g) {
       ThreadState& st = p->state();

@@ -12,8 +12,15 @@ HostTensor gather_pages(const HostTensor& pool, const std::vector<int32_t>& page
                         const std::vector<int32_t>& kv_lens, int64_t max_len, std::vector<uint8_t>* unmapped) {
   if (pool.shape.size() != 4) throw Error("pool: expected [num_pages, Hkv, page_size, D]");
   const int64_t P = pool.shape[0], H = pool.shape[1], ps = pool.shape[2], D = pool.shape[3];
+  for (int64_t d : pool.shape)
+    if (d < 0) throw Error("pool: negative dimension in shape " + pool.shape_string());
+  if (ps < 1) throw Error("pool: page_size (shape[2]) must be >= 1; got " + std::to_string(ps));
+  if (pool.bytes.size() != pool.byte_size())  // the copies below trust the shape
+    throw Error("pool holds " + std::to_string(pool.bytes.size()) + " bytes but shape " + pool.shape_string() +
+                " of " + std::string(dtype_name(pool.dtype)) + " needs " + std::to_string(pool.byte_size()));
+  if (max_len < 0) throw Error("max_len must be >= 0; got " + std::to_string(max_len));
   const int64_t B = int64_t(kv_lens.size());
-  if (max_pages < 1 || int64_t(page_table.size()) != B * max_pages)
+  if (max_pages < 1 || int64_t(page_table.size()) / max_pages != B || int64_t(page_table.size()) % max_pages != 0)
     throw Error("page_table: expected " + std::to_string(B) + " x max_pages entries");
   HostTensor out(pool.dtype, {B, H, max_len, D});
   if (unmapped != nullptr) unmapped->assign(size_t(B * max_len), 0);
@@ -44,6 +51,12 @@ ForwardResult decode_forward(const HostTensor& q, const HostTensor& k, const Hos
   if (q.shape.size() != 4 || k.shape.size() != 4 || v.shape.size() != 4) throw Error("q, k, v: expected 4-D");
   const int64_t B = q.shape[0];
   const bool paged = !d.page_table.empty();
+  if (paged && (v.shape[0] != k.shape[0] || v.shape[1] != k.shape[1] || v.shape[2] != k.shape[2]))
+    throw Error("v pool " + v.shape_string() + " must match the k pool " + k.shape_string() +
+                " in [num_pages, Hkv, page_size]: one page table addresses both");
+  // As cuda_decode: positions stay far from int64 overflow (the mods see q_offset + i).
+  if (d.q_offset < 0 || d.q_offset >= (int64_t(1) << 30) - q.shape[2])
+    throw Error("q_offset: must be in [0, 2^30 - L); got " + std::to_string(d.q_offset));
   const int64_t cap = paged ? d.max_pages * k.shape[2] : k.shape[2];
   std::vector<int32_t> lens = d.kv_lens;
   if (lens.empty()) lens.assign(size_t(B), int32_t(cap));

@@ -102,7 +102,7 @@ Problem check_forward(const ForwardArgs& a, AttnParams* p) {
   for (const auto& [name, off, len] : {std::tuple{"q_offset", a.q_offset, pr.L}, {"kv_offset", a.kv_offset, pr.S}})
     // Never negative, as FlexAttention's own indices: generated gathers indexed by a position clamp it from above
     // only (codegen's fa_clamp_position32).
-    if (off < 0 || off + len > (int64_t(1) << 30))
+    if (off < 0 || off > (int64_t(1) << 30) - len)  // not off + len: a huge off wraps it
       throw Error(std::string(name) + ": the positions the mods see are offset + row, in [0, 2^30): expected 0 <= "
                   "offset and offset + length <= 2^30, got " + std::to_string(off) + " + " + std::to_string(len));
   p->q_offset = int(a.q_offset);

@@ -283,7 +283,7 @@ void check_decode(const DecodeArgs& a, AttnParams* p) {
   p->B = int(B), p->Hq = int(Hq), p->Hkv = int(Hkv), p->Bkv = int(Bkv);
   p->L = int(L), p->S = int(S), p->D = int(D), p->Dv = int(Dv);
   p->scale = float(std::isnan(a.scale) ? 1.0 / std::sqrt(double(D)) : a.scale);
-  if (a.q_offset < 0 || a.q_offset + L >= (int64_t(1) << 30)) throw Error("q_offset: must be in [0, 2^30 - L)");
+  if (a.q_offset < 0 || a.q_offset >= (int64_t(1) << 30) - L) throw Error("q_offset: must be in [0, 2^30 - L)");
   p->kv_lens = a.kv_lens, p->q_offsets = a.q_offsets, p->q_offset = int(a.q_offset);
   set_mask(p, a.block_mask);
   if (a.block_mask && a.q_offsets == nullptr && a.block_mask->nq * a.block_mask->q_block < a.q_offset + L)

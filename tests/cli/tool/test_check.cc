@@ -92,6 +92,9 @@ TEST(Check, ScalarArgTypes) {
   EXPECT_EQ(parse_scalar_arg("c:f32=3").type, DType::F32);
   EXPECT_EQ(parse_scalar_arg("n:i64=-4").value, -4);
   EXPECT_EQ(parse_scalar_arg("on:bool=true").value, 1);
+  EXPECT_EQ(parse_scalar_arg("big=3000000000").type, DType::I64);  // as the Python tracer types a captured int
+  EXPECT_EQ(parse_scalar_arg("big=3000000000").value, 3000000000.0);
+  EXPECT_EQ(parse_scalar_arg("n:i64=-9007199254740992").value, -9007199254740992.0);
 }
 
 TEST(Check, NaiveBaselineErrorGrowsAsPrecisionDrops) {

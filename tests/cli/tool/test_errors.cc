@@ -87,6 +87,16 @@ TEST(CliErrors, ScalarsAndBuffers) {
   EXPECT_EQ(error_line({"run", "--score-expr", "score * c", "--scalar", "c"}), "--scalar: expected NAME=VALUE, got 'c'");
   EXPECT_EQ(error_line({"run", "--score-expr", "score * c", "--scalar", "c=abc"}),
             "--scalar c=abc: expected a finite number, got 'abc'");
+  EXPECT_EQ(error_line({"run", "--score-expr", "score * f32(c)", "--scalar", "c:i32=3000000000"}),
+            "--scalar c:i32=3000000000: out of range for i32 ([-2^31, 2^31))");
+  EXPECT_EQ(error_line({"run", "--score-expr", "score * f32(c)", "--scalar", "c=9007199254740993"}),
+            "--scalar c=9007199254740993: out of range for i64 (|value| <= 2^53, exact in the double it travels as)");
+  EXPECT_EQ(error_line({"run", "--score-expr", "score * f32(c)", "--scalar", "c:bool=2"}),
+            "--scalar c:bool=2: expected true or false, got '2'");
+  EXPECT_EQ(error_line({"run", "-B", "2147483648", "-H", "2147483648", "-Q", "2147483648", "-D", "2147483648"}),
+            "shape too large: q/k/v may hold at most 2^31 elements each");  // the product wrapped to 0 and ran
+  EXPECT_EQ(error_line({"mask", "--mask", "causal", "-B", "2147483648", "-H", "2147483648", "-Q", "2147483648"}),
+            "shape too large: q/k/v may hold at most 2^31 elements each");  // hung
   EXPECT_EQ(error_line({"run", "--score-expr", "score * c", "--scalar", "c:u8=1"}),
             "--scalar c:u8=1: type must be f32, i32, i64 or bool, got 'u8'");
   EXPECT_EQ(error_line({"run", "--score-expr", "score + bias[h]"}),

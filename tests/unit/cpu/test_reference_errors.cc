@@ -63,6 +63,14 @@ TEST(ReferenceErrors, MalformedTensors) {
   in.q = random_tensor({2, 4, 5, 0}, 1);
   in.k = random_tensor({2, 2, 6, 0}, 1);
   expect_error([&] { in.fwd(); }, "q head dim D (q.shape[3]) must be >= 1; got 0");
+  // A shape whose element count wraps int64 (to 0, matching empty bytes) passed the size check and crashed.
+  in = Inputs();
+  in.q.shape = {1, int64_t(1) << 32, int64_t(1) << 32, 4};
+  in.q.bytes.clear();
+  expect_error([&] { in.fwd(); }, "tensor shape [1, 4294967296, 4294967296, 4] has more than 2^63 elements");
+  in.q.shape = {1, 1, int64_t(1) << 31, int64_t(1) << 31};  // 2^62 elements of 8 bytes: the byte count wraps
+  expect_error([&] { in.fwd(); }, "tensor shape [1, 1, 2147483648, 2147483648] has more bytes than size_t holds");
+  expect_error([&] { HostTensor(DType::F32, {2, -1}); }, "HostTensor: negative dimension in shape [2, -1]");
 }
 
 TEST(ReferenceErrors, Shapes) {
@@ -105,6 +113,20 @@ TEST(ReferenceErrors, Threads) {
   expect_error([&] { resolve_threads(-1); }, "options.threads must be >= 0");
   EXPECT_EQ(resolve_threads(3), 3);
   EXPECT_GE(resolve_threads(0), 1);
+  // buffer_grad's per-thread accumulators (VariantFns) sized for fewer threads than the backward runs: the index
+  // landed past them (a heap overflow with VariantFns(..., 1) and the default Options on a 2-core machine).
+  ModFns mods;
+  int calls = 0;
+  mods.buffer_grad = [&](int, double, int64_t, int64_t, int64_t, int64_t, double) { ++calls; };
+  mods.buffer_grad_threads = 1;
+  o.threads = 2;
+  expect_error([&] { backward(in.q, in.k, in.v, in.dout, &in.dlse, mods, o); },
+               "options.threads: the backward runs 2 threads but the mods' buffer_grad accumulates for 1 (give "
+               "VariantFns the same threads as Options::threads)");
+  EXPECT_EQ(calls, 0);
+  o.threads = 1;
+  backward(in.q, in.k, in.v, in.dout, &in.dlse, mods, o);
+  EXPECT_EQ(calls, 2 * 4 * 5 * 6);  // once per kept entry
 }
 
 TEST(ReferenceErrors, BlockMaskShape) {

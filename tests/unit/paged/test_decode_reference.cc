@@ -147,3 +147,32 @@ TEST(DecodeForward, EmptySequenceIsFullyMasked) {
   for (int64_t i = 0; i < r.out.numel(); ++i) EXPECT_EQ(r.out.get(i), 0.0);
   for (int64_t i = 0; i < r.lse.numel(); ++i) EXPECT_EQ(r.lse.get(i), -INFINITY);
 }
+
+// Malformed arguments are errors naming them: a pool shorter than its shape was read past its end, a v pool with fewer
+// pages than k silently counted rows it did not have, and a huge q_offset overflowed the positions the mods see.
+TEST(DecodeForward, MalformedPoolsAndOffsetsAreErrors) {
+  const auto message = [](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  HostTensor pool = randn({4, 1, 2, 3}, 1);
+  pool.bytes.resize(8);
+  EXPECT_EQ(message([&] { cpu::gather_pages(pool, {2, 3}, 2, {4}, 4); }),
+            "pool holds 8 bytes but shape [4, 1, 2, 3] of f32 needs 96");
+  EXPECT_EQ(message([&] { cpu::gather_pages(randn({4, 1, 2, 3}, 1), {2, 3}, 2, {4}, -1); }), "max_len must be >= 0; got -1");
+  const HostTensor q = randn({1, 1, 2, 3}, 2), k = randn({4, 1, 2, 3}, 3);
+  cpu::DecodeReference d;
+  d.page_table = {0, 3}, d.max_pages = 2, d.kv_lens = {4};
+  EXPECT_EQ(message([&] { cpu::decode_forward(q, k, randn({2, 1, 2, 3}, 4), d, {}); }),
+            "v pool [2, 1, 2, 3] must match the k pool [4, 1, 2, 3] in [num_pages, Hkv, page_size]: one page table "
+            "addresses both");
+  d.q_offset = INT64_MAX;
+  EXPECT_EQ(message([&] { cpu::decode_forward(q, k, randn({4, 1, 2, 3}, 4), d, {}); }),
+            "q_offset: must be in [0, 2^30 - L); got 9223372036854775807");
+  d.q_offset = 5;
+  EXPECT_EQ(message([&] { cpu::decode_forward(q, k, randn({4, 1, 2, 3}, 4), d, {}); }), "(no error)");
+}
