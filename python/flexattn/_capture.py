@@ -12,6 +12,7 @@ bound to a new closure's values by position.
 """
 from __future__ import annotations
 
+import enum
 import functools
 import re
 import types
@@ -43,6 +44,35 @@ class Leaf:
         return v if isinstance(v, (int, float)) else v.item()
 
 
+def _immutable_types():
+    types_ = [type, np.dtype, np.ufunc, types.BuiltinFunctionType, frozenset, range, enum.Enum]
+    if _torch_loaded():
+        import torch
+
+        types_ += [torch.dtype, torch.device, torch.finfo, torch.iinfo]
+    return tuple(types_)
+
+
+def _torch_loaded():
+    import sys
+
+    return "torch" in sys.modules
+
+
+def volatile(key, refs) -> bool:
+    """Whether a walk reached objects whose attributes the trace may have read as constants: a user object (an
+    nn.Module's `self.window`, a config's `cfg.scale`) or a module that is not a library (`cfg.W`). Their values
+    are not part of the key, so a cached trace would keep the first call's numbers: such traces are not cached.
+    Classes, dtypes, devices, enums and builtins are taken as unchanging."""
+    if any(k[0] == "module" and k[1].split(".")[0] not in _LIBRARY_ROOTS for k in key
+           if type(k) is tuple and len(k) == 2):
+        return True
+    if not refs:
+        return False
+    immutable = _immutable_types()
+    return any(not isinstance(o, immutable) for o in refs)
+
+
 def _code_names(code, out):
     out.update(code.co_names)
     for c in code.co_consts:
@@ -56,7 +86,7 @@ def _is_library(fn) -> bool:
 
 
 def sanitize(hint: str) -> str:
-    name = re.sub(r"\W", "_", hint) or "value"
+    name = re.sub(r"\W", "_", hint, flags=re.ASCII) or "value"  # the IR text is ASCII
     if name[0].isdigit():
         name = "v" + name
     if name in _ir.RESERVED or re.fullmatch(r"_t\d+", name):

@@ -31,6 +31,10 @@ class TraceContext:
         self.scalar_values = scalar_values  # scalar name -> value at trace time (for specialisation)
         self.guards = []  # (node, value): scalar-only expressions the trace specialised on
         self.extra_buffers = {}  # name -> tensor reached outside the captured names (not cacheable)
+        # 0-d tensors the mod made from Python values while tracing (torch.tensor(2.0), torch.finfo(...).min): constants.
+        # Any other 0-d tensor it meets came from outside (an attribute): a buffer, bound per call. Held, so ids stay.
+        self.made = {}
+        self.outside = {}  # id -> (0-d tensor from outside, its buffer name)
         self.names = set()  # scalar and buffer names in use
 
     def unique_name(self, hint: str) -> str:

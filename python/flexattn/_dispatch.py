@@ -260,6 +260,32 @@ def _getitem(obj, index):
     return BufferProxy(name, obj)[index]
 
 
+def _note_made(result, args, kwargs):
+    """Marks a 0-d tensor result as made inside the mod when every tensor it came from was (or none was)."""
+    ctx = current()
+    if ctx is None or not is_torch_tensor(result) or len(result.shape) != 0:
+        return
+    flat = list(args) + list(kwargs.values())
+    for x in flat:
+        if isinstance(x, (tuple, list)):
+            flat.extend(x)
+        elif is_torch_tensor(x) and id(x) not in ctx.made:
+            return
+    ctx.made[id(result)] = result
+
+
+def outside_scalar(x):
+    """A 0-d torch tensor the mod reached outside its captured names (e.g. self.temp), as a load of a 1-element
+    buffer bound per call (the trace is then not cached): a literal would freeze its value and drop its gradient."""
+    ctx = current()
+    hit = ctx.outside.get(id(x))
+    if hit is None:
+        name = ctx.unique_name("tensor")
+        ctx.extra_buffers[name] = x.reshape(1)  # the view keeps autograd's link to x
+        hit = ctx.outside[id(x)] = (x, name)
+    return BufferProxy(hit[1], ctx.extra_buffers[hit[1]])[0]
+
+
 def _item(x):
     return x.item() if isinstance(x, Proxy) else x
 
@@ -443,7 +469,9 @@ def make_mode():
             kwargs = kwargs or {}
             if _has_proxy(args) or _has_proxy(tuple(kwargs.values())):
                 return dispatch_torch(func, args, kwargs)
-            return func(*args, **kwargs)
+            result = func(*args, **kwargs)
+            _note_made(result, args, kwargs)
+            return result
 
     return _TraceMode()
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from . import _ir
 from ._arrays import buffer_dtype as _buffer_dtype
-from ._arrays import is_array_like, scalar_type, torch_module
+from ._arrays import is_array_like, is_torch_tensor, scalar_type, torch_module
 from ._context import TraceAttributeError, current, fail
 from ._ir import IRTypeError
 
@@ -27,8 +27,13 @@ def as_node(x):
         fail(f"captured tensor '{x.name}' used without indexing",
              f"index every dimension with traced indices first, e.g. {x.name}[h, q_idx]")
     if is_array_like(x):
-        if len(x.shape) == 0:  # a 0-d tensor made inside the mod: a strong (dtyped) constant
-            return _ir.literal(x.item(), scalar_type(x.dtype), False)
+        if len(x.shape) == 0:
+            ctx = current()
+            if ctx is not None and is_torch_tensor(x) and id(x) not in ctx.made:
+                from ._dispatch import outside_scalar
+
+                return outside_scalar(x).node
+            return _ir.literal(x.item(), scalar_type(x.dtype), False)  # made inside the mod: a strong constant
         fail(f"a tensor of shape {tuple(x.shape)} combined with a traced value",
              "mods compute one score at a time: index captured tensors with traced indices instead")
     return None

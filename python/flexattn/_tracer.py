@@ -17,7 +17,7 @@ import weakref
 
 import numpy as np
 
-from . import _ir
+from . import _capture, _ir
 from ._arrays import buffer_to_numpy, torch_module
 from ._capture import walk
 from ._context import TraceContext, TraceError, tracing
@@ -229,10 +229,13 @@ def trace(fn, kind=None) -> TracedMod:
     name = mod_name(fn)
     key, leaves, refs, _ = walk(fn)
     key = (detected,) + key
-    with _lock:
-        entries = _cache.get(key)
-        if entries is not None:
-            _cache.move_to_end(key)
+    entries = None
+    volatile = _capture.volatile(key, refs)  # numbers read through objects: not in the key, so never cached
+    if not volatile:
+        with _lock:
+            entries = _cache.get(key)
+            if entries is not None:
+                _cache.move_to_end(key)
     if entries:
         scalars = {}
         for leaf, leaf_name in zip(leaves, entries[0].leaf_names):
@@ -245,7 +248,7 @@ def trace(fn, kind=None) -> TracedMod:
     stats["misses"] += 1
     stats["traces"] += 1
     entry, traced_leaves, extra = _run(fn, detected, name, key, refs)
-    if not extra:  # tensors bound by identity cannot be re-bound from a later walk: not cached
+    if not extra and not volatile:  # tensors bound by identity cannot be re-bound from a later walk: not cached
         with _lock:
             _cache.setdefault(key, []).append(entry)
             _cache.move_to_end(key)

@@ -113,6 +113,35 @@ def test_a_learnable_0d_captured_tensor_gets_its_gradient():
         torch.testing.assert_close(a.double(), b.double(), rtol=1e-5, atol=1e-5)
 
 
+def test_0d_tensors_reached_through_attributes_are_bound_each_call_and_learn():
+    """`s * self.temp` froze the parameter's first value into the trace as a literal: a later value was ignored and the
+    parameter got no gradient. A 0-d tensor from outside the mod is now a 1-element buffer bound per call; one the mod
+    makes itself (torch.tensor(3.0)) stays a constant."""
+    torch.manual_seed(4)
+    q, k, v = rand(1, 2, 16, 8), rand(1, 2, 16, 8), rand(1, 2, 16, 8)
+
+    class Scorer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.temp = torch.nn.Parameter(torch.tensor(2.0))
+            self.register_buffer("shift", torch.tensor(0.5))
+
+        def score(self, s, b, h, qi, kv):
+            return s * self.temp + self.shift * (qi - kv) * torch.tensor(3.0)
+
+    m = Scorer()
+    out = flex(q, k, v, score_mod=m.score)
+    ref, _ = dense(q, k, v, m.score)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-6)
+    mine, want = (torch.autograd.grad(o.sum(), (m.temp,))[0] for o in (out, ref))
+    torch.testing.assert_close(mine.double(), want.double(), rtol=1e-5, atol=1e-6)
+    assert "3.0" in flexattn.trace(m.score).text  # the tensor made inside the mod is a literal
+    with torch.no_grad():
+        m.shift.fill_(-1.5)
+        m.temp.fill_(0.25)
+    torch.testing.assert_close(flex(q, k, v, score_mod=m.score), dense(q, k, v, m.score)[0], rtol=0, atol=1e-6)
+
+
 def test_a_mask_mod_capture_that_requires_grad_is_refused_in_the_forward():
     """It failed only in the backward, with the variant's internal message ("grad_buffers: 'W' is not a floating-point
     buffer read by the score_mod"); torch refuses it too. Without gradients it runs."""

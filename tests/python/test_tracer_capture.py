@@ -237,8 +237,58 @@ def test_cache_does_not_keep_opaque_objects_alive():
 
     cfg = Cfg()
     flexattn.trace(cfg.mod)
-    assert flexattn.trace(cfg.mod).cached
+    assert not flexattn.trace(cfg.mod).cached  # self.scale is read as a constant: such traces are not cached
     ref = weakref.ref(cfg)
     del cfg
     gc.collect()
     assert ref() is None
+
+
+def test_numbers_read_through_objects_and_user_modules_are_read_again_each_call():
+    """A cached trace kept the first call's attribute values: after cfg.scale = 3.0 (or an nn.Module's window, or a
+    user module's global) the old constant was used without a word. Such traces are not cached; classes, dtypes and
+    library modules still are."""
+    import types as _types
+
+    class Cfg:
+        pass
+
+    cfg = Cfg()
+    cfg.scale = 0.5
+    user_module = _types.ModuleType("user_cfg")
+    user_module.W = 3
+
+    def scaled(score, b, h, q_idx, kv_idx):
+        return score * cfg.scale
+
+    def band(b, h, q_idx, kv_idx):
+        return abs(q_idx - kv_idx) <= user_module.W
+
+    assert "0.5" in flexattn.trace(scaled).text
+    cfg.scale = 3.0
+    t = flexattn.trace(scaled)
+    assert "3.0" in t.text and not t.cached
+    assert "3" in flexattn.trace(band).text
+    user_module.W = 10
+    assert "10" in flexattn.trace(band).text
+
+    dtype = np.float32
+
+    def typed(score, b, h, q_idx, kv_idx):
+        return score * dtype(2)
+
+    flexattn.trace(typed)
+    assert flexattn.trace(typed).cached  # a class is taken as unchanging
+
+
+def test_non_ascii_names_become_ascii_ir_names():
+    """`α = 0.5` failed in the native parser ("expected a token, found byte 0xce"), naming neither mod nor variable."""
+    α = 0.5
+    größe = {"bias_ä": 2}
+
+    def score(s, b, h, q_idx, kv_idx):
+        return s * α + größe["bias_ä"]
+
+    t = flexattn.trace(score)
+    assert t.text.isascii() and set(t.scalars.values()) == {0.5, 2}
+    assert flexattn.trace(score).evaluate(score=1.0).item() == 2.5
