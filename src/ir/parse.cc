@@ -1,6 +1,7 @@
 // Recursive-descent parser of the text form (grammar in docs/ir_text.md). Every node is built
 // through the typed builders (so torch promotion applies) except `@op{...}(...)`, which is
 // make_node verbatim. Builder errors are re-thrown with the position of the operator.
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -338,6 +339,15 @@ class Parser {
     return a;
   }
 
+  // Whether an integer token's value is exactly a double (literals hold doubles: 9007199254740993 would be read as
+  // ...992 without a word). Values past 2^63 count as exact here, so the i64 range check below reports them.
+  static bool exact_integer(const std::string& digits) {
+    uint64_t v = 0;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (ec != std::errc() || end != digits.data() + digits.size() || v > (uint64_t(1) << 63)) return true;
+    return uint64_t(double(v)) == v;
+  }
+
   // Reads a number/inf/nan token (with its sign already consumed when negate) and returns its value.
   double number_value(bool negate) {
     const Token& t = next();
@@ -353,6 +363,10 @@ class Parser {
     const Token& t = peek();
     const bool int_syntax = t.kind == TokKind::Number && !t.is_float;
     const double v = number_value(negate);
+    // Literals hold doubles: past 2^53 an integer would be rounded silently (9007199254740993 read as ...992).
+    if (int_syntax && !exact_integer(t.text))
+      text::fail_at(t, "integer literal " + text::describe(t) + " is not exactly a double, which literals hold "
+                       "(every integer up to 2^53 is)");
     if (peek().is("{")) return annotated(t, v, negate);
     if (!int_syntax) return text::plain_float_literal(v);
     if (!text::fits_i64(v))

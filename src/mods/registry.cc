@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 
 #include "flexattn/error.h"
 #include "flexattn/mods.h"
@@ -40,13 +41,19 @@ void expect_count(const Args& a, size_t lo, size_t hi, const std::string& syntax
               " argument" + (hi == 1 ? "" : "s") + "), got " + std::to_string(a.values.size()));
 }
 
-int64_t int_arg(const Args& a, size_t i, const std::string& what, int64_t min) {
+// Positions stay below 2^30 (the offset checks), so no mod argument needs more than i32; larger values failed deep in
+// the IR builder without naming the argument.
+int64_t int_arg(const Args& a, size_t i, const std::string& what, int64_t min,
+                int64_t max = std::numeric_limits<int32_t>::max()) {
   const std::string& s = a.values[i];
   int64_t v = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  check(!s.empty() && ec == std::errc() && end == s.data() + s.size(),
+  check(!s.empty() && (ec == std::errc() || ec == std::errc::result_out_of_range) && end == s.data() + s.size(),
         "mod '" + a.spec + "': " + what + " must be an integer, got '" + s + "'");
-  check(v >= min, "mod '" + a.spec + "': " + what + " must be >= " + std::to_string(min) + ", got " + s);
+  const bool negative = s[0] == '-';
+  check(!(ec == std::errc() ? v < min : negative),
+        "mod '" + a.spec + "': " + what + " must be >= " + std::to_string(min) + ", got " + s);
+  check(ec == std::errc() && v <= max, "mod '" + a.spec + "': " + what + " must be <= " + std::to_string(max) + ", got " + s);
   return v;
 }
 
@@ -206,7 +213,7 @@ const std::vector<Builder>& builders() {
         "t5_bias[H, NUM_BUCKETS] ~ N(0,1) (trainable)"},
        [](const Args& a) {
          expect_count(a, 0, 2, "t5[:NUM_BUCKETS[:MAX_DISTANCE]]");
-         int64_t nb = a.values.size() > 0 ? int_arg(a, 0, "NUM_BUCKETS", 4) : 32;
+         int64_t nb = a.values.size() > 0 ? int_arg(a, 0, "NUM_BUCKETS", 4, 1 << 16) : 32;
          int64_t md = a.values.size() > 1 ? int_arg(a, 1, "MAX_DISTANCE", 1) : 128;
          ModSpec m = make_spec(a, false, t5_bias(ir::Buffer{"t5_bias", DType::F32}, nb, md, true));
          m.buffers.push_back(random_buffer("t5_bias", "[H, NUM_BUCKETS]",

@@ -100,6 +100,14 @@ TEST(ParseErrors, Numbers) {
   EXPECT_EQ(error_of("99999999999999999999"),
             "line 1, column 1: expected an integer that fits in i64, found number '99999999999999999999' (write it "
             "with a '.' for a float)");
+  // Past 2^53 a literal (a double) rounds: 9007199254740993 was read as ...992 without a word.
+  EXPECT_EQ(error_of("kv_idx <= 9007199254740993 - 9007199254740992"),
+            "line 1, column 11: integer literal number '9007199254740993' is not exactly a double, which literals hold "
+            "(every integer up to 2^53 is)");
+  EXPECT_EQ(error_of("kv_idx + 9223372036854775807 > 0"),
+            "line 1, column 10: integer literal number '9223372036854775807' is not exactly a double, which literals "
+            "hold (every integer up to 2^53 is)");
+  EXPECT_EQ(error_of("kv_idx <= 9007199254740992 - 9007199254740991"), "(no error)");
   EXPECT_EQ(error_of("0x10"), "line 1, column 1: expected an expression, found hexadecimal number '0x10'");
   EXPECT_EQ(error_of("0x"), "line 1, column 1: expected a number, found malformed number '0x'");
 }

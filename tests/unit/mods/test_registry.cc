@@ -155,6 +155,14 @@ TEST(Registry, ArgumentErrorsNameTheModAndWhatIsExpected) {
   EXPECT_EQ(error_of([] { mods::lookup("t5:1:2:3"); }),
             "mod 't5:1:2:3': expected t5[:NUM_BUCKETS[:MAX_DISTANCE]] (0 to 2 arguments), got 3");
   EXPECT_EQ(error_of([] { mods::lookup("t5:2"); }), "mod 't5:2': NUM_BUCKETS must be >= 4, got 2");
+  // A table [H, NUM_BUCKETS] of 17 GB was allocated for t5:4294967300; huge windows failed in the IR builder unnamed.
+  EXPECT_EQ(error_of([] { mods::lookup("t5:4294967300"); }), "mod 't5:4294967300': NUM_BUCKETS must be <= 65536, got 4294967300");
+  EXPECT_EQ(error_of([] { mods::lookup("sliding_window:9223372036854775807"); }),
+            "mod 'sliding_window:9223372036854775807': W (window) must be <= 2147483647, got 9223372036854775807");
+  EXPECT_EQ(error_of([] { mods::lookup("sliding_window:99999999999999999999"); }),
+            "mod 'sliding_window:99999999999999999999': W (window) must be <= 2147483647, got 99999999999999999999");
+  EXPECT_EQ(error_of([] { mods::lookup("chunked:-99999999999999999999"); }),
+            "mod 'chunked:-99999999999999999999': C (chunk size) must be >= 1, got -99999999999999999999");
 }
 
 TEST(Registry, KindIsChecked) {
