@@ -342,9 +342,7 @@ class BufferProxy:
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
-        from ._rows import RowProxy
-
-        if self.ndim == 1 and callable(getattr(RowProxy, name, None)):
+        if self.ndim == 1:  # a row: its methods (RowProxy's own, or torch functions as methods)
             return getattr(self._row(), name)
         fail(f"unsupported operation '.{name}' on captured tensor '{self.name}'",
              f"index it with traced indices first, e.g. {self.name}[h, q_idx]", cls=TraceAttributeError)
@@ -369,4 +367,6 @@ for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "
               "ne", "lt", "le", "gt", "ge"):
     setattr(BufferProxy, f"__{_name}__", _row_op(_name))
     setattr(BufferProxy, f"__r{_name}__", _row_op(_name, reverse=True))
+BufferProxy.__matmul__ = lambda self, other: self._row() @ other
+BufferProxy.__rmatmul__ = lambda self, other: other @ self._row()
 BufferProxy.__hash__ = object.__hash__

@@ -163,6 +163,19 @@ class RowProxy:
     def long(self):
         return self._map("long")
 
+    def __matmul__(self, other):  # row @ row: torch.dot
+        return row_function("dot", (self, other), {})
+
+    def __rmatmul__(self, other):
+        return row_function("dot", (other, self), {})
+
+    def __getattr__(self, name):
+        """Tensor methods torch has as functions too (row.abs(), row.exp(), row.clamp(min=0)): the function."""
+        if name.startswith("_") or name not in _handlers():
+            raise AttributeError(f"flexattn: a row of {self.what} has no method {name!r} (rows support elementwise "
+                                 "operations, sum, mean, any, all, amax, amin and dot)")
+        return lambda *args, **kwargs: row_function(name, (self,) + args, kwargs)
+
     # torch and numpy functions go through the dispatchers, which hand rows to row_function below.
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):

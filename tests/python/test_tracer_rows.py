@@ -148,3 +148,21 @@ def test_reductions_take_torchs_result_types():
     via_ops = flexattn.trace(lambda s, b, h, q, kv: s + flexattn.ops.exp(RQ[b, h, q]).sum())
     assert via_ops.text.count("exp(RQ[b, h, q_idx, ") == 8
     assert flexattn.trace(lambda s, b, h, q, kv: s + np.exp(RQ[b, h, q]).sum()).text == via_ops.text
+
+
+def test_tensor_methods_and_matmul_on_rows():
+    """row.abs(), row.exp(), row.clamp(min=0) and row @ row raised raw AttributeError / TypeError (no mod, no line)."""
+    b, h, q, kv = 1, 2, 5, 7
+
+    def both(expr):
+        return flexattn.trace(lambda s, b, h, q, kv: s + expr(b, h, q, kv)).evaluate(0.0, b, h, q, kv).item()
+
+    rq, rk = RQ[b, h, q].astype(np.float64), RK[b, 0, kv].astype(np.float64)
+    assert both(lambda b, h, q, kv: (RQ[b, h, q] - RK[b, 0, kv]).abs().amax()) == pytest.approx(np.abs(rq - rk).max())
+    assert both(lambda b, h, q, kv: (RQ[b, h, q] * RK[b, 0, kv]).exp().sum()) == pytest.approx(np.exp(rq * rk).sum(),
+                                                                                               rel=1e-6)
+    assert both(lambda b, h, q, kv: RQ[b, h, q].abs().sum()) == pytest.approx(np.abs(rq).sum(), rel=1e-6)
+    assert both(lambda b, h, q, kv: RQ[b, h, q] @ RK[b, 0, kv]) == pytest.approx(rq @ rk, rel=1e-6)
+    assert both(lambda b, h, q, kv: (RQ[b, h, q] * 2) @ RK[b, 0, kv]) == pytest.approx(2 * rq @ rk, rel=1e-6)
+    with pytest.raises(AttributeError, match="a row of captured tensor 'RQ' has no method 'frobnicate'"):
+        flexattn.trace(lambda s, b, h, q, kv: s + RQ[b, h, q].frobnicate())
