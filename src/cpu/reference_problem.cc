@@ -132,6 +132,8 @@ Problem make_problem(const HostTensor& q, const HostTensor& k, const HostTensor&
   check(p.Bkv == p.B || p.Bkv == 1, "k/v batch Bkv=" + std::to_string(p.Bkv) + " must equal the q batch B=" +
                                         std::to_string(p.B) + " or be 1 (broadcast)");
   p.group = p.Hq / p.Hkv;
+  check(std::isnan(options.scale) || std::isfinite(options.scale),
+        "options.scale must be finite (NaN = 1/sqrt(D)); got " + std::to_string(options.scale));
   p.scale = std::isnan(options.scale) ? 1.0 / std::sqrt(double(p.D)) : options.scale;
   p.threads = resolve_threads(options.threads);
   if (options.block_mask) build_block_table(*options.block_mask, &p);

@@ -111,6 +111,8 @@ Problem check_forward(const ForwardArgs& a, AttnParams* p) {
   p->max_score = a.max_score;
   p->B = int(pr.B), p->Hq = int(pr.Hq), p->Hkv = int(pr.Hkv), p->Bkv = int(pr.Bkv);
   p->L = int(pr.L), p->S = int(pr.S), p->D = int(pr.D), p->Dv = int(pr.Dv);
+  check(std::isnan(a.scale) || std::isfinite(a.scale), "scale: expected a finite number (NaN = 1/sqrt(D)), got " +
+                                                           std::to_string(a.scale));
   const double scale = std::isnan(a.scale) ? 1.0 / std::sqrt(double(pr.D)) : a.scale;
   p->scale = float(scale);
 

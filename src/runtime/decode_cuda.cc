@@ -282,6 +282,8 @@ void check_decode(const DecodeArgs& a, AttnParams* p) {
   p->lse = a.lse, p->max_score = a.max_score;
   p->B = int(B), p->Hq = int(Hq), p->Hkv = int(Hkv), p->Bkv = int(Bkv);
   p->L = int(L), p->S = int(S), p->D = int(D), p->Dv = int(Dv);
+  check(std::isnan(a.scale) || std::isfinite(a.scale), "scale: expected a finite number (NaN = 1/sqrt(D)), got " +
+                                                           std::to_string(a.scale));
   p->scale = float(std::isnan(a.scale) ? 1.0 / std::sqrt(double(D)) : a.scale);
   if (a.q_offset < 0 || a.q_offset >= (int64_t(1) << 30) - L) throw Error("q_offset: must be in [0, 2^30 - L)");
   p->kv_lens = a.kv_lens, p->q_offsets = a.q_offsets, p->q_offset = int(a.q_offset);

@@ -111,6 +111,9 @@ TEST(ReferenceErrors, Threads) {
   o.threads = -2;
   expect_error([&] { in.fwd(o); }, "options.threads must be >= 0 (0 = hardware concurrency); got -2");
   expect_error([&] { resolve_threads(-1); }, "options.threads must be >= 0");
+  Options inf_scale;
+  inf_scale.scale = std::numeric_limits<double>::infinity();  // gave NaN outputs without a word
+  expect_error([&] { in.fwd(inf_scale); }, "options.scale must be finite (NaN = 1/sqrt(D)); got inf");
   EXPECT_EQ(resolve_threads(3), 3);
   EXPECT_GE(resolve_threads(0), 1);
   // buffer_grad's per-thread accumulators (VariantFns) sized for fewer threads than the backward runs: the index

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <string>
 
 #include "flexattn/attention.h"
@@ -70,6 +71,10 @@ TEST(AttentionArgs, ForwardErrorsNameTheArgument) {
       {"q offset", [](ForwardArgs& a) { a.q_offset = (int64_t(1) << 30) - 10; },
        "q_offset: the positions the mods see are offset + row, in [0, 2^30): expected 0 <= offset and offset + "
        "length <= 2^30, got 1073741814 + 33"},
+      {"huge q offset", [](ForwardArgs& a) { a.q_offset = INT64_MAX; },  // offset + length wrapped and passed
+       "q_offset: the positions the mods see are offset + row, in [0, 2^30): expected 0 <= offset and offset + "
+       "length <= 2^30, got 9223372036854775807 + 33"},
+      {"infinite scale", [](ForwardArgs& a) { a.scale = -std::numeric_limits<double>::infinity(); }, "scale: expected a finite number (NaN = 1/sqrt(D)), got -inf"},
       {"kv offset", [](ForwardArgs& a) { a.kv_offset = -1; },
        "kv_offset: the positions the mods see are offset + row, in [0, 2^30): expected 0 <= offset and offset + "
        "length <= 2^30, got -1 + 40"},
