@@ -256,7 +256,7 @@ def _getitem(obj, index):
     name = next((n for n, t in ctx.extra_buffers.items() if t is obj), None)
     if name is None:
         name = ctx.unique_name("tensor")
-        ctx.extra_buffers[name] = obj
+        ctx.extra_buffers[name] = ctx.extra_origin[name] = obj
     return BufferProxy(name, obj)[index]
 
 
@@ -282,6 +282,7 @@ def outside_scalar(x):
     if hit is None:
         name = ctx.unique_name("tensor")
         ctx.extra_buffers[name] = x.reshape(1)  # the view keeps autograd's link to x
+        ctx.extra_origin[name] = x
         hit = ctx.outside[id(x)] = (x, name)
     return BufferProxy(hit[1], ctx.extra_buffers[hit[1]])[0]
 

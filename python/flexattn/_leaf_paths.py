@@ -7,6 +7,7 @@ per leaf; a path is a tuple of steps:
   ("default", i)  fn.__defaults__[i]                 ("kwdefault", name)  fn.__kwdefaults__[name]
   ("func",) / ("arg", i) / ("kw", name)  of a functools.partial
   ("method",)  a bound method's __func__            ("item", key)  container[key]
+  ("self",)  a bound method's __self__                ("attr", name)  getattr(obj, name) (a tensor found there)
 fetch(root, path) follows one.
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ from . import _capture
 class _Paths:
     def __init__(self):
         self.leaves = []  # (path, value)
+        self.objects = []  # (path, object) of the objects the walk does not look into (self of a method, a config)
         self._seen = set()
 
     def visit(self, obj, path, depth=0):
@@ -44,6 +46,7 @@ class _Paths:
             for k, v in obj.keywords.items():
                 self.visit(v, path + (("kw", k),), depth + 1)
         elif isinstance(obj, types.MethodType):
+            self.objects.append((path + (("self",),), obj.__self__))
             self.visit(obj.__func__, path + (("method",),), depth + 1)
         elif type(obj) in (tuple, list) and len(obj) <= _capture._MAX_CONTAINER:
             for i, x in enumerate(obj):
@@ -53,6 +56,8 @@ class _Paths:
                 self.visit(v, path + (("item", k),), depth + 1)
         elif hasattr(obj, "__dlpack__") and hasattr(obj, "shape") and not isinstance(obj, type):
             self.leaves.append((path, obj))
+        elif not isinstance(obj, types.ModuleType):
+            self.objects.append((path, obj))
 
     def _function(self, fn, path, depth):
         if id(fn) in self._seen:
@@ -104,6 +109,10 @@ def fetch(root, path):
             obj = obj.keywords[step[1]]
         elif kind == "method":
             obj = obj.__func__
+        elif kind == "self":
+            obj = obj.__self__
+        elif kind == "attr":
+            obj = getattr(obj, step[1])
         else:
             obj = obj[step[1]]
     return obj
@@ -130,4 +139,42 @@ def locate(fn, traced):
     for name, source in traced.sources.items():
         if source in by_source:
             out[name] = by_source[source]
+    missing = {name: o for name, o in traced.extra_origins.items() if name not in out}
+    if missing:
+        p = _Paths()
+        p.visit(fn, ())
+        for name, origin in missing.items():
+            found = _attribute_path(p.objects, origin)
+            if found is not None:
+                out[name] = found
     return out
+
+
+def _attributes(obj):
+    """(name, value) of an object's attributes as getattr reads them: an nn.Module's parameters, buffers and
+    submodules (kept outside its __dict__), then its __dict__."""
+    for table in ("_parameters", "_buffers", "_modules"):
+        d = getattr(obj, "__dict__", {}).get(table)
+        if type(d) is dict:
+            yield from d.items()
+    yield from getattr(obj, "__dict__", {}).items()
+
+
+def _attribute_path(objects, target, max_depth=3, max_nodes=512):
+    """The path to `target` through attributes of the walk's objects (self.temp, self.block.bias), breadth first."""
+    queue = [(path, obj, 0) for path, obj in objects]
+    seen = set()
+    while queue and len(seen) < max_nodes:
+        path, obj, depth = queue.pop(0)
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        for name, value in _attributes(obj):
+            if not isinstance(name, str) or not name.isidentifier():
+                continue
+            if value is target:
+                return path + (("attr", name),)
+            if depth + 1 < max_depth and hasattr(value, "__dict__") and not isinstance(
+                    value, (types.ModuleType, types.FunctionType, type)) and not _capture.is_torch_tensor(value):
+                queue.append((path + (("attr", name),), value, depth + 1))
+    return None

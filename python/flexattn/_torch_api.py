@@ -54,7 +54,8 @@ def _make_plan(score_mod, mask_mod):
             raise RuntimeError(f"flexattn: under torch.compile, the value '{name}' that "
                                f"{traced[idx].kind} '{traced[idx].name}' reads ({traced[idx].sources[name]}) "
                                "must be captured directly (closure variable, global, default argument, "
-                               "functools.partial argument, or an item of a list / tuple / dict of those)")
+                               "functools.partial argument, an item of a list / tuple / dict of those, or an "
+                               "attribute of an object captured so, up to three levels deep)")
         return (idx, p)
 
     return Plan(make_spec(merged), tuple(path(i, n) for _, i, n in merged.scalars),

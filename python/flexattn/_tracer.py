@@ -117,7 +117,7 @@ class TracedMod:
     sources {name: where the value was captured}; cached: whether the IR came from the cache.
     """
 
-    def __init__(self, entry, leaves, extra_buffers, cached):
+    def __init__(self, entry, leaves, extra_buffers, cached, extra_origins=None):
         self.kind, self.name, self.root, self.text = entry.kind, entry.name, entry.root, entry.text
         self.location, self.cached = entry.location, cached
         self.entry, self.extra = entry, bool(extra_buffers)
@@ -132,6 +132,8 @@ class TracedMod:
                 self.buffers[name] = leaf.value
                 self.buffer_dtypes[name] = leaf.type
                 self.sources[name] = leaf.source
+        # What each extra buffer was reached as (a 0-d tensor for its 1-element view): torch.compile looks it up.
+        self.extra_origins = dict(extra_origins or {})
         for name, obj in extra_buffers.items():
             self.buffers[name] = obj
             self.buffer_dtypes[name] = used_buffers[name][0]
@@ -167,7 +169,7 @@ class TracedMod:
 
 
 def _run(fn, kind, name, key, refs):
-    """Traces fn once. Returns (entry, leaves, extra_buffers)."""
+    """Traces fn once. Returns (entry, leaves, extra_buffers, their origins)."""
     ctx = TraceContext(kind, name, {})
     with tracing(ctx):
         _, leaves, _, proxied = walk(fn, ctx)
@@ -192,7 +194,7 @@ def _run(fn, kind, name, key, refs):
     code = getattr(fn, "__code__", None)
     location = f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}" if code else ""
     entry = _Entry(kind, name, root, [leaf.name for leaf in leaves], ctx.guards, refs, location)
-    return entry, leaves, ctx.extra_buffers
+    return entry, leaves, ctx.extra_buffers, ctx.extra_origin
 
 
 def _result_node(result, kind, name, fn):
@@ -247,14 +249,14 @@ def trace(fn, kind=None) -> TracedMod:
                 return TracedMod(entry, leaves, {}, cached=True)
     stats["misses"] += 1
     stats["traces"] += 1
-    entry, traced_leaves, extra = _run(fn, detected, name, key, refs)
+    entry, traced_leaves, extra, origins = _run(fn, detected, name, key, refs)
     if not extra and not volatile:  # tensors bound by identity cannot be re-bound from a later walk: not cached
         with _lock:
             _cache.setdefault(key, []).append(entry)
             _cache.move_to_end(key)
             while len(_cache) > _CACHE_SIZE:
                 _cache.popitem(last=False)
-    return TracedMod(entry, traced_leaves, extra, cached=False)
+    return TracedMod(entry, traced_leaves, extra, cached=False, extra_origins=origins)
 
 
 def entry_cached(key, entry) -> bool:

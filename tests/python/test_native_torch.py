@@ -140,6 +140,49 @@ def test_0d_tensors_reached_through_attributes_are_bound_each_call_and_learn():
         m.shift.fill_(-1.5)
         m.temp.fill_(0.25)
     torch.testing.assert_close(flex(q, k, v, score_mod=m.score), dense(q, k, v, m.score)[0], rtol=0, atol=1e-6)
+    # torch.compile reads them through their attribute paths (self.temp): they were refused there ("must be captured
+    # directly") once they stopped being literals.
+    def closure_score(s, b, h, qi, kv):  # bound methods are no mods under torch.compile (not a graph constant)
+        return m.score(s, b, h, qi, kv)
+
+    compiled = torch.compile(lambda q, k, v: flex(q, k, v, score_mod=closure_score), backend="eager", fullgraph=True)
+    out_c = compiled(q, k, v)
+    torch.testing.assert_close(out_c, dense(q, k, v, m.score)[0], rtol=0, atol=1e-6)
+    grad_c = torch.autograd.grad(out_c.sum(), (m.temp,))[0]
+    torch.testing.assert_close(grad_c.double(), torch.autograd.grad(dense(q, k, v, m.score)[0].sum(), (m.temp,))[0]
+                               .double(), rtol=1e-5, atol=1e-6)
+    with torch.no_grad():
+        m.shift.fill_(2.0)
+    torch.testing.assert_close(compiled(q, k, v), dense(q, k, v, m.score)[0], rtol=0, atol=1e-6)
+
+
+def test_tensors_reached_through_module_attributes_work_under_torch_compile():
+    """A bias held by an nn.Module (self.bias[h, q - kv]) was refused under torch.compile; its path is now found among
+    the module's attributes, also one submodule down."""
+    torch.manual_seed(5)
+    q, k, v = rand(1, 2, 16, 8), rand(1, 2, 16, 8), rand(1, 2, 16, 8)
+
+    class Inner(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bias = torch.nn.Parameter(torch.randn(2, 31))
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+
+    m = Outer()
+
+    def score(s, b, h, qi, kv):
+        return s + m.inner.bias[h, qi - kv + 15]
+
+    compiled = torch.compile(lambda q, k, v: flex(q, k, v, score_mod=score), backend="eager", fullgraph=True)
+    out = compiled(q, k, v)
+    ref, _ = dense(q, k, v, score)
+    torch.testing.assert_close(out, ref.to(out.dtype), rtol=0, atol=1e-6)
+    mine, want = (torch.autograd.grad(o.sum(), (m.inner.bias,))[0] for o in (out, ref))
+    torch.testing.assert_close(mine.double(), want.double(), rtol=1e-5, atol=1e-6)
 
 
 def test_a_mask_mod_capture_that_requires_grad_is_refused_in_the_forward():
@@ -222,7 +265,7 @@ def test_compiled_fullgraph_matches_eager_and_never_recompiles_for_new_scalar_va
         assert cnt.frame_count == 1, backend
 
 
-def test_a_captured_tensor_without_a_direct_path_is_refused_under_compile_only():
+def test_a_captured_tensor_without_a_path_is_refused_under_compile_only():
     class Holder:
         pass
     h = Holder()
@@ -233,8 +276,16 @@ def test_a_captured_tensor_without_a_direct_path_is_refused_under_compile_only()
     q = rand(1, 2, 8, 16, dtype=torch.float32, grad=False)
     ref, _ = dense(q, q, q, lambda s, b, hh, i, j: s + h.bias[hh, j])
     torch.testing.assert_close(flex(q, q, q, score_mod=score), ref.float(), rtol=0, atol=1e-5)
+    # An attribute of a captured object has a path (h.bias) since session 37.
+    compiled = torch.compile(lambda q: flex(q, q, q, score_mod=score), backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(q), ref.float(), rtol=0, atol=1e-5)
+    store = {("bias", 0): h.bias}  # a dict with non-string keys: the walk does not look into it
+
+    def hidden(s, b, hh, q_idx, kv_idx):
+        return s + store[("bias", 0)][hh, kv_idx]
+    torch.testing.assert_close(flex(q, q, q, score_mod=hidden), ref.float(), rtol=0, atol=1e-5)
     with pytest.raises(Exception, match="must be captured directly"):
-        torch.compile(lambda q: flex(q, q, q, score_mod=score), backend="eager", fullgraph=True)(q)
+        torch.compile(lambda q: flex(q, q, q, score_mod=hidden), backend="eager", fullgraph=True)(q)
 
 
 def test_errors_follow_torch():
