@@ -57,7 +57,7 @@ void summarize(const char* name, const HostTensor& t) {
     if (!std::isfinite(x)) continue;
     sum += x, abs_sum += std::fabs(x), ++finite;
   }
-  std::printf("%-6s shape %s  sum %.6e  mean|x| %.6e  non-finite %lld\n", name, shape_text(t.shape).c_str(), sum,
+  std::printf("%-6s shape %s  sum %.6e  mean|x| %.6e  non-finite %lld\n", name, shape_string(t.shape).c_str(), sum,
               finite ? abs_sum / double(finite) : 0.0, (long long)(t.numel() - finite));
 }
 

@@ -33,9 +33,9 @@ HostTensor random_tensor(DType t, std::vector<int64_t> shape, uint64_t seed, uin
 HostTensor load_input(const std::string& dir, const std::string& name, DType dtype) {
   const std::string path = (fs::path(dir) / (name + ".npy")).string();
   HostTensor t = npy::read(path);
-  check(t.shape.size() == 4, path + ": expected a 4-d array [B, H, L, D], got shape " + shape_text(t.shape));
+  check(t.shape.size() == 4, path + ": expected a 4-d array [B, H, L, D], got shape " + shape_string(t.shape));
   check(is_float(t.dtype), path + ": expected a float array, got " + std::string(dtype_name(t.dtype)));
-  for (int64_t d : t.shape) check(d >= 1, path + ": every dimension must be >= 1, got shape " + shape_text(t.shape));
+  for (int64_t d : t.shape) check(d >= 1, path + ": every dimension must be >= 1, got shape " + shape_string(t.shape));
   return cast_tensor(t, dtype);
 }
 
@@ -79,12 +79,6 @@ bool fits_elements(std::initializer_list<int64_t> dims) {
 }
 
 }  // namespace
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
 
 HostTensor cast_tensor(const HostTensor& t, DType d) {
   if (t.dtype == d) return t;
@@ -152,8 +146,8 @@ Problem make_problem(const ProblemConfig& c) {
     s.Hkv = p.k.dim(1), s.KV = p.k.dim(2), s.Dv = p.v.dim(3);
     check(p.k.dim(0) == s.B || p.k.dim(0) == 1, "--load: k.npy batch must be 1 or q's batch " + std::to_string(s.B));
     check(p.v.shape == std::vector<int64_t>{p.k.dim(0), s.Hkv, s.KV, s.Dv} && p.k.dim(3) == s.D,
-          "--load: shapes do not fit together: q " + shape_text(p.q.shape) + ", k " + shape_text(p.k.shape) +
-              ", v " + shape_text(p.v.shape) + " (need k [B|1, Hkv, KV, D], v [B|1, Hkv, KV, Dv])");
+          "--load: shapes do not fit together: q " + shape_string(p.q.shape) + ", k " + shape_string(p.k.shape) +
+              ", v " + shape_string(p.v.shape) + " (need k [B|1, Hkv, KV, D], v [B|1, Hkv, KV, Dv])");
     agree(c.B, s.B, "-B", "q.shape[0]");
     agree(c.H, s.H, "-H", "q.shape[1]");
     agree(c.Q, s.Q, "-Q", "q.shape[2]");
@@ -183,7 +177,7 @@ Problem make_problem(const ProblemConfig& c) {
     if (!c.load_dir.empty() && fs::exists(dout_path)) {
       p.dout = load_input(c.load_dir, "dout", c.dtype);
       check(p.dout.shape == std::vector<int64_t>{s.B, s.H, s.Q, s.Dv},
-            dout_path + ": expected shape " + shape_text({s.B, s.H, s.Q, s.Dv}) + ", got " + shape_text(p.dout.shape));
+            dout_path + ": expected shape " + shape_string({s.B, s.H, s.Q, s.Dv}) + ", got " + shape_string(p.dout.shape));
     } else {
       p.dout = random_tensor(c.dtype, {s.B, s.H, s.Q, s.Dv}, c.seed, 4);
     }
@@ -276,9 +270,9 @@ Problem make_problem(const ProblemConfig& c) {
     }
     check(compatible(t.dtype, use.dtype), from + ": holds " + std::string(dtype_name(t.dtype)) +
                                               " but the mod reads it as " + std::string(dtype_name(use.dtype)));
-    check(int(t.shape.size()) == use.rank, from + ": has shape " + shape_text(t.shape) + " but the mod indexes it with " +
+    check(int(t.shape.size()) == use.rank, from + ": has shape " + shape_string(t.shape) + " but the mod indexes it with " +
                                                std::to_string(use.rank) + " indices");
-    for (int64_t d : t.shape) check(d >= 1, from + ": every dimension must be >= 1, got shape " + shape_text(t.shape));
+    for (int64_t d : t.shape) check(d >= 1, from + ": every dimension must be >= 1, got shape " + shape_string(t.shape));
     p.buffers[name] = std::move(t);
   }
 

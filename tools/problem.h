@@ -58,7 +58,5 @@ ScalarArg parse_scalar_arg(const std::string& text);
 
 // t converted element-wise to dtype d (rounded as a cast would); t itself if it already is d.
 HostTensor cast_tensor(const HostTensor& t, DType d);
-// "[2, 3]"
-std::string shape_text(const std::vector<int64_t>& shape);
 
 }  // namespace flexattn::cli

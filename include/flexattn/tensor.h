@@ -10,6 +10,13 @@
 
 namespace flexattn {
 
+// "[2, 3]": how every message shows a shape.
+inline std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string r = "[";
+  for (size_t i = 0; i < shape.size(); ++i) r += (i ? ", " : "") + std::to_string(shape[i]);
+  return r + "]";
+}
+
 struct HostTensor {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
@@ -34,10 +41,13 @@ struct HostTensor {
       throw Error("tensor shape " + shape_string() + " has more bytes than size_t holds");
     return b;
   }
-  std::string shape_string() const {
-    std::string r = "[";
-    for (size_t i = 0; i < shape.size(); ++i) r += (i ? ", " : "") + std::to_string(shape[i]);
-    return r + "]";
+  std::string shape_string() const { return flexattn::shape_string(shape); }
+  // Throws unless `bytes` is exactly what the shape and dtype need (readers trust the shape), naming the tensor.
+  void check_byte_size(const std::string& name) const {
+    const size_t need = byte_size();
+    check(bytes.size() == need, name + " holds " + std::to_string(bytes.size()) + " bytes but shape " +
+                                    shape_string() + " of " + std::string(dtype_name(dtype)) + " needs " +
+                                    std::to_string(need));
   }
   int64_t dim(int i) const { return shape.at(i < 0 ? shape.size() + i : i); }
   double get(int64_t i) const { return load_as_double(bytes.data(), dtype, i); }

@@ -253,11 +253,17 @@ def _getitem(obj, index):
         fail("indexing a tensor with a traced index outside a trace")
     # A tensor reached through an attribute or a container the capture walk does not follow: bound by
     # identity for this call only (the trace is then not cached).
-    name = next((n for n, t in ctx.extra_buffers.items() if t is obj), None)
+    return _extra_buffer(ctx, obj)[index]
+
+
+def _extra_buffer(ctx, origin, as_buffer=lambda t: t):
+    """The BufferProxy of a tensor the mod reached outside the walk (`origin`), bound as as_buffer(origin) (itself,
+    or the 1-element view of a 0-d one); one name per origin."""
+    name = next((n for n, o in ctx.extra_origin.items() if o is origin), None)
     if name is None:
         name = ctx.unique_name("tensor")
-        ctx.extra_buffers[name] = ctx.extra_origin[name] = obj
-    return BufferProxy(name, obj)[index]
+        ctx.extra_origin[name], ctx.extra_buffers[name] = origin, as_buffer(origin)
+    return BufferProxy(name, ctx.extra_buffers[name])
 
 
 def _note_made(result, args, kwargs):
@@ -277,14 +283,7 @@ def _note_made(result, args, kwargs):
 def outside_scalar(x):
     """A 0-d torch tensor the mod reached outside its captured names (e.g. self.temp), as a load of a 1-element
     buffer bound per call (the trace is then not cached): a literal would freeze its value and drop its gradient."""
-    ctx = current()
-    hit = ctx.outside.get(id(x))
-    if hit is None:
-        name = ctx.unique_name("tensor")
-        ctx.extra_buffers[name] = x.reshape(1)  # the view keeps autograd's link to x
-        ctx.extra_origin[name] = x
-        hit = ctx.outside[id(x)] = (x, name)
-    return BufferProxy(hit[1], ctx.extra_buffers[hit[1]])[0]
+    return _extra_buffer(current(), x, lambda t: t.reshape(1))[0]  # the view keeps autograd's link to x
 
 
 def _item(x):

@@ -28,12 +28,12 @@ Dims check_partials(const char* who, const std::vector<HostTensor>& outs, const 
     const std::string oi = w + "outs[" + std::to_string(i) + "]", li = w + "lses[" + std::to_string(i) + "]";
     detail::check_tensor(outs[i], oi, 4, "[B, H, L, Dv]");
     check(outs[i].shape == outs[0].shape, oi + " must have the shape of outs[0] " +
-                                              detail::shape_str(outs[0].shape) + "; got " +
-                                              detail::shape_str(outs[i].shape));
+                                              shape_string(outs[0].shape) + "; got " +
+                                              shape_string(outs[i].shape));
     detail::check_tensor(lses[i], li, 3, "[B, H, L]");
     check(lses[i].shape == std::vector<int64_t>{d.B, d.H, d.L},
-          li + " must have shape [B, H, L] = " + detail::shape_str({d.B, d.H, d.L}) + " (outs without Dv); got " +
-              detail::shape_str(lses[i].shape));
+          li + " must have shape [B, H, L] = " + shape_string({d.B, d.H, d.L}) + " (outs without Dv); got " +
+              shape_string(lses[i].shape));
   }
   return d;
 }
@@ -91,12 +91,12 @@ MergeGrads merge_attention_backward(const std::vector<HostTensor>& outs, const s
   const Dims d = check_partials("merge_attention_backward", outs, lses);
   detail::check_tensor(dout, "merge_attention_backward: dout", 4, "[B, H, L, Dv]");
   check(dout.shape == outs[0].shape, "merge_attention_backward: dout must have the shape of outs[0] " +
-                                         detail::shape_str(outs[0].shape) + "; got " + detail::shape_str(dout.shape));
+                                         shape_string(outs[0].shape) + "; got " + shape_string(dout.shape));
   if (dlse) {
     detail::check_tensor(*dlse, "merge_attention_backward: dlse", 3, "[B, H, L]");
     check(dlse->shape == lses[0].shape, "merge_attention_backward: dlse must have the shape of lses[0] " +
-                                            detail::shape_str(lses[0].shape) + "; got " +
-                                            detail::shape_str(dlse->shape));
+                                            shape_string(lses[0].shape) + "; got " +
+                                            shape_string(dlse->shape));
   }
   const Merged merged = merge_attention(outs, lses);
   MergeGrads g;

@@ -104,7 +104,7 @@ RankContext context(const char* who, const ShardPlan& plan, int rank, const Bloc
                                 " rows (its chunks' q rows, gather_rank); got " + std::to_string(q.shape[2]));
   check(k.shape[2] == cols && v.shape[2] == cols,
         w + "k and v must hold rank " + std::to_string(rank) + "'s shard of " + std::to_string(cols) +
-            " positions (gather_rank); got k " + detail::shape_str(k.shape) + ", v " + detail::shape_str(v.shape));
+            " positions (gather_rank); got k " + shape_string(k.shape) + ", v " + shape_string(v.shape));
   RankContext c{plan, rank, bm, mods, options, {k.shape[0], k.shape[1], k.shape[3], v.shape[3]}, {}};
   for (int s = 0; s < plan.world_size; ++s) c.shard_bytes.push_back(c.shape.bytes(c.shard_cols(s)));
   return c;
@@ -164,7 +164,7 @@ cpu::BackwardResult cpu_ring_backward(const ShardPlan& plan, int rank, Transport
                                       std::tuple{&lse, "lse", &lse_shape}, std::tuple{dlse, "dlse", &lse_shape}}) {
     if (!t) continue;
     check(t->shape == *want, std::string("cpu_ring_backward: ") + name + " must have shape " +
-                                 detail::shape_str(*want) + " (the rank's rows); got " + detail::shape_str(t->shape));
+                                 shape_string(*want) + " (the rank's rows); got " + shape_string(t->shape));
   }
   TwoBuffers kv(c.shard_bytes), dkv(c.shard_bytes);
   write_shard(kv.a.data(), k, v);

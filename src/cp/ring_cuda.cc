@@ -19,8 +19,8 @@ void ring_forward(const RingForwardArgs& a) {
   const Geometry g = geometry(who, a);
   const ForwardLayout l = forward_layout(g);
   check(a.local.out.shape == std::vector<int64_t>{g.B, g.Hq, g.L, g.Dv} && a.local.out.dtype == g.dtype,
-        who + ": local.out must be [B, Hq, L_rank, Dv] = " + detail::shape_str({g.B, g.Hq, g.L, g.Dv}) + " of " +
-            std::string(dtype_name(g.dtype)) + "; got " + detail::shape_str(a.local.out.shape) + " of " +
+        who + ": local.out must be [B, Hq, L_rank, Dv] = " + shape_string({g.B, g.Hq, g.L, g.Dv}) + " of " +
+            std::string(dtype_name(g.dtype)) + "; got " + shape_string(a.local.out.shape) + " of " +
             std::string(dtype_name(a.local.out.dtype)));
   check_workspace(who, a.workspace, a.workspace_bytes, l.bytes, "ring_forward_workspace_bytes");
   check_comm(who, a);

@@ -44,8 +44,8 @@ BackwardLayout backward_layout(const Geometry& g) {
 
 void check_rank_view(const std::string& who, const TensorView& t, const char* name, std::vector<int64_t> want,
                      DType dtype) {
-  check(t.shape == want && t.dtype == dtype, who + ": " + name + " must be " + shape_str(want) + " of " +
-                                                 std::string(dtype_name(dtype)) + "; got " + shape_str(t.shape) +
+  check(t.shape == want && t.dtype == dtype, who + ": " + name + " must be " + shape_string(want) + " of " +
+                                                 std::string(dtype_name(dtype)) + "; got " + shape_string(t.shape) +
                                                  " of " + std::string(dtype_name(t.dtype)));
 }
 

@@ -69,17 +69,17 @@ inline Geometry geometry(const std::string& who, const RingForwardArgs& a) {
               "plan); got " + std::to_string(a.local.q_offset) + " and " + std::to_string(a.local.kv_offset));
   const ForwardArgs& f = a.local;
   for (const auto& [t, name] : {std::pair{&f.q, "q"}, std::pair{&f.k, "k"}, std::pair{&f.v, "v"}})
-    check(t->shape.size() == 4, who + ": local." + name + " must be 4-D; got " + detail::shape_str(t->shape));
+    check(t->shape.size() == 4, who + ": local." + name + " must be 4-D; got " + shape_string(t->shape));
   check(f.q.dtype == DType::BF16 || f.q.dtype == DType::F16,
         who + ": local.q must be bf16 or f16; got " + std::string(dtype_name(f.q.dtype)));
   Geometry g{f.q.shape[0], f.q.shape[1], f.q.shape[2], f.q.shape[3], f.k.shape[0],
              f.k.shape[1], f.k.shape[2], f.v.shape[3], f.q.dtype,    size_t(dtype_size(f.q.dtype))};
   const int64_t rows = local_size(plan, a.rank, false), cols = local_size(plan, a.rank, true);
   check(g.L == rows, who + ": local.q must hold rank " + std::to_string(a.rank) + "'s " + std::to_string(rows) +
-                         " rows (its chunks' q rows, ascending chunk order); got " + detail::shape_str(f.q.shape));
+                         " rows (its chunks' q rows, ascending chunk order); got " + shape_string(f.q.shape));
   check(g.S == cols && f.v.shape[2] == cols, who + ": local.k and local.v must hold rank " + std::to_string(a.rank) +
                                                  "'s shard of " + std::to_string(cols) + " positions; got k " +
-                                                 detail::shape_str(f.k.shape) + ", v " + detail::shape_str(f.v.shape));
+                                                 shape_string(f.k.shape) + ", v " + shape_string(f.v.shape));
   check(contiguous(f.k) && contiguous(f.v), who + ": local.k and local.v must be contiguous (they are sent as bytes)");
   for (const Chunk& c : plan.chunks) {
     g.max_rows = std::max(g.max_rows, c.q_rows.size());

@@ -35,7 +35,7 @@ void check_plan(const char* who, const ShardPlan& plan, const BlockMask& bm, con
                                       " rows but the plan was made for q_len = " + std::to_string(plan.q_len));
   check(k.shape[2] == plan.kv_len && v.shape[2] == plan.kv_len,
         w + "k and v must have S = kv_len = " + std::to_string(plan.kv_len) + " positions; got k " +
-            detail::shape_str(k.shape) + ", v " + detail::shape_str(v.shape));
+            shape_string(k.shape) + ", v " + shape_string(v.shape));
 }
 
 // The kv chunks each q chunk is combined with, in the order its rank computes them. A piece listed
@@ -135,11 +135,11 @@ cpu::BackwardResult cpu_plan_backward(const ShardPlan& plan, const BlockMask& bm
   const std::vector<int64_t> out_shape{q.shape[0], q.shape[1], q.shape[2], v.shape[3]};
   detail::check_tensor(dout, "cpu_plan_backward: dout", 4, "[B, Hq, L, Dv]");
   check(dout.shape == out_shape, "cpu_plan_backward: dout must have shape [B, Hq, L, Dv] = " +
-                                     detail::shape_str(out_shape) + "; got " + detail::shape_str(dout.shape));
+                                     shape_string(out_shape) + "; got " + shape_string(dout.shape));
   if (dlse) {
     detail::check_tensor(*dlse, "cpu_plan_backward: dlse", 3, "[B, Hq, L]");
     check(dlse->shape == std::vector<int64_t>(out_shape.begin(), out_shape.end() - 1),
-          "cpu_plan_backward: dlse must have shape [B, Hq, L]; got " + detail::shape_str(dlse->shape));
+          "cpu_plan_backward: dlse must have shape [B, Hq, L]; got " + shape_string(dlse->shape));
   }
   const std::vector<HostTensor> ks = seq_chunks(plan, k), vs = seq_chunks(plan, v);
   cpu::BackwardResult g{HostTensor(DType::F64, q.shape), HostTensor(DType::F64, k.shape),

@@ -67,7 +67,7 @@ BlockMask slice_blocks(const BlockMask& bm, int64_t q_block_begin, int64_t q_blo
 HostTensor slice_seq(const HostTensor& t, int64_t begin, int64_t end) {
   check(t.shape.size() == 3 || t.shape.size() == 4,
         "slice_seq: t must be a 3-D [B, H, L] or 4-D [B, H, L, D] tensor; got rank " +
-            std::to_string(t.shape.size()) + " " + detail::shape_str(t.shape));
+            std::to_string(t.shape.size()) + " " + shape_string(t.shape));
   detail::check_tensor(t, "slice_seq: t", t.shape.size(), t.shape.size() == 3 ? "[B, H, L]" : "[B, H, L, D]");
   const int64_t L = t.shape[2];
   check(0 <= begin && begin <= end && end <= L, "slice_seq: the range must satisfy 0 <= begin <= end <= L = " +

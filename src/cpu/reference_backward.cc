@@ -22,12 +22,9 @@ constexpr int64_t kColChunk = 16;
 void check_grad_input(const HostTensor& t, const char* name, const std::vector<int64_t>& want, const char* dims) {
   check(is_float(t.dtype), std::string(name) + " must have a float dtype (f16, bf16, f32, f64); got " +
                                std::string(dtype_name(t.dtype)));
-  check(t.shape == want, std::string(name) + " must have shape " + dims + " = " + detail::shape_str(want) +
-                             "; got " + detail::shape_str(t.shape));
-  const size_t need = t.byte_size();
-  check(t.bytes.size() == need, std::string(name) + " holds " + std::to_string(t.bytes.size()) +
-                                    " bytes but shape " + detail::shape_str(t.shape) + " of " +
-                                    std::string(dtype_name(t.dtype)) + " needs " + std::to_string(need));
+  check(t.shape == want, std::string(name) + " must have shape " + dims + " = " + shape_string(want) +
+                             "; got " + shape_string(t.shape));
+  t.check_byte_size(name);
 }
 
 double grad_of_score(const ModFns& m, double s, int64_t b, int64_t h, int64_t i, int64_t j, double g) {

@@ -23,14 +23,11 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 void check_input(const HostTensor& t, const char* name, const char* dims) {
   check(t.shape.size() == 4, std::string(name) + " must be a 4-D tensor " + dims + "; got rank " +
-                                 std::to_string(t.shape.size()) + " " + shape_str(t.shape));
+                                 std::to_string(t.shape.size()) + " " + shape_string(t.shape));
   check(is_float(t.dtype), std::string(name) + " must have a float dtype (f16, bf16, f32, f64); got " +
                                std::string(dtype_name(t.dtype)));
-  for (int64_t d : t.shape) check(d >= 0, std::string(name) + " has a negative dimension: " + shape_str(t.shape));
-  size_t need = t.byte_size();
-  check(t.bytes.size() == need, std::string(name) + " holds " + std::to_string(t.bytes.size()) +
-                                    " bytes but shape " + shape_str(t.shape) + " of " +
-                                    std::string(dtype_name(t.dtype)) + " needs " + std::to_string(need));
+  for (int64_t d : t.shape) check(d >= 0, std::string(name) + " has a negative dimension: " + shape_string(t.shape));
+  t.check_byte_size(name);
 }
 
 std::vector<double> to_double(const HostTensor& t) {
@@ -40,7 +37,7 @@ std::vector<double> to_double(const HostTensor& t) {
 }
 
 std::string block_name(int64_t b, int64_t h, int64_t qb) {
-  return shape_str({b, h, qb});
+  return shape_string({b, h, qb});
 }
 
 // Marks the blocks listed by (num, indices) as `state`; rejects out-of-range counts and ids and
@@ -108,12 +105,6 @@ void build_block_table(const BlockMask& bm, Problem* p) {
 
 }  // namespace
 
-std::string shape_str(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 Problem make_problem(const HostTensor& q, const HostTensor& k, const HostTensor& v, const Options& options) {
   check_input(q, "q", "[B, Hq, L, D]");
   check_input(k, "k", "[Bkv, Hkv, S, D]");
@@ -125,7 +116,7 @@ Problem make_problem(const HostTensor& q, const HostTensor& k, const HostTensor&
   check(k.shape[3] == p.D, "k head dim (k.shape[3]) must equal the q head dim D=" + std::to_string(p.D) + "; got " +
                                std::to_string(k.shape[3]));
   check(v.shape[0] == p.Bkv && v.shape[1] == p.Hkv && v.shape[2] == p.S,
-        "v must match k in [Bkv, Hkv, S] = " + shape_str({p.Bkv, p.Hkv, p.S}) + "; got v shape " + shape_str(v.shape));
+        "v must match k in [Bkv, Hkv, S] = " + shape_string({p.Bkv, p.Hkv, p.S}) + "; got v shape " + shape_string(v.shape));
   check(p.Hkv >= 1 && p.Hq % p.Hkv == 0, "q heads Hq=" + std::to_string(p.Hq) +
                                              " must be a multiple of the k/v heads Hkv=" + std::to_string(p.Hkv) +
                                              " (GQA)");

@@ -88,6 +88,5 @@ void score_row(const Problem& p, const ModFns& m, int64_t b, int64_t h, int64_t 
 void parallel_for(int64_t n, int threads, const std::function<void(int64_t task, int thread)>& fn);
 
 HostTensor make_f64(std::vector<int64_t> shape, const std::vector<double>& values);
-std::string shape_str(const std::vector<int64_t>& shape);
 
 }  // namespace flexattn::cpu::detail

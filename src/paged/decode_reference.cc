@@ -15,9 +15,7 @@ HostTensor gather_pages(const HostTensor& pool, const std::vector<int32_t>& page
   for (int64_t d : pool.shape)
     if (d < 0) throw Error("pool: negative dimension in shape " + pool.shape_string());
   if (ps < 1) throw Error("pool: page_size (shape[2]) must be >= 1; got " + std::to_string(ps));
-  if (pool.bytes.size() != pool.byte_size())  // the copies below trust the shape
-    throw Error("pool holds " + std::to_string(pool.bytes.size()) + " bytes but shape " + pool.shape_string() +
-                " of " + std::string(dtype_name(pool.dtype)) + " needs " + std::to_string(pool.byte_size()));
+  pool.check_byte_size("pool");  // the copies below trust the shape
   if (max_len < 0) throw Error("max_len must be >= 0; got " + std::to_string(max_len));
   const int64_t B = int64_t(kv_lens.size());
   if (max_pages < 1 || int64_t(page_table.size()) / max_pages != B || int64_t(page_table.size()) % max_pages != 0)

@@ -8,6 +8,7 @@
 #include "common/params.h"
 #include "flexattn/attention.h"
 #include "flexattn/error.h"
+#include "flexattn/tensor.h"
 #include "flexattn/jit.h"
 #include "jit/device.h"
 #include "jit/module.h"
@@ -32,12 +33,6 @@ using kern::AttnParams;
 // The mask block size that means "no block mask": a multiple of every compute tile.
 constexpr int kNoMaskBlock = 1 << 30;
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
 std::vector<int64_t> strides_of(const TensorView& t) {
   if (!t.strides.empty()) return t.strides;
   std::vector<int64_t> s(t.shape.size(), 1);
@@ -49,9 +44,9 @@ std::vector<int64_t> strides_of(const TensorView& t) {
 // vector loads need; returns the (b, h, l) strides.
 void check_view(const TensorView& t, const char* name, const std::vector<int64_t>& want, DType dtype, int64_t s[3]) {
   if (t.data == nullptr) throw Error(std::string(name) + ": no data pointer");
-  if (t.shape.size() != 4) throw Error(std::string(name) + ": expected a 4-D tensor, got shape " + shape_str(t.shape));
+  if (t.shape.size() != 4) throw Error(std::string(name) + ": expected a 4-D tensor, got shape " + shape_string(t.shape));
   if (t.shape != want)
-    throw Error(std::string(name) + ": expected shape " + shape_str(want) + ", got " + shape_str(t.shape));
+    throw Error(std::string(name) + ": expected shape " + shape_string(want) + ", got " + shape_string(t.shape));
   if (t.dtype != dtype)
     throw Error(std::string(name) + ": expected dtype " + std::string(dtype_name(dtype)) + ", got " +
                 std::string(dtype_name(t.dtype)));
@@ -60,7 +55,7 @@ void check_view(const TensorView& t, const char* name, const std::vector<int64_t
   if (st[3] != 1) throw Error(std::string(name) + ": the last dimension must be contiguous (stride 1)");
   for (int i = 0; i < 3; ++i)
     if (st[i] % 8 != 0)
-      throw Error(std::string(name) + ": strides must be multiples of 8 elements (16-byte rows), got " + shape_str(st));
+      throw Error(std::string(name) + ": strides must be multiples of 8 elements (16-byte rows), got " + shape_string(st));
   if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) throw Error(std::string(name) + ": data must be 16-byte aligned");
   for (int i = 0; i < 3; ++i) s[i] = st[i];
 }
@@ -72,14 +67,14 @@ struct Problem {
 Problem check_forward(const ForwardArgs& a, AttnParams* p) {
   if (a.variant == nullptr) throw Error("variant: null");
   const TensorView& q = a.q;
-  if (q.shape.size() != 4) throw Error("q: expected a 4-D tensor [B, Hq, L, D], got shape " + shape_str(q.shape));
-  if (a.k.shape.size() != 4) throw Error("k: expected a 4-D tensor [Bkv, Hkv, S, D], got shape " + shape_str(a.k.shape));
-  if (a.v.shape.size() != 4) throw Error("v: expected a 4-D tensor [Bkv, Hkv, S, Dv], got shape " + shape_str(a.v.shape));
+  if (q.shape.size() != 4) throw Error("q: expected a 4-D tensor [B, Hq, L, D], got shape " + shape_string(q.shape));
+  if (a.k.shape.size() != 4) throw Error("k: expected a 4-D tensor [Bkv, Hkv, S, D], got shape " + shape_string(a.k.shape));
+  if (a.v.shape.size() != 4) throw Error("v: expected a 4-D tensor [Bkv, Hkv, S, Dv], got shape " + shape_string(a.v.shape));
   Problem pr{q.shape[0], q.shape[1], a.k.shape[1], a.k.shape[0], q.shape[2], a.k.shape[2], q.shape[3], a.v.shape[3]};
   if (q.dtype != DType::BF16 && q.dtype != DType::F16)
     throw Error("q: the cuda backend takes bf16 or f16, got " + std::string(dtype_name(q.dtype)));
-  if (pr.B < 1 || pr.Hq < 1 || pr.L < 1 || pr.D < 1) throw Error("q: every dimension must be at least 1, got " + shape_str(q.shape));
-  if (pr.Hkv < 1 || pr.S < 1) throw Error("k: every dimension must be at least 1, got " + shape_str(a.k.shape));
+  if (pr.B < 1 || pr.Hq < 1 || pr.L < 1 || pr.D < 1) throw Error("q: every dimension must be at least 1, got " + shape_string(q.shape));
+  if (pr.Hkv < 1 || pr.S < 1) throw Error("k: every dimension must be at least 1, got " + shape_string(a.k.shape));
   if (pr.Bkv != pr.B && pr.Bkv != 1)
     throw Error("k: batch must equal q's batch (" + std::to_string(pr.B) + ") or be 1, got " + std::to_string(pr.Bkv));
   if (pr.Hq % pr.Hkv != 0)

@@ -13,6 +13,7 @@
 #include "decode/decode_config.h"
 #include "flexattn/decode.h"
 #include "flexattn/error.h"
+#include "flexattn/tensor.h"
 #include "jit/device.h"
 #include "jit/module.h"
 #include "jit/sys.h"
@@ -28,20 +29,14 @@ namespace {
 
 using kern::AttnParams;
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
 // Rank 4, shape, dtype, contiguous last dim, strides in multiples of 8, 16-byte alignment; the
 // (dim0, dim1, dim2) strides into s. No allocation unless it throws (a decode call's host time is on the
 // timed path: the kernel starts only after it).
 void check_view(const TensorView& t, const char* name, const int64_t (&want)[4], DType dtype, long long s[3]) {
   if (t.data == nullptr) throw Error(std::string(name) + ": no data pointer");
   if (t.shape.size() != 4 || !std::equal(want, want + 4, t.shape.begin()))
-    throw Error(std::string(name) + ": expected shape " + shape_str(std::vector<int64_t>(want, want + 4)) + ", got " +
-                shape_str(t.shape));
+    throw Error(std::string(name) + ": expected shape " + shape_string(std::vector<int64_t>(want, want + 4)) + ", got " +
+                shape_string(t.shape));
   if (t.dtype != dtype)
     throw Error(std::string(name) + ": expected dtype " + std::string(dtype_name(dtype)) + ", got " +
                 std::string(dtype_name(t.dtype)));
@@ -57,7 +52,7 @@ void check_view(const TensorView& t, const char* name, const int64_t (&want)[4],
   for (int i = 0; i < 3; ++i)
     if (st[i] % 8 != 0)
       throw Error(std::string(name) + ": strides must be multiples of 8 elements (16-byte rows), got " +
-                  shape_str(std::vector<int64_t>(st, st + 4)));
+                  shape_string(std::vector<int64_t>(st, st + 4)));
   if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) throw Error(std::string(name) + ": data must be 16-byte aligned");
   for (int i = 0; i < 3; ++i) s[i] = st[i];
 }
@@ -232,7 +227,7 @@ void set_mask(AttnParams* p, const DeviceBlockMask* m) {
 // Shapes, views, paging and mask of a decode call into p (no device access).
 void check_decode(const DecodeArgs& a, AttnParams* p) {
   if (a.variant == nullptr) throw Error("variant: null");
-  if (a.q.shape.size() != 4) throw Error("q: expected a 4-D tensor [B, Hq, L, D], got shape " + shape_str(a.q.shape));
+  if (a.q.shape.size() != 4) throw Error("q: expected a 4-D tensor [B, Hq, L, D], got shape " + shape_string(a.q.shape));
   if (a.k.shape.size() != 4 || a.v.shape.size() != 4) throw Error("k, v: expected 4-D tensors");
   const DType t = a.q.dtype;
   if (t != DType::BF16 && t != DType::F16)
@@ -240,7 +235,7 @@ void check_decode(const DecodeArgs& a, AttnParams* p) {
   const int64_t B = a.q.shape[0], Hq = a.q.shape[1], L = a.q.shape[2], D = a.q.shape[3];
   const int64_t Hkv = a.k.shape[1], Dv = a.v.shape[3];
   const bool paged = a.page_table != nullptr;
-  if (B < 1 || Hq < 1 || D < 1) throw Error("q: every dimension must be at least 1, got " + shape_str(a.q.shape));
+  if (B < 1 || Hq < 1 || D < 1) throw Error("q: every dimension must be at least 1, got " + shape_string(a.q.shape));
   if (L < 1 || L > kern::kDecodeMaxRows)
     throw Error("q: the decode kernels take 1.." + std::to_string(kern::kDecodeMaxRows) + " query rows, got " +
                 std::to_string(L));
