@@ -119,6 +119,34 @@ def n_trunc(x):
     return _ir.select(_ir.binary("lt", x, _ir.python_literal(0)), _ir.unary("ceil", x), _ir.unary("floor", x))
 
 
+def _exponent_negative(b):
+    """Whether an integer exponent is negative: its value for a literal, a guarded value for one that depends
+    only on captured numbers (the trace specialises on the sign), None where it varies per position."""
+    if b.op == "literal":
+        return b.value < 0
+    ctx = current()
+    if ctx is None or not _ir.depends_only_on_scalars(b):
+        return None
+    from ._eval import evaluate
+
+    sign = _ir.binary("lt", b, _ir.python_literal(0))
+    negative = bool(evaluate(sign, {"scalars": ctx.scalar_values}).item())
+    ctx.guards.append((sign, negative))
+    return negative
+
+
+def n_pow(a, b):
+    """Python and torch part ways only on integers to a negative integer power: a captured Python int gives a
+    float (`n ** -1` is 1/n), while torch refuses a per-position integer tensor raised to a negative number."""
+    t, _ = _ir.promote(a, b)
+    if t in ("i32", "i64") and _exponent_negative(b):
+        if not _ir.depends_only_on_scalars(a):
+            raise IRTypeError("integers to negative integer powers are not allowed (torch raises too): cast the "
+                              "base to float first, e.g. q_idx.float() ** -1")
+        return _ir.binary("pow", _ir.cast(a, "f32"), b)
+    return _ir.binary("pow", a, b)
+
+
 def n_div(a, b, rounding_mode=None):
     if rounding_mode is None:
         return _ir.binary("div", a, b)
@@ -314,7 +342,7 @@ HANDLERS = {
     "div": lambda a, b, rounding_mode=None: build(lambda x, y: n_div(x, y, rounding_mode), a, b),
     "floor_divide": _bin(lambda a, b: _ir.binary("floordiv", a, b)),
     "remainder": _bin(lambda a, b: _ir.binary("mod", a, b)),
-    "pow": _bin(lambda a, b: _ir.binary("pow", a, b)),
+    "pow": _bin(n_pow),
     "square": lambda x: build(lambda a: n_mul(a, a), x),
     "minimum": _bin(lambda a, b: _ir.binary("min", a, b)),
     "maximum": _bin(lambda a, b: _ir.binary("max", a, b)),

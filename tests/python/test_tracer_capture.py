@@ -292,3 +292,20 @@ def test_non_ascii_names_become_ascii_ir_names():
     t = flexattn.trace(score)
     assert t.text.isascii() and set(t.scalars.values()) == {0.5, 2}
     assert flexattn.trace(score).evaluate(score=1.0).item() == 2.5
+
+
+def test_captured_int_to_a_negative_power_is_a_float_as_in_python():
+    def make(n, e):
+        return lambda s, b, h, q, kv: s * n ** -1 + 2 ** e
+    t = flexattn.trace(make(4, 3))
+    np.testing.assert_allclose(t.evaluate(score=np.array([1.0])), 1.0 / 4 + 8)
+    assert t.text == "score * f32(n{i32}) ** -1 + 2 ** e{i32}"
+    # the exponent's sign is part of the trace: a negative captured exponent retraces once, to a float power
+    neg = flexattn.trace(make(4, -2))
+    assert not neg.cached and neg.text == "score * f32(n{i32}) ** -1 + f32(2) ** e{i32}"
+    np.testing.assert_allclose(neg.evaluate(score=np.array([1.0])), 1.0 / 4 + 0.25)
+    assert flexattn.trace(make(8, 5)).cached and flexattn.trace(make(8, -1)).cached
+    # a per-position exponent keeps integer semantics (torch's integer pow)
+    t2 = flexattn.trace(lambda s, b, h, q, kv: s + 2 ** (kv - q))
+    np.testing.assert_allclose(t2.evaluate(score=np.zeros(3), q_idx=np.array([0, 2, 0]), kv_idx=np.array([3, 1, 0])),
+                               [8.0, 0.0, 1.0])

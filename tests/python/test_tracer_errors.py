@@ -175,3 +175,9 @@ def test_wrong_parameter_count_is_a_clear_type_error():
 def test_expected_kind_is_enforced():
     with pytest.raises(TypeError, match="expected a mask_mod, got score_mod"):
         flexattn.trace(lambda s, b, h, q, kv: s, kind="mask_mod")
+
+
+def test_a_per_position_integer_to_a_negative_power_is_refused_as_in_torch():
+    with pytest.raises(TraceError, match=r"integers to negative integer powers are not allowed.*q_idx.float\(\) \*\* -1"):
+        flexattn.trace(lambda s, b, h, q_idx, kv: s * q_idx ** -1)
+    assert flexattn.trace(lambda s, b, h, q_idx, kv: s * q_idx.float() ** -1).text == "score * f32(q_idx) ** -1"
