@@ -16,11 +16,11 @@ import warnings
 
 import torch
 
-from . import _leaf_paths, _native, _torch_ops
+from . import _dynamo_parts, _leaf_paths, _native, _torch_ops
 from .attention import AuxOutput, _check_scale, _kernel_options, _validate_block_mask, _validate_heads_and_batch
 from .masks import noop_mask
 from ._block_layout import num_blocks, pad_columns
-from ._tracer import mod_kind, trace
+from ._tracer import mod_callable, mod_kind, trace
 from ._env import env_flag
 
 _EMPTY_BLOCK = 1 << 30
@@ -42,8 +42,10 @@ class Plan:
         self.spec, self.scalars, self.buffers = spec, scalars, buffers
 
 
-def _make_plan(score_mod, mask_mod):
-    mods = (score_mod, mask_mod)
+def _make_plan(score_desc, mask_desc, *args):
+    """The plan of two mods described by _dynamo_parts.describe (Dynamo hands the described values over as `args`)."""
+    mods = tuple(_dynamo_parts.rebuild(d, args) for d in (score_desc, mask_desc))
+    score_mod, mask_mod = mods
     traced = (None if score_mod is None else trace(score_mod, "score_mod"), trace(mask_mod, "mask_mod"))
     merged = _native.Merged(*traced)
     where = [None if t is None else _leaf_paths.locate(m, t) for m, t in zip(mods, traced)]
@@ -90,8 +92,10 @@ def _as_buffer(b):
 def _bound_values(score_mod, mask_mod):
     """(spec, scalar values, buffers) of the mods with their current captured values."""
     if torch.compiler.is_compiling():
-        plan = _plan_in_graph(score_mod, mask_mod)
-        mods = (score_mod, mask_mod)
+        mods = tuple(None if m is None else mod_callable(m) for m in (score_mod, mask_mod))
+        args = []
+        descs = [_dynamo_parts.describe(m, args) for m in mods]
+        plan = _plan_in_graph(*descs, *args)
         # A 0-d tensor in a buffer slot is a learnable scalar, traced as a 1-element buffer (_capture._learnable).
         buffers = [_as_buffer(_leaf_paths.fetch(mods[i], p)) for i, p in plan.buffers]
         _check_mask_buffers([(i, "a captured tensor", b) for (i, _), b in zip(plan.buffers, buffers)])
@@ -326,8 +330,8 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=128
     C = _native.load()
     if dev.type != "cuda" or C is None:
         return create_on_cpu(mask_mod, B, H, Q_LEN, KV_LEN, device=dev, BLOCK_SIZE=BLOCK_SIZE, _compile=_compile)
-    kind = mod_kind(mask_mod)
-    if kind != "mask_mod":
+    kind = mod_kind(mod_callable(mask_mod))
+    if kind not in ("mask_mod", None):  # None: a signature that does not tell (*args); the slot decides
         raise TypeError(f"create_block_mask requires a mask_mod function (4 parameters b, h, q_idx, kv_idx), got "
                         f"a {kind} {getattr(mask_mod, '__qualname__', mask_mod)!r}")
     B, H = 1 if B is None else B, 1 if H is None else H

@@ -9,6 +9,7 @@ changing them never changes the IR; tensors become buffers (dtype and shape are 
 from __future__ import annotations
 
 import collections
+import functools
 import inspect
 import os
 import threading
@@ -41,8 +42,27 @@ def mod_name(fn) -> str:
 _KIND_OF_CODE = {}  # (code object, number of defaults) -> kind; see mod_kind
 
 
-def mod_kind(fn) -> str:
-    """'score_mod' (5 positional parameters without defaults) or 'mask_mod' (4), as torch decides."""
+def mod_callable(fn):
+    """What flexattn walks and calls for a mod: torch calls any callable, so an nn.Module stands for its forward
+    and a callable object for its __call__ (bound methods, whose `self` the walk reads)."""
+    if type(fn) in (types.FunctionType, types.MethodType) or isinstance(fn, (functools.partial, type)):
+        return fn
+    torch = torch_module()
+    if torch is not None and isinstance(fn, torch.nn.Module):
+        return fn.forward
+    if callable(fn) and not isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+        call = getattr(fn, "__call__", None)
+        if type(call) is types.MethodType:
+            return call
+    return fn
+
+
+_ANY = "any"  # _KIND_OF_CODE's entry for a signature that does not tell (e.g. a wrapper taking *args)
+
+
+def mod_kind(fn):
+    """'score_mod' (5 positional parameters without defaults) or 'mask_mod' (4), as torch decides; None when the
+    signature cannot tell (`*args`: a decorator's wrapper), where the slot the mod was passed in decides."""
     if not callable(fn):
         raise TypeError(f"flexattn: a mod must be callable, got {type(fn).__name__}")
     # inspect.signature costs ~30 us a call (measured), paid on every flex_attention call before this
@@ -54,21 +74,24 @@ def mod_kind(fn) -> str:
         key = (code, len(fn.__defaults__ or ()))
         kind = _KIND_OF_CODE.get(key)
         if kind is not None:
-            return kind
+            return None if kind is _ANY else kind
     kind = _signature_kind(fn)
     if plain:
         if len(_KIND_OF_CODE) > 4096:
             _KIND_OF_CODE.clear()
-        _KIND_OF_CODE[key] = kind
+        _KIND_OF_CODE[key] = _ANY if kind is None else kind
     return kind
 
 
-def _signature_kind(fn) -> str:
+def _signature_kind(fn):
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError) as e:
         raise TypeError(f"flexattn: cannot read the signature of mod {mod_name(fn)!r}: {e}") from None
-    n = sum(1 for p in params if p.default is inspect.Parameter.empty)
+    n = sum(1 for p in params if p.default is inspect.Parameter.empty and p.kind in (
+        inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD))
+    if n <= 5 and any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        return None
     if n == 5:
         return "score_mod"
     if n == 4:
@@ -225,7 +248,13 @@ def trace(fn, kind=None) -> TracedMod:
     Raises TraceError (data-dependent control flow, unsupported operations, type errors) naming the
     mod and the line, and TypeError for a mod with the wrong number of parameters.
     """
+    fn = mod_callable(fn)
     detected = mod_kind(fn)
+    if detected is None:
+        if kind is None:
+            raise TypeError(f"flexattn: cannot tell whether {mod_name(fn)!r} is a score_mod or a mask_mod from its "
+                            "signature (it takes *args): pass kind='score_mod' or kind='mask_mod'")
+        detected = kind
     if kind is not None and kind != detected:
         raise TypeError(f"flexattn: expected a {kind}, got {detected} {mod_name(fn)!r}")
     name = mod_name(fn)

@@ -13,7 +13,7 @@ import numpy as np
 from . import _block_layout as layout
 from . import _native
 from ._arrays import device_of, from_numpy, is_torch_tensor, resolve_device, to_numpy
-from ._tracer import mod_kind, trace
+from ._tracer import mod_callable, mod_kind, trace
 from .masks import _check_sizes, noop_mask
 
 _DEFAULT_SPARSE_BLOCK_SIZE = 128
@@ -309,8 +309,8 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=_DE
     if not separate_full_blocks:
         bm = create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device, BLOCK_SIZE, _compile)
         return _without_full_blocks(bm)
-    kind = mod_kind(mask_mod)
-    if kind != "mask_mod":
+    kind = mod_kind(mod_callable(mask_mod))
+    if kind not in ("mask_mod", None):  # None: a signature that does not tell (*args); the slot decides
         raise TypeError(f"create_block_mask requires a mask_mod function (4 parameters b, h, q_idx, kv_idx), got "
                         f"a {kind} {getattr(mask_mod, '__qualname__', mask_mod)!r}")
     if _compile:

@@ -18,7 +18,7 @@ import weakref
 
 from . import _bound_plan, _native
 from ._arrays import is_torch_tensor, torch_module
-from ._tracer import mod_kind
+from ._tracer import mod_callable, mod_kind
 from ._env import env_flag
 
 _MAX_ROWS = 64  # query rows per sequence that the decode kernels take (kernels/decode, kDecodeMaxRows)
@@ -139,9 +139,9 @@ def paged_attention(query, key_cache, value_cache, page_table=None, kv_lens=None
             if not is_torch_tensor(x):
                 raise TypeError(f"paged_attention: {name} must be a torch tensor, got {type(x).__name__}")
     call = _Call(torch, query, key_cache, value_cache, page_table, kv_lens, q_offsets, block_mask, enable_gqa)
-    if score_mod is not None and mod_kind(score_mod) != "score_mod":  # the CPU path wraps it: say so here
+    if score_mod is not None and mod_kind(mod_callable(score_mod)) not in ("score_mod", None):  # the CPU path wraps it: say so here
         raise TypeError(f"paged_attention: score_mod must take (score, b, h, q_idx, kv_idx), got a "
-                        f"{mod_kind(score_mod)} {getattr(score_mod, '__qualname__', score_mod)!r}")
+                        f"{mod_kind(mod_callable(score_mod))} {getattr(score_mod, '__qualname__', score_mod)!r}")
     if scale is not None and not isinstance(scale, (int, float)):
         raise TypeError(f"paged_attention: scale must be a number or None, got {type(scale).__name__}")
     if torch.is_grad_enabled() and (query.requires_grad or key_cache.requires_grad or value_cache.requires_grad):

@@ -185,6 +185,85 @@ def test_tensors_reached_through_module_attributes_work_under_torch_compile():
     torch.testing.assert_close(mine.double(), want.double(), rtol=1e-5, atol=1e-6)
 
 
+def test_a_mod_made_inside_a_compiled_forward_over_graph_values_compiles_and_recompiles():
+    """A score_mod defined in a module's forward over `self` and over a tensor computed there (`self.bias * 2`) failed
+    with Dynamo's ClosureConversionError on every compile once the native module was loaded (a new sequence length,
+    a reset); it is now taken apart into its code and captured values (_dynamo_parts)."""
+    torch.manual_seed(6)
+
+    class Attn(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bias = torch.nn.Parameter(torch.randn(2, 64, dtype=torch.float64))
+            self.cap = 7.0
+
+        def forward(self, q, k, v):
+            doubled = self.bias * 2
+            width = 3
+
+            def near(t):
+                return t * width
+
+            def score(s, b, h, qi, kv, shift=doubled):
+                return self.cap * torch.tanh(s / self.cap) + shift[h, kv] + near(self.bias[h, qi])
+            return flex(q, k, v, score_mod=score)
+
+    m = Attn()
+    compiled = torch.compile(m, backend="aot_eager", fullgraph=True)
+    for L in (8, 16, 24):
+        q, k, v = rand(1, 2, L, 8), rand(1, 2, L, 8), rand(1, 2, L, 8)
+        out = compiled(q, k, v)
+        ref, _ = dense(q, k, v, lambda s, b, h, qi, kv: 7.0 * torch.tanh(s / 7.0) + 2 * m.bias[h, kv] + 3 * m.bias[h, qi])
+        torch.testing.assert_close(out, ref, rtol=0, atol=1e-6)
+        mine, want = (torch.autograd.grad(o.sum(), (m.bias, q)) for o in (out, ref))
+        for a, b in zip(mine, want):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    torch._dynamo.reset()
+    q, k, v = rand(1, 2, 8, 8), rand(1, 2, 8, 8), rand(1, 2, 8, 8)
+    torch.testing.assert_close(compiled(q, k, v), m(q, k, v), rtol=0, atol=1e-9)
+
+
+def test_modules_callable_objects_and_star_args_wrappers_are_mods():
+    """torch calls any callable as a mod: an nn.Module (its forward, with gradients for its parameters), a callable
+    object, a decorator's (*args) wrapper; the slot (score_mod / create_block_mask) says which kind it is."""
+    torch.manual_seed(7)
+    q, k, v = rand(1, 2, 20, 8), rand(1, 2, 20, 8), rand(1, 2, 20, 8)
+
+    class RelBias(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.table = torch.nn.Parameter(torch.randn(2, 39, dtype=torch.float64))
+
+        def forward(self, s, b, h, qi, kv):
+            return s + self.table[h, qi - kv + 19]
+
+    class Half:
+        def __call__(self, *a):
+            return a[0] * 0.5
+
+    def logged(fn):
+        def wrapper(*args, **kwargs):
+            return fn(*args, **kwargs)
+        return wrapper
+
+    rel = RelBias()
+    out = flex(q, k, v, score_mod=rel)
+    ref, _ = dense(q, k, v, rel.forward)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-6)  # the float64 table is read as float32
+    mine, want = (torch.autograd.grad(o.sum(), (rel.table,))[0] for o in (out, ref))
+    torch.testing.assert_close(mine, want, rtol=1e-5, atol=1e-6)
+    compiled = torch.compile(lambda q, k, v: flex(q, k, v, score_mod=rel), backend="eager", fullgraph=True)
+    torch.testing.assert_close(compiled(q, k, v), ref, rtol=0, atol=1e-6)
+    torch.testing.assert_close(flex(q, k, v, score_mod=Half()), dense(q, k, v, lambda s, *i: s * 0.5)[0],
+                               rtol=0, atol=1e-9)
+    mask = flexattn.create_block_mask(logged(causal), 1, 1, 20, 20, device="cpu")
+    torch.testing.assert_close(flex(q, k, v, score_mod=logged(lambda s, b, h, qi, kv: s - kv), block_mask=mask),
+                               dense(q, k, v, lambda s, b, h, qi, kv: s - kv, causal)[0], rtol=0, atol=1e-9)
+    with pytest.raises(TypeError, match=r"cannot tell whether .*wrapper.* is a score_mod or a mask_mod .*\*args.*"
+                                        r"pass kind='score_mod'"):
+        flexattn.trace(logged(causal))
+
+
 def test_a_mask_mod_capture_that_requires_grad_is_refused_in_the_forward():
     """It failed only in the backward, with the variant's internal message ("grad_buffers: 'W' is not a floating-point
     buffer read by the score_mod"); torch refuses it too. Without gradients it runs."""

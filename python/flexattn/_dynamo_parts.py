@@ -1,0 +1,70 @@
+"""Carrying a mod across torch.compile's constant boundary.
+
+Under torch.compile the plan (_torch_api._make_plan: the trace, its spec and the paths of its captured values) is
+computed once per graph by a function Dynamo calls with real Python values (torch._dynamo.assume_constant_result).
+Dynamo can hand such a function a global function, but not a function *made inside* the compiled code whose cells
+hold values of the graph: a score_mod defined in a module's forward over `self` or over `bias * 2` failed with
+"ClosureConversionError: failed to convert closure cell to Python constant" (on every compile once flexattn's
+native module was loaded; the first only worked because that load broke the graph).
+
+describe(mod, args) takes the mod apart with the accesses Dynamo traces (__code__, __closure__, __defaults__,
+__func__ / __self__, items): functions, bound methods and containers become nested tuples of constants, and every other captured value
+(a tensor, a module, a config object) becomes an index into `args`, which go to the constant function as separate
+arguments, where Dynamo converts a tensor to its value and a traced object to itself. rebuild(description, args)
+then makes a function of the same code, cells and defaults: the trace and the paths (_leaf_paths) of that function
+are those of the mod, so the graph reads the captured values from the mod itself.
+"""
+from __future__ import annotations
+
+import sys
+import types
+
+_MAX_DEPTH = 8
+
+
+def describe(obj, args, depth=0):
+    if obj is None or type(obj) in (bool, int, float, str):
+        return ("const", obj)
+    if depth < _MAX_DEPTH and type(obj) is types.FunctionType:
+        cells = tuple(describe(c.cell_contents, args, depth + 1) for c in (obj.__closure__ or ()))
+        defaults = tuple(describe(d, args, depth + 1) for d in (obj.__defaults__ or ()))
+        kw = obj.__kwdefaults__
+        kwdefaults = tuple((k, describe(v, args, depth + 1)) for k, v in kw.items()) if kw else ()
+        return ("function", obj.__code__, obj.__module__, obj.__name__, obj.__qualname__, defaults, kwdefaults, cells)
+    if depth < _MAX_DEPTH and type(obj) is types.MethodType:
+        return ("method", describe(obj.__func__, args, depth + 1), describe(obj.__self__, args, depth + 1))
+    if depth < _MAX_DEPTH and type(obj) in (tuple, list):
+        return (type(obj).__name__, tuple(describe(x, args, depth + 1) for x in obj))
+    if depth < _MAX_DEPTH and type(obj) is dict:  # keys are constants to Dynamo
+        return ("dict", tuple((k, describe(v, args, depth + 1)) for k, v in obj.items()))
+    args.append(obj)
+    return ("arg", len(args) - 1)
+
+
+def _cell(value):
+    return (lambda: value).__closure__[0]
+
+
+def rebuild(desc, args):
+    kind = desc[0]
+    if kind == "const":
+        return desc[1]
+    if kind == "arg":
+        return args[desc[1]]
+    if kind in ("tuple", "list"):
+        return (tuple if kind == "tuple" else list)(rebuild(x, args) for x in desc[1])
+    if kind == "dict":
+        return {k: rebuild(v, args) for k, v in desc[1]}
+    if kind == "method":
+        return types.MethodType(rebuild(desc[1], args), rebuild(desc[2], args))
+    _, code, module, name, qualname, defaults, kwdefaults, cells = desc
+    module_globals = getattr(sys.modules.get(module), "__dict__", None)
+    if module_globals is None:
+        raise RuntimeError(f"flexattn: under torch.compile, mod {qualname!r} comes from module {module!r}, which is "
+                           "not in sys.modules, so its globals cannot be found")
+    fn = types.FunctionType(code, module_globals, name, tuple(rebuild(d, args) for d in defaults) or None,
+                            tuple(_cell(rebuild(c, args)) for c in cells) or None)
+    fn.__qualname__ = qualname
+    if kwdefaults:
+        fn.__kwdefaults__ = {k: rebuild(v, args) for k, v in kwdefaults}
+    return fn
