@@ -48,6 +48,7 @@ BackwardResult backward(const HostTensor& q, const HostTensor& k, const HostTens
   std::vector<double> dO(static_cast<size_t>(rows * p.Dv));
   for (size_t x = 0; x < dO.size(); ++x) dO[x] = dout.get(int64_t(x));
   std::vector<double> lse(static_cast<size_t>(rows)), delta(static_cast<size_t>(rows));
+  std::vector<double> row_max(static_cast<size_t>(rows)), row_sum(static_cast<size_t>(rows));
   std::vector<double> dq(p.q.size(), 0.0), dk(p.k.size(), 0.0), dv(p.v.size(), 0.0);
 
   // Pass 1: rows.
@@ -61,11 +62,13 @@ BackwardResult backward(const HostTensor& q, const HostTensor& k, const HostTens
       const int64_t row = bh * p.L + i;
       detail::score_row(p, mods, b, h, i, &r);
       lse[size_t(row)] = r.lse;
+      row_max[size_t(row)] = r.max;
+      row_sum[size_t(row)] = r.sum;
       if (r.lse == -INFINITY) continue;  // fully masked: P = 0, no gradient anywhere
       std::fill(out_row.begin(), out_row.end(), 0.0);
       for (int64_t j = 0; j < p.S; ++j) {
         if (!r.keep[size_t(j)]) continue;
-        r.sm[size_t(j)] = std::exp(r.sm[size_t(j)] - r.lse);  // sm now holds P
+        r.sm[size_t(j)] = r.prob(r.sm[size_t(j)]);  // sm now holds P
         const double* vj = p.v_row(b, h, j);
         for (int64_t d = 0; d < p.Dv; ++d) out_row[size_t(d)] += r.sm[size_t(j)] * vj[d];
       }
@@ -100,13 +103,14 @@ BackwardResult backward(const HostTensor& q, const HostTensor& k, const HostTens
         for (int64_t i = 0; i < p.L; ++i) {
           const int64_t row = (b * p.Hq + h) * p.L + i;
           const double li = lse[size_t(row)], di = delta[size_t(row)];
+          const double mi = row_max[size_t(row)], sum_i = row_sum[size_t(row)];
           if (li == -INFINITY) continue;
           const double* qi = p.q_row(b, h, i);
           const double* dOi = &dO[size_t(row * p.Dv)];
           for (int64_t j = j0; j < j1; ++j) {
             if (!detail::kept(p, mods, b, h, i, j)) continue;
             const double s = detail::raw_score(p, b, h, i, j);
-            const double pij = std::exp(detail::modded(mods, s, b, h, i, j) - li);
+            const double pij = std::exp(detail::modded(mods, s, b, h, i, j) - mi) / sum_i;
             double* dvj = &dv[size_t((bhk * p.S + j) * p.Dv)];
             for (int64_t d = 0; d < p.Dv; ++d) dvj[d] += pij * dOi[d];
             const double ds_mod = pij * (detail::dot(dOi, p.v_row(b, h, j), p.Dv) - di);

@@ -34,7 +34,7 @@ ForwardResult forward(const HostTensor& q, const HostTensor& k, const HostTensor
       double* o = &out[size_t(row * p.Dv)];
       for (int64_t j = 0; j < p.S; ++j) {
         if (!r.keep[size_t(j)]) continue;
-        const double pij = std::exp(r.sm[size_t(j)] - r.lse);
+        const double pij = r.prob(r.sm[size_t(j)]);
         const double* vj = p.v_row(b, h, j);
         for (int64_t d = 0; d < p.Dv; ++d) o[d] += pij * vj[d];
       }

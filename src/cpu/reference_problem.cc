@@ -155,6 +155,7 @@ void score_row(const Problem& p, const ModFns& m, int64_t b, int64_t h, int64_t 
     nan |= std::isnan(sm);
     mx = std::max(mx, sm);
   }
+  r->sum = 1.0;
   if (nan) {
     r->max = r->lse = std::numeric_limits<double>::quiet_NaN();
   } else if (std::isinf(mx)) {  // all -inf (fully masked): -inf; any +inf: +inf, as torch.logsumexp
@@ -164,6 +165,7 @@ void score_row(const Problem& p, const ModFns& m, int64_t b, int64_t h, int64_t 
     for (int64_t j = 0; j < p.S; ++j)
       if (r->keep[size_t(j)]) sum += std::exp(r->sm[size_t(j)] - mx);
     r->max = mx;
+    r->sum = sum;
     r->lse = mx + std::log(sum);
   }
 }

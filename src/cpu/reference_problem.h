@@ -79,7 +79,10 @@ inline double modded(const ModFns& m, double s, int64_t b, int64_t h, int64_t i,
 struct RowScores {
   std::vector<double> s, sm;
   std::vector<uint8_t> keep;
-  double max = 0, lse = 0;
+  double max = 0, lse = 0, sum = 1;  // sum: of exp(sm - max) over the kept entries
+  // The probability of a modded score. Not exp(sm - lse): lse = max + log(sum) rounds log(sum) away once |max| is
+  // ~1e15 (scores of finfo.min from an additive padding mask), which gave the sum of V instead of its mean.
+  double prob(double sm_j) const { return std::exp(sm_j - max) / sum; }
 };
 void score_row(const Problem& p, const ModFns& m, int64_t b, int64_t h, int64_t i, RowScores* r);
 

@@ -61,6 +61,16 @@ def test_plain_attention_float64_is_exact():
     np.testing.assert_allclose(aux.max_scores, mx, rtol=1e-13)
 
 
+def test_rows_of_huge_negative_scores_are_still_a_softmax():
+    """Scores near finfo.min (an additive padding mask) made lse = max + log(sum) drop log(sum): P = exp(s - lse)
+    summed to S, so the output was the sum of V instead of its mean (torch: the mean)."""
+    q, k, v = rand(1, 2, 5, 16, dtype=np.float64), rand(1, 2, 7, 16, dtype=np.float64), rand(1, 2, 7, 4,
+                                                                                            dtype=np.float64)
+    for shift in (-1e15, -1e20, -3.0e38):
+        out = flex_attention(q, k, v, score_mod=lambda s, b, h, i, j: s * 1e-30 + shift)
+        np.testing.assert_allclose(out, np.broadcast_to(v.mean(2, keepdims=True), out.shape), rtol=0, atol=1e-12)
+
+
 def test_softcap_with_causal_block_mask_non_multiple_lengths():
     cap = 5.0
 

@@ -264,6 +264,17 @@ def test_modules_callable_objects_and_star_args_wrappers_are_mods():
         flexattn.trace(logged(causal))
 
 
+def test_gradients_of_rows_of_huge_negative_scores():
+    """P from exp(s - lse) summed to S once |scores| ~ 1e20 (lse lost log(S)): the backward's dv was S times too
+    large. Uniform scores: out is the mean of v, dv = (rows / S) per key, dq = dk = 0."""
+    q, k, v = rand(1, 2, 5, 8), rand(1, 2, 6, 8), rand(1, 2, 6, 4)
+    out = flex(q, k, v, score_mod=lambda s, b, h, i, j: s * 0 - 1e20)
+    torch.testing.assert_close(out, v.mean(2, keepdim=True).expand_as(out), rtol=0, atol=1e-12)
+    dq, dk, dv = torch.autograd.grad(out.sum(), (q, k, v))
+    torch.testing.assert_close(dv, torch.full_like(dv, 5 / 6), rtol=0, atol=1e-12)
+    assert dq.abs().max() == 0 and dk.abs().max() == 0
+
+
 def test_a_mask_mod_capture_that_requires_grad_is_refused_in_the_forward():
     """It failed only in the backward, with the variant's internal message ("grad_buffers: 'W' is not a floating-point
     buffer read by the score_mod"); torch refuses it too. Without gradients it runs."""
