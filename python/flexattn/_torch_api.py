@@ -15,6 +15,7 @@ import os
 import warnings
 
 import torch
+import torch.autograd.forward_ad as _forward_ad
 
 from . import _dynamo_parts, _leaf_paths, _native, _torch_ops
 from .attention import AuxOutput, _check_scale, _kernel_options, _validate_block_mask, _validate_heads_and_batch
@@ -281,6 +282,19 @@ def _follow_query_layout(out, query):
     return out.permute(order).contiguous().permute(inverse)
 
 
+def _check_no_transform(query, key, value, buffers):
+    """torch.func transforms and forward-mode AD need vmap / jvp rules that flexattn's kernels do not have: without
+    this check a tangent was dropped without a word (forward AD) or a transform failed inside the binding."""
+    if torch._C._functorch.maybe_current_level() is not None:
+        raise NotImplementedError("flexattn.flex_attention does not support torch.func transforms (vmap, grad, "
+                                  "jvp, jacrev, ...): call it outside the transform and use torch.autograd for "
+                                  "gradients (torch's flex_attention has no such rules either)")
+    if _forward_ad._current_level >= 0 and any(
+            _forward_ad.unpack_dual(t).tangent is not None for t in (query, key, value, *buffers)):
+        raise NotImplementedError("flexattn.flex_attention does not support forward-mode AD (dual tensors): use "
+                                  "reverse mode (torch.autograd)")
+
+
 # ---- the public entry points ------------------------------------------------------------------------
 def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=None, enable_gqa=False,
                    return_lse=False, kernel_options=None, *, return_aux=None):
@@ -303,6 +317,7 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     buffers = [_buffer_tensor(b, query.device) for b in buffer_values]
     op = _torch_ops.attn_fwd  # under torch.compile: the custom op (graph node, fake impl, autograd)
     if not torch.compiler.is_compiling():
+        _check_no_transform(query, key, value, buffers)
         needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value, *buffers))
         op = _torch_ops.attn_fwd_autograd if needs_grad else _torch_ops.attn_fwd_eager
     out, lse, mx = op(query, key, value, _scalar_tensor(scalar_values), buffers, mask, spec, meta, float(scale))

@@ -355,8 +355,24 @@ class _EagerAttn(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out, grad_lse, grad_max):
-        dq, dk, dv, per_buffer = _grads(ctx, grad_out, grad_lse, attn_bwd_eager)
-        return (dq, dk, dv, None, None, None, None, None, *per_buffer, *([None] * ctx.n_mask))
+        with torch.no_grad():
+            dq, dk, dv, per_buffer = _grads(ctx, grad_out, grad_lse, attn_bwd_eager)
+        grads = (dq, dk, dv, None, None, None, None, None, *per_buffer, *([None] * ctx.n_mask))
+        return _refuse_double_backward(grads) if torch.is_grad_enabled() else grads
+
+
+def _refuse_double_backward(grads):
+    """Under create_graph=True: gradients whose own backward raises. They were plain tensors, so a gradient penalty
+    on them added nothing without a word (torch.autograd.function.once_differentiable does the same, but only when
+    an incoming gradient requires grad, which a loss's never does)."""
+    tensors = [g for g in grads if g is not None]
+    if not tensors:
+        return grads
+    err = torch._C._functions.DelayedError(b"flexattn: the backward of flex_attention is not differentiable "
+                                           b"(double backward / create_graph=True is not supported)", len(tensors))
+    wrapped = err(*[t.detach().requires_grad_() for t in tensors])
+    it = iter(wrapped if isinstance(wrapped, tuple) else (wrapped,))
+    return tuple(None if g is None else next(it) for g in grads)
 
 
 def attn_fwd_autograd(q, k, v, scalars, buffers, mask, spec, mask_meta, scale):

@@ -275,6 +275,24 @@ def test_gradients_of_rows_of_huge_negative_scores():
     assert dq.abs().max() == 0 and dk.abs().max() == 0
 
 
+def test_transforms_forward_ad_and_double_backward_are_refused_clearly():
+    """A dual tensor's tangent was dropped silently; vmap / jvp failed inside the binding; create_graph=True gave
+    first gradients without a graph, so a gradient penalty added nothing."""
+    import torch.autograd.forward_ad as fwAD
+    q, k, v = rand(1, 1, 6, 4), rand(1, 1, 6, 4), rand(1, 1, 6, 4)
+    with fwAD.dual_level(), pytest.raises(NotImplementedError, match="does not support forward-mode AD"):
+        flex(fwAD.make_dual(q.detach(), torch.ones_like(q)), k, v)
+    for transform in (lambda: torch.func.vmap(lambda x: flex(x, k, v))(q[None].expand(2, -1, -1, -1, -1)),
+                      lambda: torch.func.grad(lambda x: flex(x, k, v).sum())(q.detach())):
+        with pytest.raises(NotImplementedError, match=r"does not support torch.func transforms \(vmap, grad"):
+            transform()
+    out = flex(q, k, v)
+    gq, = torch.autograd.grad(out.sum(), (q,), create_graph=True)
+    torch.testing.assert_close(gq, torch.autograd.grad(flex(q, k, v).sum(), (q,))[0], rtol=0, atol=0)
+    with pytest.raises(RuntimeError, match=r"backward of flex_attention is not differentiable \(double backward"):
+        (out.sum() + gq.square().sum()).backward()
+
+
 def test_a_mask_mod_capture_that_requires_grad_is_refused_in_the_forward():
     """It failed only in the backward, with the variant's internal message ("grad_buffers: 'W' is not a floating-point
     buffer read by the score_mod"); torch refuses it too. Without gradients it runs."""
