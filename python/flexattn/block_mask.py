@@ -82,6 +82,15 @@ class BlockMask:
     transposes. BLOCK_SIZE = (Q_BLOCK_SIZE, KV_BLOCK_SIZE); seq_lengths = (Q_LEN, KV_LEN).
     """
 
+    def __new__(cls, *args, **kwargs):
+        # A mask of torch tensors is also an instance of torch's BlockMask, so code that dispatches on
+        # isinstance(mask, torch's BlockMask) (transformers' flex_attention_forward) takes flexattn's masks too.
+        if cls is BlockMask:
+            num = args[1] if len(args) > 1 else kwargs.get("kv_num_blocks")
+            if is_torch_tensor(num):
+                cls = _torch_compatible_class()
+        return object.__new__(cls)
+
     def __init__(self, seq_lengths, kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices, q_num_blocks,
                  q_indices, full_q_num_blocks, full_q_indices, BLOCK_SIZE=_DEFAULT_SPARSE_BLOCK_SIZE,
                  mask_mod=None):
@@ -294,6 +303,17 @@ class BlockMask:
         dev = resolve_device(device)
         moved = [None if getattr(self, f) is None else from_numpy(self._np(f), dev) for f in _FIELDS]
         return BlockMask(self.seq_lengths, *moved, self.BLOCK_SIZE, self.mask_mod)
+
+
+@functools.lru_cache(maxsize=None)
+def _torch_compatible_class():
+    """flexattn's BlockMask under torch's as a second base: flexattn's fields and methods (first in the MRO), and
+    isinstance(mask, torch.nn.attention.flex_attention.BlockMask) holds."""
+    import importlib
+
+    torch_block_mask = importlib.import_module("torch.nn.attention.flex_attention").BlockMask
+    return type("BlockMask", (BlockMask, torch_block_mask), {"__init__": BlockMask.__init__, "__module__": __name__,
+                                                             "__qualname__": "BlockMask"})
 
 
 def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=_DEFAULT_SPARSE_BLOCK_SIZE,

@@ -426,6 +426,10 @@ def test_enable_routes_torch_api_including_names_bound_by_import():
         out = tfa.flex_attention(q, q, q, block_mask=bm)
         assert _torch_ops.stats["fwd"] == before + 1 and isinstance(bm, flexattn.BlockMask)
         torch.testing.assert_close(out, dense(q, q, q, mask=causal)[0], rtol=0, atol=1e-5)
+        # transformers dispatches on isinstance(mask, torch's BlockMask): flexattn's masks of torch tensors are both
+        for m in (bm, bm[0], bm.to("cpu"), bm._adjust(8, 8), flexattn.create_block_mask(causal, 1, 1, 16, 16, "cpu")):
+            assert isinstance(m, tfa.BlockMask) and isinstance(m, flexattn.BlockMask), type(m).__mro__
+    assert not isinstance(flexattn.create_block_mask(causal, 1, 1, 16, 16, device="numpy"), tfa.BlockMask)
     assert tfa.flex_attention is torch_fa and tfa.create_block_mask is torch_cbm and bound_by_name is torch_fa
     fat.enable()
     fat.enable()  # idempotent
