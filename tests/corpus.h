@@ -51,6 +51,8 @@ inline const std::vector<CorpusEntry>& mod_corpus() {
       // ALiBi alone: no mask_mod, so no block mask, and with D = Dv = 64 the only ALiBi on the sm90 forward's tall
       // tile (its affine bias with three consumer warpgroups; session 27: never run on a GPU before).
       {"alibi", "", "alibi"},
+      // Tensor.detach(): values flow, gradients stop (the backward's dS is half the forward's slope here).
+      {"text:detach", "", "expr:score * 0.5 + detach(score) * 0.5 + detach(tanh(score * 0.25))"},
   };
   return corpus;
 }

@@ -165,6 +165,7 @@ Expr cos(Expr a);
 Expr tan(Expr a);
 Expr erf(Expr a);
 Expr floor(Expr a);
+Expr detach(Expr a);  // the value of a, through which no gradient flows
 Expr ceil(Expr a);
 Expr minimum(Expr a, Expr b);
 Expr maximum(Expr a, Expr b);

@@ -164,14 +164,66 @@ def n_div(a, b, rounding_mode=None):
     return _ir.select(fix, _ir.binary("add", q, _ir.python_literal(1)), q)
 
 
+def _bound(x, b, at_bound, fold):
+    """One side of clamp. torch passes the gradient of a float clamp by a number only strictly inside the bound (and
+    relu's only for x > 0), but splits it at a tie with a tensor bound, as maximum / minimum do: where(x <= lo, lo, x)
+    for a number (NaN stays NaN), the min / max node otherwise (and for integers, whose gradient is moot)."""
+    if b.op in ("literal", "scalar") and _ir.promote(x, b)[0] == "f32":
+        return _ir.select(_ir.binary(at_bound, x, b), b, x)
+    return _ir.binary(fold, x, b)
+
+
 def n_clamp(x, lo=None, hi=None):
     if lo is None and hi is None:
         raise IRTypeError("clamp: at least one of min and max must be given")
     if lo is not None:
-        x = _ir.binary("max", x, lo)
+        x = _bound(x, lo, "le", "max")
     if hi is not None:
-        x = _ir.binary("min", x, hi)  # min(max(x, lo), hi): hi wins when lo > hi, as in torch
+        x = _bound(x, hi, "ge", "min")  # hi wins when lo > hi, as in torch
     return x
+
+
+def n_round(x):
+    """torch.round: half to even. floor(x + 0.5) would round 0.49999997 up (the sum rounds to 1.0); x - floor(x) is
+    exact in float32."""
+    if x.type != "f32":
+        return x
+    r = _ir.unary("floor", x)
+    d = _ir.binary("sub", x, r)
+    half = _ir.python_literal(0.5)
+    odd = _ir.binary("ne", _ir.binary("mod", r, _ir.python_literal(2.0)), _ir.python_literal(0.0))
+    up = _ir.binary("or", _ir.binary("gt", d, half), _ir.binary("and", _ir.binary("eq", d, half), odd))
+    return _ir.select(up, _ir.binary("add", r, _ir.python_literal(1.0)), r)
+
+
+def n_log1p(x):
+    # log(1 + x): float32 loses x below ~6e-8 next to 1 (an absolute error of that size, nothing in a softmax)
+    return _ir.unary("log", _ir.binary("add", _ir.python_literal(1.0), x))
+
+
+def n_softplus(x, beta=1.0, threshold=20.0):
+    bx = _ir.binary("mul", x, _ir.python_literal(float(beta)))
+    soft = _ir.binary("div", n_log1p(_ir.unary("exp", bx)), _ir.python_literal(float(beta)))
+    return _ir.select(_ir.binary("gt", bx, _ir.python_literal(float(threshold))), _ir.cast(x, "f32"), soft)
+
+
+def n_lerp(a, b, w):
+    """torch's lerp: a + w (b - a) for |w| < 0.5, else b - (b - a)(1 - w) (exact at w = 1)."""
+    diff = _ir.binary("sub", b, a)
+    low = _ir.binary("add", a, _ir.binary("mul", w, diff))
+    high = _ir.binary("sub", b, _ir.binary("mul", diff, _ir.binary("sub", _ir.python_literal(1.0), w)))
+    return _ir.select(_ir.binary("lt", _ir.unary("abs", w), _ir.python_literal(0.5)), low, high)
+
+
+def n_nan_to_num(x, nan=0.0, posinf=None, neginf=None):
+    if x.type != "f32":
+        return x
+    big = float(np.finfo(np.float32).max)
+    inf = _ir.python_literal(math.inf)
+    out = _ir.select(_ir.binary("eq", x, inf), _ir.python_literal(big if posinf is None else float(posinf)), x)
+    out = _ir.select(_ir.binary("eq", x, _ir.unary("neg", inf)),
+                     _ir.python_literal(-big if neginf is None else float(neginf)), out)
+    return _ir.select(_ir.binary("ne", x, x), _ir.python_literal(float(nan)), out)
 
 
 def n_cast(x, dtype):
@@ -356,7 +408,19 @@ HANDLERS = {
     "bitwise_right_shift": _bin(n_shift("bitwise_right_shift", ">>")),
     "bitwise_not": lambda x: build(n_not, x),
     "trunc": lambda x: build(n_trunc, x), "sign": lambda x: build(n_sign, x),
-    "relu": lambda x, inplace=False: build(lambda a: _ir.binary("max", a, _ir.python_literal(0)), x),
+    "relu": lambda x, inplace=False: build(lambda a: n_clamp(a, _ir.python_literal(0)), x),
+    "relu6": lambda x, inplace=False: build(lambda a: n_clamp(a, _ir.python_literal(0), _ir.python_literal(6)), x),
+    "hardtanh": lambda x, min_val=-1.0, max_val=1.0, inplace=False: build(
+        lambda a: n_clamp(a, _ir.python_literal(float(min_val)), _ir.python_literal(float(max_val))), x),
+    "silu": lambda x, inplace=False: build(lambda a: _ir.binary("mul", a, _ir.unary("sigmoid", a)), x),
+    "softplus": lambda x, beta=1.0, threshold=20.0: build(lambda a: n_softplus(a, beta, threshold), x),
+    "log1p": lambda x: build(n_log1p, x),
+    "reciprocal": lambda x: build(lambda a: _ir.binary("div", _ir.python_literal(1.0), a), x),
+    "round": lambda x, decimals=0: build(n_round, x) if decimals == 0 else fail(
+        "round(decimals=...) in a mod", "round to an integer, or scale first: torch.round(x * 100) / 100"),
+    "lerp": lambda a, b, w: build(n_lerp, a, b, w),
+    "hypot": _bin(lambda a, b: _ir.unary("sqrt", _ir.binary("add", _ir.binary("mul", a, a), _ir.binary("mul", b, b)))),
+    "nan_to_num": lambda x, nan=0.0, posinf=None, neginf=None: build(lambda a: n_nan_to_num(a, nan, posinf, neginf), x),
     "gelu": lambda x, approximate="none": build(lambda a: n_gelu(a, approximate), x),
     # a mod value is 0-d: unsqueezed it broadcasts against a row as it is (_rows.py)
     "unsqueeze": lambda x, dim: x if dim in (-1, 0) else fail(f"unsqueeze(dim={dim!r}) of a mod value",
@@ -371,7 +435,7 @@ HANDLERS = {
     "int": lambda x, *a, **k: _to(x, "int32"), "long": lambda x, *a, **k: _to(x, "int64"),
     "bool": lambda x, *a, **k: _to(x, "bool"), "half": lambda x, *a, **k: _to(x, "float16"),
     "bfloat16": lambda x, *a, **k: _to(x, "bfloat16"),
-    "clone": lambda x, *a, **k: x, "detach": lambda x, *a, **k: x, "contiguous": lambda x, *a, **k: x,
+    "clone": lambda x, *a, **k: x, "detach": _un("detach"), "contiguous": lambda x, *a, **k: x,
     "item": _item,
     "new_ones": _new(1), "new_zeros": _new(0), "new_empty": _new(0), "new_full": _new(None),
     "new_tensor": lambda self, data, dtype=None, **k: _literal_of(data, dtype, self),
@@ -407,11 +471,14 @@ def _tensor_where(self, condition, other):
     return HANDLERS["where"](condition, self, other)
 
 
+_NOT_METHODS = frozenset(("relu6", "hardtanh", "silu", "softplus", "gelu"))  # torch.nn.functional only
+
+
 def method(name):
     """The Tensor-style method `name` on a proxy, or None."""
     if name == "where":
         return _tensor_where
-    return HANDLERS.get(name)
+    return None if name in _NOT_METHODS else HANDLERS.get(name)
 
 
 def _unsupported(name):

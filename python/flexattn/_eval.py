@@ -150,6 +150,8 @@ def _eval_node(n: Node, a, env):
         return np.abs(a[0]).astype(_NP[n.type])
     if op in _UNARY_F:
         return _UNARY_F[op](convert(a[0], src[0], "f32"))
+    if op == "detach":
+        return a[0]
     if op == "floor":
         return np.floor(a[0])
     if op == "ceil":

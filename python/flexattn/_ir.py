@@ -18,7 +18,7 @@ BUFFER_DTYPES = ("bool", "i32", "i64", "f16", "bf16", "f32")
 INPUTS = ("score", "b", "h", "q_idx", "kv_idx")
 # tanh_approx: tanh on the GPU's tanh.approx.f32 (relative error ~2^-11); exact tanh on the CPU (its definition).
 UNARY_FLOAT = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "tanh_approx", "sigmoid", "sin", "cos", "tan", "erf")
-UNARY = UNARY_FLOAT + ("neg", "abs", "floor", "ceil", "not")
+UNARY = UNARY_FLOAT + ("neg", "abs", "floor", "ceil", "not", "detach")
 ARITH = ("add", "sub", "mul", "div", "floordiv", "mod", "pow", "min", "max")
 COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
 LOGIC = ("and", "or")
@@ -28,7 +28,7 @@ BINARY = ARITH + COMPARE + LOGIC + BITWISE
 # Identifiers the text form gives a meaning of its own (src/ir/text_syntax.cc kReserved + functions).
 RESERVED = frozenset(INPUTS + ("q", "kv", "inf", "nan", "true", "false", "and", "or", "not", "where",
                                "f32", "float", "i32", "i64", "int", "bool", "min", "max", "minimum",
-                               "maximum", "pow", "neg") + UNARY_FLOAT + ("abs", "floor", "ceil") + BITWISE)
+                               "maximum", "pow", "neg", "detach") + UNARY_FLOAT + ("abs", "floor", "ceil") + BITWISE)
 
 
 class IRTypeError(TypeError):
@@ -151,6 +151,8 @@ def unary(op: str, a: Node) -> Node:
         if a.type == "bool":
             raise IRTypeError(f"'{op}' is not defined for bool")
         return a if a.type in ("i32", "i64") else make(op, a.type, a.weak, (a,))
+    if op == "detach":  # Tensor.detach(): only a float value can carry a gradient to stop
+        return a if a.type != "f32" or a.op in ("literal", "scalar", "detach") else make("detach", a.type, a.weak, (a,))
     if op == "not":
         if a.type != "bool":
             raise IRTypeError(f"'not' expects a bool operand, got {type_str(a)} (compare it first, e.g. x != 0)")

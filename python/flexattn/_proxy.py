@@ -195,6 +195,8 @@ for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
 Proxy.__neg__ = lambda self: build(lambda a: _ir.unary("neg", a), self)
 Proxy.__pos__ = lambda self: self
 Proxy.__abs__ = lambda self: build(lambda a: _ir.unary("abs", a), self)
+Proxy.__round__ = lambda self, ndigits=None: _handler("round")(self) if ndigits is None else _handler("round")(
+    self, decimals=ndigits)
 Proxy.__invert__ = lambda self: _handler("bitwise_not")(self)
 
 
@@ -209,8 +211,9 @@ class BufferProxy:
     values gives a Proxy of a Load; indexing fewer dimensions gives a BufferProxy with those indices
     fixed (so `bias[h][q_idx]` works)."""
 
-    def __init__(self, name, obj, prefix=(), post_cast=None):
+    def __init__(self, name, obj, prefix=(), post_cast=None, detached=False):
         self.name, self.obj, self.prefix, self.post_cast = name, obj, tuple(prefix), post_cast
+        self.detached = detached  # w.detach(): its loads carry no gradient to the buffer
         try:
             self.buffer_dtype = _buffer_dtype(obj.dtype)
         except TypeError as e:
@@ -247,7 +250,10 @@ class BufferProxy:
         return int(np.prod(self.shape))
 
     def _cast(self, dtype):
-        return BufferProxy(self.name, self.obj, self.prefix, dtype)
+        return BufferProxy(self.name, self.obj, self.prefix, dtype, self.detached)
+
+    def detach(self):
+        return BufferProxy(self.name, self.obj, self.prefix, self.post_cast, detached=True)
 
     def to(self, *args, **kwargs):
         from ._dispatch import find_dtype
@@ -276,12 +282,14 @@ class BufferProxy:
             fail(f"too many indices for captured tensor '{self.name}'",
                  f"it has {len(self.full_shape)} dimensions, got {len(total)} indices")
         if len(total) < len(self.full_shape):
-            return BufferProxy(self.name, self.obj, total, self.post_cast)
+            return BufferProxy(self.name, self.obj, total, self.post_cast, self.detached)
         if len(total) > 4:
             fail(f"captured tensor '{self.name}' has {len(total)} dimensions",
                  "captured buffers may have 1 to 4 dimensions")
         try:
             p = Proxy(_ir.load(self.name, self.buffer_dtype, list(total)))
+            if self.detached:
+                p = Proxy(_ir.unary("detach", p.node))
         except IRTypeError as e:
             fail("type error", str(e))
         if self.post_cast is not None:

@@ -118,7 +118,8 @@ def _check_mask_buffers(buffers):
     for i, source, b in buffers:
         if i == 1 and getattr(b, "requires_grad", False):
             raise RuntimeError(f"mask_mod: {source} requires grad, but a mask_mod's captured tensors get no gradient "
-                               "(the mask is a boolean of them); detach it, or read it in the score_mod")
+                               "(the mask is a boolean of them); capture a detached copy (t = w.detach() outside the mod), or read "
+                               "it in the score_mod")
 
 
 _MERGED = {}  # (score entry, mask entry) -> (entries, Merged, spec)

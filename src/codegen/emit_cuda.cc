@@ -202,6 +202,7 @@ class FunctionEmitter {
       case Op::Tan: return float_fn("tanf");
       case Op::Erf: return float_fn("erff");
       case Op::Floor: return f ? call("floorf", a0(t)) : a0(t);
+      case Op::Detach: return a0(t);
       case Op::Ceil: return f ? call("ceilf", a0(t)) : a0(t);
       case Op::Not: return "(!" + a0(DType::Bool) + ")";
       case Op::Cast: {

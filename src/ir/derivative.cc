@@ -85,6 +85,7 @@ class ReverseMode {
       case Op::Load:
       case Op::Floor:
       case Op::Ceil:
+      case Op::Detach:
       case Op::Not:
       case Op::FloorDiv:
       case Op::Eq:

@@ -152,6 +152,7 @@ Value eval_node(const Node& n, const Value* const* a, const EvalEnv* env, const 
     case Op::Cos: return make_f(std::cos(a[0]->as_double()));
     case Op::Tan: return make_f(std::tan(a[0]->as_double()));
     case Op::Erf: return make_f(std::erf(a[0]->as_double()));
+    case Op::Detach: return *a[0];
     case Op::Floor:
       if (n.type == DType::F32) return make_f(std::floor(a[0]->as_double()));
       return convert(*a[0], n.type);

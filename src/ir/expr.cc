@@ -234,6 +234,8 @@ Expr unary(Op op, Expr a) {
       if (n.type == DType::Bool) type_error(op, "not defined for bool");
       if (is_int(n.type)) return a;  // floor/ceil of an integer is itself (torch returns the input)
       return make_node(op, n.type, n.weak, {a});
+    case Op::Detach:
+      return make_node(op, n.type, n.weak, {a});
     case Op::Not:
       if (n.type != DType::Bool)
         type_error(op, "expects a bool operand, got " + type_str(n) + " (compare it first, e.g. x != 0)");
@@ -350,6 +352,7 @@ Expr cos(Expr a) { return unary(Op::Cos, a); }
 Expr tan(Expr a) { return unary(Op::Tan, a); }
 Expr erf(Expr a) { return unary(Op::Erf, a); }
 Expr floor(Expr a) { return unary(Op::Floor, a); }
+Expr detach(Expr a) { return unary(Op::Detach, a); }
 Expr ceil(Expr a) { return unary(Op::Ceil, a); }
 Expr minimum(Expr a, Expr b) { return binary(Op::Min, a, b); }
 Expr maximum(Expr a, Expr b) { return binary(Op::Max, a, b); }

@@ -174,7 +174,7 @@ class Printer {
         break;
       case Op::Abs: case Op::Exp: case Op::Exp2: case Op::Log: case Op::Log2: case Op::Sqrt: case Op::Rsqrt:
       case Op::Tanh: case Op::TanhApprox: case Op::Sigmoid: case Op::Sin: case Op::Cos: case Op::Tan: case Op::Erf:
-      case Op::Floor: case Op::Ceil:
+      case Op::Floor: case Op::Ceil: case Op::Detach:
         if (builds(n, [&] { return unary(n.op, arg(0)); })) return {call(op_name(n.op), n)};
         break;
       case Op::Cast:

@@ -17,6 +17,7 @@ constexpr Function kFunctions[] = {
     {"bool", Function::Cast, Op::Cast, DType::Bool, 1},
     {"ceil", Function::Unary, Op::Ceil, DType::F32, 1},
     {"cos", Function::Unary, Op::Cos, DType::F32, 1},
+    {"detach", Function::Unary, Op::Detach, DType::F32, 1},
     {"erf", Function::Unary, Op::Erf, DType::F32, 1},
     {"exp", Function::Unary, Op::Exp, DType::F32, 1},
     {"exp2", Function::Unary, Op::Exp2, DType::F32, 1},

@@ -92,6 +92,9 @@ class Verifier {
         require(is_number(arg_type(n, 0)), p, quoted_op(n) + " needs a number, got " + name_of(arg_type(n, 0)));
         require(n.type == arg_type(n, 0), p, quoted_op(n) + " must keep its operand's type " + name_of(arg_type(n, 0)));
         break;
+      case Op::Detach:
+        require(n.type == arg_type(n, 0), p, "'detach' must keep its operand's type " + name_of(arg_type(n, 0)));
+        break;
       case Op::Exp: case Op::Exp2: case Op::Log: case Op::Log2: case Op::Sqrt: case Op::Rsqrt:
       case Op::Tanh: case Op::TanhApprox: case Op::Sigmoid: case Op::Sin: case Op::Cos: case Op::Tan: case Op::Erf:
         require(n.type == DType::F32, p, quoted_op(n) + " must have type f32");

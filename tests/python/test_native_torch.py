@@ -4,6 +4,8 @@ tensor changes) and the flexattn.torch switch. Compared with a dense float64 tor
 from the definition (torch's own flex_attention has no CPU backward). Skipped without torch or _C."""
 import math
 
+import numpy as np
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -291,6 +293,62 @@ def test_transforms_forward_ad_and_double_backward_are_refused_clearly():
     torch.testing.assert_close(gq, torch.autograd.grad(flex(q, k, v).sum(), (q,))[0], rtol=0, atol=0)
     with pytest.raises(RuntimeError, match=r"backward of flex_attention is not differentiable \(double backward"):
         (out.sum() + gq.square().sum()).backward()
+
+
+def test_detach_in_a_mod_stops_the_gradient():
+    """score.detach() was the score itself in the IR, so its gradient flowed (dq off by up to 1.15 against torch);
+    table.detach()[...] failed to trace. Both are the IR's detach node now: values flow, gradients stop."""
+    torch.manual_seed(8)
+    q, k, v = rand(1, 2, 12, 8), rand(1, 2, 12, 8), rand(1, 2, 12, 8)
+    table = rand(2, 24)
+
+    def score(s, b, h, qi, kv):
+        return s + 0.5 * s.detach() + table.detach()[h, qi - kv + 12] + torch.where(qi > kv, s, s.detach())
+
+    out = flex(q, k, v, score_mod=score)
+    ref, _ = dense(q, k, v, score)  # torch's autograd of the same function is the definition
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-6)
+    for mine, want in zip(*(torch.autograd.grad(o.sum(), (q, k, v)) for o in (out, ref))):
+        torch.testing.assert_close(mine, want, rtol=1e-5, atol=1e-6)
+    assert flexattn.trace(score).text == ("_t0 = detach(score);\nscore + 0.5 * _t0 + detach(table[h, q_idx - kv_idx + 12]) "
+                                          "+ where(q_idx > kv_idx, score, _t0)")
+    g, = torch.autograd.grad(flex(q, k, v, score_mod=score).sum(), (table,), allow_unused=True)
+    assert g is None or g.abs().max() == 0
+    mask = flexattn.create_block_mask(lambda b, h, qi, kv: table.detach()[0, kv] > 0, 1, 1, 12, 12, device="cpu",
+                                      BLOCK_SIZE=4)
+    want = flexattn.create_mask(lambda b, h, qi, kv: table.detach()[0, kv] > 0, 1, 1, 12, 12, device="cpu")
+    assert torch.equal(want[0, 0, 0], table[0, :12] > 0)
+    with torch.no_grad():  # a mask_mod capture that requires grad is refused when gradients are on (as torch)
+        torch.testing.assert_close(flex(q, k, v, block_mask=mask), dense(q, k, v, mask=lambda b, h, qi, kv: table[0, kv] > 0)[0],
+                                   rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["relu", "clamp", "smooth", "lerp", "nan"])
+def test_activations_and_clamps_match_torch_values_and_gradients_at_ties(name):
+    """Integer scores put values exactly on clamp bounds and relu's kink, where torch passes no gradient for a number
+    bound (flexattn's max / min split it in half); relu6, hardtanh, silu, softplus, log1p, reciprocal, round, lerp,
+    hypot and nan_to_num were not supported in mods."""
+    import torch.nn.functional as F
+    mods = {
+        "relu": lambda s, b, h, q, kv: torch.relu(s * 4).round() + F.relu6(s * 3) + F.hardtanh(s) + torch.relu(s),
+        "clamp": lambda s, b, h, q, kv: s.clamp(-1, 1) + torch.clamp(s, min=1.0) + s.clamp(max=0.0) + s.clamp(2, -2),
+        "smooth": lambda s, b, h, q, kv: F.silu(s) + F.softplus(s * 30, beta=2) * 0.01 + torch.log1p(s.abs()),
+        "lerp": lambda s, b, h, q, kv: torch.reciprocal(s.abs() + 1) + torch.lerp(s, s * 2, 0.75) + s.lerp(-s, 0.25),
+        "nan": lambda s, b, h, q, kv: torch.hypot(s, s * 0.5) + torch.nan_to_num(torch.log(s)) * 0.1,
+    }
+    torch.manual_seed(9)
+    q, k, v = (torch.randint(-1, 2, (1, 2, 9, 8)).double().requires_grad_() for _ in range(3))
+    out = flex(q, k, v, score_mod=mods[name], scale=1.0)
+    ref, _ = dense(q, k, v, mods[name], scale=1.0)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-12)
+    for mine, want in zip(*(torch.autograd.grad(o.sum(), (q, k, v)) for o in (out, ref))):
+        torch.testing.assert_close(mine, want, rtol=0, atol=1e-12, equal_nan=True)
+
+
+def test_round_is_half_to_even():
+    x = np.array([0.49999997, 0.5, 1.5, 2.5, -0.5, -1.5, 3.7, -2.2, 2.0**24 + 2], dtype=np.float32)
+    got = flexattn.trace(lambda s, b, h, q, kv: torch.round(s)).evaluate(score=x)
+    np.testing.assert_array_equal(got, torch.round(torch.from_numpy(x)).numpy())
 
 
 def test_a_mask_mod_capture_that_requires_grad_is_refused_in_the_forward():

@@ -23,7 +23,8 @@ def text(fn):
     (lambda s, b, h, q, kv: torch.sigmoid(s) * torch.sqrt(s) * torch.rsqrt(s), "sigmoid(score) * sqrt(score) * rsqrt(score)"),
     (lambda s, b, h, q, kv: torch.sin(s) + torch.cos(s) + torch.floor(s) + torch.ceil(s) + torch.abs(s),
      "sin(score) + cos(score) + floor(score) + ceil(score) + abs(score)"),
-    (lambda s, b, h, q, kv: torch.clamp(s, min=-1.0, max=1.0), "min(max(score, -1.0), 1.0)"),
+    (lambda s, b, h, q, kv: torch.clamp(s, min=-1.0, max=1.0),
+     "_t0 = where(score <= -1.0, -1.0, score);\nwhere(_t0 >= 1.0, 1.0, _t0)"),
     (lambda s, b, h, q, kv: torch.minimum(s, torch.maximum(s, q)), "min(score, max(score, q_idx))"),
     (lambda s, b, h, q, kv: s + (q - kv).float() * 0.5, "score + f32(q_idx - kv_idx) * 0.5"),
     (lambda s, b, h, q, kv: s + (q - kv).to(torch.int64), "score + i64(q_idx - kv_idx)"),
@@ -31,7 +32,7 @@ def text(fn):
     (lambda s, b, h, q, kv: torch.where(q > kv, 1.0, 0.0) * s, "f32(where(q_idx > kv_idx, 1.0, 0.0)) * score"),
     (lambda s, b, h, q, kv: torch.div(q, 2, rounding_mode="floor") * s, "q_idx // 2 * score"),
     (lambda s, b, h, q, kv: torch.special.expit(s), "sigmoid(score)"),
-    (lambda s, b, h, q, kv: torch.nn.functional.relu(s), "max(score, 0)"),
+    (lambda s, b, h, q, kv: torch.nn.functional.relu(s), "where(score <= 0, 0, score)"),
 ])
 def test_torch_functions_are_traced(mod, expected):
     assert text(mod) == expected

@@ -48,8 +48,8 @@ SCORE_OPS = [
     (lambda s, b, h, q, kv: ops.abs(s), "abs(score)"),
     (lambda s, b, h, q, kv: ops.minimum(s, 1.0), "min(score, 1.0)"),
     (lambda s, b, h, q, kv: ops.maximum(s, q), "max(score, q_idx)"),
-    (lambda s, b, h, q, kv: ops.clamp(s, -1.0, 1.0), "min(max(score, -1.0), 1.0)"),
-    (lambda s, b, h, q, kv: ops.clamp(s, max=2.0), "min(score, 2.0)"),
+    (lambda s, b, h, q, kv: ops.clamp(s, -1.0, 1.0), "_t0 = where(score <= -1.0, -1.0, score);\nwhere(_t0 >= 1.0, 1.0, _t0)"),
+    (lambda s, b, h, q, kv: ops.clamp(s, max=2.0), "where(score >= 2.0, 2.0, score)"),
     (lambda s, b, h, q, kv: ops.pow(s, 3), "score ** 3"),
     (lambda s, b, h, q, kv: ops.where(q >= kv, s, -float("inf")), "where(q_idx >= kv_idx, score, -inf)"),
     (lambda s, b, h, q, kv: s + (q - kv), "score + (q_idx - kv_idx)"),
@@ -142,12 +142,13 @@ def test_numpy_ufuncs_and_functions_on_traced_values_are_traced():
     def mod(s, b, h, q, kv):
         return np.where(q >= kv, np.tanh(s) + np.maximum(s, 0.0), np.clip(s, -1.0, 1.0))
 
-    assert text(mod) == "where(q_idx >= kv_idx, tanh(score) + max(score, 0.0), min(max(score, -1.0), 1.0))"
+    assert text(mod) == ("_t0 = where(score <= -1.0, -1.0, score);\n"
+                         "where(q_idx >= kv_idx, tanh(score) + max(score, 0.0), where(_t0 >= 1.0, 1.0, _t0))")
 
 
 def test_python_methods_on_traced_values():
     mod = lambda s, b, h, q, kv: s.tanh().clamp(min=0.0) + (q - kv).float().abs()  # noqa: E731
-    assert text(mod) == "max(tanh(score), 0.0) + abs(f32(q_idx - kv_idx))"
+    assert text(mod) == "_t0 = tanh(score);\nwhere(_t0 <= 0.0, 0.0, _t0) + abs(f32(q_idx - kv_idx))"
     assert text(lambda s, b, h, q, kv: s.where(q > kv, 0.0)) == "where(q_idx > kv_idx, score, 0.0)"
 
 

@@ -70,6 +70,10 @@ def temperature(score, b, h, q, kv):
     return score * TEMP
 
 
+def detached_bias(score, b, h, q, kv):  # the gradient stops at detach(), for the score and for the table
+    return score + 0.5 * score.detach() + REL_BIAS.detach()[h, q - kv + S] + REL_BIAS[h, kv - q + S]
+
+
 # Rows of captured tensors (python/flexattn/_rows.py), as attention-gym's top-k tile mask (vsa.py) and
 # latent-attention rope score (latent_attention.py) use them. Tile t of the queries always keeps its own kv tile.
 TOPK = torch.randint(0, 5, (2, 4, 5, 3), device=DEV)
@@ -95,6 +99,7 @@ CORPUS = {  # name: (score_mod, mask_mod, learnable buffers)
     "softcap+causal": (softcap, causal, ()),
     "learnable_rel_bias": (rel_bias, None, (REL_BIAS,)),
     "learnable_0d_temperature+causal": (temperature, causal, (TEMP,)),
+    "detach: score and table+causal": (detached_bias, causal, (REL_BIAS,)),
     "rows: top-k tiles + rope": (rope_score, top_k_tiles, ()),
 }
 

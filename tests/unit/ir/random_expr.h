@@ -366,7 +366,7 @@ class RandomExprGen {
     if (chance(opt_.pattern_rate)) return pattern(sub(), DType::F32, depth, allow_score);
     static const std::vector<Op> all = {Op::Neg,  Op::Abs,      Op::Exp,  Op::Exp2,    Op::Log,  Op::Log2,
                                         Op::Sqrt, Op::Rsqrt,    Op::Tanh, Op::TanhApprox, Op::Sigmoid, Op::Sin,  Op::Cos, Op::Tan, Op::Erf,
-                                        Op::Floor, Op::Ceil,    Op::Add,  Op::Sub,     Op::Mul,  Op::Div,
+                                        Op::Floor, Op::Ceil,    Op::Detach, Op::Add,  Op::Sub,  Op::Mul,  Op::Div,
                                         Op::FloorDiv, Op::Mod,  Op::Min,  Op::Max,     Op::Pow,  Op::Select,
                                         Op::Cast};
     static const std::vector<Op> smooth = {Op::Neg, Op::Exp,  Op::Tanh, Op::TanhApprox, Op::Erf, Op::Sigmoid, Op::Sin, Op::Cos,

@@ -164,6 +164,10 @@ TEST(Derivative, UnaryFormulas) {
   EXPECT_NEAR(d_score_at(tanh_approx(score()), x), 1.0 - std::tanh(x) * std::tanh(x), 1e-15);
   EXPECT_NEAR(d_score_at(Expr(2.0) / score(), x), -2.0 / (x * x), 1e-14);
   EXPECT_EQ(d_score_at(-score(), x), -1.0);
+  // Tensor.detach(): the value flows, the gradient does not (torch's s + 0.5 * s.detach() has slope 1)
+  EXPECT_EQ(d_score_at(detach(score()), x), 0.0);
+  EXPECT_EQ(d_score_at(score() + detach(score()) * 0.5, x), 1.0);
+  EXPECT_NEAR(d_score_at(score() * detach(exp(score())), x), std::exp(x), 1e-14);
 }
 
 TEST(Derivative, GradientsOfBf16AndF16LoadsAreListed) {

@@ -230,7 +230,7 @@ std::vector<Expr> op_corpus() {
       load("tab", DType::F16, {batch(), head(), q, kv}), load("doc", DType::I32, {q}),
       load("pos", DType::I64, {head(), kv}), load("blk", DType::Bool, {q}),
       -s, -q, abs(s), abs(i64v), exp(s), exp2(q), log(s), log2(s), sqrt(s), rsqrt(s), tanh(s), tanh_approx(s), sigmoid(s), tan(s), erf(s),
-      sin(s), cos(s), floor(s), ceil(s + 0.5), !t, !flag, cast(s, DType::I32), cast(q, DType::I64),
+      sin(s), cos(s), floor(s), ceil(s + 0.5), detach(s * 2.0), !t, !flag, cast(s, DType::I32), cast(q, DType::I64),
       cast(q, DType::Bool), cast(t, DType::F32), cast(Expr(3), DType::I64), cast(Expr(2.5), DType::F32),
       s + q, q + i64v, s - 1, q - Expr(1), s * alpha(), q * 2, s / 3, q / kv, floordiv(s, 2.0),
       floordiv(q, Expr(128)), mod(s, 1.5), mod(q - kv, Expr(7)), minimum(s, 0.0), maximum(q, kv),
