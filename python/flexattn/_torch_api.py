@@ -19,7 +19,7 @@ import torch.autograd.forward_ad as _forward_ad
 
 from . import _dynamo_parts, _leaf_paths, _native, _torch_ops
 from .attention import AuxOutput, _check_scale, _kernel_options, _validate_block_mask, _validate_heads_and_batch
-from .masks import noop_mask
+from .masks import _check_sizes, noop_mask
 from ._block_layout import num_blocks, pad_columns
 from ._tracer import mod_callable, mod_kind, trace
 from ._env import env_flag
@@ -344,13 +344,15 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=128
     dev = torch.device(device) if device is not None else torch.device(
         "cuda" if torch.cuda.is_available() else "cpu")
     C = _native.load()
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"create_block_mask: device={device!r}, but torch finds no CUDA device (no driver or GPU)")
     if dev.type != "cuda" or C is None:
         return create_on_cpu(mask_mod, B, H, Q_LEN, KV_LEN, device=dev, BLOCK_SIZE=BLOCK_SIZE, _compile=_compile)
     kind = mod_kind(mod_callable(mask_mod))
     if kind not in ("mask_mod", None):  # None: a signature that does not tell (*args); the slot decides
         raise TypeError(f"create_block_mask requires a mask_mod function (4 parameters b, h, q_idx, kv_idx), got "
                         f"a {kind} {getattr(mask_mod, '__qualname__', mask_mod)!r}")
-    B, H = 1 if B is None else B, 1 if H is None else H
+    B, H, Q_LEN, KV_LEN = _check_sizes(B=1 if B is None else B, H=1 if H is None else H, Q_LEN=Q_LEN, KV_LEN=KV_LEN)
     qb, kvb = _block_size(BLOCK_SIZE)
     traced = trace(mask_mod, "mask_mod")
     merged = _native.Merged(None, traced)

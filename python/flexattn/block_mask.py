@@ -338,7 +338,7 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=_DE
                       DeprecationWarning, stacklevel=2)
     B = 1 if B is None else B
     H = 1 if H is None else H
-    _check_sizes(B=B, H=H, Q_LEN=Q_LEN, KV_LEN=KV_LEN)
+    B, H, Q_LEN, KV_LEN = _check_sizes(B=B, H=H, Q_LEN=Q_LEN, KV_LEN=KV_LEN)
     QB, KVB = _block_size(BLOCK_SIZE)
     dev = resolve_device(device)
     if _native.load() is not None:

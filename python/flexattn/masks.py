@@ -1,6 +1,8 @@
 """Mask combinators and create_mask, as in torch.nn.attention.flex_attention."""
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from ._arrays import from_numpy, resolve_device
@@ -45,9 +47,21 @@ def or_masks(*mask_mods):
 
 
 def _check_sizes(**sizes):
+    """The sizes as Python ints. torch takes any integral value (64.0, a 0-d tensor of shape arithmetic), so does
+    this; a size below 1 has no mask to build."""
+    out = []
     for name, v in sizes.items():
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+        try:
+            n = operator.index(v)
+        except TypeError:
+            n = int(v) if isinstance(v, (float, np.floating)) and float(v).is_integer() else None
+            if n is None and hasattr(v, "item") and getattr(v, "shape", None) == ():  # a 0-d tensor or array
+                item = v.item()
+                n = int(item) if isinstance(item, (int, float)) and float(item).is_integer() else None
+        if n is None or isinstance(v, bool) or n < 1:
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        out.append(n)
+    return out
 
 
 def create_mask(mod_fn, B, H, Q_LEN, KV_LEN, device=None):
@@ -55,7 +69,7 @@ def create_mask(mod_fn, B, H, Q_LEN, KV_LEN, device=None):
     KV_LEN]. B or H None means 1. A numpy array unless a torch device applies (see resolve_device)."""
     B = 1 if B is None else B
     H = 1 if H is None else H
-    _check_sizes(B=B, H=H, Q_LEN=Q_LEN, KV_LEN=KV_LEN)
+    B, H, Q_LEN, KV_LEN = _check_sizes(B=B, H=H, Q_LEN=Q_LEN, KV_LEN=KV_LEN)
     dev = resolve_device(device)
     mask = np.ascontiguousarray(mask_rows(trace(mod_fn), B, H, 0, Q_LEN, KV_LEN))
     return from_numpy(mask, dev)

@@ -233,6 +233,13 @@ def test_argument_errors():
         create_block_mask(lambda s, b, h, q, kv: s, 1, 1, 8, 8)
     with pytest.raises(ValueError, match="Q_LEN must be a positive integer, got 0"):
         create_block_mask(causal, 1, 1, 0, 8)
+    with pytest.raises(ValueError, match="KV_LEN must be a positive integer, got 8.5"):
+        create_block_mask(causal, 1, 1, 8, 8.5)
+    with pytest.raises(ValueError, match="H must be a positive integer, got True"):
+        create_block_mask(causal, 1, True, 8, 8)
+    # integral values of other types, as torch takes them (a float from shape arithmetic, a 0-d array)
+    bm = create_block_mask(causal, np.int64(2), 1, 8.0, np.array(8), BLOCK_SIZE=4)
+    assert bm.seq_lengths == (8, 8) and bm.kv_num_blocks.shape == (2, 1, 2)
     with pytest.raises(ValueError, match=r"BLOCK_SIZE must be a positive int or a pair"):
         create_block_mask(causal, 1, 1, 8, 8, BLOCK_SIZE=(8, 0))
     with pytest.raises(RuntimeError, match="All inputs should be callable mask_mods"):

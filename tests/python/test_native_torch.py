@@ -351,6 +351,12 @@ def test_round_is_half_to_even():
     np.testing.assert_array_equal(got, torch.round(torch.from_numpy(x)).numpy())
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the message for a machine without a GPU")
+def test_a_cuda_block_mask_without_a_gpu_says_so():
+    with pytest.raises(RuntimeError, match="create_block_mask: device='cuda', but torch finds no CUDA device"):
+        _torch_api.create_block_mask(causal, 1, 1, 8, 8, device="cuda")  # was "invalid argument to exchangeDevice"
+
+
 def test_a_mask_mod_capture_that_requires_grad_is_refused_in_the_forward():
     """It failed only in the backward, with the variant's internal message ("grad_buffers: 'W' is not a floating-point
     buffer read by the score_mod"); torch refuses it too. Without gradients it runs."""
