@@ -160,7 +160,23 @@ def unary(op: str, a: Node) -> Node:
     raise ValueError(f"internal: '{op}' is not a unary operation")
 
 
+def _wide_int_literal(n: Node) -> bool:
+    return n.op == "literal" and n.weak and n.type == "i64" and not -(2**31) <= n.value < 2**31
+
+
+def _widened(a: Node, b: Node):
+    """A Python int beyond 32 bits (2**40, a hash multiplier 2654435761) meeting an i32 value widens it to i64, as
+    Triton types such a constant (torch's compiled flex_attention); the IR's promotion keeps i32 and would wrap the
+    constant without a word. The cast is explicit in the IR, so every backend and the simplifier see the same types."""
+    if _wide_int_literal(b) and a.type == "i32":
+        return cast(a, "i64"), b
+    if _wide_int_literal(a) and b.type == "i32":
+        return a, cast(b, "i64")
+    return a, b
+
+
 def binary(op: str, a: Node, b: Node) -> Node:
+    a, b = _widened(a, b)
     t, weak = promote(a, b)
     if op in ("add", "sub", "mul", "floordiv", "mod", "pow", "div"):
         if t == "bool":
@@ -185,6 +201,7 @@ def binary(op: str, a: Node, b: Node) -> Node:
 def select(c: Node, a: Node, b: Node) -> Node:
     if c.type != "bool":
         raise IRTypeError(f"'where': the condition must be bool, got {type_str(c)}")
+    a, b = _widened(a, b)
     t, weak = promote(a, b)
     return make("where", t, weak, (c, a, b))
 

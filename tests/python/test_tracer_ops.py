@@ -363,3 +363,14 @@ def test_integer_literals_a_double_cannot_hold_are_refused():
         flexattn.trace(lambda b, h, q, kv: (ops.cast(q, "int64") & 0x5555555555555555) == 0)
     assert flexattn.trace(lambda b, h, q, kv: (ops.cast(q, "int64") & (1 << 53)) == 0).text == \
         "bitwise_and(i64(q_idx), 9007199254740992) == 0"
+
+
+def test_python_ints_beyond_32_bits_widen_what_they_meet():
+    """q_idx + 2**40 and hash multipliers (2654435761) wrapped in i32 without a word; Triton (torch's compiled
+    flex_attention) and torch's eager path compute them in 64 bits: the i32 operand is cast to i64 in the IR."""
+    mod = lambda s, b, h, q, kv: s + ((q + 2**40) % 7) + (q * 2654435761) % 1000 + (q < 2**33)  # noqa: E731
+    assert text(mod) == "_t0 = i64(q_idx);\nscore + (_t0 + 1099511627776) % 7 + _t0 * 2654435761 % 1000 + (_t0 < 8589934592)"
+    q = np.arange(5)
+    got = flexattn.trace(mod).evaluate(score=np.zeros(5), q_idx=q)
+    np.testing.assert_array_equal(got, [(i + 2**40) % 7 + (i * 2654435761) % 1000 + 1 for i in q])
+    assert text(lambda s, b, h, q, kv: s + (q + (2**31 - 1))) == "score + (q_idx + 2147483647)"  # fits: stays i32
