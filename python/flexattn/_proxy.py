@@ -237,6 +237,13 @@ class BufferProxy:
     def ndim(self):
         return len(self.full_shape) - len(self.prefix)
 
+    @property
+    def device(self):
+        return getattr(self.obj, "device", "cpu")
+
+    def is_floating_point(self):
+        return self.buffer_dtype in ("f16", "bf16", "f32") if self.post_cast is None else "float" in str(self.post_cast)
+
     def dim(self):
         return self.ndim
 

@@ -244,3 +244,13 @@ def test_output_strides_follow_the_query_as_torch(make):
     if out.transpose(1, 2).is_contiguous():
         out.transpose(1, 2).view(B, L, H * D).sum().backward()
         assert q.grad is not None and q.grad.shape == q.shape
+
+
+def test_captured_tensor_metadata_in_mods():
+    """torch mods may branch on a captured tensor's dtype or device (is_floating_point, .device)."""
+    w, i = torch.arange(16.0), torch.arange(16)
+
+    def mod(s, b, h, q, kv):
+        bias = w[q] if w.is_floating_point() and w.device.type == "cpu" else 0
+        return s + bias + (1 if i.is_floating_point() else 2) + (3 if i.float().is_floating_point() else 0)
+    assert text(mod) == "score + w[q_idx] + 2 + 3"
