@@ -504,6 +504,11 @@ def call_handler(name, args, kwargs, label=None):
     operation or reduction (_rows.py). The one place that tells the two apart: torch and numpy functions, the
     rows' own torch / numpy protocols and flexattn.ops all come through here. `label` names the call in errors."""
     label = label or name
+    from ._proxy import _elementwise_of_one, _swap
+
+    lazy = _elementwise_of_one(name, args, kwargs)
+    if lazy is not None:  # an elementwise function of a whole captured tensor: applied to each of its loads
+        return lazy._then(lambda p: call_handler(name, _swap(args, lazy, p), _swap(kwargs, lazy, p), label))
     if _has_row(args) or _has_row(tuple(kwargs.values())):
         from ._rows import row_function
 

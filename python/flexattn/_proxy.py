@@ -209,10 +209,11 @@ def _handler(name):
 class BufferProxy:
     """A captured tensor or array during tracing. Indexing every dimension with integers or traced
     values gives a Proxy of a Load; indexing fewer dimensions gives a BufferProxy with those indices
-    fixed (so `bias[h][q_idx]` works)."""
+    fixed (so `bias[h][q_idx]` works). Elementwise operations of the whole tensor with numbers or mod
+    values (`(slopes * 2)[h]`, `bias.exp()[h, q_idx]`, a cast) are kept in `post` and applied to each load."""
 
-    def __init__(self, name, obj, prefix=(), post_cast=None, detached=False):
-        self.name, self.obj, self.prefix, self.post_cast = name, obj, tuple(prefix), post_cast
+    def __init__(self, name, obj, prefix=(), post=(), detached=False):
+        self.name, self.obj, self.prefix, self.post = name, obj, tuple(prefix), tuple(post)
         self.detached = detached  # w.detach(): its loads carry no gradient to the buffer
         try:
             self.buffer_dtype = _buffer_dtype(obj.dtype)
@@ -231,7 +232,11 @@ class BufferProxy:
 
     @property
     def dtype(self):
-        return self.obj.dtype
+        if not self.post:
+            return self.obj.dtype
+        name = {"bool": "bool", "i32": "int32", "i64": "int64", "f32": "float32"}[self._element_type()]
+        torch = torch_module()
+        return getattr(torch, name) if torch is not None and is_torch_tensor(self.obj) else np.dtype(name)
 
     @property
     def ndim(self):
@@ -242,7 +247,18 @@ class BufferProxy:
         return getattr(self.obj, "device", "cpu")
 
     def is_floating_point(self):
-        return self.buffer_dtype in ("f16", "bf16", "f32") if self.post_cast is None else "float" in str(self.post_cast)
+        return self._element_type() == "f32"
+
+    def _element_type(self):
+        """The IR type of an element after `post` (built on a stand-in leaf: nothing is loaded)."""
+        p = Proxy(_ir.literal(0, _ir.load_type(self.buffer_dtype), False))
+        for fn in self.post:
+            p = fn(p)
+        return p.node.type if isinstance(p, Proxy) else _ir.python_literal(p).type
+
+    def _then(self, fn):
+        """This tensor with fn (Proxy -> value) applied to every element it yields."""
+        return BufferProxy(self.name, self.obj, self.prefix, self.post + (fn,), self.detached)
 
     def dim(self):
         return self.ndim
@@ -257,10 +273,12 @@ class BufferProxy:
         return int(np.prod(self.shape))
 
     def _cast(self, dtype):
-        return BufferProxy(self.name, self.obj, self.prefix, dtype, self.detached)
+        return self._then(lambda p: _handler("to")(p, dtype))
 
     def detach(self):
-        return BufferProxy(self.name, self.obj, self.prefix, self.post_cast, detached=True)
+        if self.post:
+            fail(f"detach() after an operation on captured tensor '{self.name}'", f"detach first: {self.name}.detach()")
+        return BufferProxy(self.name, self.obj, self.prefix, self.post, detached=True)
 
     def to(self, *args, **kwargs):
         from ._dispatch import find_dtype
@@ -289,7 +307,7 @@ class BufferProxy:
             fail(f"too many indices for captured tensor '{self.name}'",
                  f"it has {len(self.full_shape)} dimensions, got {len(total)} indices")
         if len(total) < len(self.full_shape):
-            return BufferProxy(self.name, self.obj, total, self.post_cast, self.detached)
+            return BufferProxy(self.name, self.obj, total, self.post, self.detached)
         if len(total) > 4:
             fail(f"captured tensor '{self.name}' has {len(total)} dimensions",
                  "captured buffers may have 1 to 4 dimensions")
@@ -299,20 +317,22 @@ class BufferProxy:
                 p = Proxy(_ir.unary("detach", p.node))
         except IRTypeError as e:
             fail("type error", str(e))
-        if self.post_cast is not None:
-            from ._dispatch import HANDLERS
-
-            p = HANDLERS["to"](p, self.post_cast)
+        for fn in self.post:
+            p = fn(p)
         return p
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         from ._dispatch import dispatch_torch
 
-        _whole_unless_rows(getattr(func, "__name__", func), args)
-        return dispatch_torch(func, args, kwargs or {})
+        kwargs = kwargs or {}
+        if _elementwise_of_one(getattr(func, "__name__", ""), args, kwargs) is None:  # else deferred (call_handler)
+            _whole_unless_rows(getattr(func, "__name__", func), args)
+        return dispatch_torch(func, args, kwargs)
 
     def __bool__(self):
+        if self.ndim == 1:
+            return bool(self._row())  # the row's message
         fail(f"captured tensor '{self.name}' used as a Python bool")
 
     def _whole(self, *args, **kwargs):
@@ -323,27 +343,41 @@ class BufferProxy:
     __iter__ = __array__ = _whole
 
     def __array_function__(self, func, types, args, kwargs):
-        from ._dispatch import dispatch_numpy
+        from ._dispatch import dispatch_numpy, numpy_name
 
-        _whole_unless_rows(func.__name__, args)
+        if _elementwise_of_one(numpy_name(func.__name__), args, kwargs) is None:
+            _whole_unless_rows(func.__name__, args)
         return dispatch_numpy(func.__name__, args, kwargs)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if method != "__call__" or kwargs:
             self._whole()
-        from ._dispatch import dispatch_numpy
+        from ._dispatch import dispatch_numpy, numpy_name
 
-        _whole_unless_rows(ufunc.__name__, inputs)
+        if _elementwise_of_one(numpy_name(ufunc.__name__), inputs, {}) is None:
+            _whole_unless_rows(ufunc.__name__, inputs)
         return dispatch_numpy(ufunc.__name__, inputs, {})
 
     def __neg__(self):
-        return -self._row()
+        return self._then(lambda p: -p)
 
     def __abs__(self):
-        return abs(self._row())
+        return self._then(abs)
 
     def __invert__(self):
-        return ~self._row()
+        return self._then(lambda p: ~p)
+
+    def _elementwise_method(self, name, args, kwargs):
+        if any(_holds_tensor(a) for a in list(args) + list(kwargs.values())):
+            if self.ndim == 1:
+                return getattr(self._row(), name)(*args, **kwargs)
+            self._whole()
+        from ._dispatch import method
+
+        m = method(name)
+        if m is None:
+            fail(f"unsupported operation '.{name}' on captured tensor '{self.name}'", cls=TraceAttributeError)
+        return self._then(lambda p: m(p, *args, **kwargs))
 
     def _row(self):
         """This captured tensor as a row (one dimension left; _rows.py), or the error of a whole tensor."""
@@ -357,10 +391,47 @@ class BufferProxy:
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
+        if name in ELEMENTWISE:
+            return lambda *args, **kwargs: self._elementwise_method(name, args, kwargs)
         if self.ndim == 1:  # a row: its methods (RowProxy's own, or torch functions as methods)
             return getattr(self._row(), name)
         fail(f"unsupported operation '.{name}' on captured tensor '{self.name}'",
              f"index it with traced indices first, e.g. {self.name}[h, q_idx]", cls=TraceAttributeError)
+
+
+# Functions and methods that act on each element: on a captured tensor with numbers or mod values as the other
+# operands they are deferred to its loads (BufferProxy.post). Casts (.float(), .to) go the same way.
+ELEMENTWISE = frozenset((
+    "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "sin", "cos", "tan", "erf", "abs", "neg",
+    "negative", "absolute", "floor", "ceil", "round", "trunc", "sign", "relu", "relu6", "hardtanh", "silu", "softplus",
+    "gelu", "log1p", "reciprocal", "square", "clamp", "clamp_min", "clamp_max", "clip", "nan_to_num", "add", "sub",
+    "mul", "div", "true_divide", "pow", "remainder", "floor_divide", "minimum", "maximum", "isnan", "isinf",
+    "isfinite", "logical_not", "bitwise_not", "to", "type", "float", "double", "int", "long", "bool", "half",
+    "bfloat16"))
+
+
+def _holds_tensor(x):
+    from ._rows import RowProxy
+
+    if isinstance(x, (BufferProxy, RowProxy)) or (is_array_like(x) and len(getattr(x, "shape", ())) > 0):
+        return True
+    return isinstance(x, (list, tuple)) and any(_holds_tensor(y) for y in x)
+
+
+def _elementwise_of_one(name, args, kwargs):
+    """The captured tensor of an elementwise function whose other operands are numbers or mod values, else None."""
+    if name not in ELEMENTWISE:
+        return None
+    buffers = [a for a in list(args) + list(kwargs.values()) if isinstance(a, BufferProxy)]
+    if len(buffers) != 1 or any(_holds_tensor(a) for a in list(args) + list(kwargs.values()) if a is not buffers[0]):
+        return None
+    return buffers[0]
+
+
+def _swap(args, old, new):
+    if isinstance(args, dict):
+        return {k: new if v is old else v for k, v in args.items()}
+    return tuple(new if a is old else a for a in args)
 
 
 def _whole_unless_rows(fname, args):
@@ -373,7 +444,13 @@ def _whole_unless_rows(fname, args):
 
 
 def _row_op(op, reverse=False):
+    import operator
+
+    fn = getattr(operator, op + "_" if op in ("and", "or") else op)
+
     def f(self, other):
+        if not _holds_tensor(other) and as_node(other) is not None:  # a number or a mod value: per element
+            return self._then((lambda p: fn(other, p)) if reverse else (lambda p: fn(p, other)))
         return self._row()._zip(other, op, reverse)
     return f
 

@@ -223,10 +223,14 @@ def _run(fn, kind, name, key, refs):
 def _result_node(result, kind, name, fn):
     from ._rows import RowProxy
 
+    if isinstance(result, BufferProxy):  # not indexed (or not fully): say so as for the operations on it
+        if result.ndim != 1:
+            result._whole()
+        result = result._row()
     if isinstance(result, RowProxy):
         raise TraceError(f"{kind} '{name}' returned a row of {len(result)} values of {result.what} (indexed in all but "
                          "its last dimension): index it fully, e.g. bias[h, q_idx], or reduce it, e.g. .sum()", name)
-    if isinstance(result, BufferProxy) or result is None or isinstance(result, (tuple, list)):
+    if result is None or isinstance(result, (tuple, list)):
         what = "None" if result is None else type(result).__name__
         raise TraceError(f"{kind} '{name}' returned {what}; it must return one value", name)
     node = as_node(result)

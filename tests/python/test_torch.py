@@ -254,3 +254,27 @@ def test_captured_tensor_metadata_in_mods():
         bias = w[q] if w.is_floating_point() and w.device.type == "cpu" else 0
         return s + bias + (1 if i.is_floating_point() else 2) + (3 if i.float().is_floating_point() else 0)
     assert text(mod) == "score + w[q_idx] + 2 + 3"
+
+
+def test_elementwise_operations_on_whole_captured_tensors_are_applied_per_load():
+    """(slopes * 2)[h], torch.exp(bias)[h, q, kv], (ids == 1)[kv], bias.float().clamp(-1, 1)[...] failed ('applied to a
+    whole captured tensor'); torch evaluates them eagerly, flexattn applies them to each element it loads."""
+    torch.manual_seed(3)
+    slopes, bias = torch.tensor([0.5, 0.25]), torch.randn(2, 8, 8)
+    ids, topk = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]), torch.randint(0, 4, (2, 3))
+    mods = [
+        lambda s, b, h, q, kv: s + (slopes * 2)[h] * (kv - q) + (1 - slopes)[h],
+        lambda s, b, h, q, kv: s + slopes.exp()[h] + torch.exp(bias)[h, q, kv] + (-bias)[h][q, kv] + bias.abs()[h, q, kv],
+        lambda s, b, h, q, kv: s + bias.float().clamp(-1, 1)[h, q, kv] + (2 * bias + s)[h, q, kv],
+        lambda s, b, h, q, kv: s + ((ids + 1) * 10)[q].float() + (ids == 1)[kv].float() + ids.float().sqrt()[q],
+        lambda s, b, h, q, kv: s + (topk[h] == kv // 4).any(dim=-1).float() + (topk[h] * 2).sum().float(),
+    ]
+    q, k, v = (torch.randn(1, 2, 8, 16) for _ in range(3))
+    for mod in mods:
+        torch.testing.assert_close(flexattn.flex_attention(q, k, v, score_mod=mod), tfa.flex_attention(q, k, v, score_mod=mod),
+                                   rtol=0, atol=2e-6)
+    assert text(mods[0]) == "_t0 = slopes[h];\nscore + _t0 * 2 * (kv_idx - q_idx) + (1 - _t0)"
+    assert text(lambda s, b, h, q, kv: s + np.abs(bias)[h, q, kv]) == "score + abs(bias[h, q_idx, kv_idx])"
+    assert flexattn.trace(lambda s, b, h, q, kv: s + (0 if (ids * 0.5).dtype == torch.float32 else 1)).text == "score + 0"
+    with pytest.raises(TraceError, match="captured tensor 'bias' used without indexing"):
+        flexattn.trace(lambda s, b, h, q, kv: (bias + bias)[h, q, kv] + s)  # two tensors: not elementwise per load
