@@ -16,27 +16,46 @@ are those of the mod, so the graph reads the captured values from the mod itself
 """
 from __future__ import annotations
 
+import functools
 import sys
 import types
+
+from ._arrays import torch_module
 
 _MAX_DEPTH = 8
 
 
-def describe(obj, args, depth=0):
-    if obj is None or type(obj) in (bool, int, float, str):
+def describe(obj, args, depth=0, numbers=False):
+    """numbers=False: a captured int or float is described by its kind only (a stand-in value in the plan). Dynamo
+    makes a number that changed between calls symbolic, and a symbolic number is no constant: as one it broke the
+    graph, or failed fullgraph. The graph reads the value through its path on every call; only a trace that branched
+    on a value (its guards) needs the values themselves (numbers=True, which specialises the graph on them)."""
+    if obj is None or type(obj) in (bool, str):
         return ("const", obj)
+    if type(obj) in (int, float):
+        if numbers:  # the value, as a 0-d tensor Dynamo evaluates for the plan (an int gets a guard on its value)
+            args.append(torch_module().scalar_tensor(obj, dtype=torch_module().float64))
+            return ("value", type(obj) is int, len(args) - 1)
+        # (an int stands in as i32: a captured int beyond 32 bits is read as i32 under torch.compile; a comparison
+        # of a symbolic int is no constant either)
+        return ("number", type(obj) is int)
     if depth < _MAX_DEPTH and type(obj) is types.FunctionType:
-        cells = tuple(describe(c.cell_contents, args, depth + 1) for c in (obj.__closure__ or ()))
-        defaults = tuple(describe(d, args, depth + 1) for d in (obj.__defaults__ or ()))
+        cells = tuple(describe(c.cell_contents, args, depth + 1, numbers) for c in (obj.__closure__ or ()))
+        defaults = tuple(describe(d, args, depth + 1, numbers) for d in (obj.__defaults__ or ()))
         kw = obj.__kwdefaults__
-        kwdefaults = tuple((k, describe(v, args, depth + 1)) for k, v in kw.items()) if kw else ()
+        kwdefaults = tuple((k, describe(v, args, depth + 1, numbers)) for k, v in kw.items()) if kw else ()
         return ("function", obj.__code__, obj.__module__, obj.__name__, obj.__qualname__, defaults, kwdefaults, cells)
+    if depth < _MAX_DEPTH and type(obj) is functools.partial:
+        return ("partial", describe(obj.func, args, depth + 1, numbers),
+                tuple(describe(a, args, depth + 1, numbers) for a in obj.args),
+                tuple((k, describe(v, args, depth + 1, numbers)) for k, v in obj.keywords.items()))
     if depth < _MAX_DEPTH and type(obj) is types.MethodType:
-        return ("method", describe(obj.__func__, args, depth + 1), describe(obj.__self__, args, depth + 1))
+        return ("method", describe(obj.__func__, args, depth + 1, numbers),
+                describe(obj.__self__, args, depth + 1, numbers))
     if depth < _MAX_DEPTH and type(obj) in (tuple, list):
-        return (type(obj).__name__, tuple(describe(x, args, depth + 1) for x in obj))
+        return (type(obj).__name__, tuple(describe(x, args, depth + 1, numbers) for x in obj))
     if depth < _MAX_DEPTH and type(obj) is dict:  # keys are constants to Dynamo
-        return ("dict", tuple((k, describe(v, args, depth + 1)) for k, v in obj.items()))
+        return ("dict", tuple((k, describe(v, args, depth + 1, numbers)) for k, v in obj.items()))
     args.append(obj)
     return ("arg", len(args) - 1)
 
@@ -51,10 +70,18 @@ def rebuild(desc, args):
         return desc[1]
     if kind == "arg":
         return args[desc[1]]
+    if kind == "number":  # a stand-in of the number's type
+        return 1 if desc[1] else 1.0
+    if kind == "value":
+        value = args[desc[2]].item()
+        return int(value) if desc[1] else float(value)
     if kind in ("tuple", "list"):
         return (tuple if kind == "tuple" else list)(rebuild(x, args) for x in desc[1])
     if kind == "dict":
         return {k: rebuild(v, args) for k, v in desc[1]}
+    if kind == "partial":
+        return functools.partial(rebuild(desc[1], args), *(rebuild(a, args) for a in desc[2]),
+                                 **{k: rebuild(v, args) for k, v in desc[3]})
     if kind == "method":
         return types.MethodType(rebuild(desc[1], args), rebuild(desc[2], args))
     _, code, module, name, qualname, defaults, kwdefaults, cells = desc

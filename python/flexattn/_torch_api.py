@@ -39,8 +39,9 @@ class Plan:
     """What a (score_mod, mask_mod) pair fixes: the spec, and where each scalar / buffer is read from
     (mod index 0 = score_mod, 1 = mask_mod; a _leaf_paths path)."""
 
-    def __init__(self, spec, scalars, buffers):
+    def __init__(self, spec, scalars, buffers, value_dependent=False):
         self.spec, self.scalars, self.buffers = spec, scalars, buffers
+        self.value_dependent = value_dependent  # the trace specialised on captured values (guards)
 
 
 def _make_plan(score_desc, mask_desc, *args):
@@ -62,7 +63,7 @@ def _make_plan(score_desc, mask_desc, *args):
         return (idx, p)
 
     return Plan(make_spec(merged), tuple(path(i, n) for _, i, n in merged.scalars),
-                tuple(path(i, n) for _, i, n in merged.buffers))
+                tuple(path(i, n) for _, i, n in merged.buffers), any(t is not None and t.entry.guards for t in traced))
 
 
 # Dynamo calls this at trace time with the real mods and bakes its result into the graph.
@@ -97,6 +98,10 @@ def _bound_values(score_mod, mask_mod):
         args = []
         descs = [_dynamo_parts.describe(m, args) for m in mods]
         plan = _plan_in_graph(*descs, *args)
+        if plan.value_dependent:  # the trace branched on a captured number: plan with the values (a guard on each)
+            args = []
+            descs = [_dynamo_parts.describe(m, args, numbers=True) for m in mods]
+            plan = _plan_in_graph(*descs, *args)
         # A 0-d tensor in a buffer slot is a learnable scalar, traced as a 1-element buffer (_capture._learnable).
         buffers = [_as_buffer(_leaf_paths.fetch(mods[i], p)) for i, p in plan.buffers]
         _check_mask_buffers([(i, "a captured tensor", b) for (i, _), b in zip(plan.buffers, buffers)])

@@ -357,6 +357,45 @@ def test_a_cuda_block_mask_without_a_gpu_says_so():
         _torch_api.create_block_mask(causal, 1, 1, 8, 8, device="cuda")  # was "invalid argument to exchangeDevice"
 
 
+def test_changing_captured_numbers_under_fullgraph_compile():
+    """A captured int / float that changes between calls becomes symbolic in Dynamo, which could not hand it to the plan:
+    fullgraph failed (assume_constant_result argument conversion) and without it the graph broke. A mod that branches
+    on a captured number is planned with the values (a recompile per int value), so its branches follow; partials work."""
+    import functools
+
+    q = rand(1, 1, 16, 8, dtype=torch.float32, grad=False)
+
+    def make_scale(x):
+        return lambda s, b, h, qi, kv: s * x
+
+    def make_window(w):
+        return lambda b, h, qi, kv: (qi >= kv) & (qi - kv < w)
+
+    def make_repeat(n):
+        def sm(s, b, h, qi, kv):
+            for _ in range(n):
+                s = s * 0.5
+            return s
+        return sm
+
+    def shift(s, b, h, qi, kv, by):
+        return s + by * kv
+
+    frames = {}
+    for name, make in (("float", lambda i: make_scale(float(i))), ("int", make_scale), ("branch", lambda i: make_repeat(i % 3)),
+                       ("partial", lambda i: functools.partial(shift, by=0.1 * i))):
+        torch._dynamo.reset()
+        cnt = torch._dynamo.testing.CompileCounterWithBackend("eager")
+        f = torch.compile(lambda q, sm, bm: flex(q, q, q, score_mod=sm, block_mask=bm), backend=cnt, fullgraph=True)
+        for i in range(1, 7):
+            bm = flexattn.create_block_mask(make_window(i + 2), 1, 1, 16, 16, device="cpu", BLOCK_SIZE=8)
+            sm = make(i)
+            torch.testing.assert_close(f(q, sm, bm), flex(q, q, q, score_mod=sm, block_mask=bm), rtol=0, atol=1e-6)
+        frames[name] = cnt.frame_count
+    # automatic dynamic after the first change; a trace that branches on its int recompiles on a new value
+    assert frames["float"] <= 2 and frames["int"] <= 2 and frames["partial"] <= 2 and frames["branch"] <= 6, frames
+
+
 def test_a_mask_mod_capture_that_requires_grad_is_refused_in_the_forward():
     """It failed only in the backward, with the variant's internal message ("grad_buffers: 'W' is not a floating-point
     buffer read by the score_mod"); torch refuses it too. Without gradients it runs."""
