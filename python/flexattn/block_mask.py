@@ -91,6 +91,11 @@ class BlockMask:
                 cls = _torch_compatible_class()
         return object.__new__(cls)
 
+    def __reduce__(self):
+        # through the constructor, whose __new__ picks the class again (the torch-compatible one is made at run time,
+        # so pickle cannot find it by name)
+        return (BlockMask, (self.seq_lengths, *(getattr(self, f) for f in _FIELDS), self.BLOCK_SIZE, self.mask_mod))
+
     def __init__(self, seq_lengths, kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices, q_num_blocks,
                  q_indices, full_q_num_blocks, full_q_indices, BLOCK_SIZE=_DEFAULT_SPARSE_BLOCK_SIZE,
                  mask_mod=None):

@@ -678,3 +678,17 @@ def test_device_mask_takes_the_order_and_its_flag():
     assert len(ptrs) == 9 and ptrs[8] == order.data_ptr()
     ptrs = _torch_ops._device_mask([num, idx, order, on], meta + [2])[4]
     assert len(ptrs) == 10 and ptrs[8:] == [order.data_ptr(), on.data_ptr()]
+
+
+def test_block_masks_of_torch_tensors_pickle_and_copy():
+    import copy
+    import io
+    import pickle
+
+    bm = flexattn.create_block_mask(causal, 1, 1, 64, 64, device="cpu", BLOCK_SIZE=16)
+    for clone in (copy.copy(bm), copy.deepcopy(bm), pickle.loads(pickle.dumps(bm))):
+        assert type(clone) is type(bm) and clone.mask_mod is causal and torch.equal(clone.kv_indices, bm.kv_indices)
+    buf = io.BytesIO()
+    torch.save(bm, buf)
+    buf.seek(0)
+    assert torch.equal(torch.load(buf, weights_only=False).full_kv_num_blocks, bm.full_kv_num_blocks)
