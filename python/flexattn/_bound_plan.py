@@ -176,8 +176,8 @@ class _Recorder:
         else:
             self._opaque(obj, parent, get, depth)
 
-    def _scalar(self, slot, type_):
-        self.key.append(("scalar", type_))
+    def _scalar(self, slot, type_, number=True):
+        self.key.append(("scalar", type_, number))  # as _capture.Walker._scalar's key: a number, or a 0-d tensor
         self.leaves.append((slot, "scalar"))
         self.aliases.append(None)
 
@@ -187,7 +187,8 @@ class _Recorder:
             if _capture._learnable(obj):  # ...unless it requires grad (the walk reads a 1-element view of it)
                 raise _NoPlan("a learnable 0-d tensor")
             self._scalar(self._op(parent, get, lambda x: type(x) is t and x.dtype == dtype and len(x.shape) == 0
-                                  and not _capture._learnable(x)), _capture.scalar_type(dtype))
+                                  and not _capture._learnable(x)), _capture.scalar_type(dtype),
+                         number=isinstance(obj, np.generic))
             return
         shape = tuple(obj.shape)
         torch_tensor = is_torch_tensor(obj)

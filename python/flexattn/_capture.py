@@ -111,12 +111,15 @@ class Walker:
     def _scalar(self, value, type_, hint, source):
         leaf = Leaf("scalar", value, type_, hint, source)
         self.leaves.append(leaf)
-        self.key.append(("scalar", type_))
+        number = isinstance(value, (int, float, np.generic))  # a Python / numpy number, not a 0-d tensor
+        self.key.append(("scalar", type_, number))
         if self.ctx is None:
             return value
         from ._proxy import Proxy
 
         leaf.name = self.ctx.unique_name(sanitize(hint))
+        if number:
+            self.ctx.python_numbers.add(leaf.name)
         self.ctx.scalar_values[leaf.name] = leaf.python_value()
         return Proxy(_ir.scalar(leaf.name, type_))
 

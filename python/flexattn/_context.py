@@ -36,6 +36,9 @@ class TraceContext:
         self.made = {}
         self.extra_origin = {}  # extra buffer name -> the object the mod reached (the 0-d tensor of a 1-element view)
         self.names = set()  # scalar and buffer names in use
+        # scalar names captured from Python numbers (not 0-d tensors): torch treats the two apart (clamp's gradient
+        # at its bound, an int to a negative power)
+        self.python_numbers = set()
 
     def unique_name(self, hint: str) -> str:
         name, k = hint, 1

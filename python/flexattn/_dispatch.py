@@ -136,11 +136,11 @@ def _exponent_negative(b):
 
 
 def n_pow(a, b):
-    """Python and torch part ways only on integers to a negative integer power: a captured Python int gives a
-    float (`n ** -1` is 1/n), while torch refuses a per-position integer tensor raised to a negative number."""
+    """Integers to a negative power of a Python number: Python numbers give a float (`n ** -1` is 1/n), a tensor
+    base is refused as torch refuses it; an exponent from a tensor keeps torch's integer power."""
     t, _ = _ir.promote(a, b)
-    if t in ("i32", "i64") and _exponent_negative(b):
-        if not _ir.depends_only_on_scalars(a):
+    if t in ("i32", "i64") and _python_number(b) and _exponent_negative(b):
+        if not _python_number(a):
             raise IRTypeError("integers to negative integer powers are not allowed (torch raises too): cast the "
                               "base to float first, e.g. q_idx.float() ** -1")
         return _ir.binary("pow", _ir.cast(a, "f32"), b)
@@ -164,11 +164,19 @@ def n_div(a, b, rounding_mode=None):
     return _ir.select(fix, _ir.binary("add", q, _ir.python_literal(1)), q)
 
 
+def _python_number(n):
+    """Whether n is made of Python numbers only (weak literals, scalars captured from numbers), not tensors."""
+    ctx = current()
+    names = ctx.python_numbers if ctx is not None else ()
+    return all((m.op == "literal" and m.weak) or (m.op == "scalar" and m.name in names) or
+               (m.op not in _ir.INPUTS and m.op not in ("literal", "scalar", "load")) for m in _ir.topo_order(n))
+
+
 def _bound(x, b, at_bound, fold):
     """One side of clamp. torch passes the gradient of a float clamp by a number only strictly inside the bound (and
     relu's only for x > 0), but splits it at a tie with a tensor bound, as maximum / minimum do: where(x <= lo, lo, x)
     for a number (NaN stays NaN), the min / max node otherwise (and for integers, whose gradient is moot)."""
-    if b.op in ("literal", "scalar") and _ir.promote(x, b)[0] == "f32":
+    if _python_number(b) and _ir.promote(x, b)[0] == "f32":
         return _ir.select(_ir.binary(at_bound, x, b), b, x)
     return _ir.binary(fold, x, b)
 

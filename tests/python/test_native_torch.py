@@ -692,3 +692,20 @@ def test_block_masks_of_torch_tensors_pickle_and_copy():
     torch.save(bm, buf)
     buf.seek(0)
     assert torch.equal(torch.load(buf, weights_only=False).full_kv_num_blocks, bm.full_kv_num_blocks)
+
+
+def test_tensor_and_number_operands_follow_their_own_torch_rules():
+    """A 0-d tensor is no Python number to torch: clamp by a tensor bound splits the gradient at a tie (by a number it
+    passes none), and an integer to a tensor's negative power stays an integer power (torch refuses a number's only
+    for a tensor base, and Python gives a float for two numbers)."""
+    w = torch.tensor([0.0, 1.0, -1.0, 0.0], dtype=torch.float64, requires_grad=True)
+    lo, e, n = torch.tensor(0.0, dtype=torch.float64), torch.tensor(-1), 4
+    q, k, v = rand(1, 1, 3, 4), rand(1, 1, 4, 4), rand(1, 1, 4, 4)
+    for mod in (lambda s, b, h, qi, kv: s + torch.clamp(w[kv], min=lo), lambda s, b, h, qi, kv: s + torch.clamp(w[kv], min=0.0)):
+        out, ref = flex(q, k, v, score_mod=mod), dense(q, k, v, mod)[0]
+        torch.testing.assert_close(torch.autograd.grad(out.sum(), w)[0], torch.autograd.grad(ref.sum(), w)[0],
+                                   rtol=1e-6, atol=1e-9)
+    mask = flexattn.create_mask(lambda b, h, qi, kv: (kv + 1) ** e == 0, 1, 1, 1, 4, device="cpu")
+    assert mask[0, 0, 0].tolist() == [False, True, True, True]
+    assert flexattn.create_mask(lambda b, h, qi, kv: n ** e + kv * 0 == 0, 1, 1, 1, 2, device="cpu").all()
+    assert not flexattn.create_mask(lambda b, h, qi, kv: n ** -1 + kv * 0 == 0, 1, 1, 1, 2, device="cpu").any()
