@@ -261,8 +261,10 @@ attn_bwd = torch.library.custom_op("flexattn::attn_bwd", mutates_args=())(attn_b
 def _(q, k, v, out, lse, grad_out, grad_lse, scalars, buffers, mask, spec, grads, mask_meta, scale):
     index = {n: i for i, n in enumerate(_spec(spec)[3])}
     names = [g for g in grads.split(",") if g]
-    return (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v),
-            [torch.empty_like(buffers[index[n]]) for n in names])
+    # contiguous, as the kernels and the CPU reference return them: empty_like kept a transposed q's strides (the
+    # layout transformers makes, x.view(B, L, H, D).transpose(1, 2)), which failed the compiled backward's views
+    return (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape),
+            [buffers[index[n]].new_empty(buffers[index[n]].shape) for n in names])
 
 
 def _setup(ctx, inputs, output):

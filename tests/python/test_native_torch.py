@@ -709,3 +709,21 @@ def test_tensor_and_number_operands_follow_their_own_torch_rules():
     assert mask[0, 0, 0].tolist() == [False, True, True, True]
     assert flexattn.create_mask(lambda b, h, qi, kv: n ** e + kv * 0 == 0, 1, 1, 1, 2, device="cpu").all()
     assert not flexattn.create_mask(lambda b, h, qi, kv: n ** -1 + kv * 0 == 0, 1, 1, 1, 2, device="cpu").any()
+
+
+def test_compiled_backward_with_transformers_head_layout():
+    """q / k / v as x.view(B, L, H, D).transpose(1, 2) inside the compiled function: the backward op's fake outputs kept
+    q's strides while the kernels return contiguous gradients, so the compiled backward's views failed."""
+    B, L, H, D = 2, 24, 4, 8
+
+    def f(x):
+        q = x.view(B, L, H, D).transpose(1, 2)
+        return flex(q, q * 0.5, q * 2.0).transpose(1, 2).reshape(B, L, H * D)
+
+    x = torch.randn(B, L, H * D, dtype=torch.float64, requires_grad=True)
+    y = torch.compile(f, backend="aot_eager", fullgraph=True)(x)
+    q = x.view(B, L, H, D).transpose(1, 2)
+    ref = dense(q, q * 0.5, q * 2.0)[0].transpose(1, 2).reshape(B, L, H * D)
+    torch.testing.assert_close(y, ref, rtol=0, atol=1e-9)
+    mine, want = (torch.autograd.grad(o.square().sum(), x)[0] for o in (y, ref))
+    torch.testing.assert_close(mine, want, rtol=1e-7, atol=1e-9)
