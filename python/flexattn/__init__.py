@@ -6,9 +6,12 @@ torch tensors when torch is used, numpy arrays (or any DLPack producer) otherwis
 into flexattn's IR (see trace()) and cached by structure; captured Python numbers and 0-d tensors are
 runtime scalars (a 0-d tensor that requires grad is a 1-element buffer), captured tensors are buffers.
 
-torch is never imported by flexattn itself, and the compiled extension is loaded on first use.
+torch is never imported by flexattn itself; the compiled extension is loaded on first use, or with the package when
+torch was imported first.
 """
-from . import ops
+import sys as _sys
+
+from . import _native, ops
 from ._context import TraceError
 from ._tracer import TracedMod, clear_cache, mod_kind, trace
 from .attention import AuxOutput, AuxRequest, flex_attention
@@ -17,6 +20,14 @@ from .masks import and_masks, create_mask, noop_mask, or_masks
 from .paged import paged_attention
 
 __version__ = "0.1.0"
+
+if "torch" in _sys.modules:
+    # Loaded now rather than on the first call, which may be inside torch.compile(fullgraph=True): Dynamo cannot trace
+    # the loader's file checks (os.stat), and a failed first compile never ran it, so every later compile failed too.
+    try:
+        _native.load()
+    except ImportError:  # FLEXATTN_REQUIRE_NATIVE=1 without the extension: the first call says so
+        pass
 
 
 def __getattr__(name):

@@ -727,3 +727,18 @@ def test_compiled_backward_with_transformers_head_layout():
     torch.testing.assert_close(y, ref, rtol=0, atol=1e-9)
     mine, want = (torch.autograd.grad(o.square().sum(), x)[0] for o in (y, ref))
     torch.testing.assert_close(mine, want, rtol=1e-7, atol=1e-9)
+
+
+def test_the_first_call_may_be_inside_fullgraph_compile():
+    """The extension loaded on the first call, whose file checks Dynamo cannot trace: a first call inside
+    torch.compile(fullgraph=True) failed, and every later one too. With torch imported first it loads with the package."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import torch, flexattn\n"
+            "q = torch.randn(1, 1, 8, 8)\n"
+            "f = torch.compile(lambda q: flexattn.flex_attention(q, q, q), backend='eager', fullgraph=True)\n"
+            "torch.testing.assert_close(f(q), torch.softmax(q @ q.mT / 8 ** 0.5, -1) @ q)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
