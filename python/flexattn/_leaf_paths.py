@@ -150,6 +150,34 @@ def locate(fn, traced):
     return out
 
 
+def attribute_numbers(fn, max_depth=2, limit=64):
+    """[(path, value)] of the int / float attributes of the objects a mod reaches (self.window, cfg.scale), breadth
+    first. A trace reads such numbers as constants; under torch.compile the graph compares each with its value at
+    planning time, which makes Dynamo guard on it, so a changed number recompiles instead of running stale."""
+    p = _Paths()
+    p.visit(fn, ())
+    queue = [(path, obj, 0) for path, obj in p.objects]
+    seen, out = set(), []
+    while queue and len(out) < limit:
+        path, obj, depth = queue.pop(0)
+        if id(obj) in seen or isinstance(obj, (types.ModuleType, type)):
+            continue
+        seen.add(id(obj))
+        for name, value in _attributes(obj):
+            if not isinstance(name, str) or not name.isidentifier() or name.startswith("__"):
+                continue
+            if type(value) in (int, float):
+                out.append((path + (("attr", name),), value))
+            elif type(value) in (dict, list, tuple) and len(value) <= _capture._MAX_CONTAINER:  # self.cfg["slope"]
+                items = value.items() if type(value) is dict else enumerate(value)
+                out.extend((path + (("attr", name), ("item", k)), x) for k, x in items
+                           if type(x) in (int, float) and (type(k) in (int, str)))
+            elif depth + 1 < max_depth and hasattr(value, "__dict__") and not isinstance(
+                    value, (types.ModuleType, types.FunctionType, type)) and not _capture.is_torch_tensor(value):
+                queue.append((path + (("attr", name),), value, depth + 1))
+    return out[:limit]
+
+
 def _attributes(obj):
     """(name, value) of an object's attributes as getattr reads them: an nn.Module's parameters, buffers and
     submodules (kept outside its __dict__), then its __dict__."""

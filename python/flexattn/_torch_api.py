@@ -39,9 +39,10 @@ class Plan:
     """What a (score_mod, mask_mod) pair fixes: the spec, and where each scalar / buffer is read from
     (mod index 0 = score_mod, 1 = mask_mod; a _leaf_paths path)."""
 
-    def __init__(self, spec, scalars, buffers, value_dependent=False):
+    def __init__(self, spec, scalars, buffers, value_dependent=False, numbers=()):
         self.spec, self.scalars, self.buffers = spec, scalars, buffers
         self.value_dependent = value_dependent  # the trace specialised on captured values (guards)
+        self.numbers = numbers  # (mod index, path, value): numbers of reached objects, constants of the trace
 
 
 def _make_plan(score_desc, mask_desc, *args):
@@ -62,8 +63,10 @@ def _make_plan(score_desc, mask_desc, *args):
                                "attribute of an object captured so, up to three levels deep)")
         return (idx, p)
 
+    numbers = tuple((i, p, v) for i, m in enumerate(mods) if m is not None for p, v in _leaf_paths.attribute_numbers(m))
     return Plan(make_spec(merged), tuple(path(i, n) for _, i, n in merged.scalars),
-                tuple(path(i, n) for _, i, n in merged.buffers), any(t is not None and t.entry.guards for t in traced))
+                tuple(path(i, n) for _, i, n in merged.buffers), any(t is not None and t.entry.guards for t in traced),
+                numbers)
 
 
 # Dynamo calls this at trace time with the real mods and bakes its result into the graph.
@@ -102,6 +105,9 @@ def _bound_values(score_mod, mask_mod):
             args = []
             descs = [_dynamo_parts.describe(m, args, numbers=True) for m in mods]
             plan = _plan_in_graph(*descs, *args)
+        for i, p, value in plan.numbers:  # Dynamo guards on each: a changed self.window recompiles (was stale)
+            if _leaf_paths.fetch(mods[i], p) != value:
+                raise RuntimeError(f"flexattn: internal error: {p} changed while planning")
         # A 0-d tensor in a buffer slot is a learnable scalar, traced as a 1-element buffer (_capture._learnable).
         buffers = [_as_buffer(_leaf_paths.fetch(mods[i], p)) for i, p in plan.buffers]
         _check_mask_buffers([(i, "a captured tensor", b) for (i, _), b in zip(plan.buffers, buffers)])

@@ -742,3 +742,27 @@ def test_the_first_call_may_be_inside_fullgraph_compile():
             "torch.testing.assert_close(f(q), torch.softmax(q @ q.mT / 8 ** 0.5, -1) @ q)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_numbers_read_through_self_follow_their_changes_under_compile():
+    """self.softcap / self.shift / self.cfg["slope"] read by a mod were constants of the compiled graph's plan, so a
+    changed value ran stale without a word; the graph now compares each with its planned value (Dynamo guards on
+    it), so a change recompiles."""
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.softcap, self.shift, self.cfg = 20.0, 3, {"slope": 0.05}
+
+        def score(self, s, b, h, qi, kv):
+            return self.softcap * torch.tanh(s / self.softcap) + (qi - kv) * self.cfg["slope"] + self.shift
+
+        def forward(self, q):
+            return flex(q, q, q, score_mod=self.score)
+
+    m = Layer()
+    compiled = torch.compile(m, backend="eager", fullgraph=True)
+    q = rand(1, 2, 16, 8, grad=False)
+    for cap, shift, slope in [(20.0, 3, 0.05), (0.5, 3, 0.05), (0.5, 7, 0.05), (0.5, 7, -0.2)]:
+        m.softcap, m.shift, m.cfg["slope"] = cap, shift, slope
+        ref = dense(q, q, q, lambda s, b, h, qi, kv: cap * torch.tanh(s / cap) + (qi - kv) * slope + shift)[0]
+        torch.testing.assert_close(compiled(q), ref, rtol=0, atol=1e-6)
