@@ -25,6 +25,25 @@ from ._arrays import torch_module
 _MAX_DEPTH = 8
 
 
+def supported() -> bool:
+    """Whether this torch's assume_constant_result hands a traced object (a module, a config) to the function as
+    itself (torch 2.15 does; 2.11 refuses with "UnspecializedNNModuleVariable is not a constant"). Without it the
+    mods go to the plan whole, as Dynamo can convert a function defined outside the compiled code."""
+    if _SUPPORTED[0] is None:
+        try:
+            from torch._dynamo.variables import functions
+
+            convert = [c for c in functions.invoke_and_store_as_constant.__code__.co_consts
+                       if isinstance(c, types.CodeType) and c.co_name == "convert"]
+            _SUPPORTED[0] = bool(convert) and "UserDefinedObjectVariable" in convert[0].co_names
+        except Exception:  # noqa: BLE001 - another torch: the whole-mod path
+            _SUPPORTED[0] = False
+    return _SUPPORTED[0]
+
+
+_SUPPORTED = [None]
+
+
 def describe(obj, args, depth=0, numbers=False):
     """numbers=False: a captured int or float is described by its kind only (a stand-in value in the plan). Dynamo
     makes a number that changed between calls symbolic, and a symbolic number is no constant: as one it broke the
@@ -44,7 +63,7 @@ def describe(obj, args, depth=0, numbers=False):
         defaults = tuple(describe(d, args, depth + 1, numbers) for d in (obj.__defaults__ or ()))
         kw = obj.__kwdefaults__
         kwdefaults = tuple((k, describe(v, args, depth + 1, numbers)) for k, v in kw.items()) if kw else ()
-        return ("function", obj.__code__, obj.__module__, obj.__name__, obj.__qualname__, defaults, kwdefaults, cells)
+        return ("function", obj.__code__, defaults, kwdefaults, cells)
     if depth < _MAX_DEPTH and type(obj) is functools.partial:
         return ("partial", describe(obj.func, args, depth + 1, numbers),
                 tuple(describe(a, args, depth + 1, numbers) for a in obj.args),
@@ -58,6 +77,16 @@ def describe(obj, args, depth=0, numbers=False):
         return ("dict", tuple((k, describe(v, args, depth + 1, numbers)) for k, v in obj.items()))
     args.append(obj)
     return ("arg", len(args) - 1)
+
+
+def _globals_of(code):
+    """The globals of the module that defined `code`, found by its file (only the code object crosses into the plan:
+    what Dynamo makes of a function's __module__ / __qualname__ differs between torch versions)."""
+    for module in list(sys.modules.values()):
+        if getattr(module, "__file__", None) == code.co_filename:
+            return module.__dict__
+    main = sys.modules.get("__main__")
+    return main.__dict__ if main is not None else {}
 
 
 def _cell(value):
@@ -84,14 +113,10 @@ def rebuild(desc, args):
                                  **{k: rebuild(v, args) for k, v in desc[3]})
     if kind == "method":
         return types.MethodType(rebuild(desc[1], args), rebuild(desc[2], args))
-    _, code, module, name, qualname, defaults, kwdefaults, cells = desc
-    module_globals = getattr(sys.modules.get(module), "__dict__", None)
-    if module_globals is None:
-        raise RuntimeError(f"flexattn: under torch.compile, mod {qualname!r} comes from module {module!r}, which is "
-                           "not in sys.modules, so its globals cannot be found")
-    fn = types.FunctionType(code, module_globals, name, tuple(rebuild(d, args) for d in defaults) or None,
+    _, code, defaults, kwdefaults, cells = desc
+    fn = types.FunctionType(code, _globals_of(code), code.co_name, tuple(rebuild(d, args) for d in defaults) or None,
                             tuple(_cell(rebuild(c, args)) for c in cells) or None)
-    fn.__qualname__ = qualname
+    fn.__qualname__ = getattr(code, "co_qualname", code.co_name)
     if kwdefaults:
         fn.__kwdefaults__ = {k: rebuild(v, args) for k, v in kwdefaults}
     return fn

@@ -99,9 +99,13 @@ def _bound_values(score_mod, mask_mod):
     if torch.compiler.is_compiling():
         mods = tuple(None if m is None else mod_callable(m) for m in (score_mod, mask_mod))
         args = []
-        descs = [_dynamo_parts.describe(m, args) for m in mods]
+        if _dynamo_parts.supported():
+            descs = [_dynamo_parts.describe(m, args) for m in mods]
+        else:
+            descs = [("arg", 0), ("arg", 1)]
+            args = list(mods)
         plan = _plan_in_graph(*descs, *args)
-        if plan.value_dependent:  # the trace branched on a captured number: plan with the values (a guard on each)
+        if plan.value_dependent and _dynamo_parts.supported():  # the trace branched on a captured number: plan with the values (a guard on each)
             args = []
             descs = [_dynamo_parts.describe(m, args, numbers=True) for m in mods]
             plan = _plan_in_graph(*descs, *args)

@@ -17,10 +17,13 @@ from flexattn import AuxRequest, _native  # noqa: E402
 if _native.load() is None:
     pytest.skip(f"flexattn._C not built: {_native.error()}", allow_module_level=True)
 
-from flexattn import _torch_api, _torch_ops  # noqa: E402
+from flexattn import _dynamo_parts, _torch_api, _torch_ops  # noqa: E402
 import torch._dynamo.testing  # noqa: E402
 
 flex = _torch_api.flex_attention
+# Mods made inside compiled code reach the plan taken apart, which needs Dynamo to hand objects over (torch >= 2.15)
+needs_parts = pytest.mark.skipif(not _dynamo_parts.supported(), reason="this torch's Dynamo cannot hand objects to "
+                                 "assume_constant_result: mods made inside compiled code are not supported")
 
 
 def dense(q, k, v, score=None, mask=None, scale=None):
@@ -187,6 +190,7 @@ def test_tensors_reached_through_module_attributes_work_under_torch_compile():
     torch.testing.assert_close(mine.double(), want.double(), rtol=1e-5, atol=1e-6)
 
 
+@needs_parts
 def test_a_mod_made_inside_a_compiled_forward_over_graph_values_compiles_and_recompiles():
     """A score_mod defined in a module's forward over `self` and over a tensor computed there (`self.bias * 2`) failed
     with Dynamo's ClosureConversionError on every compile once the native module was loaded (a new sequence length,
@@ -254,8 +258,9 @@ def test_modules_callable_objects_and_star_args_wrappers_are_mods():
     torch.testing.assert_close(out, ref, rtol=0, atol=1e-6)  # the float64 table is read as float32
     mine, want = (torch.autograd.grad(o.sum(), (rel.table,))[0] for o in (out, ref))
     torch.testing.assert_close(mine, want, rtol=1e-5, atol=1e-6)
-    compiled = torch.compile(lambda q, k, v: flex(q, k, v, score_mod=rel), backend="eager", fullgraph=True)
-    torch.testing.assert_close(compiled(q, k, v), ref, rtol=0, atol=1e-6)
+    if _dynamo_parts.supported():  # a module as the mod under compile needs the mod taken apart
+        compiled = torch.compile(lambda q, k, v: flex(q, k, v, score_mod=rel), backend="eager", fullgraph=True)
+        torch.testing.assert_close(compiled(q, k, v), ref, rtol=0, atol=1e-6)
     torch.testing.assert_close(flex(q, k, v, score_mod=Half()), dense(q, k, v, lambda s, *i: s * 0.5)[0],
                                rtol=0, atol=1e-9)
     mask = flexattn.create_block_mask(logged(causal), 1, 1, 20, 20, device="cpu")
@@ -323,8 +328,17 @@ def test_detach_in_a_mod_stops_the_gradient():
                                    rtol=0, atol=1e-6)
 
 
+def _strict_clamp_gradient():
+    """torch 2.15 passes no gradient at a clamp bound that is a number; older torch (2.11) passes it. flexattn follows
+    the newer rule, so the tie comparisons against this torch's autograd run only where it agrees."""
+    x = torch.tensor(1.0, requires_grad=True)
+    return torch.autograd.grad(x.clamp(max=1.0), x)[0].item() == 0.0
+
+
 @pytest.mark.parametrize("name", ["relu", "clamp", "smooth", "lerp", "nan"])
 def test_activations_and_clamps_match_torch_values_and_gradients_at_ties(name):
+    if name == "clamp" and not _strict_clamp_gradient():
+        pytest.skip("this torch passes clamp's gradient at a number bound (torch 2.15 does not)")
     """Integer scores put values exactly on clamp bounds and relu's kink, where torch passes no gradient for a number
     bound (flexattn's max / min split it in half); relu6, hardtanh, silu, softplus, log1p, reciprocal, round, lerp,
     hypot and nan_to_num were not supported in mods."""
@@ -357,6 +371,7 @@ def test_a_cuda_block_mask_without_a_gpu_says_so():
         _torch_api.create_block_mask(causal, 1, 1, 8, 8, device="cuda")  # was "invalid argument to exchangeDevice"
 
 
+@needs_parts
 def test_changing_captured_numbers_under_fullgraph_compile():
     """A captured int / float that changes between calls becomes symbolic in Dynamo, which could not hand it to the plan:
     fullgraph failed (assume_constant_result argument conversion) and without it the graph broke. A mod that branches
@@ -701,7 +716,10 @@ def test_tensor_and_number_operands_follow_their_own_torch_rules():
     w = torch.tensor([0.0, 1.0, -1.0, 0.0], dtype=torch.float64, requires_grad=True)
     lo, e, n = torch.tensor(0.0, dtype=torch.float64), torch.tensor(-1), 4
     q, k, v = rand(1, 1, 3, 4), rand(1, 1, 4, 4), rand(1, 1, 4, 4)
-    for mod in (lambda s, b, h, qi, kv: s + torch.clamp(w[kv], min=lo), lambda s, b, h, qi, kv: s + torch.clamp(w[kv], min=0.0)):
+    mods = [lambda s, b, h, qi, kv: s + torch.clamp(w[kv], min=lo)]
+    if _strict_clamp_gradient():
+        mods.append(lambda s, b, h, qi, kv: s + torch.clamp(w[kv], min=0.0))
+    for mod in mods:
         out, ref = flex(q, k, v, score_mod=mod), dense(q, k, v, mod)[0]
         torch.testing.assert_close(torch.autograd.grad(out.sum(), w)[0], torch.autograd.grad(ref.sum(), w)[0],
                                    rtol=1e-6, atol=1e-9)
@@ -740,10 +758,14 @@ def test_the_first_call_may_be_inside_fullgraph_compile():
             "q = torch.randn(1, 1, 8, 8)\n"
             "f = torch.compile(lambda q: flexattn.flex_attention(q, q, q), backend='eager', fullgraph=True)\n"
             "torch.testing.assert_close(f(q), torch.softmax(q @ q.mT / 8 ** 0.5, -1) @ q)\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), timeout=300)
+    env = dict(os.environ)
+    package_root = os.path.dirname(os.path.dirname(flexattn.__file__))
+    env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
 
 
+@needs_parts
 def test_numbers_read_through_self_follow_their_changes_under_compile():
     """self.softcap / self.shift / self.cfg["slope"] read by a mod were constants of the compiled graph's plan, so a
     changed value ran stale without a word; the graph now compares each with its planned value (Dynamo guards on

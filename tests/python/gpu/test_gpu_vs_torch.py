@@ -128,7 +128,12 @@ def run(case, score, bm_pair, q, k, v, learnable, report, **kw):
         grads = [x.grad.double() for x in xs] + [b.grad.double().clone() for b in learnable]
         return out.double(), aux.lse.double(), aux.max_scores.double(), grads
 
-    ref = fwd_bwd(TORCH_FLEX, torch.float64, bm_t)
+    try:
+        ref = fwd_bwd(TORCH_FLEX, torch.float64, bm_t)
+    except ValueError as e:  # torch 2.11's flex has no gradient for a 0-d capture (its vmap'd joint graph refuses it)
+        if any(b.dim() == 0 for b in learnable):
+            pytest.skip(f"this torch's flex_attention cannot differentiate a 0-d capture: {e}")
+        raise
     base = fwd_bwd(TORCH_FLEX, q.dtype, bm_t)
     ours = fwd_bwd(_torch_api.flex_attention, q.dtype, bm_f)
     names = ["out", "lse", "max"] + ["dq", "dk", "dv"] + [f"d_buf{i}" for i in range(len(learnable))]
