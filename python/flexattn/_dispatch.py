@@ -13,10 +13,9 @@ from . import _ir
 from ._arrays import CAST_TYPE, dtype_name, is_torch_tensor, torch_module
 from ._context import current, fail
 from ._ir import IRTypeError
-from ._proxy import BufferProxy, Proxy, as_node, build, node_of
+from ._proxy import DTYPE_OF_TYPE, BufferProxy, Proxy, _concrete, as_node, build, node_of
 
 _DTYPE_NAMES = {"bool", "int8", "uint8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"}
-_IR_TO_DTYPE = {"bool": "bool", "i32": "int32", "i64": "int64", "f32": "float32"}
 
 
 # ---- node-level operations with torch semantics ------------------------------------------------------
@@ -120,19 +119,11 @@ def n_trunc(x):
 
 
 def _exponent_negative(b):
-    """Whether an integer exponent is negative: its value for a literal, a guarded value for one that depends
-    only on captured numbers (the trace specialises on the sign), None where it varies per position."""
+    """Whether an exponent of Python numbers is negative: a literal's value, or the trace's guarded value of its
+    sign (a change of sign retraces)."""
     if b.op == "literal":
         return b.value < 0
-    ctx = current()
-    if ctx is None or not _ir.depends_only_on_scalars(b):
-        return None
-    from ._eval import evaluate
-
-    sign = _ir.binary("lt", b, _ir.python_literal(0))
-    negative = bool(evaluate(sign, {"scalars": ctx.scalar_values}).item())
-    ctx.guards.append((sign, negative))
-    return negative
+    return bool(_concrete(Proxy(_ir.binary("lt", b, _ir.python_literal(0))), "bool"))
 
 
 def n_pow(a, b):
@@ -257,7 +248,7 @@ def find_dtype(args, kwargs):
     cands = ([kwargs["dtype"]] if kwargs.get("dtype") is not None else []) + list(args)
     for x in cands:
         if isinstance(x, Proxy):
-            return _IR_TO_DTYPE[x.node.type]
+            return DTYPE_OF_TYPE[x.node.type]
         if is_torch_tensor(x) or isinstance(x, np.ndarray):
             return dtype_name(x.dtype)
         if x in (bool, int, float) or (isinstance(x, type) and issubclass(x, np.generic)):

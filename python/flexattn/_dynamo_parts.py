@@ -44,6 +44,14 @@ def supported() -> bool:
 _SUPPORTED = [None]
 
 
+def plan_arguments(mods, numbers=False):
+    """(descriptions, args) for _torch_api._make_plan: the mods taken apart where this torch allows it, else whole."""
+    if not supported():
+        return [("arg", 0), ("arg", 1)], list(mods)
+    args = []
+    return [describe(m, args, numbers=numbers) for m in mods], args
+
+
 def describe(obj, args, depth=0, numbers=False):
     """numbers=False: a captured int or float is described by its kind only (a stand-in value in the plan). Dynamo
     makes a number that changed between calls symbolic, and a symbolic number is no constant: as one it broke the
@@ -58,23 +66,28 @@ def describe(obj, args, depth=0, numbers=False):
         # (an int stands in as i32: a captured int beyond 32 bits is read as i32 under torch.compile; a comparison
         # of a symbolic int is no constant either)
         return ("number", type(obj) is int)
-    if depth < _MAX_DEPTH and type(obj) is types.FunctionType:
-        cells = tuple(describe(c.cell_contents, args, depth + 1, numbers) for c in (obj.__closure__ or ()))
-        defaults = tuple(describe(d, args, depth + 1, numbers) for d in (obj.__defaults__ or ()))
-        kw = obj.__kwdefaults__
-        kwdefaults = tuple((k, describe(v, args, depth + 1, numbers)) for k, v in kw.items()) if kw else ()
-        return ("function", obj.__code__, defaults, kwdefaults, cells)
-    if depth < _MAX_DEPTH and type(obj) is functools.partial:
-        return ("partial", describe(obj.func, args, depth + 1, numbers),
-                tuple(describe(a, args, depth + 1, numbers) for a in obj.args),
-                tuple((k, describe(v, args, depth + 1, numbers)) for k, v in obj.keywords.items()))
-    if depth < _MAX_DEPTH and type(obj) is types.MethodType:
-        return ("method", describe(obj.__func__, args, depth + 1, numbers),
-                describe(obj.__self__, args, depth + 1, numbers))
-    if depth < _MAX_DEPTH and type(obj) in (tuple, list):
-        return (type(obj).__name__, tuple(describe(x, args, depth + 1, numbers) for x in obj))
-    if depth < _MAX_DEPTH and type(obj) is dict:  # keys are constants to Dynamo
-        return ("dict", tuple((k, describe(v, args, depth + 1, numbers)) for k, v in obj.items()))
+    if depth >= _MAX_DEPTH:
+        args.append(obj)
+        return ("arg", len(args) - 1)
+
+    def part(x):
+        return describe(x, args, depth + 1, numbers)
+
+    def items(d):
+        return tuple((k, part(v)) for k, v in d.items())
+
+    if type(obj) is types.FunctionType:
+        cells = tuple(part(c.cell_contents) for c in (obj.__closure__ or ()))
+        return ("function", obj.__code__, tuple(part(d) for d in (obj.__defaults__ or ())),
+                items(obj.__kwdefaults__ or {}), cells)
+    if type(obj) is functools.partial:
+        return ("partial", part(obj.func), tuple(part(a) for a in obj.args), items(obj.keywords))
+    if type(obj) is types.MethodType:
+        return ("method", part(obj.__func__), part(obj.__self__))
+    if type(obj) in (tuple, list):
+        return (type(obj).__name__, tuple(part(x) for x in obj))
+    if type(obj) is dict:  # keys are constants to Dynamo
+        return ("dict", items(obj))
     args.append(obj)
     return ("arg", len(args) - 1)
 

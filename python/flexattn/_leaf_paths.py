@@ -150,31 +150,23 @@ def locate(fn, traced):
     return out
 
 
-def attribute_numbers(fn, max_depth=2, limit=64):
-    """[(path, value)] of the int / float attributes of the objects a mod reaches (self.window, cfg.scale), breadth
-    first. A trace reads such numbers as constants; under torch.compile the graph compares each with its value at
-    planning time, which makes Dynamo guard on it, so a changed number recompiles instead of running stale."""
+def attribute_numbers(fn, limit=64):
+    """[(path, value)] of the int / float attributes (and items of attribute containers: self.cfg["slope"]) of the
+    objects a mod reaches. A trace reads such numbers as constants; under torch.compile the graph compares each with
+    its value at planning time, which makes Dynamo guard on it, so a changed number recompiles instead of running
+    stale."""
     p = _Paths()
     p.visit(fn, ())
-    queue = [(path, obj, 0) for path, obj in p.objects]
-    seen, out = set(), []
-    while queue and len(out) < limit:
-        path, obj, depth = queue.pop(0)
-        if id(obj) in seen or isinstance(obj, (types.ModuleType, type)):
-            continue
-        seen.add(id(obj))
-        for name, value in _attributes(obj):
-            if not isinstance(name, str) or not name.isidentifier() or name.startswith("__"):
-                continue
-            if type(value) in (int, float):
-                out.append((path + (("attr", name),), value))
-            elif type(value) in (dict, list, tuple) and len(value) <= _capture._MAX_CONTAINER:  # self.cfg["slope"]
-                items = value.items() if type(value) is dict else enumerate(value)
-                out.extend((path + (("attr", name), ("item", k)), x) for k, x in items
-                           if type(x) in (int, float) and (type(k) in (int, str)))
-            elif depth + 1 < max_depth and hasattr(value, "__dict__") and not isinstance(
-                    value, (types.ModuleType, types.FunctionType, type)) and not _capture.is_torch_tensor(value):
-                queue.append((path + (("attr", name),), value, depth + 1))
+    out = []
+    for path, name, value in _attribute_walk(p.objects, max_depth=2):
+        if len(out) >= limit:
+            break
+        if type(value) in (int, float):
+            out.append((path + (("attr", name),), value))
+        elif type(value) in (dict, list, tuple) and len(value) <= _capture._MAX_CONTAINER:
+            items = value.items() if type(value) is dict else enumerate(value)
+            out.extend((path + (("attr", name), ("item", k)), x) for k, x in items
+                       if type(x) in (int, float) and type(k) in (int, str))
     return out[:limit]
 
 
@@ -188,8 +180,9 @@ def _attributes(obj):
     yield from getattr(obj, "__dict__", {}).items()
 
 
-def _attribute_path(objects, target, max_depth=3, max_nodes=512):
-    """The path to `target` through attributes of the walk's objects (self.temp, self.block.bias), breadth first."""
+def _attribute_walk(objects, max_depth=3, max_nodes=512):
+    """(path of the object, attribute name, value) for the attributes of the walk's objects and of their objects,
+    breadth first (self.temp, then self.block.bias)."""
     queue = [(path, obj, 0) for path, obj in objects]
     seen = set()
     while queue and len(seen) < max_nodes:
@@ -200,9 +193,12 @@ def _attribute_path(objects, target, max_depth=3, max_nodes=512):
         for name, value in _attributes(obj):
             if not isinstance(name, str) or not name.isidentifier():
                 continue
-            if value is target:
-                return path + (("attr", name),)
+            yield path, name, value
             if depth + 1 < max_depth and hasattr(value, "__dict__") and not isinstance(
                     value, (types.ModuleType, types.FunctionType, type)) and not _capture.is_torch_tensor(value):
                 queue.append((path + (("attr", name),), value, depth + 1))
-    return None
+
+
+def _attribute_path(objects, target):
+    """The path to `target` through attributes of the walk's objects (self.temp, self.block.bias)."""
+    return next((path + (("attr", name),) for path, name, value in _attribute_walk(objects) if value is target), None)

@@ -10,6 +10,8 @@ from ._arrays import is_array_like, is_torch_tensor, scalar_type, torch_module
 from ._context import TraceAttributeError, current, fail
 from ._ir import IRTypeError
 
+DTYPE_OF_TYPE = {"bool": "bool", "i32": "int32", "i64": "int64", "f32": "float32"}  # IR value type -> dtype name
+
 _CONTROL_FLOW = ("flexattn traces the mod once for all positions, so a traced value has no Python truth "
                  "value (if/while, and/or/not, chained comparisons like a < b < c, min()/max()): use "
                  "torch.where(c, x, y) or flexattn.ops.where, and & | ~ instead of and/or/not")
@@ -142,7 +144,7 @@ class Proxy:
     # tensor-like metadata, for mods that inspect it
     @property
     def dtype(self):
-        name = {"bool": "bool", "i32": "int32", "i64": "int64", "f32": "float32"}[self.node.type]
+        name = DTYPE_OF_TYPE[self.node.type]
         torch = torch_module()
         return getattr(torch, name) if torch is not None else np.dtype(name)
 
@@ -234,7 +236,7 @@ class BufferProxy:
     def dtype(self):
         if not self.post:
             return self.obj.dtype
-        name = {"bool": "bool", "i32": "int32", "i64": "int64", "f32": "float32"}[self._element_type()]
+        name = DTYPE_OF_TYPE[self._element_type()]
         torch = torch_module()
         return getattr(torch, name) if torch is not None and is_torch_tensor(self.obj) else np.dtype(name)
 

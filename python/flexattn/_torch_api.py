@@ -21,7 +21,7 @@ from . import _dynamo_parts, _leaf_paths, _native, _torch_ops
 from .attention import AuxOutput, _check_scale, _kernel_options, _validate_block_mask, _validate_heads_and_batch
 from .masks import _check_sizes, noop_mask
 from ._block_layout import num_blocks, pad_columns
-from ._tracer import mod_callable, mod_kind, trace
+from ._tracer import mod_callable, trace
 from ._env import env_flag
 
 _EMPTY_BLOCK = 1 << 30
@@ -98,16 +98,10 @@ def _bound_values(score_mod, mask_mod):
     """(spec, scalar values, buffers) of the mods with their current captured values."""
     if torch.compiler.is_compiling():
         mods = tuple(None if m is None else mod_callable(m) for m in (score_mod, mask_mod))
-        args = []
-        if _dynamo_parts.supported():
-            descs = [_dynamo_parts.describe(m, args) for m in mods]
-        else:
-            descs = [("arg", 0), ("arg", 1)]
-            args = list(mods)
+        descs, args = _dynamo_parts.plan_arguments(mods)
         plan = _plan_in_graph(*descs, *args)
-        if plan.value_dependent and _dynamo_parts.supported():  # the trace branched on a captured number: plan with the values (a guard on each)
-            args = []
-            descs = [_dynamo_parts.describe(m, args, numbers=True) for m in mods]
+        if plan.value_dependent and _dynamo_parts.supported():  # the trace branched on a captured number:
+            descs, args = _dynamo_parts.plan_arguments(mods, numbers=True)  # plan with the values (a guard on each)
             plan = _plan_in_graph(*descs, *args)
         for i, p, value in plan.numbers:  # Dynamo guards on each: a changed self.window recompiles (was stale)
             if _leaf_paths.fetch(mods[i], p) != value:
@@ -133,8 +127,8 @@ def _check_mask_buffers(buffers):
     for i, source, b in buffers:
         if i == 1 and getattr(b, "requires_grad", False):
             raise RuntimeError(f"mask_mod: {source} requires grad, but a mask_mod's captured tensors get no gradient "
-                               "(the mask is a boolean of them); capture a detached copy (t = w.detach() outside the mod), or read "
-                               "it in the score_mod")
+                               "(the mask is a boolean of them); capture a detached copy (t = w.detach() outside "
+                               "the mod), or read it in the score_mod")
 
 
 _MERGED = {}  # (score entry, mask entry) -> (entries, Merged, spec)
@@ -350,7 +344,7 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=128
     """torch's create_block_mask. On a CUDA device the tiles are classified on the GPU (the mask_mod
     compiled into a kernel, no dense mask); elsewhere flexattn.create_block_mask builds on the CPU.
     separate_full_blocks / compute_dq_write_order / dq_kv_order: as flexattn.create_block_mask."""
-    from .block_mask import BlockMask, _block_size, _without_full_blocks
+    from .block_mask import BlockMask, _block_size, _without_full_blocks, check_mask_mod
     from .block_mask import create_block_mask as create_on_cpu
 
     if not separate_full_blocks:
@@ -363,11 +357,8 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=128
         raise RuntimeError(f"create_block_mask: device={device!r}, but torch finds no CUDA device (no driver or GPU)")
     if dev.type != "cuda" or C is None:
         return create_on_cpu(mask_mod, B, H, Q_LEN, KV_LEN, device=dev, BLOCK_SIZE=BLOCK_SIZE, _compile=_compile)
-    kind = mod_kind(mod_callable(mask_mod))
-    if kind not in ("mask_mod", None):  # None: a signature that does not tell (*args); the slot decides
-        raise TypeError(f"create_block_mask requires a mask_mod function (4 parameters b, h, q_idx, kv_idx), got "
-                        f"a {kind} {getattr(mask_mod, '__qualname__', mask_mod)!r}")
-    B, H, Q_LEN, KV_LEN = _check_sizes(B=1 if B is None else B, H=1 if H is None else H, Q_LEN=Q_LEN, KV_LEN=KV_LEN)
+    check_mask_mod(mask_mod)
+    B, H, Q_LEN, KV_LEN = _check_sizes(B=B, H=H, Q_LEN=Q_LEN, KV_LEN=KV_LEN)
     qb, kvb = _block_size(BLOCK_SIZE)
     traced = trace(mask_mod, "mask_mod")
     merged = _native.Merged(None, traced)

@@ -310,6 +310,14 @@ class BlockMask:
         return BlockMask(self.seq_lengths, *moved, self.BLOCK_SIZE, self.mask_mod)
 
 
+def check_mask_mod(mask_mod):
+    """create_block_mask's argument check (the numpy / CPU and the CUDA builds)."""
+    kind = mod_kind(mod_callable(mask_mod))
+    if kind not in ("mask_mod", None):  # None: a signature that does not tell (*args); the slot decides
+        raise TypeError(f"create_block_mask requires a mask_mod function (4 parameters b, h, q_idx, kv_idx), got "
+                        f"a {kind} {getattr(mask_mod, '__qualname__', mask_mod)!r}")
+
+
 @functools.lru_cache(maxsize=None)
 def _torch_compatible_class():
     """flexattn's BlockMask under torch's as a second base: flexattn's fields and methods (first in the MRO), and
@@ -334,15 +342,10 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=_DE
     if not separate_full_blocks:
         bm = create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device, BLOCK_SIZE, _compile)
         return _without_full_blocks(bm)
-    kind = mod_kind(mod_callable(mask_mod))
-    if kind not in ("mask_mod", None):  # None: a signature that does not tell (*args); the slot decides
-        raise TypeError(f"create_block_mask requires a mask_mod function (4 parameters b, h, q_idx, kv_idx), got "
-                        f"a {kind} {getattr(mask_mod, '__qualname__', mask_mod)!r}")
+    check_mask_mod(mask_mod)
     if _compile:
         warnings.warn("create_block_mask(_compile=True) is deprecated in torch and has no effect in flexattn",
                       DeprecationWarning, stacklevel=2)
-    B = 1 if B is None else B
-    H = 1 if H is None else H
     B, H, Q_LEN, KV_LEN = _check_sizes(B=B, H=H, Q_LEN=Q_LEN, KV_LEN=KV_LEN)
     QB, KVB = _block_size(BLOCK_SIZE)
     dev = resolve_device(device)

@@ -47,10 +47,12 @@ def or_masks(*mask_mods):
 
 
 def _check_sizes(**sizes):
-    """The sizes as Python ints. torch takes any integral value (64.0, a 0-d tensor of shape arithmetic), so does
-    this; a size below 1 has no mask to build."""
+    """The sizes as Python ints (B or H None: 1, broadcast). torch takes any integral value (64.0, a 0-d tensor of
+    shape arithmetic), so does this; a size below 1 has no mask to build."""
     out = []
     for name, v in sizes.items():
+        if v is None and name in ("B", "H"):
+            v = 1
         try:
             n = operator.index(v)
         except TypeError:
@@ -67,8 +69,6 @@ def _check_sizes(**sizes):
 def create_mask(mod_fn, B, H, Q_LEN, KV_LEN, device=None):
     """The dense mask of a mask_mod (or of a score_mod: False where it gives -inf), bool [B, H, Q_LEN,
     KV_LEN]. B or H None means 1. A numpy array unless a torch device applies (see resolve_device)."""
-    B = 1 if B is None else B
-    H = 1 if H is None else H
     B, H, Q_LEN, KV_LEN = _check_sizes(B=B, H=H, Q_LEN=Q_LEN, KV_LEN=KV_LEN)
     dev = resolve_device(device)
     mask = np.ascontiguousarray(mask_rows(trace(mod_fn), B, H, 0, Q_LEN, KV_LEN))
