@@ -19,6 +19,7 @@ import torch.autograd.forward_ad as _forward_ad
 
 from . import _dynamo_parts, _leaf_paths, _native, _torch_ops
 from .attention import AuxOutput, _check_scale, _kernel_options, _validate_block_mask, _validate_heads_and_batch
+from . import block_mask as _block_mask_module
 from .masks import _check_sizes, noop_mask
 from ._block_layout import num_blocks, pad_columns
 from ._tracer import mod_callable, trace
@@ -352,6 +353,8 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=128
 
     dev = torch.device(device) if device is not None else torch.device(
         "cuda" if torch.cuda.is_available() else "cpu")
+    if torch.compiler.is_compiling():
+        return _block_mask_in_graph(mask_mod, B, H, Q_LEN, KV_LEN, dev, BLOCK_SIZE)
     C = _native.load()
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"create_block_mask: device={device!r}, but torch finds no CUDA device (no driver or GPU)")
@@ -372,3 +375,23 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=128
             device=dev.index if dev.index is not None else torch.cuda.current_device(),
             stream=torch.cuda.current_stream(dev).cuda_stream)
     return BlockMask((int(Q_LEN), int(KV_LEN)), *arrays, (qb, kvb), mask_mod)
+
+
+def _block_mask_in_graph(mask_mod, B, H, Q_LEN, KV_LEN, dev, BLOCK_SIZE):
+    """create_block_mask inside torch.compile: the mask_mod planned as flex_attention plans it (_bound_values), the
+    tiles classified by the op flexattn::block_mask (a graph node, so fullgraph holds and a document mask built from
+    each batch's ids runs in the graph). The trace and the builder behind create_block_mask's eager path take locks
+    and numpy arrays, which Dynamo cannot trace: the graph broke there, and fullgraph failed."""
+    from .block_mask import _block_size
+
+    # (no check_mask_mod here: its cache of kinds changed under Dynamo's guards; the plan's trace checks the mod)
+    B, H, Q_LEN, KV_LEN = _check_sizes(B=B, H=H, Q_LEN=Q_LEN, KV_LEN=KV_LEN)
+    qb, kvb = _block_size(BLOCK_SIZE)
+    spec, scalar_values, buffer_values = _bound_values(None, mask_mod)
+    buffers = [_buffer_tensor(b, dev) for b in buffer_values]
+    arrays = _torch_ops.block_mask(_scalar_tensor(scalar_values), buffers, spec, [B, H, Q_LEN, KV_LEN, qb, kvb], dev)
+    return _GRAPH_BLOCK_MASK((Q_LEN, KV_LEN), *arrays, (qb, kvb), mask_mod)
+
+
+# the class BlockMask.__new__ picks for torch tensors, resolved here: Dynamo cannot trace the lookup (an import)
+_GRAPH_BLOCK_MASK = _block_mask_module._torch_compatible_class()

@@ -305,6 +305,51 @@ def _backward(ctx, grad_out, grad_lse, grad_max):
 attn_fwd.register_autograd(_backward, setup_context=_setup)
 
 
+# ---- block masks made inside torch.compile ---------------------------------------------------------
+def block_mask_eager(scalars: torch.Tensor, buffers: List[torch.Tensor], spec: str, sizes: List[int],
+                     device: torch.device) -> List[torch.Tensor]:
+    """The 8 int32 tensors of torch's BlockMask layout (kv_num_blocks, kv_indices, full_kv_*, q_*, full_q_*) of the
+    spec's mask_mod; sizes = [B, H, Q_LEN, KV_LEN, Q_BLOCK_SIZE, KV_BLOCK_SIZE]. Built as flexattn.create_block_mask
+    builds them (on the GPU for a CUDA device, natively on the CPU otherwise), from the spec rather than a trace:
+    torch.compile reaches this op with the plan's spec (_torch_api.create_block_mask)."""
+    _, mask, snames, bnames = _spec(spec)
+    values = scalars.tolist()
+    if len(values) != len(snames) or len(buffers) != len(bnames):
+        raise ValueError(f"flexattn::block_mask: the spec names {len(snames)} scalars and {len(bnames)} buffers, got "
+                         f"{len(values)} and {len(buffers)}")
+    C = _native.require("create_block_mask")
+    mod = None if mask is None else _native.parsed_mod(*mask)
+    B, H, q_len, kv_len, qb, kvb = (int(x) for x in sizes)
+    sc = {n: float(x) for n, x in zip(snames, values)}
+    device = torch.device(device)
+    if device.type == "cuda":
+        bufs = {n: b.to(device).contiguous() for n, b in zip(bnames, buffers)}
+        with torch.cuda.device(device):
+            arrays = C.cuda_build_block_mask(
+                mod, B, H, q_len, kv_len, qb, kvb, scalars=sc,
+                buffers={n: (b.data_ptr(), _DTYPE_NAMES[b.dtype], list(b.shape)) for n, b in bufs.items()},
+                device=device.index if device.index is not None else torch.cuda.current_device(),
+                stream=torch.cuda.current_stream(device).cuda_stream)
+        return [a if isinstance(a, torch.Tensor) else torch.as_tensor(a, device=device) for a in arrays]
+    arrays = C.build_block_mask(mod, B, H, q_len, kv_len, qb, kvb, scalars=sc,
+                                buffers={n: _native._host_buffer(_host(b).numpy()) for n, b in zip(bnames, buffers)})
+    return [torch.from_numpy(a).to(device) for a in arrays]
+
+
+block_mask = torch.library.custom_op("flexattn::block_mask", mutates_args=())(block_mask_eager)
+
+
+@block_mask.register_fake
+def _(scalars, buffers, spec, sizes, device):
+    B, H, q_len, kv_len, qb, kvb = sizes
+    nq, nkv = -(-q_len // qb), -(-kv_len // kvb)
+
+    def new(*shape):
+        return torch.empty(shape, dtype=torch.int32, device=device)
+    return [new(B, H, nq), new(B, H, nq, nkv), new(B, H, nq), new(B, H, nq, nkv),
+            new(B, H, nkv), new(B, H, nkv, nq), new(B, H, nkv), new(B, H, nkv, nq)]
+
+
 # ---- backward prefetch ------------------------------------------------------------------------------
 _prefetched = set()
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _block_layout as layout
 from . import _native
-from ._arrays import device_of, from_numpy, is_torch_tensor, resolve_device, to_numpy
+from ._arrays import device_of, from_numpy, is_torch_tensor, resolve_device, to_numpy, torch_module
 from ._tracer import mod_callable, mod_kind, trace
 from .masks import _check_sizes, noop_mask
 
@@ -342,6 +342,13 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=_DE
     if not separate_full_blocks:
         bm = create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device, BLOCK_SIZE, _compile)
         return _without_full_blocks(bm)
+    torch = torch_module()
+    if torch is not None and torch.compiler.is_compiling():  # a graph node (flexattn._torch_api._block_mask_in_graph)
+        from . import _torch_api
+
+        dev = resolve_device(device)
+        return _torch_api._block_mask_in_graph(mask_mod, B, H, Q_LEN, KV_LEN,
+                                               dev if not isinstance(dev, str) else torch.device("cpu"), BLOCK_SIZE)
     check_mask_mod(mask_mod)
     if _compile:
         warnings.warn("create_block_mask(_compile=True) is deprecated in torch and has no effect in flexattn",

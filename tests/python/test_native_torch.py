@@ -788,3 +788,86 @@ def test_numbers_read_through_self_follow_their_changes_under_compile():
         m.softcap, m.shift, m.cfg["slope"] = cap, shift, slope
         ref = dense(q, q, q, lambda s, b, h, qi, kv: cap * torch.tanh(s / cap) + (qi - kv) * slope + shift)[0]
         torch.testing.assert_close(compiled(q), ref, rtol=0, atol=1e-6)
+
+
+_MASK_FIELDS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices", "q_num_blocks", "q_indices",
+                "full_q_num_blocks", "full_q_indices")
+
+
+def _same_block_mask(got, want):
+    assert type(got) is type(want) and got.seq_lengths == want.seq_lengths and got.BLOCK_SIZE == want.BLOCK_SIZE
+    for f in _MASK_FIELDS:
+        assert torch.equal(getattr(got, f), getattr(want, f)), f
+
+
+def _causal_mask(b, h, qi, kv):
+    return qi >= kv
+
+
+def test_create_block_mask_inside_fullgraph_compile_is_a_graph_node():
+    """create_block_mask inside a compiled function broke the graph at the tracer's lock, and fullgraph failed: the
+    mask is now built by the op flexattn::block_mask, so a model that makes its mask in forward compiles whole."""
+    q = rand(1, 2, 200, 16, grad=False)
+
+    def f(q, L):
+        bm = flexattn.create_block_mask(_causal_mask, None, 2, L, L, device="cpu", BLOCK_SIZE=64)
+        return flex(q, q, q, block_mask=bm), bm
+
+    backend = torch._dynamo.testing.EagerAndRecordGraphs()
+    out, bm = torch.compile(f, backend=backend, fullgraph=True)(q, 200)
+    want_out, want_bm = f(q, 200)
+    _same_block_mask(bm, want_bm)
+    torch.testing.assert_close(out, want_out, rtol=0, atol=0)
+    assert len(backend.graphs) == 1
+    assert "flexattn.block_mask.default" in [str(n.target) for n in backend.graphs[0].graph.nodes]
+
+
+@needs_parts
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_document_mask_made_per_batch_inside_compile_follows_each_batch(backend):
+    """The document pattern: a mask_mod over this batch's document ids (and a window number) defined inside the compiled
+    function, its BlockMask built there on every call; each call's mask follows that call's ids."""
+    torch.manual_seed(5)
+    L = 300
+    q, k, v = (rand(1, 2, L, 16, grad=False) for _ in range(3))
+
+    def f(q, k, v, docs, window):
+        def doc(b, h, qi, kv):
+            return (docs[qi] == docs[kv]) & (qi >= kv) & (qi - kv < window)
+
+        bm = flexattn.create_block_mask(doc, 1, 2, q.shape[2], k.shape[2], device="cpu")
+        return flex(q, k, v, block_mask=bm), bm
+
+    compiled = torch.compile(f, backend=backend, fullgraph=True)
+    for window in (100, 150, 260):
+        docs = torch.sort(torch.randint(0, 4, (L,))).values
+        out, bm = compiled(q, k, v, docs, window)
+        want_out, want_bm = f(q, k, v, docs, window)
+        _same_block_mask(bm, want_bm)
+        torch.testing.assert_close(out, want_out, rtol=0, atol=1e-6)
+
+
+def test_torch_create_block_mask_inside_compile_when_enabled():
+    """torch's create_block_mask routed to flexattn (flexattn.torch.enabled()) inside fullgraph compile."""
+    from torch.nn.attention import flex_attention as tfa
+
+    q = rand(1, 1, 130, 16, grad=False)
+    with fat.enabled():
+        def f(q):
+            bm = tfa.create_block_mask(_causal_mask, 1, 1, 130, 130, device="cpu")
+            return tfa.flex_attention(q, q, q, block_mask=bm), bm
+
+        out, bm = torch.compile(f, backend="eager", fullgraph=True)(q)
+        want_out, want_bm = f(q)
+    assert isinstance(bm, tfa.BlockMask)
+    _same_block_mask(bm, want_bm)
+    torch.testing.assert_close(out, want_out, rtol=0, atol=0)
+
+
+def test_create_block_mask_inside_compile_names_a_score_mod_given_as_mask_mod():
+    def score(s, b, h, qi, kv):
+        return s
+
+    with pytest.raises(Exception, match="expected a mask_mod, got score_mod '.*score'"):
+        torch.compile(lambda: flexattn.create_block_mask(score, 1, 1, 16, 16, device="cpu"), backend="eager",
+                      fullgraph=True)()

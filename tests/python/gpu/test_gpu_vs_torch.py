@@ -274,6 +274,25 @@ def test_block_masks_from_the_gpu_builder_equal_torchs():
                 assert torch.equal(a.to(torch.int32), b), f"{name} {field} B={B} H={H} {Lq}x{Skv} BLOCK_SIZE={bs}"
 
 
+def test_block_masks_made_inside_compile_on_the_gpu_equal_torchs():
+    """create_block_mask inside fullgraph compile (the op flexattn::block_mask, built on the GPU) against torch's
+    create_block_mask, and the compiled attention over it against eager."""
+    _, mask, _ = CORPUS["document"]
+    q, k, v = (torch.randn(2, 4, 1000, 64, device=DEV, dtype=torch.bfloat16) for _ in range(3))
+
+    def f(q, k, v):
+        bm = _torch_api.create_block_mask(mask, 2, None, 1000, 1000, device=DEV, BLOCK_SIZE=(128, 64))
+        return _torch_api.flex_attention(q, k, v, block_mask=bm), bm
+
+    out, bm = torch.compile(f, backend="aot_eager", fullgraph=True)(q, k, v)
+    t = TORCH_CBM(mask, 2, None, 1000, 1000, device=DEV, BLOCK_SIZE=(128, 64))
+    for field in ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices", "q_num_blocks",
+                  "q_indices", "full_q_num_blocks", "full_q_indices"):
+        got = getattr(bm, field)
+        assert got.device.type == "cuda" and torch.equal(getattr(t, field).to(torch.int32), got), field
+    assert torch.equal(out, f(q, k, v)[0])
+
+
 # FLEXATTN_SM90_ROW_ORDER: the tile order changes no tile's arithmetic, so the forward is bitwise the same with the
 # order always, never and by the flag (auto); the flag is 1 for uneven documents (longest rows mid-sequence) and
 # 0 for causal (the natural order is longest first), computed on the device.
