@@ -18,7 +18,7 @@ import weakref
 
 import numpy as np
 
-from . import _capture, _ir
+from . import _capture, _fingerprint, _ir
 from ._arrays import buffer_to_numpy, torch_module
 from ._capture import walk
 from ._context import TraceContext, TraceError, tracing
@@ -39,7 +39,7 @@ def mod_name(fn) -> str:
     return getattr(f, "__qualname__", None) or getattr(type(f), "__qualname__", repr(f))
 
 
-_KIND_OF_CODE = {}  # (code object, number of defaults) -> kind; see mod_kind
+_KIND_OF_CODE = {}  # (code object, number of defaults, bound method) -> kind; see mod_kind
 
 
 def mod_callable(fn):
@@ -67,11 +67,13 @@ def mod_kind(fn):
         raise TypeError(f"flexattn: a mod must be callable, got {type(fn).__name__}")
     # inspect.signature costs ~30 us a call (measured), paid on every flex_attention call before this
     # cache; for a plain function the answer depends only on its code and how many defaults it has.
-    plain = (type(fn) is types.FunctionType and not fn.__kwdefaults__ and "__wrapped__" not in fn.__dict__
-             and "__signature__" not in fn.__dict__)
+    bound = type(fn) is types.MethodType  # a bound method's signature is its function's without `self`
+    f = fn.__func__ if bound else fn
+    plain = (type(f) is types.FunctionType and not f.__kwdefaults__ and "__wrapped__" not in f.__dict__
+             and "__signature__" not in f.__dict__)
     if plain:
-        code = fn.__code__
-        key = (code, len(fn.__defaults__ or ()))
+        code = f.__code__
+        key = (code, len(f.__defaults__ or ()), bound)
         kind = _KIND_OF_CODE.get(key)
         if kind is not None:
             return None if kind is _ANY else kind
@@ -265,7 +267,11 @@ def trace(fn, kind=None) -> TracedMod:
     key, leaves, refs, _ = walk(fn)
     key = (detected,) + key
     entries = None
-    volatile = _capture.volatile(key, refs)  # numbers read through objects: not in the key, so never cached
+    volatile = _capture.volatile(key, refs)  # numbers read through objects: not in the key
+    if volatile:  # cached under a summary of what the trace may read through them (_fingerprint)
+        summary = _fingerprint.fingerprint(refs)
+        if summary is not None:
+            key, refs, volatile = key + (("attributes", summary[0]),), list(refs) + summary[1], False
     if not volatile:
         with _lock:
             entries = _cache.get(key)
