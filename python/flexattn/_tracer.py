@@ -18,7 +18,7 @@ import weakref
 
 import numpy as np
 
-from . import _capture, _fingerprint, _ir
+from . import _capture, _fingerprint, _ir, _leaf_paths
 from ._arrays import buffer_to_numpy, torch_module
 from ._capture import walk
 from ._context import TraceContext, TraceError, tracing
@@ -120,9 +120,27 @@ class _Entry:
         # the cache from holding on to them (a dead one makes the entry stale).
         self.refs = [_weak(o) for o in refs]
         self.text = print_text(root)
+        self.extra_paths, self.extra_like = {}, {}  # tensors reached through attributes: where, and what they were
         # Fixed by the IR, so computed once here rather than by every TracedMod bound to this entry.
         self.used_scalars = frozenset(_ir.scalar_names(root))
         self.used_buffers = _ir.buffer_uses(root)
+
+    def extras(self, fn):
+        """(extra buffers, their origins) re-read for a cache hit on `fn` (empty without extra_paths), or None when a
+        path no longer leads to a tensor like the traced one (dtype, shape, device)."""
+        if not self.extra_paths:
+            return {}, {}
+        buffers, origins = {}, {}
+        for name, path in self.extra_paths.items():
+            try:
+                obj = _leaf_paths.fetch(fn, path)
+            except Exception:  # noqa: BLE001 - an attribute gone: trace again
+                return None
+            if self.extra_like.get(name) != _tensor_like(obj):
+                return None
+            origins[name] = obj
+            buffers[name] = obj.reshape(1) if len(obj.shape) == 0 else obj  # a 0-d one: its 1-element view
+        return buffers, origins
 
     def alive(self) -> bool:
         return all(r() is not None for r in self.refs)
@@ -219,7 +237,13 @@ def _run(fn, kind, name, key, refs):
     code = getattr(fn, "__code__", None)
     location = f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}" if code else ""
     entry = _Entry(kind, name, root, [leaf.name for leaf in leaves], ctx.guards, refs, location)
+    entry.extra_like = {n: _tensor_like(o) for n, o in ctx.extra_origin.items()}
     return entry, leaves, ctx.extra_buffers, ctx.extra_origin
+
+
+def _tensor_like(t):
+    return (type(t), str(t.dtype), tuple(t.shape), str(getattr(t, "device", "cpu")),
+            bool(getattr(t, "requires_grad", False))) if hasattr(t, "shape") else None
 
 
 def _result_node(result, kind, name, fn):
@@ -284,12 +308,17 @@ def trace(fn, kind=None) -> TracedMod:
                 scalars[leaf_name] = leaf.python_value()
         for entry in entries:
             if entry.alive() and entry.guards_hold(scalars):
+                extra = entry.extras(fn)
+                if extra is None:
+                    continue
                 stats["hits"] += 1
-                return TracedMod(entry, leaves, {}, cached=True)
+                return TracedMod(entry, leaves, extra[0], cached=True, extra_origins=extra[1])
     stats["misses"] += 1
     stats["traces"] += 1
     entry, traced_leaves, extra, origins = _run(fn, detected, name, key, refs)
-    if not extra and not volatile:  # tensors bound by identity cannot be re-bound from a later walk: not cached
+    # tensors reached through attributes are re-read from their paths on a hit; without one path each, not cached
+    entry.extra_paths = {} if not extra or volatile else _leaf_paths.extra_paths(fn, origins)
+    if not volatile and entry.extra_paths is not None:
         with _lock:
             _cache.setdefault(key, []).append(entry)
             _cache.move_to_end(key)

@@ -77,8 +77,34 @@ def test_tensor_reached_through_an_attribute_is_bound_each_call():
 
     layer = Layer()
     t = flexattn.trace(layer.score_mod)
-    assert t.text == "score + tensor[h, kv_idx]" and t.buffers["tensor"] is layer.rel
-    assert not flexattn.trace(layer.score_mod).cached  # bound by identity: retraced every call
+    assert t.text == "score + tensor[h, kv_idx]" and t.buffers["tensor"] is layer.rel and not t.cached
+    t = flexattn.trace(layer.score_mod)  # cached: the tensor is read again from its one path, self.rel
+    assert t.cached and t.extra and t.buffers["tensor"] is layer.rel
+    layer.rel = torch.nn.Parameter(torch.randn(2, 16), requires_grad=False)  # replaced: the new one is bound
+    t = flexattn.trace(layer.score_mod)
+    assert t.cached and t.buffers["tensor"] is layer.rel
+    layer.rel = torch.nn.Parameter(torch.randn(3, 16), requires_grad=False)  # another shape: traced again
+    t = flexattn.trace(layer.score_mod)
+    assert not t.cached and t.buffers["tensor"] is layer.rel
+
+
+def test_tensor_reached_through_two_attributes_is_not_cached():
+    """With self.a and self.b the same tensor, the trace cannot tell which one the mod read, so a cached trace might
+    re-read the wrong one after either is replaced: such traces are not cached."""
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = self.b = torch.randn(2, 16)
+
+        def score_mod(self, score, b, h, q_idx, kv_idx):
+            return score + self.b[h, kv_idx]
+
+    layer = Layer()
+    flexattn.trace(layer.score_mod)
+    assert not flexattn.trace(layer.score_mod).cached
+    layer.b = torch.randn(2, 16)
+    t = flexattn.trace(layer.score_mod)
+    assert t.buffers["tensor"] is layer.b
 
 
 def test_control_flow_error_in_a_torch_mod():
