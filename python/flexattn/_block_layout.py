@@ -29,9 +29,18 @@ def check_ordered(num, idx, what: str):
                          f"row, got {idx[bad].ravel()[0]}")
 
 
+def as_size(x):
+    """x as an int, or as itself where it is a symbolic size (torch.SymInt under torch.compile with dynamic shapes:
+    int() would specialise the graph on its value)."""
+    if isinstance(x, int):  # (under Dynamo a symbolic size passes for an int)
+        return x
+    torch = torch_module()
+    return x if torch is not None and isinstance(x, torch.SymInt) else int(x)
+
+
 def num_blocks(length, block):
     """Blocks of `block` tokens covering `length` (the last one partial)."""
-    return -(-int(length) // int(block))
+    return -(-as_size(length) // as_size(block))
 
 
 def pad_columns(idx, ncols):

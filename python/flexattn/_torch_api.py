@@ -17,11 +17,11 @@ import warnings
 import torch
 import torch.autograd.forward_ad as _forward_ad
 
-from . import _dynamo_parts, _leaf_paths, _native, _torch_ops
+from . import _dynamo_parts, _ir, _leaf_paths, _native, _torch_ops
 from .attention import AuxOutput, _check_scale, _kernel_options, _validate_block_mask, _validate_heads_and_batch
 from . import block_mask as _block_mask_module
 from .masks import _check_sizes, noop_mask
-from ._block_layout import num_blocks, pad_columns
+from ._block_layout import as_size, num_blocks, pad_columns
 from ._tracer import mod_callable, trace
 from ._env import env_flag
 
@@ -51,6 +51,15 @@ def _make_plan(score_desc, mask_desc, *args):
     mods = tuple(_dynamo_parts.rebuild(d, args) for d in (score_desc, mask_desc))
     score_mod, mask_mod = mods
     traced = (None if score_mod is None else trace(score_mod, "score_mod"), trace(mask_mod, "mask_mod"))
+    for t in traced:
+        read = sorted({n for g, _ in (t.entry.guards if t is not None else ()) for n in _ir.scalar_names(g)}
+                      & set(t.tensor_scalars if t is not None else ()))
+        if read:  # the graph would keep this trace when the tensor changes: Dynamo cannot guard on a tensor's value
+            raise RuntimeError(
+                f"flexattn: under torch.compile, {t.kind} '{t.name}' depends on the value of "
+                f"{t.tensor_scalars[read[0]]} in Python (if / int() / float() / bool() of it), which the compiled graph cannot "
+                "follow when the tensor changes; keep the value inside the mod's arithmetic (torch.where instead of "
+                "if, no int() / float()), or capture a Python number")
     merged = _native.Merged(*traced)
     where = [None if t is None else _leaf_paths.locate(m, t) for m, t in zip(mods, traced)]
 
@@ -95,8 +104,9 @@ def _as_buffer(b):
     return b.reshape(1) if isinstance(b, torch.Tensor) and b.dim() == 0 else b
 
 
-def _bound_values(score_mod, mask_mod):
-    """(spec, scalar values, buffers) of the mods with their current captured values."""
+def _bound_values(score_mod, mask_mod, check_mask_grads=True):
+    """(spec, scalar values, buffers) of the mods with their current captured values. check_mask_grads: refuse a
+    mask_mod capture that requires grad (flex_attention's backward could not give it one)."""
     if torch.compiler.is_compiling():
         mods = tuple(None if m is None else mod_callable(m) for m in (score_mod, mask_mod))
         descs, args = _dynamo_parts.plan_arguments(mods)
@@ -109,14 +119,16 @@ def _bound_values(score_mod, mask_mod):
                 raise RuntimeError(f"flexattn: internal error: {p} changed while planning")
         # A 0-d tensor in a buffer slot is a learnable scalar, traced as a 1-element buffer (_capture._learnable).
         buffers = [_as_buffer(_leaf_paths.fetch(mods[i], p)) for i, p in plan.buffers]
-        _check_mask_buffers([(i, "a captured tensor", b) for (i, _), b in zip(plan.buffers, buffers)])
+        if check_mask_grads:
+            _check_mask_buffers([(i, "a captured tensor", b) for (i, _), b in zip(plan.buffers, buffers)])
         return plan.spec, [_leaf_paths.fetch(mods[i], p) for i, p in plan.scalars], buffers
     ts = None if score_mod is None else trace(score_mod, "score_mod")
     tm = trace(mask_mod, "mask_mod")
     merged, spec = _merged_and_spec(ts, tm)
     scalars, buffers = merged.values(ts, tm)
     buffers = [buffers[n] for n, _, _ in merged.buffers]
-    _check_mask_buffers([(i, (ts, tm)[i].sources[n], b) for (_, i, n), b in zip(merged.buffers, buffers)])
+    if check_mask_grads:
+        _check_mask_buffers([(i, (ts, tm)[i].sources[n], b) for (_, i, n), b in zip(merged.buffers, buffers)])
     return spec, [scalars[n] for n, _, _ in merged.scalars], buffers
 
 
@@ -213,7 +225,7 @@ def _mask_tensors(block_mask, device):
         if has_full:
             mask += [prep(block_mask.full_q_num_blocks, 3), prep(block_mask.full_q_indices, 4)]
     qb, kvb = block_mask.BLOCK_SIZE
-    meta = [int(q_len), int(kv_len), int(qb), int(kvb), int(has_full), int(has_q)]
+    meta = [as_size(q_len), as_size(kv_len), int(qb), int(kvb), int(has_full), int(has_q)]
     mode = _row_order_mode_for(device, qb, q_len)
     if mode != "0":
         order, on = _row_order(block_mask, mask[0], mask[2] if has_full else None, mask[1].shape[-1])
@@ -226,7 +238,7 @@ def _row_order_mode_for(device, q_block, q_len):
     """The row order's mode for a call ("0": no order tensors): only where the Hopper forward can use it, on a cuda
     device, its 128-row query tiles the mask's rows, more than 64 query rows (up to 64 run on the decode family;
     a decode step's mask, sliced anew each step, would pay the argsort every step)."""
-    if device is None or device.type != "cuda" or int(q_block) != 128 or int(q_len) <= 64:
+    if device is None or device.type != "cuda" or int(q_block) != 128 or as_size(q_len) <= 64:
         return "0"
     return _row_order_mode()
 
@@ -348,16 +360,16 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=128
     from .block_mask import BlockMask, _block_size, _without_full_blocks, check_mask_mod
     from .block_mask import create_block_mask as create_on_cpu
 
-    if not separate_full_blocks:
+    if not separate_full_blocks and not torch.compiler.is_compiling():
         return _without_full_blocks(create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device, BLOCK_SIZE, _compile))
 
     dev = torch.device(device) if device is not None else torch.device(
         "cuda" if torch.cuda.is_available() else "cpu")
-    if torch.compiler.is_compiling():
-        return _block_mask_in_graph(mask_mod, B, H, Q_LEN, KV_LEN, dev, BLOCK_SIZE)
-    C = _native.load()
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"create_block_mask: device={device!r}, but torch finds no CUDA device (no driver or GPU)")
+    if torch.compiler.is_compiling():
+        return _block_mask_in_graph(mask_mod, B, H, Q_LEN, KV_LEN, dev, BLOCK_SIZE, separate_full_blocks)
+    C = _native.load()
     if dev.type != "cuda" or C is None:
         return create_on_cpu(mask_mod, B, H, Q_LEN, KV_LEN, device=dev, BLOCK_SIZE=BLOCK_SIZE, _compile=_compile)
     check_mask_mod(mask_mod)
@@ -377,7 +389,7 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=128
     return BlockMask((int(Q_LEN), int(KV_LEN)), *arrays, (qb, kvb), mask_mod)
 
 
-def _block_mask_in_graph(mask_mod, B, H, Q_LEN, KV_LEN, dev, BLOCK_SIZE):
+def _block_mask_in_graph(mask_mod, B, H, Q_LEN, KV_LEN, dev, BLOCK_SIZE, separate_full_blocks=True):
     """create_block_mask inside torch.compile: the mask_mod planned as flex_attention plans it (_bound_values), the
     tiles classified by the op flexattn::block_mask (a graph node, so fullgraph holds and a document mask built from
     each batch's ids runs in the graph). The trace and the builder behind create_block_mask's eager path take locks
@@ -385,11 +397,18 @@ def _block_mask_in_graph(mask_mod, B, H, Q_LEN, KV_LEN, dev, BLOCK_SIZE):
     from .block_mask import _block_size
 
     # (no check_mask_mod here: its cache of kinds changed under Dynamo's guards; the plan's trace checks the mod)
-    B, H, Q_LEN, KV_LEN = _check_sizes(B=B, H=H, Q_LEN=Q_LEN, KV_LEN=KV_LEN)
+    # Symbolic sizes (dynamic shapes) stay symbolic: int() would recompile the graph for every length.
+    # (Dynamo shows a symbolic size as an int: isinstance(v, torch.SymInt) is False there.)
+    B, H, Q_LEN, KV_LEN = (v if isinstance(v, int) and not isinstance(v, bool) and v >= 1 else _check_sizes(**{n: v})[0]
+                           for n, v in (("B", B), ("H", H), ("Q_LEN", Q_LEN), ("KV_LEN", KV_LEN)))
     qb, kvb = _block_size(BLOCK_SIZE)
-    spec, scalar_values, buffer_values = _bound_values(None, mask_mod)
+    # (a block mask is a boolean of its captures: one that requires grad is fine here, as in the eager path)
+    spec, scalar_values, buffer_values = _bound_values(None, mask_mod, check_mask_grads=False)
     buffers = [_buffer_tensor(b, dev) for b in buffer_values]
-    arrays = _torch_ops.block_mask(_scalar_tensor(scalar_values), buffers, spec, [B, H, Q_LEN, KV_LEN, qb, kvb], dev)
+    arrays = _torch_ops.block_mask(_scalar_tensor(scalar_values), buffers, spec,
+                                   [B, H, Q_LEN, KV_LEN, qb, kvb, int(separate_full_blocks)], dev)
+    if not separate_full_blocks:  # the op merged the full tiles into the partial lists
+        arrays = [arrays[0], arrays[1], None, None, arrays[4], arrays[5], None, None]
     return _GRAPH_BLOCK_MASK((Q_LEN, KV_LEN), *arrays, (qb, kvb), mask_mod)
 
 

@@ -24,6 +24,7 @@ from typing import List, Optional, Tuple
 import torch
 
 from . import _native
+from ._arrays import to_numpy
 from ._env import env_flag
 
 _DTYPE_NAMES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.int32: "i32",
@@ -309,7 +310,8 @@ attn_fwd.register_autograd(_backward, setup_context=_setup)
 def block_mask_eager(scalars: torch.Tensor, buffers: List[torch.Tensor], spec: str, sizes: List[int],
                      device: torch.device) -> List[torch.Tensor]:
     """The 8 int32 tensors of torch's BlockMask layout (kv_num_blocks, kv_indices, full_kv_*, q_*, full_q_*) of the
-    spec's mask_mod; sizes = [B, H, Q_LEN, KV_LEN, Q_BLOCK_SIZE, KV_BLOCK_SIZE]. Built as flexattn.create_block_mask
+    spec's mask_mod; sizes = [B, H, Q_LEN, KV_LEN, Q_BLOCK_SIZE, KV_BLOCK_SIZE, separate_full_blocks] (0: the full
+    tiles merged into the partial lists, the full_* tensors then zeros). Built as flexattn.create_block_mask
     builds them (on the GPU for a CUDA device, natively on the CPU otherwise), from the spec rather than a trace:
     torch.compile reaches this op with the plan's spec (_torch_api.create_block_mask)."""
     _, mask, snames, bnames = _spec(spec)
@@ -319,7 +321,7 @@ def block_mask_eager(scalars: torch.Tensor, buffers: List[torch.Tensor], spec: s
                          f"{len(values)} and {len(buffers)}")
     C = _native.require("create_block_mask")
     mod = None if mask is None else _native.parsed_mod(*mask)
-    B, H, q_len, kv_len, qb, kvb = (int(x) for x in sizes)
+    B, H, q_len, kv_len, qb, kvb, separate = (int(x) for x in sizes)
     sc = {n: float(x) for n, x in zip(snames, values)}
     device = torch.device(device)
     if device.type == "cuda":
@@ -330,10 +332,19 @@ def block_mask_eager(scalars: torch.Tensor, buffers: List[torch.Tensor], spec: s
                 buffers={n: (b.data_ptr(), _DTYPE_NAMES[b.dtype], list(b.shape)) for n, b in bufs.items()},
                 device=device.index if device.index is not None else torch.cuda.current_device(),
                 stream=torch.cuda.current_stream(device).cuda_stream)
-        return [a if isinstance(a, torch.Tensor) else torch.as_tensor(a, device=device) for a in arrays]
-    arrays = C.build_block_mask(mod, B, H, q_len, kv_len, qb, kvb, scalars=sc,
-                                buffers={n: _native._host_buffer(_host(b).numpy()) for n, b in zip(bnames, buffers)})
-    return [torch.from_numpy(a).to(device) for a in arrays]
+        arrays = [a if isinstance(a, torch.Tensor) else torch.as_tensor(a, device=device) for a in arrays]
+    else:
+        # (to_numpy: bf16 has no numpy dtype; the eager builder reads such a capture as float32 too)
+        arrays = C.build_block_mask(mod, B, H, q_len, kv_len, qb, kvb, scalars=sc,
+                                    buffers={n: _native._host_buffer(to_numpy(b)) for n, b in zip(bnames, buffers)})
+        arrays = [torch.from_numpy(a).to(device) for a in arrays]
+    if not separate:
+        from .block_mask import BlockMask, _without_full_blocks
+
+        merged = _without_full_blocks(BlockMask((q_len, kv_len), *arrays, (qb, kvb)))
+        arrays = [merged.kv_num_blocks, merged.kv_indices, torch.zeros_like(arrays[2]), torch.zeros_like(arrays[3]),
+                  merged.q_num_blocks, merged.q_indices, torch.zeros_like(arrays[6]), torch.zeros_like(arrays[7])]
+    return [a.to(device=device, dtype=torch.int32).contiguous() for a in arrays]
 
 
 block_mask = torch.library.custom_op("flexattn::block_mask", mutates_args=())(block_mask_eager)
@@ -341,7 +352,7 @@ block_mask = torch.library.custom_op("flexattn::block_mask", mutates_args=())(bl
 
 @block_mask.register_fake
 def _(scalars, buffers, spec, sizes, device):
-    B, H, q_len, kv_len, qb, kvb = sizes
+    B, H, q_len, kv_len, qb, kvb, _ = sizes
     nq, nkv = -(-q_len // qb), -(-kv_len // kvb)
 
     def new(*shape):

@@ -166,7 +166,10 @@ class TracedMod:
         self.entry, self.extra = entry, bool(extra_buffers)
         used_scalars, used_buffers = entry.used_scalars, entry.used_buffers
         self.scalars, self.scalar_types, self.buffers, self.buffer_dtypes, self.sources = {}, {}, {}, {}, {}
+        self.tensor_scalars = {}  # name -> source of the scalars read from 0-d tensors (not Python numbers), used or not
         for leaf, name in zip(leaves, entry.leaf_names):
+            if leaf.kind == "scalar" and not isinstance(leaf.value, (int, float, np.generic)):
+                self.tensor_scalars.setdefault(name, leaf.source)
             if name in used_scalars and name not in self.scalars:
                 self.scalars[name] = leaf.python_value()
                 self.scalar_types[name] = leaf.type

@@ -105,7 +105,7 @@ class BlockMask:
             raise ValueError("full_kv_num_blocks and full_kv_indices must be both provided or omitted")
         if (full_q_num_blocks is None) != (full_q_indices is None):
             raise ValueError("full_q_num_blocks and full_q_indices must be both provided or omitted")
-        self.seq_lengths = tuple(int(s) for s in seq_lengths)
+        self.seq_lengths = tuple(layout.as_size(s) for s in seq_lengths)
         self.kv_num_blocks, self.kv_indices = kv_num_blocks, kv_indices
         self.full_kv_num_blocks, self.full_kv_indices = full_kv_num_blocks, full_kv_indices
         self.q_num_blocks, self.q_indices = q_num_blocks, q_indices
@@ -339,16 +339,19 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=_DE
     separate_full_blocks=False (as torch): every non-empty tile in kv_*, full_kv_* None, so mask_mod runs on
     every tile (the same result, slower). compute_dq_write_order / dq_kv_order: torch's precomputed metadata
     for its deterministic backward, accepted for compatibility; flexattn's deterministic backward needs none."""
-    if not separate_full_blocks:
-        bm = create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device, BLOCK_SIZE, _compile)
-        return _without_full_blocks(bm)
     torch = torch_module()
     if torch is not None and torch.compiler.is_compiling():  # a graph node (flexattn._torch_api._block_mask_in_graph)
         from . import _torch_api
 
         dev = resolve_device(device)
-        return _torch_api._block_mask_in_graph(mask_mod, B, H, Q_LEN, KV_LEN,
-                                               dev if not isinstance(dev, str) else torch.device("cpu"), BLOCK_SIZE)
+        dev = dev if not isinstance(dev, str) else torch.device("cpu")  # (no numpy arrays inside a graph)
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError(f"create_block_mask: device={device!r}, but torch finds no CUDA device (no driver or "
+                               "GPU)")
+        return _torch_api._block_mask_in_graph(mask_mod, B, H, Q_LEN, KV_LEN, dev, BLOCK_SIZE, separate_full_blocks)
+    if not separate_full_blocks:
+        bm = create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device, BLOCK_SIZE, _compile)
+        return _without_full_blocks(bm)
     check_mask_mod(mask_mod)
     if _compile:
         warnings.warn("create_block_mask(_compile=True) is deprecated in torch and has no effect in flexattn",

@@ -871,3 +871,61 @@ def test_create_block_mask_inside_compile_names_a_score_mod_given_as_mask_mod():
     with pytest.raises(Exception, match="expected a mask_mod, got score_mod '.*score'"):
         torch.compile(lambda: flexattn.create_block_mask(score, 1, 1, 16, 16, device="cpu"), backend="eager",
                       fullgraph=True)()
+
+
+def test_create_block_mask_inside_compile_keeps_dynamic_lengths_symbolic():
+    """The sizes were turned into ints (operator.index) inside the graph, so dynamic=True recompiled for every length
+    (fullgraph failed at the recompile limit) and mark_dynamic raised."""
+    def f(q):
+        bm = flexattn.create_block_mask(_causal_mask, None, None, q.shape[2], q.shape[2], device="cpu", BLOCK_SIZE=64)
+        return flex(q, q, q, block_mask=bm), bm.kv_num_blocks
+
+    cnt = torch._dynamo.testing.CompileCounter()
+    compiled = torch.compile(f, backend=cnt, fullgraph=True, dynamic=True)
+    for L in list(range(64, 704, 64)) + [17, 1000]:
+        q = rand(1, 1, L, 8, grad=False)
+        (out, num), (want_out, want_num) = compiled(q), f(q)
+        assert torch.equal(num, want_num)
+        torch.testing.assert_close(out, want_out, rtol=0, atol=1e-6)
+    assert cnt.frame_count <= 3  # (one block vs several specialise the mask tensors' contiguity guards)
+
+
+def test_create_block_mask_inside_compile_matches_eager_on_its_options_and_captures():
+    """separate_full_blocks=False (numpy in the eager merge: failed fullgraph), a bfloat16 capture (numpy has no bf16:
+    failed), a capture that requires grad (a block mask needs no gradient: refused only under compile)."""
+    t = torch.randn(128).bfloat16()
+    w = torch.nn.Parameter(torch.randn(128))
+    cases = [
+        (lambda b, h, q, kv: (q >= kv) & (q - kv < 40), {"separate_full_blocks": False}),
+        (lambda b, h, q, kv: t[q] > t[kv], {}),
+        (lambda b, h, q, kv: w[q] > w[kv], {}),
+    ]
+    for mask_mod, options in cases:
+        def f(x):
+            return flexattn.create_block_mask(mask_mod, 1, 1, 128, 128, device="cpu", BLOCK_SIZE=32, **options)
+
+        got, want = torch.compile(f, backend="eager", fullgraph=True)(1), f(1)
+        for field in _MASK_FIELDS:
+            a, b = getattr(got, field), getattr(want, field)
+            assert (a is None and b is None) or torch.equal(a, b), field
+
+
+@needs_parts
+def test_a_mod_that_branches_on_a_captured_tensor_value_is_refused_under_compile():
+    """int(t) of a captured 0-d tensor is a constant of the plan, and Dynamo cannot guard on a tensor's value: the
+    compiled mask kept the first value (stale masks, no error). Now refused, naming the tensor."""
+    def f(t):
+        def band(b, h, q, kv):
+            return q - kv < int(t)
+
+        return flexattn.create_block_mask(band, 1, 1, 256, 256, device="cpu", BLOCK_SIZE=32)
+
+    with pytest.raises(Exception, match="depends on the value of closure variable 't' .* in Python"):
+        torch.compile(f, backend="aot_eager", fullgraph=True)(torch.tensor(5))
+
+
+def test_create_block_mask_inside_compile_for_cuda_without_a_gpu_says_so():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(Exception, match="finds no CUDA device"):
+        torch.compile(lambda: flexattn.create_block_mask(_causal_mask, 1, 1, 64, 64, device="cuda"), backend="eager")()
