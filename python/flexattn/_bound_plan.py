@@ -75,7 +75,7 @@ def _tag(obj, depth):
         return "seq"
     if type(obj) is dict and len(obj) <= _capture._MAX_CONTAINER and all(isinstance(k, str) for k in obj):
         return "dict"
-    if hasattr(obj, "__dlpack__") and hasattr(obj, "shape") and not isinstance(obj, type):
+    if _capture._has(obj, "__dlpack__") and _capture._has(obj, "shape") and not isinstance(obj, type):
         return "dlpack"
     return "opaque"
 

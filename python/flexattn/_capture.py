@@ -98,6 +98,14 @@ def sanitize(hint: str) -> str:
     return name
 
 
+def _has(obj, name) -> bool:
+    """hasattr, for objects whose __getattr__ raises something else than AttributeError (a KeyError from a table)."""
+    try:
+        return hasattr(obj, name)
+    except Exception:  # noqa: BLE001 - such an object is not a DLPack producer
+        return False
+
+
 def _learnable(obj) -> bool:
     return is_torch_tensor(obj) and obj.requires_grad and obj.dtype.is_floating_point
 
@@ -184,7 +192,7 @@ class Walker:
             self.key.append(("dict", tuple(obj)))
             new = {k: self.visit(v, f"{hint}_{k}", f"{source}[{k!r}]", depth + 1) for k, v in obj.items()}
             return new if any(new[k] is not obj[k] for k in obj) else obj
-        if hasattr(obj, "__dlpack__") and hasattr(obj, "shape") and not isinstance(obj, type):
+        if _has(obj, "__dlpack__") and _has(obj, "shape") and not isinstance(obj, type):
             return self._buffer(np.from_dlpack(obj), hint, source)
         return self._opaque(obj)
 

@@ -54,7 +54,7 @@ class _Paths:
         elif type(obj) is dict and len(obj) <= _capture._MAX_CONTAINER and all(isinstance(k, str) for k in obj):
             for k, v in obj.items():
                 self.visit(v, path + (("item", k),), depth + 1)
-        elif hasattr(obj, "__dlpack__") and hasattr(obj, "shape") and not isinstance(obj, type):
+        elif _capture._has(obj, "__dlpack__") and _capture._has(obj, "shape") and not isinstance(obj, type):
             self.leaves.append((path, obj))
         elif not isinstance(obj, types.ModuleType):
             self.objects.append((path, obj))
@@ -204,10 +204,13 @@ def _attribute_path(objects, target):
     return next((path + (("attr", name),) for path, name, value in _attribute_walk(objects) if value is target), None)
 
 
-def extra_paths(fn, origins):
+def extra_paths(fn, origins, tensor_counts):
     """{name: path} of the tensors a trace of `fn` reached through attributes (TracedMod.extra_origins), or None
-    unless each is found at exactly one attribute path of the walk's objects: a cached trace re-reads them there
-    (_tracer), which is only the mod's own read when no other attribute holds the same tensor."""
+    unless each sits at exactly one place of the objects' summary (`tensor_counts`: id -> places, _fingerprint) and
+    that place is an attribute path: a cached trace re-reads them there (_tracer), which is only the mod's own read
+    when no other attribute, item or table holds the same tensor."""
+    if any(tensor_counts.get(id(o)) != 1 for o in origins.values()):
+        return None
     p = _Paths()
     p.visit(fn, ())
     found = {}

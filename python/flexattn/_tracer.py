@@ -26,6 +26,7 @@ from ._print import print_text
 from ._proxy import BufferProxy, Proxy, as_node
 
 _CACHE_SIZE = 256
+_ENTRIES_PER_KEY = 16  # traces kept per walk key (one per set of guard values that held)
 _cache: "collections.OrderedDict" = collections.OrderedDict()
 _lock = threading.Lock()
 stats = {"hits": 0, "misses": 0, "traces": 0}
@@ -215,7 +216,7 @@ class TracedMod:
 
 
 def _run(fn, kind, name, key, refs):
-    """Traces fn once. Returns (entry, leaves, extra_buffers, their origins)."""
+    """Traces fn once. Returns (entry, leaves, extra_buffers, their origins, whether tensor values were read)."""
     ctx = TraceContext(kind, name, {})
     with tracing(ctx):
         _, leaves, _, proxied = walk(fn, ctx)
@@ -241,7 +242,7 @@ def _run(fn, kind, name, key, refs):
     location = f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}" if code else ""
     entry = _Entry(kind, name, root, [leaf.name for leaf in leaves], ctx.guards, refs, location)
     entry.extra_like = {n: _tensor_like(o) for n, o in ctx.extra_origin.items()}
-    return entry, leaves, ctx.extra_buffers, ctx.extra_origin
+    return entry, leaves, ctx.extra_buffers, ctx.extra_origin, ctx.read_values
 
 
 def _tensor_like(t):
@@ -295,21 +296,25 @@ def trace(fn, kind=None) -> TracedMod:
     key = (detected,) + key
     entries = None
     volatile = _capture.volatile(key, refs)  # numbers read through objects: not in the key
+    summary = None
     if volatile:  # cached under a summary of what the trace may read through them (_fingerprint)
-        summary = _fingerprint.fingerprint(refs)
+        summary = _fingerprint.fingerprint(key, refs)
         if summary is not None:
-            key, refs, volatile = key + (("attributes", summary[0]),), list(refs) + summary[1], False
+            key, refs, volatile = key + (("attributes", summary.key),), list(refs) + summary.anchors, False
     if not volatile:
         with _lock:
             entries = _cache.get(key)
             if entries is not None:
                 _cache.move_to_end(key)
+                live = [e for e in entries if e.alive()]  # dead ones (an anchor collected) never hit again
+                if len(live) != len(entries):
+                    entries[:] = live
     if entries:
         scalars = {}
         for leaf, leaf_name in zip(leaves, entries[0].leaf_names):
             if leaf.kind == "scalar":
                 scalars[leaf_name] = leaf.python_value()
-        for entry in entries:
+        for entry in list(entries):
             if entry.alive() and entry.guards_hold(scalars):
                 extra = entry.extras(fn)
                 if extra is None:
@@ -318,12 +323,16 @@ def trace(fn, kind=None) -> TracedMod:
                 return TracedMod(entry, leaves, extra[0], cached=True, extra_origins=extra[1])
     stats["misses"] += 1
     stats["traces"] += 1
-    entry, traced_leaves, extra, origins = _run(fn, detected, name, key, refs)
-    # tensors reached through attributes are re-read from their paths on a hit; without one path each, not cached
-    entry.extra_paths = {} if not extra or volatile else _leaf_paths.extra_paths(fn, origins)
-    if not volatile and entry.extra_paths is not None:
+    entry, traced_leaves, extra, origins, read_values = _run(fn, detected, name, key, refs)
+    # Tensors reached through attributes are re-read from their one path on a hit (only with a summary, which counts
+    # every place a tensor sits); a trace that read tensor values in Python is not cached.
+    entry.extra_paths = {} if not extra else (
+        None if summary is None else _leaf_paths.extra_paths(fn, origins, summary.tensor_counts))
+    if not volatile and entry.extra_paths is not None and not read_values:
         with _lock:
-            _cache.setdefault(key, []).append(entry)
+            held = _cache.setdefault(key, [])
+            held.append(entry)
+            del held[:-_ENTRIES_PER_KEY]
             _cache.move_to_end(key)
             while len(_cache) > _CACHE_SIZE:
                 _cache.popitem(last=False)

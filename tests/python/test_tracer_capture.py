@@ -385,3 +385,137 @@ def test_traces_through_too_many_objects_are_not_cached():
     assert not flexattn.trace(big.mod).cached
     big.scale = 3.0
     assert float(flexattn.trace(big.mod).evaluate(score=1.0)) == 3.0
+
+
+def _stale_cases():
+    """(label, make() -> (mod, change)) for the review's stale-trace cases: each reads a value through objects in a way
+    the cache's summary (_fingerprint) must either describe or refuse."""
+    import collections
+    import functools
+    import math
+    import types as _types
+
+    cases = []
+
+    def case(fn):
+        cases.append((fn.__name__, fn))
+        return fn
+
+    class Holder:
+        pass
+
+    @case
+    def namedtuple_field():
+        Cfg = collections.namedtuple("Cfg", "cap")
+        h = Holder()
+        h.cfg = Cfg(30.0)
+        return (lambda s, b, hh, q, kv: s * h.cfg.cap), lambda: setattr(h, "cfg", Cfg(2.0))
+
+    @case
+    def dict_subclass_item():
+        class AttrDict(dict):
+            __getattr__ = dict.__getitem__
+        h = Holder()
+        h.cfg = AttrDict(cap=30.0)
+        return (lambda s, b, hh, q, kv: s * h.cfg.cap), lambda: h.cfg.__setitem__("cap", 2.0)
+
+    @case
+    def numpy_array_item():
+        h = Holder()
+        h.slopes = np.array([1.0, 1.0])
+        return (lambda s, b, hh, q, kv: s * h.slopes[1]), lambda: h.slopes.__setitem__(1, 3.0)
+
+    @case
+    def four_levels_deep():
+        h = Holder()
+        h.a = Holder()
+        h.a.b = Holder()
+        h.a.b.c = Holder()
+        h.a.b.c.cap = 30.0
+        return (lambda s, b, hh, q, kv: s * h.a.b.c.cap), lambda: setattr(h.a.b.c, "cap", 2.0)
+
+    @case
+    def property_reading_a_global_object():
+        config = _types.SimpleNamespace(cap=30.0)
+
+        class P:
+            @property
+            def cap(self):
+                return config.cap
+        p = P()
+        return (lambda s, b, hh, q, kv: s * p.cap), lambda: setattr(config, "cap", 2.0)
+
+    @case
+    def class_attribute_of_a_class_attribute():
+        class K:
+            cap = 30.0
+        h = Holder()
+        h.k = K
+        return (lambda s, b, hh, q, kv: s * h.k.cap), lambda: setattr(K, "cap", 2.0)
+
+    @case
+    def partial_as_class_attribute():
+        class C:
+            scale = functools.partial(min, 3.0)
+        c = C()
+        return (lambda s, b, hh, q, kv: s * c.scale(5.0)), lambda: setattr(C, "scale", functools.partial(min, 2.0))
+
+    @case
+    def getattr_hook():
+        table = {"cap": 30.0}
+
+        class Lazy:
+            def __getattr__(self, n):
+                return table[n]
+        lz = Lazy()
+        return (lambda s, b, hh, q, kv: s * lz.cap), lambda: table.__setitem__("cap", 2.0)
+
+    @case
+    def slot_in_a_base_class():
+        class Base:
+            __slots__ = ("cap",)
+
+        class Sub(Base):
+            pass
+        sl = Sub()
+        sl.cap = 30.0
+        return (lambda s, b, hh, q, kv: s * sl.cap), lambda: setattr(sl, "cap", 2.0)
+
+    @case
+    def negative_zero():
+        h = Holder()
+        h.z = 0.0
+        return (lambda s, b, hh, q, kv: s * math.copysign(1.0, h.z)), lambda: setattr(h, "z", -0.0)
+
+    return cases
+
+
+@pytest.mark.parametrize("label,make", _stale_cases())
+def test_a_cached_trace_never_keeps_a_value_read_through_objects_after_it_changes(label, make):
+    """Each case reads a value through objects in a way a summary of the objects could miss (found in review): the
+    cache must describe the change or not cache such a trace; either way the value after the change is the fresh one."""
+    mod, change = make()
+    flexattn.trace(mod)
+    flexattn.trace(mod)
+    change()
+    got = float(flexattn.trace(mod).evaluate(score=1.0))
+    flexattn.clear_cache()
+    assert got == float(flexattn.trace(mod).evaluate(score=1.0)), label
+
+
+def test_a_trace_that_reads_an_attribute_tensors_value_is_not_cached():
+    torch = pytest.importorskip("torch")
+
+    class Holder:
+        pass
+
+    h = Holder()
+    h.cap = torch.tensor(30.0)
+
+    def mod(s, b, hh, q, kv):
+        return s * h.cap.item()
+
+    flexattn.trace(mod)
+    assert not flexattn.trace(mod).cached
+    h.cap.fill_(2.0)
+    assert float(flexattn.trace(mod).evaluate(score=1.0)) == 2.0
