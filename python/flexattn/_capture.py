@@ -62,9 +62,9 @@ def _torch_loaded():
 def volatile(key, refs) -> bool:
     """Whether a walk reached objects whose attributes the trace may have read as constants: a user object (an
     nn.Module's `self.window`, a config's `cfg.scale`) or a module that is not a library (`cfg.W`). Their values
-    are not part of the key: such traces are cached under a summary of them (_fingerprint), or not at all.
+    are not part of the key, so a cached trace would keep the first call's numbers: such traces are not cached.
     Classes, dtypes, devices, enums and builtins are taken as unchanging."""
-    if any(k[0] == "module" and not _is_library_name(k[1]) for k in key
+    if any(k[0] == "module" and k[1].split(".")[0] not in _LIBRARY_ROOTS for k in key
            if type(k) is tuple and len(k) == 2):
         return True
     if not refs:
@@ -82,11 +82,7 @@ def _code_names(code, out):
 
 
 def _is_library(fn) -> bool:
-    return _is_library_name(getattr(fn, "__module__", None) or "")
-
-
-def _is_library_name(module_name: str) -> bool:
-    return module_name.split(".")[0] in _LIBRARY_ROOTS
+    return (getattr(fn, "__module__", None) or "").split(".")[0] in _LIBRARY_ROOTS
 
 
 def sanitize(hint: str) -> str:
@@ -199,8 +195,6 @@ class Walker:
     def _opaque(self, obj):
         if isinstance(obj, types.ModuleType):
             self.key.append(("module", obj.__name__))
-            if not _is_library_name(obj.__name__):  # its attributes are read as constants (_fingerprint)
-                self.refs.append(obj)
         else:
             # Keyed by identity; the cache entry keeps a reference, so the id cannot be reused while
             # the entry lives. Attributes of such objects are read at trace time (torch tensors among

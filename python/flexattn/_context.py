@@ -34,7 +34,6 @@ class TraceContext:
         # 0-d tensors the mod made from Python values while tracing (torch.tensor(2.0), torch.finfo(...).min): constants.
         # Any other 0-d tensor it meets came from outside (an attribute): a buffer, bound per call. Held, so ids stay.
         self.made = {}
-        self.read_values = False  # the values of a tensor it did not make were read in Python (_dispatch)
         self.extra_origin = {}  # extra buffer name -> the object the mod reached (the 0-d tensor of a 1-element view)
         self.names = set()  # scalar and buffer names in use
         # scalar names captured from Python numbers (not 0-d tensors): torch treats the two apart (clamp's gradient

@@ -345,19 +345,6 @@ def _extra_buffer(ctx, origin, as_buffer=lambda t: t):
     return BufferProxy(name, ctx.extra_buffers[name])
 
 
-# Tensor methods that give Python a tensor's values: what a trace reads so is a constant of it.
-_VALUE_READS = frozenset(("item", "tolist", "numpy", "__bool__", "__float__", "__int__", "__index__", "__complex__",
-                          "__array__", "__format__", "__repr__", "__str__"))
-
-
-def _note_value_read(args):
-    """A trace that read the values of a tensor it did not make (reached through an attribute: self.cap.item()) keeps
-    them as constants, which the cache cannot check: such a trace is not cached (TraceContext.read_values)."""
-    ctx = current()
-    if ctx is not None and any(is_torch_tensor(x) and id(x) not in ctx.made for x in args):
-        ctx.read_values = True
-
-
 def _note_made(result, args, kwargs):
     """Marks a 0-d tensor result as made inside the mod when every tensor it came from was (or none was)."""
     ctx = current()
@@ -583,8 +570,6 @@ def make_mode():
                 return dispatch_torch(func, args, kwargs)
             result = func(*args, **kwargs)
             _note_made(result, args, kwargs)
-            if getattr(func, "__name__", None) in _VALUE_READS:
-                _note_value_read(args)
             return result
 
     return _TraceMode()

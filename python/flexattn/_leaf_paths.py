@@ -202,22 +202,3 @@ def _attribute_walk(objects, max_depth=3, max_nodes=512):
 def _attribute_path(objects, target):
     """The path to `target` through attributes of the walk's objects (self.temp, self.block.bias)."""
     return next((path + (("attr", name),) for path, name, value in _attribute_walk(objects) if value is target), None)
-
-
-def extra_paths(fn, origins, tensor_counts):
-    """{name: path} of the tensors a trace of `fn` reached through attributes (TracedMod.extra_origins), or None
-    unless each sits at exactly one place of the objects' summary (`tensor_counts`: id -> places, _fingerprint) and
-    that place is an attribute path: a cached trace re-reads them there (_tracer), which is only the mod's own read
-    when no other attribute, item or table holds the same tensor."""
-    if any(tensor_counts.get(id(o)) != 1 for o in origins.values()):
-        return None
-    p = _Paths()
-    p.visit(fn, ())
-    found = {}
-    for path, name, value in _attribute_walk(p.objects):
-        for n, origin in origins.items():
-            if value is origin:
-                found.setdefault(n, []).append(path + (("attr", name),))
-    if any(len(found.get(n, ())) != 1 for n in origins):
-        return None
-    return {n: found[n][0] for n in origins}

@@ -18,7 +18,7 @@ import weakref
 
 import numpy as np
 
-from . import _capture, _fingerprint, _ir, _leaf_paths
+from . import _capture, _ir
 from ._arrays import buffer_to_numpy, torch_module
 from ._capture import walk
 from ._context import TraceContext, TraceError, tracing
@@ -26,7 +26,6 @@ from ._print import print_text
 from ._proxy import BufferProxy, Proxy, as_node
 
 _CACHE_SIZE = 256
-_ENTRIES_PER_KEY = 16  # traces kept per walk key (one per set of guard values that held)
 _cache: "collections.OrderedDict" = collections.OrderedDict()
 _lock = threading.Lock()
 stats = {"hits": 0, "misses": 0, "traces": 0}
@@ -121,27 +120,9 @@ class _Entry:
         # the cache from holding on to them (a dead one makes the entry stale).
         self.refs = [_weak(o) for o in refs]
         self.text = print_text(root)
-        self.extra_paths, self.extra_like = {}, {}  # tensors reached through attributes: where, and what they were
         # Fixed by the IR, so computed once here rather than by every TracedMod bound to this entry.
         self.used_scalars = frozenset(_ir.scalar_names(root))
         self.used_buffers = _ir.buffer_uses(root)
-
-    def extras(self, fn):
-        """(extra buffers, their origins) re-read for a cache hit on `fn` (empty without extra_paths), or None when a
-        path no longer leads to a tensor like the traced one (dtype, shape, device)."""
-        if not self.extra_paths:
-            return {}, {}
-        buffers, origins = {}, {}
-        for name, path in self.extra_paths.items():
-            try:
-                obj = _leaf_paths.fetch(fn, path)
-            except Exception:  # noqa: BLE001 - an attribute gone: trace again
-                return None
-            if self.extra_like.get(name) != _tensor_like(obj):
-                return None
-            origins[name] = obj
-            buffers[name] = obj.reshape(1) if len(obj.shape) == 0 else obj  # a 0-d one: its 1-element view
-        return buffers, origins
 
     def alive(self) -> bool:
         return all(r() is not None for r in self.refs)
@@ -216,7 +197,7 @@ class TracedMod:
 
 
 def _run(fn, kind, name, key, refs):
-    """Traces fn once. Returns (entry, leaves, extra_buffers, their origins, whether tensor values were read)."""
+    """Traces fn once. Returns (entry, leaves, extra_buffers, their origins)."""
     ctx = TraceContext(kind, name, {})
     with tracing(ctx):
         _, leaves, _, proxied = walk(fn, ctx)
@@ -241,13 +222,7 @@ def _run(fn, kind, name, key, refs):
     code = getattr(fn, "__code__", None)
     location = f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}" if code else ""
     entry = _Entry(kind, name, root, [leaf.name for leaf in leaves], ctx.guards, refs, location)
-    entry.extra_like = {n: _tensor_like(o) for n, o in ctx.extra_origin.items()}
-    return entry, leaves, ctx.extra_buffers, ctx.extra_origin, ctx.read_values
-
-
-def _tensor_like(t):
-    return (type(t), str(t.dtype), tuple(t.shape), str(getattr(t, "device", "cpu")),
-            bool(getattr(t, "requires_grad", False))) if hasattr(t, "shape") else None
+    return entry, leaves, ctx.extra_buffers, ctx.extra_origin
 
 
 def _result_node(result, kind, name, fn):
@@ -295,44 +270,27 @@ def trace(fn, kind=None) -> TracedMod:
     key, leaves, refs, _ = walk(fn)
     key = (detected,) + key
     entries = None
-    volatile = _capture.volatile(key, refs)  # numbers read through objects: not in the key
-    summary = None
-    if volatile:  # cached under a summary of what the trace may read through them (_fingerprint)
-        summary = _fingerprint.fingerprint(key, refs)
-        if summary is not None:
-            key, refs, volatile = key + (("attributes", summary.key),), list(refs) + summary.anchors, False
+    volatile = _capture.volatile(key, refs)  # numbers read through objects: not in the key, so never cached
     if not volatile:
         with _lock:
             entries = _cache.get(key)
             if entries is not None:
                 _cache.move_to_end(key)
-                live = [e for e in entries if e.alive()]  # dead ones (an anchor collected) never hit again
-                if len(live) != len(entries):
-                    entries[:] = live
     if entries:
         scalars = {}
         for leaf, leaf_name in zip(leaves, entries[0].leaf_names):
             if leaf.kind == "scalar":
                 scalars[leaf_name] = leaf.python_value()
-        for entry in list(entries):
+        for entry in entries:
             if entry.alive() and entry.guards_hold(scalars):
-                extra = entry.extras(fn)
-                if extra is None:
-                    continue
                 stats["hits"] += 1
-                return TracedMod(entry, leaves, extra[0], cached=True, extra_origins=extra[1])
+                return TracedMod(entry, leaves, {}, cached=True)
     stats["misses"] += 1
     stats["traces"] += 1
-    entry, traced_leaves, extra, origins, read_values = _run(fn, detected, name, key, refs)
-    # Tensors reached through attributes are re-read from their one path on a hit (only with a summary, which counts
-    # every place a tensor sits); a trace that read tensor values in Python is not cached.
-    entry.extra_paths = {} if not extra else (
-        None if summary is None else _leaf_paths.extra_paths(fn, origins, summary.tensor_counts))
-    if not volatile and entry.extra_paths is not None and not read_values:
+    entry, traced_leaves, extra, origins = _run(fn, detected, name, key, refs)
+    if not extra and not volatile:  # tensors bound by identity cannot be re-bound from a later walk: not cached
         with _lock:
-            held = _cache.setdefault(key, [])
-            held.append(entry)
-            del held[:-_ENTRIES_PER_KEY]
+            _cache.setdefault(key, []).append(entry)
             _cache.move_to_end(key)
             while len(_cache) > _CACHE_SIZE:
                 _cache.popitem(last=False)

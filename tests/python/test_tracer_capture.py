@@ -237,7 +237,7 @@ def test_cache_does_not_keep_opaque_objects_alive():
 
     cfg = Cfg()
     flexattn.trace(cfg.mod)
-    assert flexattn.trace(cfg.mod).cached  # cached under a summary of self's attributes (_fingerprint)
+    assert not flexattn.trace(cfg.mod).cached  # self.scale is read as a constant: such traces are not cached
     ref = weakref.ref(cfg)
     del cfg
     gc.collect()
@@ -311,9 +311,9 @@ def test_captured_int_to_a_negative_power_is_a_float_as_in_python():
                                [8.0, 0.0, 1.0])
 
 
-def test_traces_through_objects_are_cached_while_what_they_read_is_unchanged():
-    """Mods that read numbers through objects were traced on every call (~0.3 ms); they are cached under a summary of
-    what the trace may read there (_fingerprint), so each of these changes traces again and nothing else does."""
+def test_traces_through_objects_follow_every_change_they_read():
+    """Mods that read numbers through objects are traced on every call: a cache keyed on a summary of the objects
+    (session 39, reverted) missed changes in review after review; each of these changes must show."""
     import functools
     import types as _types
 
@@ -349,7 +349,7 @@ def test_traces_through_objects_are_cached_while_what_they_read_is_unchanged():
         return float(t.evaluate(score=-2.0)), t.cached
 
     want = 2 * 0.5 + 1.0 + 4 + 2 + 3 + 7
-    assert value() == (want, False) and value() == (want, True)
+    assert value() == (want, False) and value() == (want, False)
     changes = [
         (lambda: setattr(layer, "scale", 2.0), 4 * 1.0 - 2 * 0.5),        # an attribute
         (lambda: setattr(Layer, "shift", 5.0), 4.0),                     # a class attribute
@@ -364,27 +364,6 @@ def test_traces_through_objects_are_cached_while_what_they_read_is_unchanged():
         want += delta
         got, cached = value()
         assert got == want and not cached
-        assert value() == (want, True)
-
-
-def test_traces_through_too_many_objects_are_not_cached():
-    class Node:
-        def __init__(self, children):
-            self.children_list = children
-
-    class Big:
-        def __init__(self):
-            self.nodes = [Node([]) for _ in range(100)]  # a long list of objects: not summarised
-            self.scale = 2.0
-
-        def mod(self, score, b, h, q_idx, kv_idx):
-            return score * self.scale
-
-    big = Big()
-    flexattn.trace(big.mod)
-    assert not flexattn.trace(big.mod).cached
-    big.scale = 3.0
-    assert float(flexattn.trace(big.mod).evaluate(score=1.0)) == 3.0
 
 
 def _stale_cases():
