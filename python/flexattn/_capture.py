@@ -63,14 +63,24 @@ def volatile(key, refs) -> bool:
     """Whether a walk reached objects whose attributes the trace may have read as constants: a user object (an
     nn.Module's `self.window`, a config's `cfg.scale`) or a module that is not a library (`cfg.W`). Their values
     are not part of the key, so a cached trace would keep the first call's numbers: such traces are not cached.
-    Classes, dtypes, devices, enums and builtins are taken as unchanging."""
+    Library classes, enums, dtypes, devices and builtin functions are taken as unchanging; a user class (`K.cap`), a
+    method of a mutable object (`get = cfg.get`) and a function with attributes (`helper.k`) are not."""
     if any(k[0] == "module" and k[1].split(".")[0] not in _LIBRARY_ROOTS for k in key
            if type(k) is tuple and len(k) == 2):
         return True
     if not refs:
         return False
     immutable = _immutable_types()
-    return any(not isinstance(o, immutable) for o in refs)
+    return any(not _steady(o, immutable) for o in refs)
+
+
+def _steady(o, immutable) -> bool:
+    if isinstance(o, type):
+        return _is_library(o) or issubclass(o, enum.Enum)
+    if isinstance(o, types.BuiltinFunctionType):
+        owner = getattr(o, "__self__", None)
+        return owner is None or isinstance(owner, (types.ModuleType, type))
+    return isinstance(o, immutable)
 
 
 def _code_names(code, out):
@@ -210,6 +220,8 @@ class Walker:
         self._memo[id(fn)] = fn
         code = fn.__code__
         self.key.append(("fn", code))
+        if any(not k.startswith("__") for k in fn.__dict__):
+            self.refs.append(fn)  # attributes of the function (helper.k) that its code may read: volatile
         where = f"of {fn.__qualname__}"
         cells = []
         for name, cell in zip(code.co_freevars, fn.__closure__ or ()):

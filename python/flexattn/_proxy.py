@@ -208,27 +208,42 @@ def _handler(name):
     return HANDLERS[name]
 
 
+class _Free(tuple):
+    """A dimension of a captured tensor not yet indexed: its entries start + step * i for i < length."""
+    __slots__ = ()
+
+    def __new__(cls, start, step, length):
+        return tuple.__new__(cls, (start, step, length))
+
+    start = property(lambda self: self[0])
+    step = property(lambda self: self[1])
+    length = property(lambda self: self[2])
+
+
 class BufferProxy:
     """A captured tensor or array during tracing. Indexing every dimension with integers or traced
     values gives a Proxy of a Load; indexing fewer dimensions gives a BufferProxy with those indices
     fixed (so `bias[h][q_idx]` works). Elementwise operations of the whole tensor with numbers or mod
     values (`(slopes * 2)[h]`, `bias.exp()[h, q_idx]`, a cast) are kept in `post` and applied to each load."""
 
-    def __init__(self, name, obj, prefix=(), post=(), detached=False):
-        self.name, self.obj, self.prefix, self.post = name, obj, tuple(prefix), tuple(post)
+    def __init__(self, name, obj, dims=None, post=(), detached=False):
+        self.name, self.obj, self.post = name, obj, tuple(post)
         self.detached = detached  # w.detach(): its loads carry no gradient to the buffer
         try:
             self.buffer_dtype = _buffer_dtype(obj.dtype)
         except TypeError as e:
             fail(f"captured tensor '{name}'", str(e))
         self.full_shape = tuple(int(s) for s in obj.shape)
+        # per dimension of the captured tensor: an index node (fixed by an earlier index), or a _Free view of it
+        # (what a slice left: entries start + step * i for i < length)
+        self.dims = tuple(dims) if dims is not None else tuple(_Free(0, 1, n) for n in self.full_shape)
 
     def __repr__(self):
         return f"<flexattn captured buffer '{self.name}' {self.buffer_dtype}{list(self.full_shape)}>"
 
     @property
     def shape(self):
-        s = self.full_shape[len(self.prefix):]
+        s = tuple(d.length for d in self.dims if type(d) is _Free)
         torch = torch_module()
         return torch.Size(s) if torch is not None and type(self.obj).__module__.startswith("torch") else s
 
@@ -242,7 +257,7 @@ class BufferProxy:
 
     @property
     def ndim(self):
-        return len(self.full_shape) - len(self.prefix)
+        return sum(1 for d in self.dims if type(d) is _Free)
 
     @property
     def device(self):
@@ -260,7 +275,7 @@ class BufferProxy:
 
     def _then(self, fn):
         """This tensor with fn (Proxy -> value) applied to every element it yields."""
-        return BufferProxy(self.name, self.obj, self.prefix, self.post + (fn,), self.detached)
+        return BufferProxy(self.name, self.obj, self.dims, self.post + (fn,), self.detached)
 
     def dim(self):
         return self.ndim
@@ -280,7 +295,7 @@ class BufferProxy:
     def detach(self):
         if self.post:
             fail(f"detach() after an operation on captured tensor '{self.name}'", f"detach first: {self.name}.detach()")
-        return BufferProxy(self.name, self.obj, self.prefix, self.post, detached=True)
+        return BufferProxy(self.name, self.obj, self.dims, self.post, detached=True)
 
     def to(self, *args, **kwargs):
         from ._dispatch import find_dtype
@@ -295,26 +310,27 @@ class BufferProxy:
     bool = lambda self: self._cast("bool")  # noqa: E731
 
     def __getitem__(self, index):
-        items = index if isinstance(index, tuple) else (index,)
-        nodes = []
-        for k, ix in enumerate(items):
-            n = as_node(ix) if not isinstance(ix, (slice, type(Ellipsis), type(None), list)) else None
-            if n is None:
-                fail(f"unsupported index {ix!r} into captured tensor '{self.name}'",
-                     "index every dimension with an integer or a traced integer value (no slices, "
-                     "None, ... or lists)")
-            nodes.append(n)
-        total = self.prefix + tuple(nodes)
-        if len(total) > len(self.full_shape):
+        items = list(index) if isinstance(index, tuple) else [index]
+        free = [k for k, d in enumerate(self.dims) if type(d) is _Free]
+        ellipses = [i for i, ix in enumerate(items) if ix is Ellipsis]
+        if len(ellipses) > 1:
+            fail(f"an index with two ... into captured tensor '{self.name}'")
+        if ellipses:
+            at = ellipses[0]
+            items[at:at + 1] = [slice(None)] * max(0, len(free) - (len(items) - 1))
+        if len(items) > len(free):
             fail(f"too many indices for captured tensor '{self.name}'",
-                 f"it has {len(self.full_shape)} dimensions, got {len(total)} indices")
-        if len(total) < len(self.full_shape):
-            return BufferProxy(self.name, self.obj, total, self.post, self.detached)
-        if len(total) > 4:
-            fail(f"captured tensor '{self.name}' has {len(total)} dimensions",
+                 f"it has {len(free)} dimensions left, got {len(items)} indices")
+        dims = list(self.dims)
+        for ix, k in zip(items, free):
+            dims[k] = self._index(ix, dims[k], self.full_shape[k])
+        if any(type(d) is _Free for d in dims):
+            return BufferProxy(self.name, self.obj, dims, self.post, self.detached)
+        if len(dims) > 4:
+            fail(f"captured tensor '{self.name}' has {len(dims)} dimensions",
                  "captured buffers may have 1 to 4 dimensions")
         try:
-            p = Proxy(_ir.load(self.name, self.buffer_dtype, list(total)))
+            p = Proxy(_ir.load(self.name, self.buffer_dtype, dims))
             if self.detached:
                 p = Proxy(_ir.unary("detach", p.node))
         except IRTypeError as e:
@@ -322,6 +338,38 @@ class BufferProxy:
         for fn in self.post:
             p = fn(p)
         return p
+
+    def _index(self, ix, d, full):
+        """Dimension view d indexed by ix: a narrower _Free view for a slice (Python int bounds, step > 0), else the
+        index node into the whole dimension. Inside a slice's view the index is first clamped to the view, as flexattn
+        clamps every index (an index past it reads its nearest entry, where torch's eager path raises IndexError)."""
+        if isinstance(ix, slice):
+            if any(v is not None and (isinstance(v, bool) or not isinstance(v, int))
+                   for v in (ix.start, ix.stop, ix.step)):
+                fail(f"slice {ix!r} of captured tensor '{self.name}'", "slice bounds must be Python ints")
+            if ix.step is not None and ix.step <= 0:
+                fail(f"slice {ix!r} of captured tensor '{self.name}'", "the step must be positive (as in torch)")
+            start, stop, step = ix.indices(d.length)
+            length = len(range(start, stop, step))
+            if length == 0:
+                fail(f"slice {ix!r} of captured tensor '{self.name}' is empty")
+            return _Free(d.start + d.step * start, d.step * step, length)
+        n = as_node(ix) if not isinstance(ix, (type(None), list)) else None
+        if n is None:
+            fail(f"unsupported index {ix!r} into captured tensor '{self.name}'",
+                 "index every dimension with an integer or a traced integer value, or slice it with Python ints "
+                 "(no None or lists)")
+        if d == (0, 1, full):  # the whole dimension: the load's own clamp
+            return n
+        if type(ix) is int:  # a Python int: counted from the view's end when negative, as in torch
+            i = min(max(ix + d.length if ix < 0 else ix, 0), d.length - 1)
+            return as_node(d.start + d.step * i)
+        p = _handler("clamp")(Proxy(n), 0, d.length - 1)
+        if d.step != 1:
+            p = p * d.step
+        if d.start:
+            p = p + d.start
+        return as_node(p)
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):

@@ -498,3 +498,49 @@ def test_a_trace_that_reads_an_attribute_tensors_value_is_not_cached():
     assert not flexattn.trace(mod).cached
     h.cap.fill_(2.0)
     assert float(flexattn.trace(mod).evaluate(score=1.0)) == 2.0
+
+
+class _ClassCap:
+    cap = 30.0
+
+
+def test_a_class_a_bound_builtin_method_or_a_function_attribute_the_mod_reads_follow_their_changes():
+    """Found in review: a user class (K.cap), a dict's bound method (get = cfg.get) and a function's own attribute
+    (helper.k) were taken as unchanging, so a cached trace kept the first value."""
+    cfg = {"cap": 30.0}
+    get = cfg.get
+
+    def helper(x):
+        return x * helper.k
+
+    helper.k = 3.0
+    cases = [
+        (lambda s, b, h, q, kv: s * _ClassCap.cap, lambda: setattr(_ClassCap, "cap", 2.0)),
+        (lambda s, b, h, q, kv: s * get("cap"), lambda: cfg.__setitem__("cap", 2.0)),
+        (lambda s, b, h, q, kv: helper(s), lambda: setattr(helper, "k", 2.0)),
+    ]
+    for mod, change in cases:
+        flexattn.trace(mod)
+        flexattn.trace(mod)
+        change()
+        assert float(flexattn.trace(mod).evaluate(score=1.0)) == 2.0
+    _ClassCap.cap = 30.0
+
+
+def test_slices_of_captured_tensors_index_into_the_view():
+    """rel[:, 15:][h, i], rel[h][::2][j], rel[..., 3:10], rel[1:3]: a slice with Python int bounds narrows the
+    dimension (was refused); an index into the view is clamped to it, a negative Python int counts from its end."""
+    rel = np.arange(4 * 64, dtype=np.float32).reshape(4, 64)
+    h, q, kv = np.arange(4)[:, None, None], np.arange(9)[None, :, None], np.arange(70)[None, None, :]
+    cases = [
+        (lambda s, b, h, q, kv: rel[:, 15:][h, abs(q - kv)], rel[h, np.clip(abs(q - kv), 0, 48) + 15]),
+        (lambda s, b, h, q, kv: rel[h][::2][kv % 40], rel[h, 2 * np.clip(kv % 40, 0, 31)]),
+        (lambda s, b, h, q, kv: rel[..., 3:10][h, q % 7], rel[h, q % 7 + 3]),
+        (lambda s, b, h, q, kv: rel[1:3, :][h % 2, kv], rel[h % 2 + 1, np.clip(kv, 0, 63)]),
+        (lambda s, b, h, q, kv: rel[h, 10:20][-1] + 0 * q, rel[h, 19] + 0 * q),
+        (lambda s, b, h, q, kv: rel[h, 2:6].sum() + 0 * q, rel[h, 2:6].sum(-1) + 0 * q),
+    ]
+    for mod, want in cases:
+        got = flexattn.trace(mod, "score_mod").evaluate(score=0.0, h=h, q_idx=q, kv_idx=kv)
+        np.testing.assert_array_equal(np.broadcast_to(got, np.broadcast(h, q, kv).shape),
+                                      np.broadcast_to(want, np.broadcast(h, q, kv).shape))

@@ -111,8 +111,11 @@ def test_buffer_misuse():
     cases = [
         (lambda s, b, h, q, kv: s + bias, "captured tensor 'bias' used without indexing"),
         (lambda s, b, h, q, kv: s + bias[h, q, kv], "too many indices for captured tensor 'bias'"),
-        (lambda s, b, h, q, kv: s + bias[:, q][0], r"unsupported index slice\(None, None, None\) into captured "
-                                                   "tensor 'bias'"),
+        (lambda s, b, h, q, kv: s + bias[::-1, q], r"slice slice\(None, None, -1\) of captured tensor 'bias'.*the step "
+                                                    "must be positive"),
+        (lambda s, b, h, q, kv: s + bias[h, q:], r"slice .* of captured tensor 'bias'.*slice bounds must be Python ints"),
+        (lambda s, b, h, q, kv: s + bias[h, 5:], r"slice slice\(5, None, None\) of captured tensor 'bias' is empty"),
+        (lambda s, b, h, q, kv: s + bias[None, h, q], r"unsupported index None into captured tensor 'bias'"),
         (lambda s, b, h, q, kv: s + bias[h, s], "index 1 must be an integer, got f32"),
         (lambda s, b, h, q, kv: s + big[0, 0, 0, 0, q], "captured tensor 'big' has 5 dimensions"),
         (lambda s, b, h, q, kv: np.tanh(bias), "applied to a whole captured tensor|used without indexing"),
