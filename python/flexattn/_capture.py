@@ -92,7 +92,11 @@ def _code_names(code, out):
 
 
 def _is_library(fn) -> bool:
-    return (getattr(fn, "__module__", None) or "").split(".")[0] in _LIBRARY_ROOTS
+    return _is_library_name(getattr(fn, "__module__", None) or "")
+
+
+def _is_library_name(module_name: str) -> bool:
+    return module_name.split(".")[0] in _LIBRARY_ROOTS
 
 
 def sanitize(hint: str) -> str:

@@ -18,7 +18,7 @@ import weakref
 
 import numpy as np
 
-from . import _capture, _ir
+from . import _capture, _ir, _self_reads
 from ._arrays import buffer_to_numpy, torch_module
 from ._capture import walk
 from ._context import TraceContext, TraceError, tracing
@@ -26,6 +26,7 @@ from ._print import print_text
 from ._proxy import BufferProxy, Proxy, as_node
 
 _CACHE_SIZE = 256
+_ENTRIES_PER_KEY = 16  # traces kept per key of a recorded self (one per set of read values seen)
 _cache: "collections.OrderedDict" = collections.OrderedDict()
 _lock = threading.Lock()
 stats = {"hits": 0, "misses": 0, "traces": 0}
@@ -270,7 +271,9 @@ def trace(fn, kind=None) -> TracedMod:
     key, leaves, refs, _ = walk(fn)
     key = (detected,) + key
     entries = None
-    volatile = _capture.volatile(key, refs)  # numbers read through objects: not in the key, so never cached
+    volatile = _capture.volatile(key, refs)  # numbers read through objects: not in the key
+    if volatile and _self_reads.eligible(fn, key, refs):
+        return _trace_recording_self(fn, detected, name, key, refs, leaves)
     if not volatile:
         with _lock:
             entries = _cache.get(key)
@@ -291,6 +294,45 @@ def trace(fn, kind=None) -> TracedMod:
     if not extra and not volatile:  # tensors bound by identity cannot be re-bound from a later walk: not cached
         with _lock:
             _cache.setdefault(key, []).append(entry)
+            _cache.move_to_end(key)
+            while len(_cache) > _CACHE_SIZE:
+                _cache.popitem(last=False)
+    return TracedMod(entry, traced_leaves, extra, cached=False, extra_origins=origins)
+
+
+def _trace_recording_self(fn, kind, name, key, refs, leaves):
+    """trace() of a bound method whose only volatile capture is `self`: a cached trace is reused when every read the
+    trace made through `self` gives the same result again (_self_reads); a new trace runs with `self` recorded, and
+    is cached only when its log is complete."""
+    obj = fn.__self__
+    key = key + (("self reads",),)
+    with _lock:
+        entries = list(_cache.get(key, ()))
+        if entries:
+            _cache.move_to_end(key)
+    if entries:
+        scalars = {leaf_name: leaf.python_value() for leaf, leaf_name in zip(leaves, entries[0].leaf_names)
+                   if leaf.kind == "scalar"}
+        for entry in entries:
+            if entry.alive() and _self_reads.matches(entry.self_reads, obj) and entry.guards_hold(scalars):
+                stats["hits"] += 1
+                return TracedMod(entry, leaves, {}, cached=True)
+    stats["misses"] += 1
+    stats["traces"] += 1
+    log = _self_reads.Log()
+    try:
+        entry, traced_leaves, extra, origins = _run(
+            types.MethodType(fn.__func__, _self_reads.Recorder(obj, (), log)), kind, name, key, refs)
+    except Exception:  # noqa: BLE001 - whatever the stand-in self changed: the plain trace decides (and raises)
+        log.complete = False
+    if not log.complete:
+        entry, traced_leaves, extra, origins = _run(fn, kind, name, key, refs)
+    elif not extra:
+        entry.self_reads = tuple(log.reads)
+        entry.refs += _self_reads.weak_anchors(log)
+        with _lock:
+            held = _cache.setdefault(key, [])
+            held[:] = [e for e in held if e.alive()][-(_ENTRIES_PER_KEY - 1):] + [entry]
             _cache.move_to_end(key)
             while len(_cache) > _CACHE_SIZE:
                 _cache.popitem(last=False)
