@@ -5,10 +5,11 @@ constants of the trace, not part of the walk's key, so such mods were traced on 
 A summary of everything reachable from `self` as part of the key was tried and reverted (session 39: two reviews
 found 37 ways it missed what a trace reads). Here the trace itself says what it read: `self` is replaced, for the
 trace only, by a Recorder whose attribute reads log (path, what was found) and hand the trace the same value. A cached
-trace is reused when every logged read gives the same result again, which is exactly the condition for the Python of
-the mod to run the same way. Anything the log cannot replay (a tensor, a property, a submodule call, a special method,
-an assignment, __dict__) marks the log incomplete: that trace is not cached, and the mod keeps being traced on every
-call, as before.
+trace is reused when every logged read gives the same result again (and the objects read alias as before), which is
+the condition for the mod's Python to run the same way. Anything the log cannot replay (a tensor, a property, a
+submodule call, a special method, `__class__`, an assignment) marks it incomplete: such a trace is not cached, the
+object is remembered, and its mod is traced on every call as before. Mods whose code could see through the stand-in
+(`type(self)`, `vars`, `super`, `id`, ...) are not recorded at all.
 """
 from __future__ import annotations
 
@@ -22,13 +23,23 @@ from ._arrays import torch_module
 _SIMPLE = (bool, int, float, str, type(None), complex)
 _MAX_READS = 64
 _MISSING = object()
+# names whose use lets code see the stand-in instead of the object (type(self), vars(self), super(), id(self), ...)
+_REVEALING = frozenset(("type", "vars", "dir", "id", "super", "__class__", "__dict__", "object", "inspect",
+                        "getattr_static", "__self__"))
+_ENUM_OWN = frozenset(vars(enum.Enum)) | {"_generate_next_value_", "_member_names_", "_member_map_",
+                                          "_value2member_map_", "_member_type_", "_value_repr_", "_new_member_",
+                                          "_use_args_", "_unhashable_values_", "_hashable_values_", "__new__"}
+_unrecordable = weakref.WeakKeyDictionary()  # object -> codes of its methods whose traces were not recordable
 
 
 class Log:
-    """The reads of one trace: [(path, kind, what)], and whether they describe everything it took from `self`."""
+    """The reads of one trace: [(path, kind, what)], whether they describe everything it took from `self`, and
+    the objects met (id -> (Recorder, index of the first read that gave it; -1: self))."""
 
-    def __init__(self):
+    def __init__(self, root):
         self.reads, self.complete, self.anchors = [], True, []
+        self.met = {id(root): (None, -1)}
+        self.held = [root]
 
     def incomplete(self):
         self.complete = False
@@ -38,26 +49,49 @@ class Log:
             self.complete = False
         else:
             self.reads.append((path, kind, what))
+        return len(self.reads) - 1
 
 
 def eligible(fn, key, refs) -> bool:
-    """A bound method of a plain object (or nn.Module) whose walk reached nothing else that is volatile."""
+    """A bound method of a plain, weakly referenceable object (or nn.Module) reached only as that method's self, whose
+    walk reached nothing else that is volatile, whose code does not look at the object's type, and whose traces
+    were recordable before."""
     if type(fn) is not types.MethodType:
         return False
     obj = fn.__self__
-    if isinstance(obj, (type, types.ModuleType)) or not _plain_class(type(obj)):
+    cls = type(obj)
+    if isinstance(obj, (type, types.ModuleType)) or not _plain_class(cls) or cls.__weakrefoffset__ == 0:
+        return False
+    try:
+        if fn.__func__.__code__ in _unrecordable.get(obj, ()):
+            return False
+    except TypeError:  # unhashable (an __eq__ without __hash__): no memory of it, so no recording
         return False
     if any(type(k) is tuple and len(k) == 2 and k[0] == "module" and not _capture._is_library_name(k[1])
            for k in key):
         return False
+    if sum(1 for o in refs if o is obj) != 1:  # also reached through a global or a container: reads bypass the log
+        return False
+    if any(not _code_ok(k[1]) for k in key if type(k) is tuple and len(k) == 2 and k[0] == "fn"):
+        return False
     return all(o is obj or not _capture.volatile((), [o]) for o in refs)
+
+
+def remember_unrecordable(fn):
+    try:
+        _unrecordable.setdefault(fn.__self__, set()).add(fn.__func__.__code__)
+    except TypeError:
+        pass
+
+
+def _code_ok(code) -> bool:
+    return isinstance(code, types.CodeType) and not (_capture._code_names(code, set()) & _REVEALING)
 
 
 def _plain_class(cls) -> bool:
     """Attribute lookup as plain Python does it (nn.Module's __getattr__, which reads its parameter / buffer /
     submodule tables, included): no __getattribute__ / other __getattr__, instances with a __dict__."""
-    torch = torch_module()
-    module = torch.nn.Module if torch is not None else None
+    module = _module_class()
     for c in cls.__mro__:
         own = vars(c)
         if c is object:
@@ -65,6 +99,11 @@ def _plain_class(cls) -> bool:
         if "__getattribute__" in own or ("__getattr__" in own and c is not module):
             return False
     return any("__dict__" in vars(c) for c in cls.__mro__ if c is not object)  # instances have a __dict__
+
+
+def _module_class():
+    torch = torch_module()
+    return torch.nn.Module if torch is not None else None
 
 
 def _resolve(obj, name):
@@ -87,10 +126,12 @@ def _resolve(obj, name):
         if hasattr(type(static), "__get__"):
             return None, _MISSING  # staticmethod, classmethod, other descriptors
         return _kind(static)
-    for tab in ("_parameters", "_buffers", "_modules"):  # nn.Module.__getattr__
-        d = table.get(tab)
-        if type(d) is dict and name in d:
-            return _kind(d[name])
+    module = _module_class()
+    if module is not None and isinstance(obj, module):
+        for tab in ("_parameters", "_buffers", "_modules"):  # nn.Module.__getattr__
+            d = table.get(tab)
+            if type(d) is dict and name in d:
+                return _kind(d[name])
     return "missing", None
 
 
@@ -120,24 +161,38 @@ def _frozen(v):
     return _MISSING
 
 
+def _plain_enum(v) -> bool:
+    """An enum member whose class adds no methods or properties and whose member carries nothing extra: all a mod
+    can read of it is its identity."""
+    cls = type(v)
+    for c in cls.__mro__:
+        if c is enum.Enum or not issubclass(c, enum.Enum):
+            break
+        if any(not n.startswith("__") and n not in _ENUM_OWN and n not in cls._member_map_ for n in vars(c)):
+            return False
+    return set(vars(v)) <= {"_value_", "_name_", "__objclass__", "_sort_order_", "__init__"}
+
+
 def _kind(v):
     if _frozen(v) is not _MISSING:
         return "value", v
     if isinstance(v, enum.Enum):
-        return "enum", v
-    torch = torch_module()
-    plain = (hasattr(v, "__dict__") and not isinstance(v, (type, types.ModuleType, types.FunctionType, types.MethodType))
+        return ("enum", v) if _plain_enum(v) else (None, v)
+    module = _module_class()
+    if module is not None and isinstance(v, module):
+        return ("object", v) if _plain_class(type(v)) and type(v).__weakrefoffset__ else (None, v)
+    plain = (hasattr(type(v), "__dict__") and not isinstance(v, (type, types.ModuleType, types.FunctionType,
+                                                                 types.MethodType))
              and not _capture.is_torch_tensor(v) and not isinstance(v, (dict, list, tuple, set, int, float, str))
              and not callable(v) and _plain_class(type(v)))
-    if torch is not None and isinstance(v, torch.nn.Module):
-        plain = _plain_class(type(v))  # a submodule: read into (calling it is not: __call__ is a special method)
     return ("object", v) if plain else (None, v)
 
 
 class Recorder:
-    """`self` for one trace: each attribute read is logged and answered with the real value (a Recorder for a plain
-    object, so reads into it are logged too; a method bound to this Recorder, so its reads are). Special methods
-    (isinstance aside) and assignments end the log's completeness and act on the real object."""
+    """`self` for one trace: each attribute read is logged and answered with the real value (the one Recorder of a
+    plain sub-object, so reads into it are logged and `a is b` holds as for the objects; a method bound to this
+    Recorder, so its reads are). Special methods and assignments end the log's completeness and act on the real
+    object."""
     __slots__ = ("_obj", "_path", "_log")
 
     def __init__(self, obj, path, log):
@@ -147,12 +202,13 @@ class Recorder:
 
     def __getattribute__(self, name):
         obj, path, log = (object.__getattribute__(self, n) for n in ("_obj", "_path", "_log"))
-        if name == "__class__":  # isinstance(self, Layer) holds as for the real object
-            return type(obj)
-        if name.startswith("__") and name.endswith("__"):
+        if name.startswith("__") and name.endswith("__"):  # __class__ included: reads through it bypass the log
             log.incomplete()
             return getattr(obj, name)
-        kind, value = _resolve(obj, name)
+        try:
+            kind, value = _resolve(obj, name)
+        except Exception:  # noqa: BLE001
+            kind, value = None, _MISSING
         here = path + (name,)
         if kind == "value":
             log.add(here, "value", _frozen(value))
@@ -162,19 +218,28 @@ class Recorder:
             log.add(here, "enum", (id(type(value)), value.name))
             return value
         if kind == "object":
-            log.add(here, "object", id(type(value)))
+            seen = log.met.get(id(value))
+            if seen is not None and seen[0] is None:  # self itself (self.parent = self)
+                log.add(here, "object", (id(type(value)), -1))
+                return log.root
+            i = log.add(here, "object", (id(type(value)), seen[1] if seen is not None else len(log.reads)))
+            if seen is not None:
+                return seen[0]
+            rec = Recorder(value, here, log)
+            log.met[id(value)] = (rec, i)
+            log.held.append(value)
             log.anchors.append(type(value))
-            return Recorder(value, here, log)
+            return rec
         if kind == "method":  # a helper method: its reads of self are logged; what it captures is compared
             state = _function_state(value)
-            if state is None:
+            if state is None or not _code_ok(value.__code__):
                 log.incomplete()
             log.add(here, "method", (id(value), state))
-            log.anchors.append(value)
+            log.anchors += [value, value.__code__]
             return types.MethodType(value, self)
         if kind == "missing":
             log.add(here, "missing", None)
-            return getattr(obj, name)  # (raises AttributeError as the real lookup does, or answers a __getattr__)
+            return getattr(obj, name)  # (raises AttributeError as the real lookup does)
         log.incomplete()
         return getattr(obj, name)
 
@@ -201,39 +266,65 @@ for _name in ("__call__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__g
     setattr(Recorder, _name, _special(_name))
 
 
-def matches(reads, obj) -> bool:
-    """Whether every logged read of `obj` gives the same result now."""
-    for path, kind, what in reads:
-        target = obj
-        for name in path[:-1]:
-            k, target = _resolve(target, name)
-            if k != "object":
+def recorder(obj):
+    """(the Recorder standing for obj, its Log)."""
+    log = Log(obj)
+    log.root = Recorder(obj, (), log)
+    return log.root, log
+
+
+def matches(reads, obj, memo) -> bool:
+    """Whether every logged read of `obj` gives the same result now, with the objects read aliasing as logged.
+    memo: {path: (kind, value)} shared by the entries tried in one call."""
+    try:
+        found = []  # the object of each read (None for others), by index
+        for path, kind, what in reads:
+            k, value = _resolve_path(obj, path, memo)
+            found.append(value if k == "object" else None)
+            if k != kind:
                 return False
-        k, value = _resolve(target, path[-1])
-        if k != kind:
-            return False
-        if kind == "value" and _frozen(value) != what:
-            return False
-        if kind == "enum" and (id(type(value)), value.name) != what:
-            return False
-        if kind == "object" and id(type(value)) != what:
-            return False
-        if kind == "method" and (id(value), _function_state(value)) != what:
-            return False
-    return True
+            if kind == "value" and _frozen(value) != what:
+                return False
+            if kind == "enum" and (id(type(value)), value.name) != what:
+                return False
+            if kind == "object":
+                i = len(found) - 1
+                alias = -1 if value is obj else next((j for j in range(i) if found[j] is value), i)
+                if (id(type(value)), alias) != what:
+                    return False
+            if kind == "method" and (id(value), _function_state(value)) != what:
+                return False
+        return True
+    except Exception:  # noqa: BLE001 - a lookup that raises now: trace again (which raises as it should)
+        return False
+
+
+def _resolve_path(obj, path, memo):
+    got = memo.get(path)
+    if got is None:
+        if len(path) == 1:
+            got = _resolve(obj, path[0])
+        else:
+            k, parent = _resolve_path(obj, path[:-1], memo)
+            got = _resolve(parent, path[-1]) if k == "object" else (None, _MISSING)
+        memo[path] = got
+    return got
 
 
 def _function_state(fn):
-    """What a helper method captures, as comparable records: the globals its code names, its cells and defaults
-    (simple values; library modules, functions and classes by identity), or None when something else is there (a
-    user object, function or module, whose insides the log does not see)."""
-    out = []
+    """What a helper method captures, as comparable records: its code, its attributes, the globals its code names,
+    its cells and defaults (simple values; library modules, functions and classes by identity), or None when
+    something else is there (a user object, function or module, whose insides the log does not see)."""
+    if fn.__kwdefaults__:
+        return None
+    attrs = _frozen(dict(fn.__dict__)) if fn.__dict__ else None
+    if attrs is _MISSING:
+        return None
+    out = [("code", id(fn.__code__)), ("attrs", attrs)]
     g = fn.__globals__
     values = [("g", n, g[n]) for n in sorted(_capture._code_names(fn.__code__, set())) if n in g]
     values += [("c", i, c.cell_contents) for i, c in enumerate(fn.__closure__ or ()) if _has_contents(c)]
     values += [("d", i, v) for i, v in enumerate(fn.__defaults__ or ())]
-    if fn.__kwdefaults__:
-        return None
     for where, n, v in values:
         frozen = _frozen(v)
         if frozen is not _MISSING:
@@ -266,8 +357,8 @@ def _has_contents(cell):
 
 
 def weak_anchors(log):
-    """Weak references to what the log names by identity (classes, functions): the entry is stale once one dies, so
-    an id in the log is never another object's."""
+    """Weak references to what the log names by identity (classes, functions, code): the entry is stale once one
+    dies, so an id in the log is never another object's."""
     out = []
     for a in log.anchors:
         try:

@@ -25,7 +25,7 @@ from ._context import TraceContext, TraceError, tracing
 from ._print import print_text
 from ._proxy import BufferProxy, Proxy, as_node
 
-_CACHE_SIZE = 256
+_CACHE_SIZE = 1024  # traces kept (LRU); a bound method of each live instance takes a key of its own
 _ENTRIES_PER_KEY = 16  # traces kept per key of a recorded self (one per set of read values seen)
 _cache: "collections.OrderedDict" = collections.OrderedDict()
 _lock = threading.Lock()
@@ -303,7 +303,8 @@ def trace(fn, kind=None) -> TracedMod:
 def _trace_recording_self(fn, kind, name, key, refs, leaves):
     """trace() of a bound method whose only volatile capture is `self`: a cached trace is reused when every read the
     trace made through `self` gives the same result again (_self_reads); a new trace runs with `self` recorded, and
-    is cached only when its log is complete."""
+    is cached only when its log is complete. An object whose traces could not be recorded, or whose reads keep
+    changing (more misses in a row than entries kept), goes back to the plain trace on every call."""
     obj = fn.__self__
     key = key + (("self reads",),)
     with _lock:
@@ -313,23 +314,28 @@ def _trace_recording_self(fn, kind, name, key, refs, leaves):
     if entries:
         scalars = {leaf_name: leaf.python_value() for leaf, leaf_name in zip(leaves, entries[0].leaf_names)
                    if leaf.kind == "scalar"}
+        memo = {}
         for entry in entries:
-            if entry.alive() and _self_reads.matches(entry.self_reads, obj) and entry.guards_hold(scalars):
+            if entry.alive() and _self_reads.matches(entry.self_reads, obj, memo) and entry.guards_hold(scalars):
                 stats["hits"] += 1
+                entry.misses_before = 0
                 return TracedMod(entry, leaves, {}, cached=True)
+        if len(entries) >= _ENTRIES_PER_KEY and all(getattr(e, "misses_before", 0) >= 1 for e in entries[-1:]):
+            _self_reads.remember_unrecordable(fn)  # a value that changes every call (a step counter): plain path
     stats["misses"] += 1
     stats["traces"] += 1
-    log = _self_reads.Log()
+    stand_in, log = _self_reads.recorder(obj)
     try:
-        entry, traced_leaves, extra, origins = _run(
-            types.MethodType(fn.__func__, _self_reads.Recorder(obj, (), log)), kind, name, key, refs)
-    except Exception:  # noqa: BLE001 - whatever the stand-in self changed: the plain trace decides (and raises)
+        entry, traced_leaves, extra, origins = _run(types.MethodType(fn.__func__, stand_in), kind, name, key, refs)
+    except Exception:  # noqa: BLE001 - whatever the stand-in changed: the plain trace decides (and raises)
         log.complete = False
-    if not log.complete:
+    if not log.complete or extra:
+        _self_reads.remember_unrecordable(fn)
         entry, traced_leaves, extra, origins = _run(fn, kind, name, key, refs)
-    elif not extra:
+    else:
         entry.self_reads = tuple(log.reads)
         entry.refs += _self_reads.weak_anchors(log)
+        entry.misses_before = 1 if entries else 0
         with _lock:
             held = _cache.setdefault(key, [])
             held[:] = [e for e in held if e.alive()][-(_ENTRIES_PER_KEY - 1):] + [entry]

@@ -631,3 +631,119 @@ def test_bound_method_traces_that_read_what_the_log_cannot_replay_are_not_cached
         assert not flexattn.trace(mod).cached
     layer.cap = 5.0
     assert float(flexattn.trace(layer.by_property).evaluate(score=1.0)) == 10.0
+
+
+def _recorder_cases():
+    """The third review's cases against the recorded reads: each mod depends on something a log of attribute reads
+    through `self` could miss; a change must show in the next trace."""
+    import enum
+
+    cases = []
+
+    def case(fn):
+        cases.append((fn.__name__, fn))
+        return fn
+
+    @case
+    def through_dunder_class():
+        class M:
+            SCALE = 2.0
+
+            def mod(self, s, b, h, q, kv):
+                return s * self.__class__.SCALE
+        m = M()
+        return m.mod, lambda: setattr(M, "SCALE", 5.0)
+
+    @case
+    def identity_of_two_attributes():
+        class A:
+            w = 2.0
+
+        class M:
+            def __init__(self):
+                self.a, self.b = A(), A()
+
+            def mod(self, s, b, h, q, kv):
+                return s * (self.a.w if self.a is self.b else 9.0)
+        m = M()
+        return m.mod, lambda: setattr(m, "b", m.a)
+
+    @case
+    def self_also_a_global():
+        class M:
+            def __init__(self):
+                self.cap = 2.0
+
+            def mod(self, s, b, h, q, kv):
+                return s * _RECORDER_GLOBAL[0].cap
+        m = M()
+        _RECORDER_GLOBAL[:] = [m]
+        return m.mod, lambda: setattr(m, "cap", 5.0)
+
+    @case
+    def enum_member_with_a_method():
+        table = {"A": 2.0}
+
+        class Mode(enum.Enum):
+            A = 1
+
+            def factor(self):
+                return table[self.name]
+
+        class M:
+            def __init__(self):
+                self.mode = Mode.A
+
+            def mod(self, s, b, h, q, kv):
+                return s * self.mode.factor()
+        m = M()
+        return m.mod, lambda: table.__setitem__("A", 7.0)
+
+    @case
+    def helper_code_swapped():
+        class M:
+            def helper(self):
+                return 2.0
+
+            def mod(self, s, b, h, q, kv):
+                return s * self.helper()
+
+        def other(self):
+            return 5.0
+        m = M()
+        return m.mod, lambda: setattr(M.helper, "__code__", other.__code__)
+
+    @case
+    def module_tables_on_a_plain_object():
+        class Reg:
+            def __init__(self):
+                self._buffers = {"w": 5.0}
+                self.k = 1.0
+
+            def mod(self, s, b, h, q, kv):
+                return s * getattr(self, "w", self.k)
+        r = Reg()
+        return r.mod, lambda: setattr(r, "k", 3.0)
+
+    return cases
+
+
+_RECORDER_GLOBAL = []
+
+
+@pytest.mark.parametrize("label,make", _recorder_cases())
+def test_recorded_reads_never_keep_a_trace_after_what_it_depends_on_changes(label, make):
+    mod, change = make()
+    # the mod run by Python on numbers, with the real self, is what every trace must give
+    assert float(flexattn.trace(mod).evaluate(score=1.0)) == mod(1.0, 0, 0, 0, 0), label
+    assert float(flexattn.trace(mod).evaluate(score=1.0)) == mod(1.0, 0, 0, 0, 0), label
+    change()
+    assert float(flexattn.trace(mod).evaluate(score=1.0)) == mod(1.0, 0, 0, 0, 0), label
+
+
+def test_a_mod_that_looks_at_its_selfs_type_is_traced_with_the_real_self():
+    class M2:
+        def mod(self, s, b, h, q, kv):
+            return s * (2.0 if type(self).__name__ == "M2" else 1.0)
+
+    assert flexattn.trace(M2().mod).text == "score * 2.0"
