@@ -20,7 +20,7 @@ import types
 import numpy as np
 
 from . import _ir
-from ._arrays import buffer_dtype, dtype_name, is_torch_tensor, scalar_type
+from ._arrays import buffer_dtype, dtype_name, is_torch_tensor, scalar_type, torch_module
 
 # Functions from these packages are walked through their closures only (their globals and defaults are
 # library constants, not user captures); and_masks / or_masks keep the combined mods in closures.
@@ -51,6 +51,16 @@ def _immutable_types():
 
         types_ += [torch.dtype, torch.device, torch.finfo, torch.iinfo]
     return tuple(types_)
+
+
+def torch_nn_module():
+    """torch.nn.Module when torch is loaded, else a class nothing is an instance of."""
+    torch = torch_module()
+    return torch.nn.Module if torch is not None else _Never
+
+
+class _Never:
+    pass
 
 
 def _torch_loaded():

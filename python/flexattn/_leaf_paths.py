@@ -150,34 +150,44 @@ def locate(fn, traced):
     return out
 
 
-def attribute_numbers(fn, limit=64):
-    """[(path, value)] of the int / float attributes (and items of attribute containers: self.cfg["slope"]) of the
-    objects a mod reaches. A trace reads such numbers as constants; under torch.compile the graph compares each with
-    its value at planning time, which makes Dynamo guard on it, so a changed number recompiles instead of running
-    stale."""
+_GUARDED = (int, float, bool, str, type(None))
+
+
+def attribute_numbers(fn, limit=256):
+    """[(path, value)] of the number / bool / str / None attributes (instance and class attributes, and items of
+    attribute containers: self.cfg["slope"]) of the objects a mod reaches, four levels deep. A trace reads such values
+    as constants (a number in the IR, a bool or str in a branch); under torch.compile the graph compares each with its
+    value at planning time, which makes Dynamo guard on it, so a changed value recompiles instead of running stale."""
     p = _Paths()
     p.visit(fn, ())
     out = []
-    for path, name, value in _attribute_walk(p.objects, max_depth=2):
+    for path, name, value in _attribute_walk(p.objects, max_depth=4):
         if len(out) >= limit:
             break
-        if type(value) in (int, float):
+        if type(value) in _GUARDED:
             out.append((path + (("attr", name),), value))
         elif type(value) in (dict, list, tuple) and len(value) <= _capture._MAX_CONTAINER:
             items = value.items() if type(value) is dict else enumerate(value)
             out.extend((path + (("attr", name), ("item", k)), x) for k, x in items
-                       if type(x) in (int, float) and type(k) in (int, str))
+                       if type(x) in _GUARDED and type(k) in (int, str))
     return out[:limit]
 
 
 def _attributes(obj):
     """(name, value) of an object's attributes as getattr reads them: an nn.Module's parameters, buffers and
     submodules (kept outside its __dict__), then its __dict__."""
+    own = getattr(obj, "__dict__", {})
     for table in ("_parameters", "_buffers", "_modules"):
-        d = getattr(obj, "__dict__", {}).get(table)
+        d = own.get(table)
         if type(d) is dict:
             yield from d.items()
-    yield from getattr(obj, "__dict__", {}).items()
+    yield from own.items()
+    for c in type(obj).__mro__:  # class attributes a user class adds (self.SCALE): what getattr finds there
+        if _capture._is_library(c) or c is object:
+            continue
+        for name, value in list(vars(c).items()):
+            if not name.startswith("__") and name not in own and type(value) in _GUARDED:
+                yield name, value
 
 
 def _attribute_walk(objects, max_depth=3, max_nodes=512):
@@ -190,8 +200,10 @@ def _attribute_walk(objects, max_depth=3, max_nodes=512):
         if id(obj) in seen:
             continue
         seen.add(id(obj))
+        module = isinstance(obj, _capture.torch_nn_module())
         for name, value in _attributes(obj):
-            if not isinstance(name, str) or not name.isidentifier():
+            # (an nn.ModuleList's submodules are named "0", "1", ...: getattr reads them there)
+            if not isinstance(name, str) or not (name.isidentifier() or (module and name.isdigit())):
                 continue
             yield path, name, value
             if depth + 1 < max_depth and hasattr(value, "__dict__") and not isinstance(

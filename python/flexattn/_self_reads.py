@@ -25,11 +25,12 @@ _MAX_READS = 64
 _MISSING = object()
 # names whose use lets code see the stand-in instead of the object (type(self), vars(self), super(), id(self), ...)
 _REVEALING = frozenset(("type", "vars", "dir", "id", "super", "__class__", "__dict__", "object", "inspect",
-                        "getattr_static", "__self__"))
+                        "getattr_static", "__self__", "callable", "globals", "locals", "eval", "exec"))
 _ENUM_OWN = frozenset(vars(enum.Enum)) | {"_generate_next_value_", "_member_names_", "_member_map_",
                                           "_value2member_map_", "_member_type_", "_value_repr_", "_new_member_",
                                           "_use_args_", "_unhashable_values_", "_hashable_values_", "__new__"}
-_unrecordable = weakref.WeakKeyDictionary()  # object -> codes of its methods whose traces were not recordable
+_unrecordable = {}  # id(object) -> (weak reference, codes of its methods whose traces were not recordable)
+_MAX_FROZEN = 64  # elements of a value's record in all (nested containers included); larger values are not recorded
 
 
 class Log:
@@ -39,6 +40,7 @@ class Log:
     def __init__(self, root):
         self.reads, self.complete, self.anchors = [], True, []
         self.met = {id(root): (None, -1)}
+        self.containers = {}  # id of a list / dict read -> index of the first read that gave it
         self.held = [root]
 
     def incomplete(self):
@@ -62,10 +64,8 @@ def eligible(fn, key, refs) -> bool:
     cls = type(obj)
     if isinstance(obj, (type, types.ModuleType)) or not _plain_class(cls) or cls.__weakrefoffset__ == 0:
         return False
-    try:
-        if fn.__func__.__code__ in _unrecordable.get(obj, ()):
-            return False
-    except TypeError:  # unhashable (an __eq__ without __hash__): no memory of it, so no recording
+    held = _unrecordable.get(id(obj))
+    if held is not None and held[0]() is obj and fn.__func__.__code__ in held[1]:
         return False
     if any(type(k) is tuple and len(k) == 2 and k[0] == "module" and not _capture._is_library_name(k[1])
            for k in key):
@@ -78,10 +78,14 @@ def eligible(fn, key, refs) -> bool:
 
 
 def remember_unrecordable(fn):
-    try:
-        _unrecordable.setdefault(fn.__self__, set()).add(fn.__func__.__code__)
-    except TypeError:
-        pass
+    """Keyed by identity (an __eq__ / __hash__ of the object's own is never called); dropped with the object."""
+    obj = fn.__self__
+    held = _unrecordable.get(id(obj))
+    if held is None or held[0]() is not obj:
+        key = id(obj)
+        held = (weakref.ref(obj, lambda _, key=key: _unrecordable.pop(key, None)), set())
+        _unrecordable[key] = held
+    held[1].add(fn.__func__.__code__)
 
 
 def _code_ok(code) -> bool:
@@ -144,7 +148,16 @@ def _lookup_class(cls, name):
 
 
 def _frozen(v):
-    """v as a comparable record when it is a simple value or a small exact container of them, else _MISSING."""
+    """v as a comparable record when it is a simple value or a small exact container of them (at most _MAX_FROZEN
+    elements in all), else _MISSING."""
+    budget = [_MAX_FROZEN]
+    return _freeze(v, budget)
+
+
+def _freeze(v, budget):
+    budget[0] -= 1
+    if budget[0] < 0:
+        return _MISSING
     t = type(v)
     if t is float:
         return (float, v.hex())  # -0.0 and 0.0 differ; nan equals itself
@@ -153,10 +166,10 @@ def _frozen(v):
     if t in _SIMPLE:
         return (t, v)
     if t in (tuple, list) and len(v) <= _capture._MAX_CONTAINER:
-        items = tuple(_frozen(x) for x in v)
+        items = tuple(_freeze(x, budget) for x in v)
         return _MISSING if any(x is _MISSING for x in items) else (t, items)
     if t is dict and len(v) <= _capture._MAX_CONTAINER and all(type(k) in (str, int) for k in v):
-        items = tuple((type(k), k, _frozen(x)) for k, x in v.items())
+        items = tuple((type(k), k, _freeze(x, budget)) for k, x in v.items())
         return _MISSING if any(x[2] is _MISSING for x in items) else (dict, items)
     return _MISSING
 
@@ -170,7 +183,8 @@ def _plain_enum(v) -> bool:
             break
         if any(not n.startswith("__") and n not in _ENUM_OWN and n not in cls._member_map_ for n in vars(c)):
             return False
-    return set(vars(v)) <= {"_value_", "_name_", "__objclass__", "_sort_order_", "__init__"}
+    return (set(vars(v)) <= {"_value_", "_name_", "__objclass__", "_sort_order_", "__init__"}
+            and type(v._value_) in _SIMPLE)  # a list / object value can change in place
 
 
 def _kind(v):
@@ -186,6 +200,10 @@ def _kind(v):
              and not _capture.is_torch_tensor(v) and not isinstance(v, (dict, list, tuple, set, int, float, str))
              and not callable(v) and _plain_class(type(v)))
     return ("object", v) if plain else (None, v)
+
+
+class Unrecordable(Exception):
+    """Ends a recorded trace (an assignment to the object): the plain trace runs instead."""
 
 
 class Recorder:
@@ -210,8 +228,12 @@ class Recorder:
         except Exception:  # noqa: BLE001
             kind, value = None, _MISSING
         here = path + (name,)
-        if kind == "value":
-            log.add(here, "value", _frozen(value))
+        if kind == "value":  # a list / dict also by which earlier read gave the same one (a is b)
+            alias = None
+            if type(value) in (list, dict):
+                alias = log.containers.setdefault(id(value), len(log.reads))
+                log.held.append(value)
+            log.add(here, "value", (_frozen(value), alias))
             return value
         if kind == "enum":
             log.anchors.append(type(value))
@@ -243,13 +265,13 @@ class Recorder:
         log.incomplete()
         return getattr(obj, name)
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name, value):  # the mod changes its object: the plain trace does it, once
         object.__getattribute__(self, "_log").incomplete()
-        setattr(object.__getattribute__(self, "_obj"), name, value)
+        raise Unrecordable(name)
 
     def __delattr__(self, name):
         object.__getattribute__(self, "_log").incomplete()
-        delattr(object.__getattribute__(self, "_obj"), name)
+        raise Unrecordable(name)
 
 
 def _special(name):
@@ -277,14 +299,21 @@ def matches(reads, obj, memo) -> bool:
     """Whether every logged read of `obj` gives the same result now, with the objects read aliasing as logged.
     memo: {path: (kind, value)} shared by the entries tried in one call."""
     try:
-        found = []  # the object of each read (None for others), by index
+        found = []  # the object, list or dict of each read (None for others), by index
         for path, kind, what in reads:
             k, value = _resolve_path(obj, path, memo)
-            found.append(value if k == "object" else None)
+            found.append(value if k == "object" or (k == "value" and type(value) in (list, dict)) else None)
             if k != kind:
                 return False
-            if kind == "value" and _frozen(value) != what:
-                return False
+            if kind == "value":
+                frozen = memo.get(("frozen", path))
+                if frozen is None:
+                    frozen = memo[("frozen", path)] = _frozen(value)
+                i = len(found) - 1
+                alias = None if type(value) not in (list, dict) else next(
+                    (j for j in range(i) if found[j] is value), i)
+                if (frozen, alias) != what:
+                    return False
             if kind == "enum" and (id(type(value)), value.name) != what:
                 return False
             if kind == "object":
@@ -292,8 +321,12 @@ def matches(reads, obj, memo) -> bool:
                 alias = -1 if value is obj else next((j for j in range(i) if found[j] is value), i)
                 if (id(type(value)), alias) != what:
                     return False
-            if kind == "method" and (id(value), _function_state(value)) != what:
-                return False
+            if kind == "method":
+                state = memo.get(("state", path))
+                if state is None:
+                    state = memo[("state", path)] = (_function_state(value),)
+                if (id(value), state[0]) != what:
+                    return False
         return True
     except Exception:  # noqa: BLE001 - a lookup that raises now: trace again (which raises as it should)
         return False
@@ -341,6 +374,8 @@ def _library_object(v) -> bool:
         name = v.__name__
     elif isinstance(v, types.BuiltinFunctionType) and isinstance(getattr(v, "__self__", None), types.ModuleType):
         name = v.__self__.__name__
+    elif isinstance(v, types.FunctionType) and v.__closure__:
+        return False  # a library function made over user functions (and_masks(...)): what it calls can change
     elif isinstance(v, (types.FunctionType, types.BuiltinFunctionType, type)):
         name = getattr(v, "__module__", None) or ""
     else:

@@ -315,10 +315,15 @@ def _trace_recording_self(fn, kind, name, key, refs, leaves):
         scalars = {leaf_name: leaf.python_value() for leaf, leaf_name in zip(leaves, entries[0].leaf_names)
                    if leaf.kind == "scalar"}
         memo = {}
-        for entry in entries:
+        for entry in reversed(entries):  # the newest first: a hit moves its entry to the end
             if entry.alive() and _self_reads.matches(entry.self_reads, obj, memo) and entry.guards_hold(scalars):
                 stats["hits"] += 1
                 entry.misses_before = 0
+                with _lock:
+                    held = _cache.get(key)
+                    if held and held[-1] is not entry and entry in held:
+                        held.remove(entry)
+                        held.append(entry)
                 return TracedMod(entry, leaves, {}, cached=True)
         if len(entries) >= _ENTRIES_PER_KEY and all(getattr(e, "misses_before", 0) >= 1 for e in entries[-1:]):
             _self_reads.remember_unrecordable(fn)  # a value that changes every call (a step counter): plain path
@@ -327,7 +332,7 @@ def _trace_recording_self(fn, kind, name, key, refs, leaves):
     stand_in, log = _self_reads.recorder(obj)
     try:
         entry, traced_leaves, extra, origins = _run(types.MethodType(fn.__func__, stand_in), kind, name, key, refs)
-    except Exception:  # noqa: BLE001 - whatever the stand-in changed: the plain trace decides (and raises)
+    except Exception:  # noqa: BLE001 - an assignment, or whatever the stand-in changed: the plain trace decides
         log.complete = False
     if not log.complete or extra:
         _self_reads.remember_unrecordable(fn)

@@ -929,3 +929,49 @@ def test_create_block_mask_inside_compile_for_cuda_without_a_gpu_says_so():
         pytest.skip("a GPU is present")
     with pytest.raises(Exception, match="finds no CUDA device"):
         torch.compile(lambda: flexattn.create_block_mask(_causal_mask, 1, 1, 64, 64, device="cuda"), backend="eager")()
+
+
+@needs_parts
+def test_values_a_compiled_mod_reads_through_self_recompile_when_they_change():
+    """Only int / float instance attributes two levels deep were guarded under compile: a bool or str steering a branch,
+    None becoming a number, a class attribute, an nn.ModuleList item and an attribute four levels deep ran stale."""
+    class Deep:
+        pass
+
+    class Layer(torch.nn.Module):
+        SCALE = 1.0
+
+        def __init__(self):
+            super().__init__()
+            self.causal, self.kind, self.cap = True, "mul", None
+            self.layers = torch.nn.ModuleList([torch.nn.Module()])
+            self.layers[0].w = 1.0
+            self.a = Deep()
+            self.a.b = Deep()
+            self.a.b.c = Deep()
+            self.a.b.c.w = 1.0
+
+        def score(self, s, b, h, qi, kv):
+            s = s * self.SCALE * self.layers[0].w * self.a.b.c.w
+            s = s * 0.5 if self.kind == "mul" else s + 0.5
+            if self.cap is not None:
+                s = s + self.cap
+            return torch.where(qi >= kv, s, s - 1.0) if self.causal else s
+
+        def forward(self, q):
+            return flex(q, q, q, score_mod=self.score)
+
+    m = Layer()
+    compiled = torch.compile(m, backend="eager", fullgraph=True)
+    q = rand(1, 1, 8, 4, grad=False) * 0.3
+    changes = [lambda: setattr(m, "causal", False), lambda: setattr(m, "kind", "add"), lambda: setattr(m, "cap", 0.7),
+               lambda: setattr(Layer, "SCALE", 2.0), lambda: setattr(m.layers[0], "w", 3.0),
+               lambda: setattr(m.a.b.c, "w", 0.5)]
+    try:
+        for change in [lambda: None] + changes:
+            change()
+            got = compiled(q)
+            flexattn.clear_cache()
+            torch.testing.assert_close(got, m(q), rtol=0, atol=1e-9)
+    finally:
+        Layer.SCALE = 1.0

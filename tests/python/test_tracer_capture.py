@@ -725,10 +725,94 @@ def _recorder_cases():
         r = Reg()
         return r.mod, lambda: setattr(r, "k", 3.0)
 
+    @case
+    def enum_member_with_a_list_value():
+        class Mode(enum.Enum):
+            A = [2.0]
+
+        class M:
+            def __init__(self):
+                self.mode = Mode.A
+
+            def mod(self, s, b, h, q, kv):
+                return s * self.mode.value[0]
+        m = M()
+        return m.mod, lambda: Mode.A.value.__setitem__(0, 5.0)
+
+    @case
+    def globals_read_by_a_helper():
+        class M:
+            def helper(self):
+                return globals()["_RECORDER_SCALE"]
+
+            def mod(self, s, b, h, q, kv):
+                return s * self.helper()
+        globals()["_RECORDER_SCALE"] = 2.0
+        return M().mod, lambda: globals().__setitem__("_RECORDER_SCALE", 5.0)
+
+    @case
+    def identity_of_two_lists():
+        class M:
+            def __init__(self):
+                self.a = [1.0]
+                self.b = self.a
+
+            def mod(self, s, b, h, q, kv):
+                return s * (2.0 if self.a is self.b else 7.0)
+        m = M()
+        return m.mod, lambda: setattr(m, "b", [1.0])
+
+    @case
+    def callable_of_an_attribute():
+        class C:
+            pass
+
+        class M:
+            def __init__(self):
+                self.c = C()
+
+            def mod(self, s, b, h, q, kv):
+                return s * (3.0 if callable(self.c) else 2.0)
+        m = M()
+        return m.mod, lambda: setattr(m, "c", abs)
+
+    @case
+    def an_object_with_an_elementwise_eq():
+        class M:
+            def __init__(self):
+                self.w, self.arr = 2.0, np.zeros(3)
+
+            def __eq__(self, other):
+                return self.arr == other.arr
+            __hash__ = object.__hash__
+
+            def mod(self, s, b, h, q, kv):
+                self.seen = 1
+                return s * self.w
+        m = M()
+        return m.mod, lambda: setattr(m, "w", 5.0)
+
     return cases
 
 
 _RECORDER_GLOBAL = []
+
+
+def test_a_recorded_trace_leaves_no_stand_in_in_the_users_object():
+    class Cfg:
+        w = 2.0
+
+    class M:
+        def __init__(self):
+            self.cfg = Cfg()
+
+        def mod(self, s, b, h, q, kv):
+            if getattr(self, "_c", None) is None:
+                self._c = self.cfg
+            return s * self._c.w
+    m = M()
+    flexattn.trace(m.mod)
+    assert m._c is m.cfg
 
 
 @pytest.mark.parametrize("label,make", _recorder_cases())
