@@ -28,6 +28,7 @@ _LIBRARY_ROOTS = {"torch", "numpy", "flexattn", "functools", "math", "builtins",
 _MAX_DEPTH = 8
 _MAX_CONTAINER = 64
 _CONSTANTS = (bool, type(None), str, bytes, type(Ellipsis), complex)
+_REFLECTIVE = frozenset(("globals", "locals", "eval", "exec", "vars"))
 
 
 class Leaf:
@@ -51,6 +52,24 @@ def _immutable_types():
 
         types_ += [torch.dtype, torch.device, torch.finfo, torch.iinfo]
     return tuple(types_)
+
+
+_ENUM_OWN = frozenset(vars(enum.Enum)) | {"_generate_next_value_", "_member_names_", "_member_map_",
+                                          "_value2member_map_", "_member_type_", "_value_repr_", "_new_member_",
+                                          "_use_args_", "_unhashable_values_", "_hashable_values_", "__new__"}
+
+
+def plain_enum(v) -> bool:
+    """An enum member whose class adds no methods or properties, whose member carries nothing extra and whose value is
+    a simple one: all a mod can read of it is its identity, name and value, which never change."""
+    cls = type(v)
+    for c in cls.__mro__:
+        if c is enum.Enum or not issubclass(c, enum.Enum):
+            break
+        if any(not n.startswith("__") and n not in _ENUM_OWN and n not in cls._member_map_ for n in vars(c)):
+            return False
+    return (set(vars(v)) <= {"_value_", "_name_", "__objclass__", "_sort_order_", "__init__"}
+            and type(v._value_) in (bool, int, float, str, type(None)))
 
 
 def torch_nn_module():
@@ -85,8 +104,10 @@ def volatile(key, refs) -> bool:
 
 
 def _steady(o, immutable) -> bool:
+    if isinstance(o, enum.Enum):
+        return plain_enum(o)
     if isinstance(o, type):
-        return _is_library(o) or issubclass(o, enum.Enum)
+        return _is_library(o) or (issubclass(o, enum.Enum) and all(plain_enum(m) for m in o))
     if isinstance(o, types.BuiltinFunctionType):
         owner = getattr(o, "__self__", None)
         return owner is None or isinstance(owner, (types.ModuleType, type))
@@ -234,8 +255,8 @@ class Walker:
         self._memo[id(fn)] = fn
         code = fn.__code__
         self.key.append(("fn", code))
-        if any(not k.startswith("__") for k in fn.__dict__):
-            self.refs.append(fn)  # attributes of the function (helper.k) that its code may read: volatile
+        if any(not k.startswith("__") for k in fn.__dict__) or not _REFLECTIVE.isdisjoint(_code_names(code, set())):
+            self.refs.append(fn)  # its own attributes (helper.k), or globals() / eval: reads the key cannot see
         where = f"of {fn.__qualname__}"
         cells = []
         for name, cell in zip(code.co_freevars, fn.__closure__ or ()):

@@ -26,9 +26,6 @@ _MISSING = object()
 # names whose use lets code see the stand-in instead of the object (type(self), vars(self), super(), id(self), ...)
 _REVEALING = frozenset(("type", "vars", "dir", "id", "super", "__class__", "__dict__", "object", "inspect",
                         "getattr_static", "__self__", "callable", "globals", "locals", "eval", "exec"))
-_ENUM_OWN = frozenset(vars(enum.Enum)) | {"_generate_next_value_", "_member_names_", "_member_map_",
-                                          "_value2member_map_", "_member_type_", "_value_repr_", "_new_member_",
-                                          "_use_args_", "_unhashable_values_", "_hashable_values_", "__new__"}
 _unrecordable = {}  # id(object) -> (weak reference, codes of its methods whose traces were not recordable)
 _MAX_FROZEN = 64  # elements of a value's record in all (nested containers included); larger values are not recorded
 
@@ -174,24 +171,11 @@ def _freeze(v, budget):
     return _MISSING
 
 
-def _plain_enum(v) -> bool:
-    """An enum member whose class adds no methods or properties and whose member carries nothing extra: all a mod
-    can read of it is its identity."""
-    cls = type(v)
-    for c in cls.__mro__:
-        if c is enum.Enum or not issubclass(c, enum.Enum):
-            break
-        if any(not n.startswith("__") and n not in _ENUM_OWN and n not in cls._member_map_ for n in vars(c)):
-            return False
-    return (set(vars(v)) <= {"_value_", "_name_", "__objclass__", "_sort_order_", "__init__"}
-            and type(v._value_) in _SIMPLE)  # a list / object value can change in place
-
-
 def _kind(v):
     if _frozen(v) is not _MISSING:
         return "value", v
     if isinstance(v, enum.Enum):
-        return ("enum", v) if _plain_enum(v) else (None, v)
+        return ("enum", v) if _capture.plain_enum(v) else (None, v)
     module = _module_class()
     if module is not None and isinstance(v, module):
         return ("object", v) if _plain_class(type(v)) and type(v).__weakrefoffset__ else (None, v)

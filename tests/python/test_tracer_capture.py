@@ -831,3 +831,27 @@ def test_a_mod_that_looks_at_its_selfs_type_is_traced_with_the_real_self():
             return s * (2.0 if type(self).__name__ == "M2" else 1.0)
 
     assert flexattn.trace(M2().mod).text == "score * 2.0"
+
+
+def test_plain_closures_follow_enum_values_and_globals_lookups():
+    """Found in review (older than the recorded reads): an enum captured by a plain function was taken as unchanging
+    even with a list value changed in place, and a globals()["X"] lookup was a constant of a cached trace."""
+    import enum
+
+    class Listy(enum.Enum):
+        A = [2.0]
+
+    def by_enum(s, b, h, q, kv):
+        return s * Listy.A.value[0]
+
+    globals()["_GLOBALS_SCALE"] = 2.0
+
+    def by_globals(s, b, h, q, kv):
+        return s * globals()["_GLOBALS_SCALE"]
+
+    for mod, change in ((by_enum, lambda: Listy.A.value.__setitem__(0, 5.0)),
+                        (by_globals, lambda: globals().__setitem__("_GLOBALS_SCALE", 5.0))):
+        flexattn.trace(mod)
+        flexattn.trace(mod)
+        change()
+        assert float(flexattn.trace(mod).evaluate(score=1.0)) == 5.0
