@@ -22,6 +22,7 @@ walk keys by id; the exact device of a tensor): a stricter check only sends a ca
 """
 from __future__ import annotations
 
+import enum
 import functools
 import operator
 import types
@@ -53,6 +54,8 @@ def _ref(obj):
 
 def _tag(obj, depth):
     """Which branch of _capture.Walker.visit takes obj (same tests, same order)."""
+    if isinstance(obj, enum.Enum):
+        return "enum"
     if isinstance(obj, _capture._CONSTANTS) or isinstance(obj, np.bool_):
         return "const"
     if isinstance(obj, int):
@@ -137,7 +140,12 @@ class _Recorder:
     def visit(self, obj, parent, get, depth):
         tag = _tag(obj, depth)
         t = type(obj)
-        if tag == "const":
+        if tag == "enum":
+            if not _capture.plain_enum(obj):
+                raise _NoPlan  # volatile in the walk: never cached, so never planned
+            self.key.append(("enum", t, obj.name))
+            self._op(parent, get, lambda x: x is obj)
+        elif tag == "const":
             self.key.append(("const", obj))
             self._op(parent, get, lambda x: type(x) is t and bool(x == obj))
         elif tag == "int":

@@ -202,6 +202,11 @@ class Walker:
 
     # ---- dispatch ----
     def visit(self, obj, hint, source, depth=0):
+        if isinstance(obj, enum.Enum):  # before int / str: an IntEnum or StrEnum member is itself, not a number
+            self.key.append(("enum", type(obj), obj.name))
+            if not plain_enum(obj):
+                self.refs.append(obj)  # a value that can change in place, methods of its own: volatile
+            return obj
         if isinstance(obj, _CONSTANTS) or isinstance(obj, np.bool_):
             self.key.append(("const", obj))
             return obj

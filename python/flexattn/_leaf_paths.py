@@ -12,7 +12,9 @@ fetch(root, path) follows one.
 """
 from __future__ import annotations
 
+import enum
 import functools
+import sys
 import types
 
 import numpy as np
@@ -27,8 +29,8 @@ class _Paths:
         self._seen = set()
 
     def visit(self, obj, path, depth=0):
-        if isinstance(obj, _capture._CONSTANTS) or isinstance(obj, np.bool_):
-            return
+        if isinstance(obj, enum.Enum) or isinstance(obj, _capture._CONSTANTS) or isinstance(obj, np.bool_):
+            return  # (an enum member is a constant of the key, as in _capture.Walker.visit)
         if isinstance(obj, (int, float)) or (isinstance(obj, np.generic) and obj.dtype.kind in "iuf"):
             self.leaves.append((path, obj))
             return
@@ -164,13 +166,19 @@ def attribute_numbers(fn, limit=256):
     for path, name, value in _attribute_walk(p.objects, max_depth=4):
         if len(out) >= limit:
             break
-        if type(value) in _GUARDED:
-            out.append((path + (("attr", name),), value))
-        elif type(value) in (dict, list, tuple) and len(value) <= _capture._MAX_CONTAINER:
-            items = value.items() if type(value) is dict else enumerate(value)
-            out.extend((path + (("attr", name), ("item", k)), x) for k, x in items
-                       if type(x) in _GUARDED and type(k) in (int, str))
+        out.extend(_guardable(path + (("attr", name),), value, 3))
     return out[:limit]
+
+
+def _guardable(path, value, depth):
+    """(path, value) of the simple values at or inside `value` (items of exact dicts / lists / tuples, `depth` levels)."""
+    if type(value) in _GUARDED:  # (not numpy scalars: Dynamo makes them tensors, and a guard a data-dependent branch)
+        if value == value:  # (nan never equals itself: no guard could hold)
+            yield path, value
+    elif depth > 0 and type(value) in (dict, list, tuple) and len(value) <= _capture._MAX_CONTAINER:
+        for k, x in (value.items() if type(value) is dict else enumerate(value)):
+            if type(k) in (int, str):
+                yield from _guardable(path + (("item", k),), x, depth - 1)
 
 
 def _attributes(obj):
@@ -182,6 +190,8 @@ def _attributes(obj):
         if type(d) is dict:
             yield from d.items()
     yield from own.items()
+    if isinstance(obj, enum.Enum):  # a member's class attributes are the enum machinery's
+        return
     for c in type(obj).__mro__:  # class attributes a user class adds (self.SCALE): what getattr finds there
         if _capture._is_library(c) or c is object:
             continue
@@ -207,8 +217,19 @@ def _attribute_walk(objects, max_depth=3, max_nodes=512):
                 continue
             yield path, name, value
             if depth + 1 < max_depth and hasattr(value, "__dict__") and not isinstance(
-                    value, (types.ModuleType, types.FunctionType, type)) and not _capture.is_torch_tensor(value):
+                    value, (types.ModuleType, types.FunctionType, type, enum.Enum)) and not _capture.is_torch_tensor(
+                    value) and not _standard_library_object(value):
                 queue.append((path + (("attr", name),), value, depth + 1))
+
+
+def _standard_library_object(value) -> bool:
+    """An instance of a class of Python's own library (a logging.Logger, a threading.Lock): no mod reads into it, and
+    Dynamo cannot always compare its attributes (a guard on logger.name failed fullgraph)."""
+    module = (getattr(type(value), "__module__", None) or "").split(".")[0]
+    return module in _STDLIB
+
+
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ("logging", "threading", "collections", "enum", "abc")))
 
 
 def _attribute_path(objects, target):

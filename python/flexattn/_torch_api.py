@@ -73,14 +73,35 @@ def _make_plan(score_desc, mask_desc, *args):
                                "attribute of an object captured so, up to three levels deep)")
         return (idx, p)
 
-    numbers = tuple((i, p, v) for i, m in enumerate(mods) if m is not None for p, v in _leaf_paths.attribute_numbers(m))
+    numbers = tuple(g for i, (m, t) in enumerate(zip(mods, traced)) if m is not None for g in _guarded_values(i, m, t))
     return Plan(make_spec(merged), tuple(path(i, n) for _, i, n in merged.scalars),
                 tuple(path(i, n) for _, i, n in merged.buffers), any(t is not None and t.entry.guards for t in traced),
                 numbers)
 
 
+def _guarded_values(i, mod, traced):
+    """(mod index, path, value) of the values the plan of `mod` took as constants, for the graph to compare (Dynamo
+    then guards on each). A bound method traced with its reads recorded (_self_reads): exactly the values it read
+    through `self`, so an attribute it never reads (a step counter, `training`) recompiles nothing. Otherwise every
+    number / bool / str / None the objects it reaches hold (_leaf_paths.attribute_numbers)."""
+    reads = getattr(traced.entry, "self_reads", None)
+    if reads is None:
+        return [(i, p, v) for p, v in _leaf_paths.attribute_numbers(mod)]
+    out = []
+    for names, kind, _ in reads:
+        if kind in ("value", "enum"):
+            path = (("self",),) + tuple(("attr", n) for n in names)
+            value = _leaf_paths.fetch(mod, path)
+            if value == value:  # (nan never equals itself: no guard could hold)
+                out.append((i, path, value))
+    return out
+
+
 # Dynamo calls this at trace time with the real mods and bakes its result into the graph.
 _plan_in_graph = torch._dynamo.assume_constant_result(_make_plan)
+# Decided at import: decided inside the first compiled call, the probe's cached answer was a value Dynamo guarded on
+# (None there), so every process compiled its first graph twice.
+_dynamo_parts.supported()
 
 
 def _scalar_tensor(values):

@@ -332,11 +332,15 @@ def _trace_recording_self(fn, kind, name, key, refs, leaves):
     stand_in, log = _self_reads.recorder(obj)
     try:
         entry, traced_leaves, extra, origins = _run(types.MethodType(fn.__func__, stand_in), kind, name, key, refs)
+        failed = False
     except Exception:  # noqa: BLE001 - an assignment, or whatever the stand-in changed: the plain trace decides
-        log.complete = False
+        log.complete, failed = False, True
     if not log.complete or extra:
+        # Not cached. The recorded trace is the mod's own (the stand-in answers every read with the real value, and
+        # code that could tell them apart is not recorded), so only a failed one is traced again.
         _self_reads.remember_unrecordable(fn)
-        entry, traced_leaves, extra, origins = _run(fn, kind, name, key, refs)
+        if failed:
+            entry, traced_leaves, extra, origins = _run(fn, kind, name, key, refs)
     else:
         entry.self_reads = tuple(log.reads)
         entry.refs += _self_reads.weak_anchors(log)

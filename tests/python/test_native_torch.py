@@ -975,3 +975,62 @@ def test_values_a_compiled_mod_reads_through_self_recompile_when_they_change():
             torch.testing.assert_close(got, m(q), rtol=0, atol=1e-9)
     finally:
         Layer.SCALE = 1.0
+
+
+@needs_parts
+def test_compiled_bound_method_recompiles_only_for_what_it_reads():
+    """Every number / bool of the objects a mod reaches was guarded, so a step counter or train() / eval() the mod
+    never reads recompiled each step (fullgraph failed at the limit); an IntEnum / Flag attribute failed planning,
+    a nan one and a logging.Logger broke it. A bound method whose reads were recorded is guarded on those only."""
+    import enum
+    import logging
+
+    class Kind(enum.IntEnum):
+        SLIDING = 1
+
+    class Bits(enum.Flag):
+        A = 1
+
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cap, self.cache_len = 20.0, 0
+            self.kind, self.bits, self.odd = Kind.SLIDING, Bits.A, float("nan")
+            self.logger = logging.getLogger("flexattn-test")
+
+        def score(self, s, b, h, qi, kv):
+            return torch.tanh(s / self.cap) * self.cap
+
+        def forward(self, q):
+            return flex(q, q, q, score_mod=self.score)
+
+    m = Layer()
+    cnt = torch._dynamo.testing.CompileCounter()
+    compiled = torch.compile(m, backend=cnt, fullgraph=True)
+    q = rand(1, 1, 8, 4, grad=False)
+    for step in range(10):
+        m.cache_len = step
+        m.train(step % 2 == 0)
+        torch.testing.assert_close(compiled(q), m(q), rtol=0, atol=1e-9)
+    assert cnt.frame_count == 1
+    m.cap = 2.0  # what it reads still recompiles
+    torch.testing.assert_close(compiled(q), m(q), rtol=0, atol=1e-9)
+    assert cnt.frame_count == 2
+
+
+def test_an_int_enum_captured_in_a_closure_is_itself():
+    """An IntEnum member captured by a closure became an int runtime scalar, so `mode is Kind.SLIDING` was never
+    true (and a StrEnum member shared a cache key with the equal plain string)."""
+    import enum
+
+    class Kind(enum.IntEnum):
+        SLIDING, FULL = 1, 2
+
+    def make(mode):
+        def score(s, b, h, qi, kv):
+            return s * 2.0 if mode is Kind.SLIDING else s
+        return score
+
+    assert flexattn.trace(make(Kind.SLIDING)).text == "score * 2.0"
+    assert flexattn.trace(make(Kind.FULL)).text == "score"
+    assert flexattn.trace(make(1)).text == "score"
