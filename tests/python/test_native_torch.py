@@ -328,6 +328,13 @@ def test_detach_in_a_mod_stops_the_gradient():
                                    rtol=0, atol=1e-6)
 
 
+def _split_tensor_clamp_gradient():
+    """torch 2.15 splits clamp's gradient at a tie with a tensor bound (as maximum does); torch 2.11 does not (found on
+    the device, session 39). flexattn follows the newer rule."""
+    x = torch.tensor(0.0, dtype=torch.float64, requires_grad=True)
+    return torch.autograd.grad(torch.clamp(x, min=torch.tensor(0.0, dtype=torch.float64)), x)[0].item() == 0.5
+
+
 def _strict_clamp_gradient():
     """torch 2.15 passes no gradient at a clamp bound that is a number; older torch (2.11) passes it. flexattn follows
     the newer rule, so the tie comparisons against this torch's autograd run only where it agrees."""
@@ -716,7 +723,9 @@ def test_tensor_and_number_operands_follow_their_own_torch_rules():
     w = torch.tensor([0.0, 1.0, -1.0, 0.0], dtype=torch.float64, requires_grad=True)
     lo, e, n = torch.tensor(0.0, dtype=torch.float64), torch.tensor(-1), 4
     q, k, v = rand(1, 1, 3, 4), rand(1, 1, 4, 4), rand(1, 1, 4, 4)
-    mods = [lambda s, b, h, qi, kv: s + torch.clamp(w[kv], min=lo)]
+    mods = []
+    if _split_tensor_clamp_gradient():
+        mods.append(lambda s, b, h, qi, kv: s + torch.clamp(w[kv], min=lo))
     if _strict_clamp_gradient():
         mods.append(lambda s, b, h, qi, kv: s + torch.clamp(w[kv], min=0.0))
     for mod in mods:
