@@ -119,7 +119,7 @@ fi
 run gpu_library_mods scripts/gpu_library_check.sh "$LOG"
 if python3 -c "import torch" 2>/dev/null && ls build-gpu/bindings/_C*.so >/dev/null 2>&1; then
   FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONUNBUFFERED=1 \
-    run python_gpu python3 -m pytest -q -p no:cacheprovider tests/python/gpu tests/python/test_native_torch.py ${PYTEST_ARGS:-}
+    run python_gpu python3 -m pytest -q -p no:cacheprovider tests/python/gpu tests/python/test_native_torch.py tests/python/test_native_torch_compile.py ${PYTEST_ARGS:-}
 fi
 echo "---- failures (if any) ----"
 grep -h "^FAIL" "$LOG"/gpu_*.log 2>/dev/null | head -40

@@ -399,14 +399,9 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=128
     traced = trace(mask_mod, "mask_mod")
     merged = _native.Merged(None, traced)
     scalars, buffers = merged.values(None, traced)
-    bufs = {n: _buffer_tensor(b, dev) for n, b in buffers.items()}
     mod = None if merged.mask is None else _native.parsed_mod(*merged.mask)
-    with torch.cuda.device(dev):
-        arrays = C.cuda_build_block_mask(
-            mod, int(B), int(H), int(Q_LEN), int(KV_LEN), qb, kvb, scalars={n: float(v) for n, v in scalars.items()},
-            buffers={n: (b.data_ptr(), _torch_ops._DTYPE_NAMES[b.dtype], list(b.shape)) for n, b in bufs.items()},
-            device=dev.index if dev.index is not None else torch.cuda.current_device(),
-            stream=torch.cuda.current_stream(dev).cuda_stream)
+    arrays = _torch_ops.build_mask_on_gpu(mod, (B, H, Q_LEN, KV_LEN, qb, kvb), scalars,
+                                          {n: _buffer_tensor(b, dev) for n, b in buffers.items()}, dev)
     return BlockMask((int(Q_LEN), int(KV_LEN)), *arrays, (qb, kvb), mask_mod)
 
 

@@ -325,14 +325,7 @@ def block_mask_eager(scalars: torch.Tensor, buffers: List[torch.Tensor], spec: s
     sc = {n: float(x) for n, x in zip(snames, values)}
     device = torch.device(device)
     if device.type == "cuda":
-        bufs = {n: b.to(device).contiguous() for n, b in zip(bnames, buffers)}
-        with torch.cuda.device(device):
-            arrays = C.cuda_build_block_mask(
-                mod, B, H, q_len, kv_len, qb, kvb, scalars=sc,
-                buffers={n: (b.data_ptr(), _DTYPE_NAMES[b.dtype], list(b.shape)) for n, b in bufs.items()},
-                device=device.index if device.index is not None else torch.cuda.current_device(),
-                stream=torch.cuda.current_stream(device).cuda_stream)
-        arrays = [a if isinstance(a, torch.Tensor) else torch.as_tensor(a, device=device) for a in arrays]
+        arrays = build_mask_on_gpu(mod, (B, H, q_len, kv_len, qb, kvb), sc, dict(zip(bnames, buffers)), device)
     else:
         # (to_numpy: bf16 has no numpy dtype; the eager builder reads such a capture as float32 too)
         arrays = C.build_block_mask(mod, B, H, q_len, kv_len, qb, kvb, scalars=sc,
@@ -345,6 +338,18 @@ def block_mask_eager(scalars: torch.Tensor, buffers: List[torch.Tensor], spec: s
         arrays = [merged.kv_num_blocks, merged.kv_indices, torch.zeros_like(arrays[2]), torch.zeros_like(arrays[3]),
                   merged.q_num_blocks, merged.q_indices, torch.zeros_like(arrays[6]), torch.zeros_like(arrays[7])]
     return [a.to(device=device, dtype=torch.int32).contiguous() for a in arrays]
+
+
+def build_mask_on_gpu(mod, sizes, scalars, buffers, device):
+    """The 8 int32 tensors of a parsed mask_mod's BlockMask, classified on the GPU (asynchronously on the current
+    stream); sizes (B, H, Q_LEN, KV_LEN, Q_BLOCK_SIZE, KV_BLOCK_SIZE), buffers {name: tensor} (moved to `device`)."""
+    bufs = {n: b.to(device).contiguous() for n, b in buffers.items()}
+    with torch.cuda.device(device):
+        return _native.require("create_block_mask").cuda_build_block_mask(
+            mod, *(int(x) for x in sizes), scalars={n: float(v) for n, v in scalars.items()},
+            buffers={n: (b.data_ptr(), _DTYPE_NAMES[b.dtype], list(b.shape)) for n, b in bufs.items()},
+            device=device.index if device.index is not None else torch.cuda.current_device(),
+            stream=torch.cuda.current_stream(device).cuda_stream)
 
 
 block_mask = torch.library.custom_op("flexattn::block_mask", mutates_args=())(block_mask_eager)

@@ -26,7 +26,7 @@ from ._print import print_text
 from ._proxy import BufferProxy, Proxy, as_node
 
 _CACHE_SIZE = 1024  # traces kept (LRU); a bound method of each live instance takes a key of its own
-_ENTRIES_PER_KEY = 16  # traces kept per key of a recorded self (one per set of read values seen)
+_ENTRIES_PER_KEY = 16  # traces kept per key (one per set of guard values, or of values read through self, seen)
 _cache: "collections.OrderedDict" = collections.OrderedDict()
 _lock = threading.Lock()
 stats = {"hits": 0, "misses": 0, "traces": 0}
@@ -280,10 +280,7 @@ def trace(fn, kind=None) -> TracedMod:
             if entries is not None:
                 _cache.move_to_end(key)
     if entries:
-        scalars = {}
-        for leaf, leaf_name in zip(leaves, entries[0].leaf_names):
-            if leaf.kind == "scalar":
-                scalars[leaf_name] = leaf.python_value()
+        scalars = _scalar_values(leaves, entries[0])
         for entry in entries:
             if entry.alive() and entry.guards_hold(scalars):
                 stats["hits"] += 1
@@ -292,12 +289,23 @@ def trace(fn, kind=None) -> TracedMod:
     stats["traces"] += 1
     entry, traced_leaves, extra, origins = _run(fn, detected, name, key, refs)
     if not extra and not volatile:  # tensors bound by identity cannot be re-bound from a later walk: not cached
-        with _lock:
-            _cache.setdefault(key, []).append(entry)
-            _cache.move_to_end(key)
-            while len(_cache) > _CACHE_SIZE:
-                _cache.popitem(last=False)
+        _store(key, entry)
     return TracedMod(entry, traced_leaves, extra, cached=False, extra_origins=origins)
+
+
+def _scalar_values(leaves, entry):
+    """{scalar name: current value} of a walk's leaves, named as in a cached entry of the same key."""
+    return {name: leaf.python_value() for leaf, name in zip(leaves, entry.leaf_names) if leaf.kind == "scalar"}
+
+
+def _store(key, entry):
+    """Caches entry under key: the newest _ENTRIES_PER_KEY live ones per key, _CACHE_SIZE keys (least recent out)."""
+    with _lock:
+        held = _cache.setdefault(key, [])
+        held[:] = [e for e in held if e.alive()][-(_ENTRIES_PER_KEY - 1):] + [entry]
+        _cache.move_to_end(key)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
 
 
 def _trace_recording_self(fn, kind, name, key, refs, leaves):
@@ -312,20 +320,19 @@ def _trace_recording_self(fn, kind, name, key, refs, leaves):
         if entries:
             _cache.move_to_end(key)
     if entries:
-        scalars = {leaf_name: leaf.python_value() for leaf, leaf_name in zip(leaves, entries[0].leaf_names)
-                   if leaf.kind == "scalar"}
+        scalars = _scalar_values(leaves, entries[0])
         memo = {}
         for entry in reversed(entries):  # the newest first: a hit moves its entry to the end
             if entry.alive() and _self_reads.matches(entry.self_reads, obj, memo) and entry.guards_hold(scalars):
                 stats["hits"] += 1
-                entry.misses_before = 0
+                entry.after_miss = False
                 with _lock:
                     held = _cache.get(key)
                     if held and held[-1] is not entry and entry in held:
                         held.remove(entry)
                         held.append(entry)
                 return TracedMod(entry, leaves, {}, cached=True)
-        if len(entries) >= _ENTRIES_PER_KEY and all(getattr(e, "misses_before", 0) >= 1 for e in entries[-1:]):
+        if len(entries) >= _ENTRIES_PER_KEY and entries[-1].after_miss:
             _self_reads.remember_unrecordable(fn)  # a value that changes every call (a step counter): plain path
     stats["misses"] += 1
     stats["traces"] += 1
@@ -344,13 +351,8 @@ def _trace_recording_self(fn, kind, name, key, refs, leaves):
     else:
         entry.self_reads = tuple(log.reads)
         entry.refs += _self_reads.weak_anchors(log)
-        entry.misses_before = 1 if entries else 0
-        with _lock:
-            held = _cache.setdefault(key, [])
-            held[:] = [e for e in held if e.alive()][-(_ENTRIES_PER_KEY - 1):] + [entry]
-            _cache.move_to_end(key)
-            while len(_cache) > _CACHE_SIZE:
-                _cache.popitem(last=False)
+        entry.after_miss = bool(entries)  # made after the key's cached traces all missed
+        _store(key, entry)
     return TracedMod(entry, traced_leaves, extra, cached=False, extra_origins=origins)
 
 

@@ -344,11 +344,8 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=_DE
         from . import _torch_api
 
         dev = resolve_device(device)
-        dev = dev if not isinstance(dev, str) else torch.device("cpu")  # (no numpy arrays inside a graph)
-        if dev.type == "cuda" and not torch.cuda.is_available():
-            raise RuntimeError(f"create_block_mask: device={device!r}, but torch finds no CUDA device (no driver or "
-                               "GPU)")
-        return _torch_api._block_mask_in_graph(mask_mod, B, H, Q_LEN, KV_LEN, dev, BLOCK_SIZE, separate_full_blocks)
+        return _torch_api.create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, "cpu" if isinstance(dev, str) else dev,
+                                            BLOCK_SIZE, separate_full_blocks=separate_full_blocks)  # (no numpy in a graph)
     if not separate_full_blocks:
         bm = create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device, BLOCK_SIZE, _compile)
         return _without_full_blocks(bm)
