@@ -17,23 +17,43 @@ TARGETS="gpu_attention_check gpu_block_mask_check gpu_decode_check gpu_cp_check 
 [ "$PYOPT" = -DFLEXATTN_BUILD_PYTHON=ON ] && TARGETS="$TARGETS _C"
 cmake --build build-gpu -j"$JOBS" --target $TARGETS >"$LOG/build.log" 2>&1 \
   || { grep -E "error" "$LOG/build.log" | head -30; exit 1; }
-declare -A result
 # GPU_TEST_ONLY="python_gpu gpu_decode ...": run only the named steps (the names of the summary table), so
-# the whole set can be split over two device calls of at most 10 minutes each.
-run() {  # name, command...
+# the whole set can be split over device calls of at most 10 minutes each.
+# GPU_TEST_PARALLEL=N runs up to N steps at once (default 1). The steps are correctness checks, not timings, and most
+# of their time is NVRTC compiles on the host's cores; the kernel cache's entries are written by rename, so
+# concurrent steps share it safely.
+PARALLEL=${GPU_TEST_PARALLEL:-1}
+[[ "$PARALLEL" =~ ^[1-9][0-9]*$ ]] || { echo "GPU_TEST_PARALLEL: expected a positive integer, got '$PARALLEL'"; exit 2; }
+rm -f "$LOG"/*.result
+step() {  # name, command...: runs one step, its "rc=N Ms" in $LOG/name.result
   local name=$1; shift
-  if [ -n "${GPU_TEST_ONLY:-}" ] && [[ " $GPU_TEST_ONLY " != *" $name "* ]]; then return 0; fi
   local t0=$(date +%s)
   "$@" >"$LOG/$name.log" 2>&1
-  local rc=$?
-  result[$name]="rc=$rc $(( $(date +%s) - t0 ))s"
-  [ $rc -eq 0 ] || status=1
+  echo "rc=$? $(( $(date +%s) - t0 ))s" >"$LOG/$name.result"
+}
+run() {  # name, command...
+  local name=$1
+  if [ -n "${GPU_TEST_ONLY:-}" ] && [[ " $GPU_TEST_ONLY " != *" $name "* ]]; then return 0; fi
+  if [ "$PARALLEL" = 1 ]; then step "$@"; return 0; fi
+  while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL" ]; do wait -n; done
+  step "$@" &
 }
 CHECK=build-gpu/tests/gpu/attention/gpu_attention_check
-run gpu_attention $CHECK ${GPU_TEST_ARGS:-}
-# On Hopper the forward defaults to the sm90 family; the portable sm80 family is checked as well.
 HOPPER=0
 build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
+run gpu_attention $CHECK ${GPU_TEST_ARGS:-}
+# The longest steps next, so that with GPU_TEST_PARALLEL the short ones fill in beside them: the Python suite
+# against torch flex, and compute-sanitizer memcheck on the quick subset (every kernel, odd lengths, both dtypes: any
+# invalid access fails the step; skipped where the tool is absent or GPU_TEST_MEMCHECK=0).
+if python3 -c "import torch" 2>/dev/null && ls build-gpu/bindings/_C*.so >/dev/null 2>&1; then
+  FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONUNBUFFERED=1 \
+    run python_gpu python3 -m pytest -q -p no:cacheprovider tests/python/gpu tests/python/test_native_torch.py tests/python/test_native_torch_compile.py ${PYTEST_ARGS:-}
+fi
+if [ "${GPU_TEST_MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  run memcheck compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick
+  [ $HOPPER = 1 ] && FLEXATTN_SM90=0 FLEXATTN_SM90_BWD=0 FLEXATTN_DECODE=0 run memcheck_sm80 compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick
+fi
+# On Hopper the forward defaults to the sm90 family; the portable sm80 family is checked as well.
 # The default run above takes the Hopper families and the decode hook for L <= 64; the families they
 # replace are checked too (--quick: their full runs passed on the H200 on 2026-12-02; this keeps the whole
 # script under 10 min): the portable sm80 family end to end, the sm90 forward on short queries (which the
@@ -103,12 +123,6 @@ build-gpu/tools/flexattn info 2>/dev/null | grep -q "sm_90" && HOPPER=1
 [ $HOPPER = 1 ] && FLEXATTN_SM90_REL_DIAG=0 run gpu_attention_no_rel_diag $CHECK --quick --only t5
 [ $HOPPER = 1 ] && command -v compute-sanitizer >/dev/null && FLEXATTN_SM90_REL_DIAG=1 run memcheck_rel_diag \
   compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick --only t5 --only relbias
-# compute-sanitizer memcheck on the quick subset (every kernel, odd lengths, both dtypes): any invalid access
-# fails the step. Skipped where the tool is absent or GPU_TEST_MEMCHECK=0.
-if [ "${GPU_TEST_MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
-  run memcheck compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick
-  [ $HOPPER = 1 ] && FLEXATTN_SM90=0 FLEXATTN_SM90_BWD=0 FLEXATTN_DECODE=0 run memcheck_sm80 compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick
-fi
 [ -x build-gpu/tests/gpu/block_mask_gpu/gpu_block_mask_check ] && run gpu_block_mask build-gpu/tests/gpu/block_mask_gpu/gpu_block_mask_check
 [ -x build-gpu/tests/gpu/decode/gpu_decode_check ] && run gpu_decode build-gpu/tests/gpu/decode/gpu_decode_check ${GPU_TEST_ARGS:-}
 # The cp.async decode ring (the default on sm_90a is the bulk ring with a PDL combine).
@@ -117,13 +131,16 @@ fi
 [ -x build-gpu/tests/gpu/cp/gpu_cp_check ] && run gpu_cp build-gpu/tests/gpu/cp/gpu_cp_check
 # Every library mod through the CLI: `flexattn run --check --backward` against the CPU reference.
 run gpu_library_mods scripts/gpu_library_check.sh "$LOG"
-if python3 -c "import torch" 2>/dev/null && ls build-gpu/bindings/_C*.so >/dev/null 2>&1; then
-  FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONUNBUFFERED=1 \
-    run python_gpu python3 -m pytest -q -p no:cacheprovider tests/python/gpu tests/python/test_native_torch.py tests/python/test_native_torch_compile.py ${PYTEST_ARGS:-}
-fi
+wait
+summary=""
+for f in "$LOG"/*.result; do
+  [ -f "$f" ] || continue
+  r=$(cat "$f"); summary+=$(printf '%-16s %s' "$(basename "$f" .result)" "$r")$'\n'
+  [[ "$r" == rc=0\ * ]] || status=1
+done
 echo "---- failures (if any) ----"
 grep -h "^FAIL" "$LOG"/gpu_*.log 2>/dev/null | head -40
 echo "---- summary ----"
 [ -f "$LOG/gpu_attention.log" ] && tail -3 "$LOG/gpu_attention.log"
-for k in "${!result[@]}"; do printf '%-16s %s\n' "$k" "${result[$k]}"; done
+printf '%s' "$summary"
 exit $status
