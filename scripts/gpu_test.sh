@@ -47,7 +47,8 @@ run gpu_attention $CHECK ${GPU_TEST_ARGS:-}
 # invalid access fails the step; skipped where the tool is absent or GPU_TEST_MEMCHECK=0).
 if python3 -c "import torch" 2>/dev/null && ls build-gpu/bindings/_C*.so >/dev/null 2>&1; then
   FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONUNBUFFERED=1 \
-    run python_gpu python3 -m pytest -q -p no:cacheprovider tests/python/gpu tests/python/test_native_torch.py tests/python/test_native_torch_compile.py ${PYTEST_ARGS:-}
+    run python_gpu python3 -m pytest -q -p no:cacheprovider tests/python/gpu tests/python/test_native_torch.py tests/python/test_native_torch_compile.py \
+      tests/python/test_export.py ${PYTEST_ARGS:-}
 fi
 if [ "${GPU_TEST_MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   run memcheck compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick

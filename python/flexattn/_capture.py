@@ -192,7 +192,9 @@ class Walker:
         self._buffers.setdefault(identity, len(self.leaves))
         self.leaves.append(leaf)
         device = str(obj.device.type) if is_torch_tensor(obj) else "cpu"
-        self.key.append(("buffer", dtype_name(obj.dtype), tuple(obj.shape), device, alias))
+        # (int: a trace bakes the capture's shape in (index clamps); torch.export's non-strict tracing gives SymInts,
+        # which do not hash, and int() specialises the export on them, as the trace does)
+        self.key.append(("buffer", dtype_name(obj.dtype), tuple(int(s) for s in obj.shape), device, alias))
         if self.ctx is None:
             return obj
         from ._proxy import BufferProxy

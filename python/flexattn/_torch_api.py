@@ -414,8 +414,10 @@ def _block_mask_in_graph(mask_mod, B, H, Q_LEN, KV_LEN, dev, BLOCK_SIZE, separat
 
     # (no check_mask_mod here: its cache of kinds changed under Dynamo's guards; the plan's trace checks the mod)
     # Symbolic sizes (dynamic shapes) stay symbolic: int() would recompile the graph for every length.
-    # (Dynamo shows a symbolic size as an int: isinstance(v, torch.SymInt) is False there.)
-    B, H, Q_LEN, KV_LEN = (v if isinstance(v, int) and not isinstance(v, bool) and v >= 1 else _check_sizes(**{n: v})[0]
+    # (Dynamo shows a symbolic size as an int: isinstance(v, torch.SymInt) is False there; torch.export's
+    # non-strict tracing runs this Python with real SymInts, which operator.index would specialise.)
+    B, H, Q_LEN, KV_LEN = (v if isinstance(v, torch.SymInt) or isinstance(v, int) and not isinstance(v, bool) and v >= 1
+                           else _check_sizes(**{n: v})[0]
                            for n, v in (("B", B), ("H", H), ("Q_LEN", Q_LEN), ("KV_LEN", KV_LEN)))
     qb, kvb = _block_size(BLOCK_SIZE)
     # (a block mask is a boolean of its captures: one that requires grad is fine here, as in the eager path)

@@ -198,6 +198,13 @@ def _cuda_bwd(variant, q, k, v, out, lse, dout, dlse, scalars, buffers, grad_nam
 
 
 # ---- the ops ----------------------------------------------------------------------------------------
+# The ops' list arguments are Optional: AOTInductor's proxy executor hands an empty list argument of a custom op over
+# as None (torch 2.15: a plain List[Tensor] then fails the op's schema check, so an exported model without captured
+# tensors or without a block mask could not run); None reads as the empty list.
+def _lists(*lists):
+    return [list(x) if x is not None else [] for x in lists]
+
+
 def _bind(scalars, buffers, spec, grads=""):
     variant, snames, bnames = _decode(spec, grads)
     values = scalars.tolist()
@@ -207,10 +214,11 @@ def _bind(scalars, buffers, spec, grads=""):
     return variant, dict(zip(snames, values)), dict(zip(bnames, buffers))
 
 
-def attn_fwd_eager(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scalars: torch.Tensor, buffers: List[torch.Tensor],
-             mask: List[torch.Tensor], spec: str, mask_meta: List[int], scale: float
-             ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def attn_fwd_eager(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scalars: torch.Tensor,
+                   buffers: Optional[List[torch.Tensor]], mask: Optional[List[torch.Tensor]], spec: str,
+                   mask_meta: Optional[List[int]], scale: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(out [B,Hq,L,Ev], lse [B,Hq,L] natural log, max [B,Hq,L])."""
+    buffers, mask, mask_meta = _lists(buffers, mask, mask_meta)
     variant, sc, bufs = _bind(scalars, buffers, spec)
     stats["fwd"] += 1
     if _use_cuda(q):
@@ -239,10 +247,12 @@ def _(q, k, v, scalars, buffers, mask, spec, mask_meta, scale):
 
 
 def attn_bwd_eager(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor,
-             grad_out: torch.Tensor, grad_lse: Optional[torch.Tensor], scalars: torch.Tensor,
-             buffers: List[torch.Tensor], mask: List[torch.Tensor], spec: str, grads: str, mask_meta: List[int],
-             scale: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, List[torch.Tensor]]:
+                   grad_out: torch.Tensor, grad_lse: Optional[torch.Tensor], scalars: torch.Tensor,
+                   buffers: Optional[List[torch.Tensor]], mask: Optional[List[torch.Tensor]], spec: str, grads: str,
+                   mask_meta: Optional[List[int]], scale: float
+                   ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, List[torch.Tensor]]:
     """(dq, dk, dv, [gradient of each buffer named in `grads`, in that order])."""
+    buffers, mask, mask_meta = _lists(buffers, mask, mask_meta)
     variant, sc, bufs = _bind(scalars, buffers, spec, grads)
     names = [g for g in grads.split(",") if g]
     stats["bwd"] += 1
@@ -260,6 +270,7 @@ attn_bwd = torch.library.custom_op("flexattn::attn_bwd", mutates_args=())(attn_b
 
 @attn_bwd.register_fake
 def _(q, k, v, out, lse, grad_out, grad_lse, scalars, buffers, mask, spec, grads, mask_meta, scale):
+    buffers = buffers or []
     index = {n: i for i, n in enumerate(_spec(spec)[3])}
     names = [g for g in grads.split(",") if g]
     # contiguous, as the kernels and the CPU reference return them: empty_like kept a transposed q's strides (the
@@ -270,6 +281,7 @@ def _(q, k, v, out, lse, grad_out, grad_lse, scalars, buffers, mask, spec, grads
 
 def _setup(ctx, inputs, output):
     q, k, v, scalars, buffers, mask, spec, mask_meta, scale = inputs
+    buffers, mask, mask_meta = _lists(buffers, mask, mask_meta)
     out, lse, mx = output
     ctx.mark_non_differentiable(mx)
     bnames = _spec(spec)[3]
@@ -307,7 +319,7 @@ attn_fwd.register_autograd(_backward, setup_context=_setup)
 
 
 # ---- block masks made inside torch.compile ---------------------------------------------------------
-def block_mask_eager(scalars: torch.Tensor, buffers: List[torch.Tensor], spec: str, sizes: List[int],
+def block_mask_eager(scalars: torch.Tensor, buffers: Optional[List[torch.Tensor]], spec: str, sizes: List[int],
                      device: torch.device) -> List[torch.Tensor]:
     """The 8 int32 tensors of torch's BlockMask layout (kv_num_blocks, kv_indices, full_kv_*, q_*, full_q_*) of the
     spec's mask_mod; sizes = [B, H, Q_LEN, KV_LEN, Q_BLOCK_SIZE, KV_BLOCK_SIZE, separate_full_blocks] (0: the full
@@ -315,6 +327,7 @@ def block_mask_eager(scalars: torch.Tensor, buffers: List[torch.Tensor], spec: s
     builds them (on the GPU for a CUDA device, natively on the CPU otherwise), from the spec rather than a trace:
     torch.compile reaches this op with the plan's spec (_torch_api.create_block_mask)."""
     _, mask, snames, bnames = _spec(spec)
+    buffers = buffers or []
     values = scalars.tolist()
     if len(values) != len(snames) or len(buffers) != len(bnames):
         raise ValueError(f"flexattn::block_mask: the spec names {len(snames)} scalars and {len(bnames)} buffers, got "
