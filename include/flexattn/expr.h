@@ -61,7 +61,7 @@ class Expr {
   explicit Expr(NodePtr n) : node_(std::move(n)) {}
   Expr(double v);   // weak float literal (like a Python float)
   Expr(int v);      // weak int literal (like a Python int)
-  Expr(int64_t v);  // weak int literal
+  Expr(int64_t v);  // weak int literal; beyond 32 bits it widens an i32 operand to i64 (q_idx * 2654435761)
   Expr(bool v);     // bool literal
 
   const Node* get() const { return node_.get(); }

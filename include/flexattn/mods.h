@@ -38,6 +38,8 @@ ir::Expr document(const ir::Buffer& doc_ids);
 // (Llama-4-style chunked attention is and_masks({chunked(c), causal()}).)
 ir::Expr chunked(int64_t chunk);
 // Dilated causal attention: causal && (q_idx - kv_idx) % stride == 0. stride >= 1.
+// (The four numbers above are taken as min(n, 2^32), the same mask as any larger n since positions are below 2^31;
+// from 2^31 up the index arithmetic is 64-bit.)
 ir::Expr dilated(int64_t stride);
 
 // torch and_masks / or_masks: AND from true, OR from false (so and_masks({}) == full()).

@@ -246,8 +246,25 @@ Expr unary(Op op, Expr a) {
   throw Error(std::string("internal: '") + op_name(op) + "' is not a unary operation");
 }
 
+namespace {
+bool wide_int_literal(const Node& n) {
+  return n.op == Op::Literal && n.weak && n.type == DType::I64 && !(n.value >= -2147483648.0 && n.value < 2147483648.0);
+}
+
+// A plain integer beyond 32 bits (2^40, a hash multiplier 2654435761) meeting an i32 value widens that value to
+// i64, as Triton types such a constant and as the Python builder (_ir._widened) does; promotion alone keeps i32
+// and would wrap the constant silently. The cast is explicit in the IR so every backend and the simplifier agree.
+void widen(Expr& a, Expr& b) {
+  if (wide_int_literal(*b) && a.type() == DType::I32)
+    a = cast(a, DType::I64);
+  else if (wide_int_literal(*a) && b.type() == DType::I32)
+    b = cast(b, DType::I64);
+}
+}  // namespace
+
 Expr binary(Op op, Expr a, Expr b) {
   if (a.empty() || b.empty()) throw Error(std::string("'") + op_name(op) + "': empty operand");
+  widen(a, b);
   bool weak = false;
   DType t = promote(*a, *b, &weak);
   switch (op) {
@@ -280,6 +297,7 @@ Expr select(Expr cond, Expr a, Expr b) {
   if (cond.empty() || a.empty() || b.empty()) throw Error("'where': empty operand");
   if (cond.type() != DType::Bool)
     throw Error("'where': the condition must be bool, got " + type_str(*cond));
+  widen(a, b);
   bool weak = false;
   DType t = promote(*a, *b, &weak);
   return make_node(Op::Select, t, weak, {cond, a, b});

@@ -117,6 +117,12 @@ class Builder {
 
   // kv_idx, q_idx - kv_idx, kv_idx - q_idx (i32): value = beta * kv + gamma * q.
   static bool kv_side(const Node& n, int* beta, int* gamma) {
+    // i64(kv side), as a plain integer beyond 32 bits widens it (expr.cc): the side never wraps, so the cast
+    // keeps its value.
+    if (n.op == Op::Cast && n.type == DType::I64) {
+      const Node& a = *n.args[0];
+      return a.op != Op::Cast && kv_side(a, beta, gamma);
+    }
     if (n.type != DType::I32) return false;
     if (n.op == Op::KvIdx) return *beta = 1, *gamma = 0, true;
     if (n.op != Op::Sub) return false;

@@ -1,4 +1,5 @@
 // Mask mods of the library. Definitions and their sources are documented in include/flexattn/mods.h.
+#include <algorithm>
 #include <string>
 
 #include "flexattn/error.h"
@@ -20,6 +21,12 @@ void check_bool(const Expr& m, const std::string& who, size_t index) {
                                      std::string(dtype_name(m.type())) + ", expected a bool mask expression");
 }
 
+// Positions are below 2^31, so every argument from 2^32 up gives the same mask as 2^32 (a window or prefix
+// beyond every distance, one chunk, a stride no distance reaches). Saturating keeps the literal exact (it
+// travels as a double) and in range; arguments beyond 2^31 widen the index arithmetic to i64 (expr.cc), those
+// below keep it in i32.
+Expr position_bound(int64_t v) { return Expr(std::min<int64_t>(v, int64_t(1) << 32)); }
+
 }  // namespace
 
 Expr full() { return Expr(true); }
@@ -28,12 +35,12 @@ Expr causal() { return ir::q_idx() >= ir::kv_idx(); }
 
 Expr sliding_window(int64_t window) {
   check(window >= 0, "sliding_window: window must be >= 0, got " + std::to_string(window));
-  return causal() & (ir::q_idx() - ir::kv_idx() <= Expr(window));
+  return causal() & (ir::q_idx() - ir::kv_idx() <= position_bound(window));
 }
 
 Expr prefix_lm(int64_t prefix) {
   check(prefix >= 0, "prefix_lm: prefix length must be >= 0, got " + std::to_string(prefix));
-  return (ir::kv_idx() < Expr(prefix)) | causal();
+  return (ir::kv_idx() < position_bound(prefix)) | causal();
 }
 
 Expr document(const ir::Buffer& doc_ids) {
@@ -44,12 +51,12 @@ Expr document(const ir::Buffer& doc_ids) {
 
 Expr chunked(int64_t chunk) {
   check(chunk >= 1, "chunked: chunk size must be >= 1, got " + std::to_string(chunk));
-  return eq(ir::floordiv(ir::q_idx(), Expr(chunk)), ir::floordiv(ir::kv_idx(), Expr(chunk)));
+  return eq(ir::floordiv(ir::q_idx(), position_bound(chunk)), ir::floordiv(ir::kv_idx(), position_bound(chunk)));
 }
 
 Expr dilated(int64_t stride) {
   check(stride >= 1, "dilated: stride must be >= 1, got " + std::to_string(stride));
-  return causal() & eq(ir::mod(ir::q_idx() - ir::kv_idx(), Expr(stride)), Expr(0));
+  return causal() & eq(ir::mod(ir::q_idx() - ir::kv_idx(), position_bound(stride)), Expr(0));
 }
 
 Expr and_masks(const std::vector<Expr>& masks) {

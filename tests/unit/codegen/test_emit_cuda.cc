@@ -424,3 +424,13 @@ TEST(EmitCuda, FoldedApproxSoftcapArithmeticMatchesTheInterpreter) {
     for (float dd : {30.f, -20.f, 50.f})
       EXPECT_LT(worst_folded_softcap_error(true, uu, dd, rng), 4e-6 * std::fabs(uu)) << "u " << uu << " d " << dd;
 }
+
+// An integer beyond 32 bits widens the i32 side (an explicit i64 cast in the IR): the generated code must do that
+// arithmetic in 64 bits, not wrap it in int.
+TEST(EmitCuda, IntegersBeyond32BitsAreComputedIn64Bits) {
+  Variant v;
+  v.mask_mod = q_idx() * Expr(int64_t(2654435761)) % 7 == kv_idx() % 7;
+  const std::string s = codegen::emit_cuda_variant(v, false).source;
+  EXPECT_TRUE(has(s, "const long long t0 = ((long long)q_idx);\n"
+                     "    const long long t1 = fa_mul(t0, ((long long)p.lit[0]));")) << s;
+}

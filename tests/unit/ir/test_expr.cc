@@ -3,6 +3,7 @@
 
 #include "flexattn/error.h"
 #include "flexattn/expr.h"
+#include "flexattn/ir_text.h"
 #include "error_of.h"
 
 using flexattn::test::error_of;
@@ -88,4 +89,30 @@ TEST(Expr, DeepChainsDoNotOverflowTheStack) {
   for (int i = 0; i < 300000; ++i) e = e + 1.0;
   EXPECT_EQ(topo_order(e).size(), 300002u);  // score, one shared literal, 300000 adds
   e = Expr();  // releasing the chain must not recurse 300000 levels deep
+}
+
+// README: an integer beyond 32 bits (q_idx * 2654435761) widens the arithmetic it meets to 64 bits, as Triton does;
+// the C++ builder, the text form and the Python builder (_ir._widened) make the same IR.
+TEST(Expr, IntegersBeyond32BitsWidenTheI32OperandTo64Bits) {
+  EvalEnv env;
+  env.q_idx = 3;
+  env.kv_idx = 0;
+  const Expr hash = q_idx() * Expr(int64_t(2654435761));
+  EXPECT_EQ(hash.type(), DType::I64);
+  EXPECT_EQ(eval(hash, env).i, int64_t(7963307283));
+  EXPECT_EQ(eval(parse("q_idx * 2654435761"), env).i, int64_t(7963307283));
+  EXPECT_TRUE(eval(parse("q_idx - kv_idx <= 4294967296"), env).as_bool());
+  EXPECT_TRUE(eval(q_idx() - kv_idx() <= Expr(int64_t(1) << 32), env).as_bool());
+  EXPECT_EQ(eval(where(q_idx() > 0, Expr(int64_t(1) << 40), q_idx()), env).i, int64_t(1) << 40);
+  EXPECT_EQ(where(q_idx() > 0, q_idx(), Expr(int64_t(-1) << 40)).type(), DType::I64);
+  // The IR of the Python builder's test (tests/python/test_tracer_ops.py; its printer binds the shared cast).
+  const Expr q64 = Expr(int64_t(1) << 33);
+  const Expr m = score() + (q_idx() + Expr(int64_t(1) << 40)) % 7 + q_idx() * Expr(int64_t(2654435761)) % 1000 +
+                 (q_idx() < q64);
+  EXPECT_EQ(print(m),
+            "score + (i64(q_idx) + 1099511627776) % 7 + i64(q_idx) * 2654435761 % 1000 + (i64(q_idx) < 8589934592)");
+  // Values that fit keep the kernels' 32-bit index math.
+  EXPECT_EQ((q_idx() + Expr(int64_t(2147483647))).type(), DType::I32);
+  EXPECT_EQ((q_idx() - Expr(int64_t(-2147483648LL))).type(), DType::I32);
+  EXPECT_EQ(eval(q_idx() + Expr(int64_t(2147483648LL)), env).i, int64_t(2147483651LL));
 }

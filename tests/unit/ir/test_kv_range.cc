@@ -99,7 +99,8 @@ TEST(KvRange, IntervalMasksMatchTheInterpreterEverywhere) {
       {"equality", q() - kv() == 7},
       {"wrapping sum", kv() <= q() + 2147483000},  // i32: q + 2147483000 wraps for q > 647
       {"strong i64 literal", q() - kv() <= lit64(9.0e18)},
-      {"weak literal truncated to i32", q() - kv() <= Expr(int64_t(4294967296 + 5))},
+      {"weak literal beyond 32 bits (widens the side to i64)", q() - kv() <= Expr(int64_t(4294967296 + 5))},
+      {"widened kv side on the right", Expr(int64_t(-4294967296)) < kv() - q()},
       {"i32 scalar", q() - kv() <= scalar("W", DType::I32)},
       {"i64 scalar past the saturation", kv() - q() < scalar("BIG", DType::I64)},
       {"nested", ((kv() < 10) || (kv() <= q())) && !(q() - kv() > 50)},

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "flexattn/error.h"
 #include "flexattn/mods.h"
@@ -107,6 +108,22 @@ TEST(Masks, ArgumentsAreChecked) {
   EXPECT_EQ(error_of([] { mods::prefix_lm(-2); }), "prefix_lm: prefix length must be >= 0, got -2");
   EXPECT_EQ(error_of([] { mods::chunked(0); }), "chunked: chunk size must be >= 1, got 0");
   EXPECT_EQ(error_of([] { mods::dilated(0); }), "dilated: stride must be >= 1, got 0");
+}
+
+// Arguments beyond 32 bits used to wrap in the i32 comparison (sliding_window(2^31) kept no entry); from 2^32 up
+// they all give the 2^32 mask (positions are below 2^31), so even INT64_MAX is a valid "unbounded".
+TEST(Masks, ArgumentsBeyond32BitsDoNotWrap) {
+  for (int64_t big : {int64_t(1) << 31, (int64_t(1) << 32) + 2, std::numeric_limits<int64_t>::max()}) {
+    SCOPED_TRACE(big);
+    expect_mask(mods::sliding_window(big), [](int q, int kv) { return q >= kv; });
+    expect_mask(mods::prefix_lm(big), [](int, int) { return true; });
+    expect_mask(mods::chunked(big), [](int, int) { return true; });
+    expect_mask(mods::dilated(big), [](int q, int kv) { return q == kv; });
+  }
+  for (int64_t big : {int64_t(1) << 32, (int64_t(1) << 32) + 1})
+    expect_mask(mods::chunked(big), [](int, int) { return true; });
+  // Arguments that fit keep the kernels' 32-bit index arithmetic.
+  EXPECT_EQ(mods::sliding_window(2147483647).get(), (mods::causal() & (ir::q_idx() - ir::kv_idx() <= 2147483647)).get());
 }
 
 TEST(Mods, NumbersAreRuntimeLiteralsSoKernelsAreShared) {
