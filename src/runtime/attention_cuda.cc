@@ -40,6 +40,13 @@ std::vector<int64_t> strides_of(const TensorView& t) {
   return s;
 }
 
+// a * b * c > limit for positive factors; the product itself may not fit 64 bits (a shape of 2^33 x 2^31 x 1
+// wrapped to 0 and passed).
+bool rows_over(int64_t limit, int64_t a, int64_t b, int64_t c) {
+  int64_t n;
+  return __builtin_mul_overflow(a, b, &n) || __builtin_mul_overflow(n, c, &n) || n > limit;
+}
+
 // Checks rank, shape, dtype, contiguity of the last dim and the 16-byte alignment the kernels'
 // vector loads need; returns the (b, h, l) strides.
 void check_view(const TensorView& t, const char* name, const std::vector<int64_t>& want, DType dtype, int64_t s[3]) {
@@ -83,8 +90,10 @@ Problem check_forward(const ForwardArgs& a, AttnParams* p) {
   if (pr.D % 16 != 0 || pr.Dv % 16 != 0 || pr.D > 256 || pr.Dv > 256)
     throw Error("head dims: the cuda backend takes multiples of 16 up to 256, got D=" + std::to_string(pr.D) +
                 ", Dv=" + std::to_string(pr.Dv));
-  if (pr.B * pr.Hq * pr.L > (int64_t(1) << 31) || pr.Bkv * pr.Hkv * pr.S > (int64_t(1) << 31))
-    throw Error("q/k: too many rows for 32-bit row indices");
+  if (rows_over(int64_t(1) << 31, pr.B, pr.Hq, pr.L))
+    throw Error("q: expected B * Hq * L <= 2^31 rows (32-bit row indices), got shape " + shape_string(q.shape));
+  if (rows_over(int64_t(1) << 31, pr.Bkv, pr.Hkv, pr.S))
+    throw Error("k: expected Bkv * Hkv * S <= 2^31 rows (32-bit row indices), got shape " + shape_string(a.k.shape));
   int64_t s[3];
   check_view(q, "q", {pr.B, pr.Hq, pr.L, pr.D}, q.dtype, s);
   p->q = q.data, p->q_sb = s[0], p->q_sh = s[1], p->q_sl = s[2];
@@ -122,8 +131,11 @@ Problem check_forward(const ForwardArgs& a, AttnParams* p) {
       throw Error("block_mask: heads must be 1 or " + std::to_string(pr.Hq) + ", got " + std::to_string(m->H));
     if (m->kv_num_blocks == nullptr || m->kv_indices == nullptr)
       throw Error("block_mask: kv_num_blocks and kv_indices are required");
+    if (m->q_block < 1 || m->kv_block < 1)
+      throw Error("block_mask: expected q_block and kv_block >= 1, got " + std::to_string(m->q_block) + " and " +
+                  std::to_string(m->kv_block));
     const int64_t nq = (pr.L + m->q_block - 1) / m->q_block, nkv = (pr.S + m->kv_block - 1) / m->kv_block;
-    if (m->q_block < 1 || m->kv_block < 1 || m->nq != nq || m->nkv != nkv)
+    if (m->nq != nq || m->nkv != nkv)
       throw Error("block_mask: nq/nkv do not match the lengths and block sizes");
     p->kv_num_blocks = m->kv_num_blocks, p->kv_indices = m->kv_indices;
     p->full_kv_num_blocks = m->full_kv_num_blocks, p->full_kv_indices = m->full_kv_indices;

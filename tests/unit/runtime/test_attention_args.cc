@@ -7,6 +7,7 @@
 #include <string>
 
 #include "flexattn/attention.h"
+#include "flexattn/decode.h"
 #include "flexattn/error.h"
 #include "flexattn/mods.h"
 #include "error_of.h"
@@ -78,6 +79,22 @@ TEST(AttentionArgs, ForwardErrorsNameTheArgument) {
       {"kv offset", [](ForwardArgs& a) { a.kv_offset = -1; },
        "kv_offset: the positions the mods see are offset + row, in [0, 2^30): expected 0 <= offset and offset + "
        "length <= 2^30, got -1 + 40"},
+      // B * Hq * L = 2^64 wrapped to 0 and passed the row check.
+      {"rows past 64 bits",
+       [](ForwardArgs& a) {
+         a.q.shape = {int64_t(1) << 33, int64_t(1) << 31, 1, 64};
+         a.out.shape = {int64_t(1) << 33, int64_t(1) << 31, 1, 32};
+         a.k.shape[0] = a.v.shape[0] = 1;
+       },
+       "q: expected B * Hq * L <= 2^31 rows (32-bit row indices), got shape [8589934592, 2147483648, 1, 64]"},
+      {"rows", [](ForwardArgs& a) { a.q.shape[2] = (int64_t(1) << 28) + 1; },
+       "q: expected B * Hq * L <= 2^31 rows (32-bit row indices), got shape [2, 4, 268435457, 64]"},
+      {"kv rows past 64 bits",
+       [](ForwardArgs& a) {
+         a.k.shape = {1, 2, int64_t(1) << 62, 64};
+         a.v.shape = {1, 2, int64_t(1) << 62, 32};
+       },
+       "k: expected Bkv * Hkv * S <= 2^31 rows (32-bit row indices), got shape [1, 2, 4611686018427387904, 64]"},
   };
   for (const ForwardCase& c : cases) {
     Fixture f;
@@ -99,6 +116,39 @@ TEST(AttentionArgs, BlockMaskMustMatchTheCall) {
             std::string::npos);
   m.q_len = 33, m.B = 3;
   EXPECT_EQ(error_of([&] { cuda_forward(a); }), "block_mask: batch must be 1 or 2, got 3");
+  // A zero block size was divided by before it was checked (SIGFPE).
+  m.B = 1, m.q_block = 0;
+  EXPECT_EQ(error_of([&] { cuda_forward(a); }), "block_mask: expected q_block and kv_block >= 1, got 0 and 128");
+  m.q_block = 128, m.kv_block = 0;
+  EXPECT_EQ(error_of([&] { cuda_forward(a); }), "block_mask: expected q_block and kv_block >= 1, got 128 and 0");
+}
+
+TEST(AttentionArgs, DecodeRowLimitsDoNotWrap) {
+  Variant variant;
+  DecodeArgs a;
+  a.variant = &variant;
+  a.q = view({2, 4, 1, 64});
+  a.k = view({2, 2, 40, 64});
+  a.v = view({2, 2, 40, 64});
+  a.out = view({2, 4, 1, 64});
+  // B * Hq * L = 2^64 wrapped to 0 and passed.
+  a.q.shape = a.out.shape = {int64_t(1) << 33, int64_t(1) << 31, 1, 64};
+  a.k.shape[0] = a.v.shape[0] = 1;
+  EXPECT_EQ(error_of([&] { cuda_decode(a); }),
+            "q: expected B * Hq * L < 2^31 rows (32-bit row indices), got shape [8589934592, 2147483648, 1, 64]");
+  a.q.shape = a.out.shape = {int64_t(1) << 29, 4, 1, 64};
+  EXPECT_EQ(error_of([&] { cuda_decode(a); }),
+            "q: expected B * Hq * L < 2^31 rows (32-bit row indices), got shape [536870912, 4, 1, 64]");
+  // Paged: max_pages * page_size wrapped past 2^63.
+  a.q.shape = a.out.shape = {2, 4, 1, 64};
+  a.k.shape = a.v.shape = {8, 2, 16, 64};
+  a.page_table = reinterpret_cast<const int32_t*>(g_mem);
+  a.max_pages = int64_t(1) << 60;
+  EXPECT_EQ(error_of([&] { cuda_decode(a); }),
+            "max_pages: expected max_pages * page_size < 2^31 rows, got 1152921504606846976 * 16");
+  a.max_pages = int64_t(1) << 27;
+  EXPECT_EQ(error_of([&] { cuda_decode(a); }),
+            "max_pages: expected max_pages * page_size < 2^31 rows, got 134217728 * 16");
 }
 
 TEST(AttentionArgs, BackwardErrorsNameTheArgument) {
