@@ -75,7 +75,8 @@ struct CacheEntry {
   bool valid = false; // meta.json parses and matches the cubin
 };
 std::vector<CacheEntry> cache_list();
-// Removes every entry (and leftover temporary folders); returns the number of entries removed.
+// Removes every entry, leftover temporary folders and failed/<key>/ (only folders laid out as the cache writes
+// them: other files in the cache folder are left alone); returns the number of entries removed.
 int cache_clear();
 
 struct DeviceSummary {

@@ -35,8 +35,36 @@ bool is_entry_name(const std::string& name) {
   return text::all_of(s.substr(0, s.size() - 17), text::is_name_char) &&
          text::all_of(s.substr(s.size() - 16), text::is_hex_lower);
 }
+// ".tmp-<entry>-<pid>-<n>" (write_entry) or ".trash-<entry>-<pid>-<n>" (discard_entry).
 bool is_scratch_name(const std::string& name) {
-  return name.rfind(".tmp-", 0) == 0 || name.rfind(".trash-", 0) == 0;
+  std::string_view s(name);
+  if (s.rfind(".tmp-", 0) == 0) s.remove_prefix(5);
+  else if (s.rfind(".trash-", 0) == 0) s.remove_prefix(7);
+  else return false;
+  for (int i = 0; i < 2; ++i) {  // the counter, then the pid
+    const size_t dash = s.rfind('-');
+    if (dash == std::string_view::npos || dash + 1 == s.size() ||
+        !text::all_of(s.substr(dash + 1), [](char c) { return c >= '0' && c <= '9'; }))
+      return false;
+    s = s.substr(0, dash);
+  }
+  return is_entry_name(std::string(s));
+}
+
+// A folder the cache could have written: only plain files of the names it writes there (no subfolders, links
+// or anything else). Its name alone is not enough: a user's folder may be called `failed` or `.tmp-notes`.
+bool holds_only(const fs::path& dir, std::initializer_list<std::string_view> names) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string f = it->path().filename().string();
+    if (it->symlink_status(ec).type() != fs::file_type::regular || ec) return false;
+    if (std::find(names.begin(), names.end(), f) == names.end()) return false;
+  }
+  return !ec;
+}
+bool is_real_folder(const fs::directory_entry& d) {
+  std::error_code ec;
+  return d.symlink_status(ec).type() == fs::file_type::directory && !ec;
 }
 
 Json ptxas_json(const std::map<std::string, PtxasInfo>& ptxas) {
@@ -200,17 +228,24 @@ std::vector<CacheEntry> list_entries(const std::string& dir) {
 int clear_entries(const std::string& dir) {
   int removed = 0;
   std::error_code ec;
-  std::vector<fs::path> doomed;
+  std::vector<fs::path> entries, scratch;
   for (const auto& d : fs::directory_iterator(dir, ec)) {
-    std::string name = d.path().filename().string();
-    if (!d.is_directory(ec)) continue;
-    if (is_entry_name(name)) ++removed, doomed.push_back(d.path());
-    else if (is_scratch_name(name) || name == "failed") doomed.push_back(d.path());
+    const std::string name = d.path().filename().string();
+    if (!is_real_folder(d) || !holds_only(d.path(), {"source.cu", "kernel.cubin", "meta.json"})) continue;
+    if (is_entry_name(name)) entries.push_back(d.path());
+    else if (is_scratch_name(name)) scratch.push_back(d.path());
   }
-  for (const auto& p : doomed) {
-    if (is_entry_name(p.filename().string())) discard_entry(p.string());
-    else fs::remove_all(p, ec);
-  }
+  // failed/<entry>/{source.cu, log.txt} (save_failed); `failed` itself only once nothing else is left in it.
+  const fs::path failed = fs::path(dir) / "failed";
+  const bool have_failed = fs::symlink_status(failed, ec).type() == fs::file_type::directory;
+  if (have_failed)
+    for (const auto& d : fs::directory_iterator(failed, ec))
+      if (is_real_folder(d) && is_entry_name(d.path().filename().string()) &&
+          holds_only(d.path(), {"source.cu", "log.txt"}))
+        scratch.push_back(d.path());
+  for (const auto& p : entries) discard_entry(p.string()), ++removed;
+  for (const auto& p : scratch) fs::remove_all(p, ec);
+  if (have_failed) fs::remove(failed, ec);  // fails, as wanted, while anything is left in it
   return removed;
 }
 

@@ -219,6 +219,49 @@ TEST_F(Cache, ListAndClear) {
   EXPECT_TRUE(fs::exists(cache_dir() + "/keep_me"));
 }
 
+// A cache folder pointed at the wrong place ($HOME): clear removes what the cache wrote (entries, its scratch
+// folders, failed/<key>) and nothing else, whatever the names; it used to delete any `failed`, `.tmp-*` or
+// `.trash-*` folder whole. Needs no compiler: the cache's folders are laid out by hand.
+TEST_F(Cache, ClearLeavesFoldersTheCacheDidNotWrite) {
+  const fs::path d = cache_dir();
+  auto put = [&](const fs::path& rel, const std::string& text = "x") {
+    fs::create_directories((d / rel).parent_path());
+    std::ofstream(d / rel) << text;
+  };
+  const std::string key = "test_scale_sm_80_0123456789abcdef";
+  // The cache's own.
+  put(key + "/meta.json"), put(key + "/kernel.cubin"), put(key + "/source.cu");
+  put(".tmp-" + key + "-123-0/source.cu");
+  put(".trash-" + key + "-45-6/meta.json");
+  put("failed/" + key + "/source.cu"), put("failed/" + key + "/log.txt");
+  fs::create_directories(d / "failed_only" / "failed" / key);
+  // A user's.
+  put("failed/thesis.tex");
+  put("failed/other_0123456789abcdef/draft.txt");
+  put(".tmp-notes/todo.txt");
+  put(".trash-" + key + "-1-2/photo.jpg");
+  put("user_0123456789abcdef/meta.json"), put("user_0123456789abcdef/photo.jpg");
+  put("nested_0123456789abcdef/sub/meta.json");
+  put("projects/a.txt");
+  fs::create_directory_symlink(d / "projects", d / "link_0123456789abcdef");
+
+  EXPECT_EQ(cache_clear(), 1);
+  for (const std::string& gone : {key, ".tmp-" + key + "-123-0", ".trash-" + key + "-45-6", "failed/" + key})
+    EXPECT_FALSE(fs::exists(d / gone)) << gone;
+  for (const char* kept : {"failed/thesis.tex", "failed/other_0123456789abcdef/draft.txt", ".tmp-notes/todo.txt",
+                           ".trash-test_scale_sm_80_0123456789abcdef-1-2/photo.jpg", "user_0123456789abcdef/photo.jpg",
+                           "user_0123456789abcdef/meta.json", "nested_0123456789abcdef/sub/meta.json",
+                           "projects/a.txt", "link_0123456789abcdef/a.txt", "failed_only/failed"})
+    EXPECT_TRUE(fs::exists(d / kept)) << kept;
+  // Once only the cache's failed/<key> folders are in it, `failed` goes too.
+  fs::remove(d / "failed/thesis.tex");
+  fs::remove_all(d / "failed/other_0123456789abcdef");
+  put("failed/" + key + "/log.txt");
+  EXPECT_EQ(cache_clear(), 0);
+  EXPECT_FALSE(fs::exists(d / "failed"));
+  EXPECT_TRUE(fs::exists(d / "projects/a.txt"));
+}
+
 TEST(CacheDir, FollowsTheEnvironment) {
   ScopedEnv xdg("XDG_CACHE_HOME", "/xdg");
   ScopedEnv home("HOME", "/home/someone");
