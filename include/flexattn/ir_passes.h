@@ -51,10 +51,11 @@ PositionDependence position_dependence(const Expr& e);
 // for every q, kv in [0, 2^31), with lo, hi functions of (b, h, q_idx) built from the mask's own kv-free
 // subexpressions (src/ir/kv_range.cc). The sm90 forward then tests a partial tile's entries against the row's
 // bounds instead of evaluating mask_mod per entry (kernels/sm90/fwd_softmax_sm90.cuh, codegen's kKvRange).
-// Recognised: comparisons (<, <=, >, >=, ==) of kv_idx, q_idx - kv_idx or kv_idx - q_idx (i32) with an integer
-// expression free of kv_idx; their negations; and / or / where over them and over kv-free conditions, where an
-// `or` of two ranges only when both are open on the same side (causal or a prefix: kv <= max(q, P - 1)). Bounds
-// and conditions with f32 values inside are refused (integer and boolean arithmetic only: exact on every target).
+// Recognised: comparisons (<, <=, >, >=, ==) of kv_idx, q_idx - kv_idx or kv_idx - q_idx (i32, or widened to i64)
+// with an integer expression free of kv_idx; their negations; and / or / where over them and over kv-free
+// conditions (up to 512 levels deep), where an `or` of two ranges only when both are open on the same side (causal
+// or a prefix: kv <= max(q, P - 1)). Bounds and conditions with f32 values inside are refused (integer and boolean
+// arithmetic only: exact on every target).
 struct KvBound {
   enum Kind : uint8_t { Open, Term, Max, Min, Select };
   Kind kind = Open;

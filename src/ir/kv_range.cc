@@ -19,6 +19,15 @@ class Builder {
  public:
   KvRange out;
 
+  explicit Builder(const Expr& root) {
+    // Operands first (topo_order is iterative): a recursive walk overflowed the stack on long chains.
+    for (const Node* n : topo_order(root)) {
+      unsigned r = (n->op == Op::KvIdx ? kKv : 0u) | (n->type == DType::F32 ? kF32 : 0u);
+      for (const NodePtr& a : n->args) r |= holds_[a.get()];
+      holds_[n] = r;
+    }
+  }
+
   // A set of kv positions per row: [lo, hi] (node indices; Open nodes where unbounded). has_lo / has_hi: the
   // side can be finite (an `or` of two ranges is an interval when both are open on the same side).
   struct Range {
@@ -30,8 +39,14 @@ class Builder {
     int lo = -1, hi = -1;
   };
 
-  Range build(const NodePtr& n, bool neg) {
-    if (n->type != DType::Bool) return {};
+  // The and / or / not / where structure above the comparisons, `depth` levels down. Deeper than kMaxDepth the mask
+  // is not taken as a range (mask_mod is then evaluated per entry, as for any other mask): this recursion, the
+  // bounds' evaluation (eval_bound) and their generated code follow that depth, and a chain of 100000 `and`s (a
+  // tracer's output, or the text form's bindings) overflowed the stack.
+  static constexpr int kMaxDepth = 512;
+  Range build(const NodePtr& n, bool neg, int depth = 0) {
+    if (n->type != DType::Bool || depth > kMaxDepth) return {};
+    ++depth;
     if (!has_kv(n.get())) {
       if (has_f32(n.get())) return {};  // see holds
       Range r;
@@ -41,14 +56,14 @@ class Builder {
       return r;
     }
     switch (n->op) {
-      case Op::Not: return build(n->args[0], !neg);
-      case Op::And: return neg ? join(build(n->args[0], true), build(n->args[1], true))
-                               : meet(build(n->args[0], false), build(n->args[1], false));
-      case Op::Or: return neg ? meet(build(n->args[0], true), build(n->args[1], true))
-                              : join(build(n->args[0], false), build(n->args[1], false));
+      case Op::Not: return build(n->args[0], !neg, depth);
+      case Op::And: return neg ? join(build(n->args[0], true, depth), build(n->args[1], true, depth))
+                               : meet(build(n->args[0], false, depth), build(n->args[1], false, depth));
+      case Op::Or: return neg ? meet(build(n->args[0], true, depth), build(n->args[1], true, depth))
+                              : join(build(n->args[0], false, depth), build(n->args[1], false, depth));
       case Op::Select: {
         if (has_kv(n->args[0].get()) || has_f32(n->args[0].get())) return {};
-        const Range a = range_of(build(n->args[1], neg)), b = range_of(build(n->args[2], neg));
+        const Range a = range_of(build(n->args[1], neg, depth)), b = range_of(build(n->args[2], neg, depth));
         if (!a.ok || !b.ok) return {};
         Range r;
         r.ok = true;
@@ -78,16 +93,9 @@ class Builder {
   // functions whose f32 code the compiler may contract differently (FMA), so only integer and boolean arithmetic
   // (exact everywhere) keeps the two equal.
   static constexpr unsigned kKv = 1, kF32 = 2;
-  std::unordered_map<const Node*, unsigned> holds_memo_;
-  unsigned holds(const Node* n) {
-    auto it = holds_memo_.find(n);
-    if (it != holds_memo_.end()) return it->second;
-    unsigned r = (n->op == Op::KvIdx ? kKv : 0u) | (n->type == DType::F32 ? kF32 : 0u);
-    for (const NodePtr& a : n->args) r |= holds(a.get());
-    return holds_memo_[n] = r;
-  }
-  bool has_kv(const Node* n) { return (holds(n) & kKv) != 0; }
-  bool has_f32(const Node* n) { return (holds(n) & kF32) != 0; }
+  std::unordered_map<const Node*, unsigned> holds_;  // every node of the root, from the constructor
+  bool has_kv(const Node* n) const { return (holds_.at(n) & kKv) != 0; }
+  bool has_f32(const Node* n) const { return (holds_.at(n) & kF32) != 0; }
   int add(KvBound b) {
     out.nodes.push_back(std::move(b));
     return int(out.nodes.size()) - 1;
@@ -230,7 +238,7 @@ class Builder {
 
 KvRange kv_range(const Expr& mask_mod) {
   if (mask_mod.empty()) return {};
-  Builder b;
+  Builder b(mask_mod);
   Builder::Range r = b.range_of(b.build(mask_mod.ptr(), false));
   if (!r.ok) return {};
   b.out.lo = r.lo;

@@ -51,17 +51,18 @@ Dep convert(const Dep& d, DType from, DType to, bool leaf) {
   return opaque({d});
 }
 
+// Nodes in topo_order, operands first, so every operand is known when its user is computed: no recursion, which
+// overflowed the stack on the long chains tracers and the text form's bindings make.
 class Analysis {
  public:
-  Dep of(const Node* n) {
-    auto it = memo_.find(n);
-    if (it != memo_.end()) return it->second;
-    const Dep d = compute(*n);
-    memo_[n] = d;
-    return d;
+  Dep run(const Expr& e) {
+    for (const Node* n : topo_order(e)) memo_[n] = compute(*n);
+    return of(e.get());
   }
 
  private:
+  Dep of(const Node* n) const { return memo_.at(n); }
+
   Dep operand(const Node& n, size_t i) {
     const Node* a = n.args[i].get();
     return convert(of(a), a->type, n.type, a->op == Op::QIdx || a->op == Op::KvIdx);
@@ -123,7 +124,7 @@ class Analysis {
 
 PositionDependence position_dependence(const Expr& e) {
   Analysis a;
-  const Dep d = a.of(e.get());
+  const Dep d = a.run(e);
   if (d.free()) return PositionDependence::None;
   if (d.diag_only()) return PositionDependence::Diagonal;
   return PositionDependence::General;

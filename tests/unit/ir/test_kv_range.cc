@@ -250,3 +250,28 @@ TEST(KvRange, RandomMasksMatchTheInterpreter) {
   EXPECT_GT(accepted, 500);
   EXPECT_GT(refused, 200);
 }
+
+// A chain of 100000 `and`s (a tracer's output; or the text form, whose bindings build any depth from a few KB past
+// the parser's nesting limit) overflowed the stack in kv_range's recursion. Deep structure is declined (mask_mod is
+// then evaluated per entry); the usual shallow combinations stay ranges.
+TEST(KvRange, DeepChainsAreDeclinedWithoutOverflowingTheStack) {
+  Expr deep = q() >= kv();
+  for (int i = 0; i < 100000; ++i) deep = deep && (kv() <= q() + Expr(int64_t(i)));
+  EXPECT_FALSE(kv_range(deep).ok());
+  EXPECT_FALSE(bool(kv_range_rows(deep, EvalEnv{})));
+  std::string text = "m0 = q_idx >= kv_idx;\n";
+  for (int i = 1; i < 100000; ++i)
+    text += "m" + std::to_string(i) + " = m" + std::to_string(i - 1) + " && kv_idx > q_idx - " + std::to_string(i) + ";\n";
+  text += "m99999\n";
+  const Expr parsed = parse(text);
+  EXPECT_FALSE(kv_range(parsed).ok());
+  EXPECT_FALSE(bool(kv_range_rows(parsed, EvalEnv{})));
+  // A deep kv-free bound (only the bool structure counts toward the limit).
+  Expr e = q();
+  for (int i = 0; i < 100000; ++i) e = e + 1;
+  EXPECT_TRUE(kv_range(kv() <= e).ok());
+  Expr shallow = q() >= kv();
+  for (int i = 0; i < 100; ++i) shallow = shallow && (kv() > q() - Expr(int64_t(1000 + i)));
+  EXPECT_TRUE(kv_range(shallow).ok());
+  expect_exact(shallow, "100 ands");
+}

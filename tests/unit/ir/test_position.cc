@@ -100,3 +100,15 @@ TEST(PositionDependence, DiagonalValuesAreShiftInvariantInTheInterpreter) {
     }
   }
 }
+
+// position_dependence recursed once per level: a 100000-long chain (a tracer's output, or the text form's bindings
+// past the parser's nesting limit) overflowed the stack.
+TEST(PositionDependence, DeepChainsDoNotOverflowTheStack) {
+  Expr s = score();
+  for (int i = 0; i < 100000; ++i) s = s + Expr(double(i % 7));
+  EXPECT_EQ(position_dependence(s), PD::General);
+  std::string text = "d0 = q_idx - kv_idx;\n";
+  for (int i = 1; i < 100000; ++i) text += "d" + std::to_string(i) + " = d" + std::to_string(i - 1) + " + 1;\n";
+  text += "d99999\n";
+  EXPECT_EQ(position_dependence(parse(text)), PD::Diagonal);
+}
