@@ -6,6 +6,7 @@
 #include <exception>
 #include <limits>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 namespace flexattn::cpu {
@@ -190,10 +191,16 @@ void parallel_for(int64_t n, int threads, const std::function<void(int64_t task,
   if (t == 1) {
     worker(0);
   } else {
-    std::vector<std::thread> pool;
-    for (int i = 1; i < t; ++i) pool.emplace_back(worker, i);
+    // jthreads are joined on scope exit, whatever is thrown. A thread that cannot start (a capped address space or
+    // process count: std::system_error) leaves its share to those that did, as tasks are taken dynamically; a
+    // std::thread vector destroyed with joinable threads in it called std::terminate.
+    std::vector<std::jthread> pool;
+    pool.reserve(size_t(t - 1));
+    try {
+      for (int i = 1; i < t; ++i) pool.emplace_back(worker, i);
+    } catch (const std::system_error&) {
+    }
     worker(0);
-    for (auto& th : pool) th.join();
   }
   if (error) std::rethrow_exception(error);
 }

@@ -50,7 +50,8 @@ void fill_normal(HostTensor* t, uint64_t seed, double stddev) {
   const int64_t hw = int64_t(std::thread::hardware_concurrency());
   const int64_t threads = std::min<int64_t>(std::min<int64_t>(hw > 0 ? hw : 1, 32), (pairs + kPairsPerThread - 1) / kPairsPerThread);
   if (threads <= 1) return fill_pairs(t, seed, stddev, 0, pairs);
-  std::vector<std::thread> pool;
+  std::vector<std::jthread> pool;  // joined on scope exit, also when the vector cannot grow
+  pool.reserve(size_t(threads));
   const int64_t per = (pairs + threads - 1) / threads;
   for (int64_t k = 0; k < threads; ++k) {
     const int64_t p0 = std::min(pairs, k * per), p1 = std::min(pairs, p0 + per);
@@ -60,7 +61,6 @@ void fill_normal(HostTensor* t, uint64_t seed, double stddev) {
       fill_pairs(t, seed, stddev, p0, p1);
     }
   }
-  for (std::thread& th : pool) th.join();
 }
 
 }  // namespace flexattn::mods
