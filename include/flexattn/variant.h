@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "flexattn/error.h"
 #include "flexattn/expr.h"
 
 namespace flexattn {
@@ -20,10 +21,14 @@ struct ModBindings {
   std::map<std::string, ir::BufferView> buffers;
 };
 
-// An interpreter environment reading `b` (which must outlive it). A scalar missing from `b` throws.
+// An interpreter environment reading `b` (which must outlive it). A scalar missing from `b` throws flexattn::Error.
 inline ir::EvalEnv eval_env(const ModBindings& b) {
   ir::EvalEnv env;
-  env.scalar = [&b](const std::string& n) { return b.scalars.at(n); };
+  env.scalar = [&b](const std::string& n) {
+    auto it = b.scalars.find(n);
+    if (it == b.scalars.end()) throw Error("scalar '" + n + "' is used by the mod but no value was given");
+    return it->second;
+  };
   env.buffer = [&b](const std::string& n) -> const ir::BufferView* {
     auto it = b.buffers.find(n);
     return it == b.buffers.end() ? nullptr : &it->second;

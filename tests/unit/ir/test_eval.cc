@@ -7,6 +7,8 @@
 
 #include "flexattn/error.h"
 #include "flexattn/expr.h"
+#include "flexattn/variant.h"
+#include "error_of.h"
 
 using namespace flexattn;
 using namespace flexattn::ir;
@@ -132,4 +134,17 @@ TEST(Eval, EvaluatorReportsMissingBindings) {
   env.buffer = [&](const std::string&) { return &ok; };
   ev.bind(env);
   EXPECT_DOUBLE_EQ(ev.run(1.0, 0, 2, 0, 0).f, 1.0 + 3.0 * 2.0);
+}
+
+// eval_env (variant.h), the environment bindings/cpu.cc and tools/problem.cc evaluate with: a scalar the mod uses
+// but the bindings lack threw std::out_of_range("map::at").
+TEST(Eval, EvalEnvNamesAMissingScalar) {
+  const Expr m = q_idx() - kv_idx() <= scalar("window", DType::I32);
+  ModBindings b;
+  EXPECT_EQ(flexattn::test::error_of([&] { eval(m, eval_env(b)); }),
+            "scalar 'window' is used by the mod but no value was given");
+  b.scalars["window"] = 2;
+  EvalEnv env = eval_env(b);
+  env.q_idx = 5, env.kv_idx = 3;
+  EXPECT_TRUE(eval(m, env).as_bool());
 }
