@@ -236,6 +236,7 @@ Value eval_node(const Node& n, const Value* const* a, const EvalEnv* env, const 
 }  // namespace
 
 Evaluator::Evaluator(const Expr& e) : order_(topo_order(e)) {
+  if (e.empty()) throw Error("eval: the expression is empty");
   std::unordered_map<const Node*, int> index;
   for (size_t i = 0; i < order_.size(); ++i) index[order_[i]] = int(i);
   args_.resize(order_.size());

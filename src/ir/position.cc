@@ -16,6 +16,7 @@
 // that could wrap, widened, is General.
 #include <unordered_map>
 
+#include "flexattn/error.h"
 #include "flexattn/ir_passes.h"
 
 namespace flexattn::ir {
@@ -123,6 +124,7 @@ class Analysis {
 }  // namespace
 
 PositionDependence position_dependence(const Expr& e) {
+  if (e.empty()) throw Error("position_dependence: the expression is empty");
   Analysis a;
   const Dep d = a.run(e);
   if (d.free()) return PositionDependence::None;

@@ -148,3 +148,9 @@ TEST(Eval, EvalEnvNamesAMissingScalar) {
   env.q_idx = 5, env.kv_idx = 3;
   EXPECT_TRUE(eval(m, env).as_bool());
 }
+
+// An empty Expr read past an empty node list (values_.back()); print and verify already said so.
+TEST(Eval, EmptyExpressionIsAnError) {
+  EXPECT_EQ(flexattn::test::error_of([] { eval(Expr(), EvalEnv{}); }), "eval: the expression is empty");
+  EXPECT_EQ(flexattn::test::error_of([] { Evaluator ev{Expr()}; }), "eval: the expression is empty");
+}

@@ -5,6 +5,7 @@
 
 #include <random>
 
+#include "flexattn/error.h"
 #include "flexattn/expr.h"
 #include "flexattn/ir_passes.h"
 #include "flexattn/ir_text.h"
@@ -111,4 +112,14 @@ TEST(PositionDependence, DeepChainsDoNotOverflowTheStack) {
   for (int i = 1; i < 100000; ++i) text += "d" + std::to_string(i) + " = d" + std::to_string(i - 1) + " + 1;\n";
   text += "d99999\n";
   EXPECT_EQ(position_dependence(parse(text)), PD::Diagonal);
+}
+
+// An empty Expr was dereferenced; print and verify already said so.
+TEST(PositionDependence, EmptyExpressionIsAnError) {
+  try {
+    position_dependence(Expr());
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "position_dependence: the expression is empty");
+  }
 }
