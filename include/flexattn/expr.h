@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "flexattn/dtype.h"
@@ -63,6 +64,11 @@ class Expr {
   Expr(int v);      // weak int literal (like a Python int)
   Expr(int64_t v);  // weak int literal; beyond 32 bits it widens an i32 operand to i64 (q_idx * 2654435761)
   Expr(bool v);     // bool literal
+  // Every other integer type (size_t, unsigned, long long, short, char) is a weak int literal too, so plain numbers
+  // of any type work in `q_idx - kv_idx <= window`; an unsigned value beyond the int64 range throws flexattn::Error.
+  template <typename T, typename = std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool> &&
+                                                    !std::is_same_v<T, int> && !std::is_same_v<T, int64_t>>>
+  Expr(T v) : Expr(integral(v)) {}
 
   const Node* get() const { return node_.get(); }
   const Node& operator*() const { return *node_; }
@@ -77,6 +83,12 @@ class Expr {
   bool same(const Expr& o) const { return node_ == o.node_; }
 
  private:
+  template <typename T>
+  static Expr integral(T v) {
+    if constexpr (std::is_signed_v<T>) return Expr(int64_t(v));
+    else return unsigned_literal(uint64_t(v));
+  }
+  static Expr unsigned_literal(uint64_t v);
   NodePtr node_;
 };
 

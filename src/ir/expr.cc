@@ -198,6 +198,11 @@ Expr::Expr(double v) : Expr(literal(v, DType::F32, true)) {}
 Expr::Expr(int v) : Expr(literal(v, DType::I64, true)) {}
 Expr::Expr(int64_t v) : Expr(literal(double(v), DType::I64, true)) {}
 Expr::Expr(bool v) : Expr(literal(v ? 1.0 : 0.0, DType::Bool, true)) {}
+Expr Expr::unsigned_literal(uint64_t v) {
+  if (v > uint64_t(INT64_MAX))
+    throw Error("literal: the integer " + std::to_string(v) + " is beyond the int64 range (at most 2^63 - 1)");
+  return Expr(int64_t(v));
+}
 
 // ---- promotion ------------------------------------------------------------------------------------
 DType promote(const Node& a, const Node& b, bool* weak_out) {

@@ -116,3 +116,27 @@ TEST(Expr, IntegersBeyond32BitsWidenTheI32OperandTo64Bits) {
   EXPECT_EQ((q_idx() - Expr(int64_t(-2147483648LL))).type(), DType::I32);
   EXPECT_EQ(eval(q_idx() + Expr(int64_t(2147483648LL)), env).i, int64_t(2147483651LL));
 }
+
+// Plain numbers of every integer type (a container's size_t, unsigned, long long) are weak int literals, in the
+// builders and in the comparisons with numbers; they were ambiguous between Expr(int), Expr(int64_t), Expr(double)
+// and did not compile (this file is the compile test).
+TEST(Expr, EveryIntegerTypeIsAPlainNumber) {
+  const size_t window = 4;
+  const unsigned u = 3;
+  const long long ll = 2;
+  const short sh = 1;
+  const uint64_t big = uint64_t(1) << 40;
+  EXPECT_EQ((q_idx() - kv_idx() <= window).get(), (q_idx() - kv_idx() <= Expr(4)).get());
+  EXPECT_EQ((q_idx() == window).get(), (q_idx() == Expr(4)).get());
+  EXPECT_EQ((q_idx() != u).get(), (q_idx() != Expr(3)).get());
+  EXPECT_EQ((q_idx() + ll).get(), (q_idx() + 2).get());
+  EXPECT_EQ((q_idx() * sh).get(), (q_idx() * 1).get());
+  EXPECT_EQ(Expr(uint8_t(7)).get(), Expr(7).get());
+  EXPECT_EQ(Expr(-5LL).get(), Expr(-5).get());
+  EXPECT_EQ((q_idx() * big).type(), DType::I64);  // beyond 32 bits: widens, as any int64
+  EXPECT_EQ(Expr(uint64_t(INT64_MAX) - 1023).get(), Expr(int64_t(INT64_MAX) - 1023).get());
+  EXPECT_EQ(error_of([] { Expr(uint64_t(INT64_MAX) + 1); }),
+            "literal: the integer 9223372036854775808 is beyond the int64 range (at most 2^63 - 1)");
+  EXPECT_EQ(error_of([] { q_idx() < ~size_t(0); }),
+            "literal: the integer 18446744073709551615 is beyond the int64 range (at most 2^63 - 1)");
+}
