@@ -196,7 +196,16 @@ Expr load(const std::string& buffer, DType dtype, const std::vector<Expr>& indic
 
 Expr::Expr(double v) : Expr(literal(v, DType::F32, true)) {}
 Expr::Expr(int v) : Expr(literal(v, DType::I64, true)) {}
-Expr::Expr(int64_t v) : Expr(literal(double(v), DType::I64, true)) {}
+// Literals hold doubles, exact for every integer up to 2^53 in magnitude: past that an int64 would be rounded silently
+// (a 64-bit bitmask 0x5555555555555555 became ...6864), so such values are refused as the parser and Python refuse them.
+static double exact_int_literal(int64_t v) {
+  const double d = double(v);
+  if (d >= 0x1p63 || int64_t(d) != v)
+    throw Error("literal: the integer " + std::to_string(v) + " is not exact in the IR, which keeps literals as "
+                "doubles (every integer up to 2^53 in magnitude is): build it from smaller parts, e.g. (a << 32) | b");
+  return d;
+}
+Expr::Expr(int64_t v) : Expr(literal(exact_int_literal(v), DType::I64, true)) {}
 Expr::Expr(bool v) : Expr(literal(v ? 1.0 : 0.0, DType::Bool, true)) {}
 Expr Expr::unsigned_literal(uint64_t v) {
   if (v > uint64_t(INT64_MAX))

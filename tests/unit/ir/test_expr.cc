@@ -140,3 +140,16 @@ TEST(Expr, EveryIntegerTypeIsAPlainNumber) {
   EXPECT_EQ(error_of([] { q_idx() < ~size_t(0); }),
             "literal: the integer 18446744073709551615 is beyond the int64 range (at most 2^63 - 1)");
 }
+
+TEST(Expr, IntegersThatADoubleCannotHoldAreRefused) {
+  // (before: rounded silently, e.g. a 64-bit bitmask; the parser and the Python builder refuse them)
+  const std::string tail = " is not exact in the IR, which keeps literals as doubles (every integer up to 2^53 in "
+                           "magnitude is): build it from smaller parts, e.g. (a << 32) | b";
+  EXPECT_EQ(error_of([] { q_idx() * 0x5555555555555555ull; }), "literal: the integer 6148914691236517205" + tail);
+  EXPECT_EQ(error_of([] { Expr((int64_t(1) << 53) + 1); }), "literal: the integer 9007199254740993" + tail);
+  EXPECT_EQ(error_of([] { Expr(INT64_MAX); }), "literal: the integer 9223372036854775807" + tail);
+  EXPECT_EQ(error_of([] { Expr(uint64_t(INT64_MAX)); }), "literal: the integer 9223372036854775807" + tail);
+  EXPECT_EQ(Expr(int64_t(1) << 53).get()->value, 0x1p53);  // exact ones stay, however large
+  EXPECT_EQ(Expr(INT64_MIN).get()->value, -0x1p63);
+  EXPECT_EQ(Expr(-(int64_t(1) << 60)).get()->value, -0x1p60);
+}

@@ -98,7 +98,9 @@ TEST(Verify, InputsAndLiterals) {
     Expr(int64_t(9223372036854775807));
     ADD_FAILURE() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "literal: integer literal out of the int64 range");
+    EXPECT_STREQ(e.what(), "literal: the integer 9223372036854775807 is not exact in the IR, which keeps literals as "
+                           "doubles (every integer up to 2^53 in magnitude is): build it from smaller parts, e.g. "
+                           "(a << 32) | b");
   }
   EXPECT_NE(verify_error(make_node(Op::Literal, DType::I64, true, {}, 9223372036854775808.0)), "(no error)");
 }
