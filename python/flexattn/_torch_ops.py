@@ -205,6 +205,29 @@ def _lists(*lists):
     return [list(x) if x is not None else [] for x in lists]
 
 
+def _optional_tensor_lists_supported():
+    """Whether this torch's custom_op takes Optional[List[Tensor]] (torch 2.15 does; 2.11's infer_schema refuses it,
+    and there the ops keep List[Tensor]: everything but AOTInductor with an empty list works the same)."""
+    def probe(x: Optional[List[torch.Tensor]]) -> torch.Tensor:
+        raise NotImplementedError
+    try:
+        torch.library.infer_schema(probe, mutates_args=())
+        return True
+    except Exception:
+        return False
+
+
+OPTIONAL_TENSOR_LISTS = _optional_tensor_lists_supported()
+
+
+def _custom_op(name, fn):
+    if not OPTIONAL_TENSOR_LISTS:
+        # (annotations are strings here: `from __future__ import annotations`)
+        fn.__annotations__ = {k: ("List[torch.Tensor]" if v in ("Optional[List[torch.Tensor]]", Optional[List[torch.Tensor]])
+                                  else v) for k, v in fn.__annotations__.items()}
+    return torch.library.custom_op(name, mutates_args=())(fn)
+
+
 def _bind(scalars, buffers, spec, grads=""):
     variant, snames, bnames = _decode(spec, grads)
     values = scalars.tolist()
@@ -235,7 +258,7 @@ def attn_fwd_eager(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scalars: t
 
 # The op for autograd and torch.compile. Eager calls that need no gradient call attn_fwd_eager directly:
 # the custom-op dispatch costs ~40 us a call on the host (measured), as much as a short kernel.
-attn_fwd = torch.library.custom_op("flexattn::attn_fwd", mutates_args=())(attn_fwd_eager)
+attn_fwd = _custom_op("flexattn::attn_fwd", attn_fwd_eager)
 
 
 @attn_fwd.register_fake
@@ -265,7 +288,7 @@ def attn_bwd_eager(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch
     return dq, dk, dv, [g[n].to(device=bufs[n].device, dtype=bufs[n].dtype) for n in names]
 
 
-attn_bwd = torch.library.custom_op("flexattn::attn_bwd", mutates_args=())(attn_bwd_eager)
+attn_bwd = _custom_op("flexattn::attn_bwd", attn_bwd_eager)
 
 
 @attn_bwd.register_fake
@@ -365,7 +388,7 @@ def build_mask_on_gpu(mod, sizes, scalars, buffers, device):
             stream=torch.cuda.current_stream(device).cuda_stream)
 
 
-block_mask = torch.library.custom_op("flexattn::block_mask", mutates_args=())(block_mask_eager)
+block_mask = _custom_op("flexattn::block_mask", block_mask_eager)
 
 
 @block_mask.register_fake
