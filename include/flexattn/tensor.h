@@ -2,6 +2,7 @@
 // HostTensor: an owned, contiguous, row-major host array with a dtype. The CPU reference, the CLI and
 // the .npy reader/writer exchange data through it.
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,15 @@ inline std::string shape_string(const std::vector<int64_t>& shape) {
   std::string r = "[";
   for (size_t i = 0; i < shape.size(); ++i) r += (i ? ", " : "") + std::to_string(shape[i]);
   return r + "]";
+}
+
+// Whether the product of positive factors exceeds `limit`, without forming a product past 64 bits (a shape of
+// 2^33 x 2^31 x 1 wrapped to 0 and passed the row limits).
+inline bool product_exceeds(int64_t limit, std::initializer_list<int64_t> factors) {
+  int64_t n = 1;
+  for (int64_t f : factors)
+    if (__builtin_mul_overflow(n, f, &n)) return true;
+  return n > limit;
 }
 
 struct HostTensor {

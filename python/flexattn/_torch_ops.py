@@ -202,7 +202,7 @@ def _cuda_bwd(variant, q, k, v, out, lse, dout, dlse, scalars, buffers, grad_nam
 # as None (torch 2.15: a plain List[Tensor] then fails the op's schema check, so an exported model without captured
 # tensors or without a block mask could not run); None reads as the empty list.
 def _lists(*lists):
-    return [list(x) if x is not None else [] for x in lists]
+    return [[] if x is None else x for x in lists]
 
 
 def _optional_tensor_lists_supported():

@@ -44,7 +44,7 @@ bool is_scratch_name(const std::string& name) {
   for (int i = 0; i < 2; ++i) {  // the counter, then the pid
     const size_t dash = s.rfind('-');
     if (dash == std::string_view::npos || dash + 1 == s.size() ||
-        !text::all_of(s.substr(dash + 1), [](char c) { return c >= '0' && c <= '9'; }))
+        !text::all_of(s.substr(dash + 1), text::is_digit))
       return false;
     s = s.substr(0, dash);
   }

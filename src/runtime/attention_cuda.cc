@@ -40,13 +40,6 @@ std::vector<int64_t> strides_of(const TensorView& t) {
   return s;
 }
 
-// a * b * c > limit for positive factors; the product itself may not fit 64 bits (a shape of 2^33 x 2^31 x 1
-// wrapped to 0 and passed).
-bool rows_over(int64_t limit, int64_t a, int64_t b, int64_t c) {
-  int64_t n;
-  return __builtin_mul_overflow(a, b, &n) || __builtin_mul_overflow(n, c, &n) || n > limit;
-}
-
 // Checks rank, shape, dtype, contiguity of the last dim and the 16-byte alignment the kernels'
 // vector loads need; returns the (b, h, l) strides.
 void check_view(const TensorView& t, const char* name, const std::vector<int64_t>& want, DType dtype, int64_t s[3]) {
@@ -90,9 +83,9 @@ Problem check_forward(const ForwardArgs& a, AttnParams* p) {
   if (pr.D % 16 != 0 || pr.Dv % 16 != 0 || pr.D > 256 || pr.Dv > 256)
     throw Error("head dims: the cuda backend takes multiples of 16 up to 256, got D=" + std::to_string(pr.D) +
                 ", Dv=" + std::to_string(pr.Dv));
-  if (rows_over(int64_t(1) << 31, pr.B, pr.Hq, pr.L))
+  if (product_exceeds(int64_t(1) << 31, {pr.B, pr.Hq, pr.L}))
     throw Error("q: expected B * Hq * L <= 2^31 rows (32-bit row indices), got shape " + shape_string(q.shape));
-  if (rows_over(int64_t(1) << 31, pr.Bkv, pr.Hkv, pr.S))
+  if (product_exceeds(int64_t(1) << 31, {pr.Bkv, pr.Hkv, pr.S}))
     throw Error("k: expected Bkv * Hkv * S <= 2^31 rows (32-bit row indices), got shape " + shape_string(a.k.shape));
   int64_t s[3];
   check_view(q, "q", {pr.B, pr.Hq, pr.L, pr.D}, q.dtype, s);

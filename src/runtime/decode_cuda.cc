@@ -254,7 +254,7 @@ void check_decode(const DecodeArgs& a, AttnParams* p) {
     if (ps < 1 || ps > 256) throw Error("k: page size (dim 2 of the pool) must be 1..256, got " + std::to_string(ps));
     if (a.max_pages < 1) throw Error("max_pages: must be at least 1 with a page table");
     if (pages < 1 || pages >= (int64_t(1) << 31)) throw Error("k: the pool needs 1..2^31-1 pages");
-    if (a.max_pages > ((int64_t(1) << 31) - 1) / ps)  // not max_pages * ps: a huge max_pages wraps it
+    if (product_exceeds((int64_t(1) << 31) - 1, {a.max_pages, ps}))
       throw Error("max_pages: expected max_pages * page_size < 2^31 rows, got " + std::to_string(a.max_pages) + " * " +
                   std::to_string(ps));
     S = a.max_pages * ps;
@@ -275,8 +275,7 @@ void check_decode(const DecodeArgs& a, AttnParams* p) {
     p->v = a.v.data, p->v_sb = s[0], p->v_sh = s[1], p->v_sl = s[2];
   }
   if (S >= (int64_t(1) << 31)) throw Error("k: expected a kv length below 2^31, got " + std::to_string(S));
-  // By division, not the product itself: B * Hq may not fit 64 bits.
-  if (B > ((int64_t(1) << 31) - 1) / L / Hq)
+  if (product_exceeds((int64_t(1) << 31) - 1, {B, Hq, L}))
     throw Error("q: expected B * Hq * L < 2^31 rows (32-bit row indices), got shape " + shape_string(a.q.shape));
   check_view(a.out, "out", {B, Hq, L, Dv}, t, s);
   p->out = a.out.data, p->out_sb = s[0], p->out_sh = s[1], p->out_sl = s[2];
