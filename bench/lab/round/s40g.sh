@@ -23,4 +23,7 @@ for s in ${GPU_TEST_ONLY:-$all}; do
   if [ -f $OUT/$s.result ]; then r=$(cat $OUT/$s.result); else r="unfinished"; fi
   printf '%-34s %-12s %s\n' "$s" "$r" "$( [ -f $OUT/$s.log ] && tail -1 $OUT/$s.log | cut -c1-90)"
 done
+grep -hE "^(FAILED|ERROR) " $OUT/python_gpu.log 2>/dev/null | head -20
+# Too many files do not come back from the device: one archive of every log and result instead.
+(cd $OUT && tar czf gpu_test_logs.tgz --exclude=gpu_test_logs.tgz . && find . -type f ! -name gpu_test_logs.tgz -delete)
 exit $rc
