@@ -293,7 +293,9 @@ def _row_order(block_mask, num, full_num, nkv):
     nq = counts.shape[-1]
     key = counts.to(torch.int64) * nq + torch.arange(nq, device=counts.device)  # distinct: ties by row, last first
     order = torch.argsort(key, dim=-1, descending=True).to(torch.int32).contiguous()
-    on = (counts[..., :-1] > counts[..., 1:]).any().to(torch.int32).reshape(1)
+    # (a row with more blocks than the row after it <=> counts differ from their running max: counts[..., :-1] >
+    # counts[..., 1:] broadcast two slices of nq - 1, which export specialised for a 2-block example (guard nq - 1 == 1))
+    on = (torch.cummax(counts, dim=-1).values != counts).any().to(torch.int32).reshape(1)
     # Not cached while a CUDA graph is captured: the order's kernels only run at replay, so an eager call before the
     # first replay would read unwritten memory (and duplicate or skip rows).
     # (is_compiling first: is_current_stream_capturing returns a bool, which Dynamo cannot trace -- a graph break.)

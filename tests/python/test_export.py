@@ -103,6 +103,29 @@ def test_dynamic_length_with_the_mask_built_in_the_graph(device):
         assert torch.equal(ep.module()(q, k, v), CausalSoftcap()(q, k, v)), n
 
 
+class RowOrder(torch.nn.Module):
+    """The cuda path's row order (flex_attention adds it for the Hopper forward) on a mask built in the graph."""
+
+    def forward(self, q, k):
+        from flexattn import _torch_api
+        bm = flexattn.create_block_mask(_causal, 1, 1, q.shape[2], k.shape[2], device=q.device)
+        return _torch_api._row_order(bm, bm.kv_num_blocks, bm.full_kv_num_blocks, bm.kv_indices.shape[-1])
+
+
+def test_the_row_order_keeps_the_block_count_dynamic():
+    """The order's flag compared counts[..., :-1] with counts[..., 1:]: for an example of two query blocks those slices
+    have one row, and the broadcast check specialised the export to 129..256 tokens (torch 2.11, the cuda case of the
+    test above). Exported on the cpu, where this runs the same torch ops the cuda path does."""
+    L = torch.export.Dim("L", min=129, max=4096)
+    q, k, _ = _qkv(256, "cpu")
+    ep = torch.export.export(RowOrder(), (q, k), dynamic_shapes=({2: L},) * 2)
+    for n in (129, 300, 1000):
+        q, k, _ = _qkv(n, "cpu")
+        got, want = ep.module()(q, k), RowOrder()(q, k)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), n
+        assert got[1].tolist() == [0] and got[0].tolist() == [[list(range(-(-n // 128)))[::-1]]], n
+
+
 def test_dynamic_length_with_a_fixed_size_captured_tensor():
     L = torch.export.Dim("L", min=129, max=2048)
     doc = torch.arange(2048) // 100
