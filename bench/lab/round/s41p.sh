@@ -14,10 +14,12 @@ python3 -m pytest -q -p no:cacheprovider --co $files 2>/dev/null | grep "::" > $
 echo "$(wc -l < $O/ids.txt) tests, $n processes"
 for i in $(seq 0 $((n - 1))); do
   awk -v n=$n -v i=$i 'NR % n == i' $O/ids.txt > $O/ids_$i.txt
-  timeout ${S41P_CAP:-400} python3 -m pytest -q -p no:cacheprovider -rfE --tb=short $(cat $O/ids_$i.txt) > $O/pytest_$i.log 2>&1 &
+  mapfile -t ids < $O/ids_$i.txt  # one id per line: parametrized ids may hold spaces
+  timeout ${S41P_CAP:-400} python3 -m pytest -q -p no:cacheprovider -rfE --tb=short "${ids[@]}" > $O/pytest_$i.log 2>&1 &
 done
 wait
 echo "pytest done ($(el) s)"
 for i in $(seq 0 $((n - 1))); do echo "part $i: $(tail -1 $O/pytest_$i.log)"; done
 grep -hE "^(FAILED|ERROR) " $O/pytest_*.log | head -30
 grep -hE "^E  " $O/pytest_*.log | head -30
+(cd $O && tar czf ../s41p_logs.tgz . && rm -rf $O)  # few files come back from the device: one archive
