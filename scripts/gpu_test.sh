@@ -45,10 +45,27 @@ run gpu_attention $CHECK ${GPU_TEST_ARGS:-}
 # The longest steps next, so that with GPU_TEST_PARALLEL the short ones fill in beside them: the Python suite
 # against torch flex, and compute-sanitizer memcheck on the quick subset (every kernel, odd lengths, both dtypes: any
 # invalid access fails the step; skipped where the tool is absent or GPU_TEST_MEMCHECK=0).
+# With GPU_TEST_PARALLEL=N the Python suite (alone 340 s on the H100, most of it NVRTC compiles) is dealt to N steps
+# python_gpu_<i>, its test ids round-robin (a collection error is the step python_gpu_collect); GPU_TEST_ONLY names it
+# python_gpu either way.
+python_gpu() {
+  [ -n "${GPU_TEST_ONLY:-}" ] && [[ " $GPU_TEST_ONLY " != *" python_gpu "* ]] && return 0
+  local files="tests/python/gpu tests/python/test_native_torch.py tests/python/test_native_torch_compile.py tests/python/test_export.py"
+  local py="env FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONUNBUFFERED=1 python3 -m pytest -q -p no:cacheprovider"
+  if [ "$PARALLEL" = 1 ]; then GPU_TEST_ONLY="" run python_gpu $py $files ${PYTEST_ARGS:-}; return 0; fi
+  $py --co $files ${PYTEST_ARGS:-} >"$LOG/python_gpu_collect.log" 2>&1 \
+    || { echo "rc=$? 0s" >"$LOG/python_gpu_collect.result"; return 0; }
+  grep "::" "$LOG/python_gpu_collect.log" >"$LOG/python_gpu.ids"
+  local i
+  for ((i = 0; i < PARALLEL; i++)); do
+    awk -v n="$PARALLEL" -v i=$i 'NR % n == i' "$LOG/python_gpu.ids" >"$LOG/python_gpu_$i.ids"
+    # (one id per line, read with mapfile: parametrized ids may hold spaces)
+    [ -s "$LOG/python_gpu_$i.ids" ] && GPU_TEST_ONLY="" run python_gpu_$i \
+      bash -c 'mapfile -t ids < "$1"; shift; exec "$@" "${ids[@]}"' - "$LOG/python_gpu_$i.ids" $py ${PYTEST_ARGS:-}
+  done
+}
 if python3 -c "import torch" 2>/dev/null && ls build-gpu/bindings/_C*.so >/dev/null 2>&1; then
-  FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONUNBUFFERED=1 \
-    run python_gpu python3 -m pytest -q -p no:cacheprovider tests/python/gpu tests/python/test_native_torch.py tests/python/test_native_torch_compile.py \
-      tests/python/test_export.py ${PYTEST_ARGS:-}
+  python_gpu
 fi
 if [ "${GPU_TEST_MEMCHECK:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   run memcheck compute-sanitizer --tool memcheck --error-exitcode 3 $CHECK --quick

@@ -20,10 +20,13 @@ timeout $cap scripts/gpu_test.sh > $OUT/gpu_test.out 2>&1; rc=$?
 echo "gpu_test rc=$rc ($(( $(date +%s) - t0 )) s)"
 grep -h "^FAIL" $OUT/gpu_*.log $OUT/memcheck*.log 2>/dev/null | head -20
 for s in ${GPU_TEST_ONLY:-$all}; do
-  if [ -f $OUT/$s.result ]; then r=$(cat $OUT/$s.result); else r="unfinished"; fi
-  printf '%-34s %-12s %s\n' "$s" "$r" "$( [ -f $OUT/$s.log ] && tail -1 $OUT/$s.log | cut -c1-90)"
+  parts=$(cd $OUT && ls ${s}_[0-9]*.ids ${s}_collect.result 2>/dev/null | sed -E 's/\.(ids|result)$//')  # python_gpu's
+  for p in ${parts:-$s}; do
+    if [ -f $OUT/$p.result ]; then r=$(cat $OUT/$p.result); else r="unfinished"; fi
+    printf '%-34s %-12s %s\n' "$p" "$r" "$( [ -f $OUT/$p.log ] && tail -1 $OUT/$p.log | cut -c1-90)"
+  done
 done
-grep -hE "^(FAILED|ERROR) " $OUT/python_gpu.log 2>/dev/null | head -20
+grep -hE "^(FAILED|ERROR) " $OUT/python_gpu*.log 2>/dev/null | head -20
 # Too many files do not come back from the device: one archive of every log and result instead.
 (cd $OUT && tar czf gpu_test_logs.tgz --exclude=gpu_test_logs.tgz . && find . -type f ! -name gpu_test_logs.tgz -delete)
 exit $rc
