@@ -75,7 +75,7 @@ fi
 # The default run above takes the Hopper families and the decode hook for L <= 64; the families they
 # replace are checked too (--quick: their full runs passed on the H200 on 2026-12-02; this keeps the whole
 # script under 10 min): the portable sm80 family end to end, the sm90 forward on short queries (which the
-# decode hook takes by default), and the opt-in persistent sm90 forward.
+# decode hook takes by default), and (below) the paths later defaults replaced.
 [ $HOPPER = 1 ] && FLEXATTN_SM90=0 FLEXATTN_SM90_BWD=0 FLEXATTN_DECODE=0 run gpu_attention_sm80 $CHECK --quick
 [ $HOPPER = 1 ] && FLEXATTN_DECODE=0 run gpu_attention_no_decode $CHECK --quick
 # The paths the defaults replaced in session 4: one CTA per tile (not persistent), the first sm90 backward.

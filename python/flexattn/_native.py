@@ -13,6 +13,8 @@ import importlib.util
 import os
 import sys
 
+from ._env import env_flag
+
 _state = {"loaded": False, "module": None, "error": None}
 
 
@@ -43,8 +45,9 @@ def load():
                 _state["module"] = _C
         except ImportError as e:
             _state["error"] = str(e)
-    if _state["module"] is None and os.environ.get("FLEXATTN_REQUIRE_NATIVE") == "1":
-        raise ImportError(f"FLEXATTN_REQUIRE_NATIVE=1 but flexattn._C could not be loaded: {_state['error']}")
+    if _state["module"] is None and env_flag("FLEXATTN_REQUIRE_NATIVE", False):  # (true / yes / on too, as every flag)
+        raise ImportError(f"FLEXATTN_REQUIRE_NATIVE={os.environ['FLEXATTN_REQUIRE_NATIVE']} but flexattn._C could not "
+                          f"be loaded: {_state['error']}")
     return _state["module"]
 
 

@@ -87,7 +87,11 @@ BackwardWorkspace backward_workspace(int64_t B, int64_t Hq, int64_t L, int64_t D
 Sm90BwdHeadGroups sm90_bwd_head_groups_mode() {
   const std::string v = jit::env_lower("FLEXATTN_SM90_BWD_HEAD_GROUPS");
   if (v.empty() || v == "auto") return Sm90BwdHeadGroups::automatic;
-  return jit::env_flag("FLEXATTN_SM90_BWD_HEAD_GROUPS", true) ? Sm90BwdHeadGroups::always : Sm90BwdHeadGroups::off;
+  if (v == "1" || v == "true" || v == "yes" || v == "on") return Sm90BwdHeadGroups::always;
+  if (v == "0" || v == "false" || v == "no" || v == "off") return Sm90BwdHeadGroups::off;
+  // (a typo read as a flag fell back to `always`, silently changing the launch order)
+  throw Error("FLEXATTN_SM90_BWD_HEAD_GROUPS: expected auto, 0 or 1, got '" +
+              jit::env_or("FLEXATTN_SM90_BWD_HEAD_GROUPS") + "'");
 }
 
 // Default on since session 35 (H100, s35e: document backward -0.4 / -3.6 %, the other masks within +-0.5 %).

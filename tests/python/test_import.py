@@ -39,3 +39,7 @@ def test_missing_extension_is_reported_not_raised_unless_required():
     r = run("import os\nos.environ['FLEXATTN_NATIVE_DIR'] = '/nonexistent'\nos.environ['FLEXATTN_REQUIRE_NATIVE'] = '1'\n"
             "from flexattn import _native\n_native.load()")
     assert r.returncode != 0 and "FLEXATTN_REQUIRE_NATIVE=1 but flexattn._C could not be loaded" in r.stderr
+    # any flag word, as the docs' every flag (it compared with "1" only: `true` was silently ignored)
+    r = run("import os\nos.environ['FLEXATTN_NATIVE_DIR'] = '/nonexistent'\nos.environ['FLEXATTN_REQUIRE_NATIVE'] = 'True'\n"
+            "from flexattn import _native\n_native.load()")
+    assert r.returncode != 0 and "FLEXATTN_REQUIRE_NATIVE=True but flexattn._C could not be loaded" in r.stderr

@@ -19,6 +19,7 @@
 using namespace flexattn;
 
 using sm90_test::eligible_params;
+using sm90_test::error_of;
 
 // FLEXATTN_SM90_BWD_HEAD_GROUPS: by default the grouped launch order is compiled into the non-persistent kernel of
 // a variant with a mask_mod and used for its calls with a block mask or in deterministic mode (measured faster
@@ -73,6 +74,11 @@ TEST(Sm90BwdHost, HeadGroupsByDefaultForMaskedAndDeterministicCalls) {
   EXPECT_EQ(runtime::sm90_bwd_head_groups_mode(), runtime::Sm90BwdHeadGroups::always);
   EXPECT_EQ(runtime::sm90_bwd_launch_head_group(p, false, true), group);
   EXPECT_NE(runtime::kernel_source_sm90_bwd(dense_gen, key).find(define), std::string::npos);
+  setenv("FLEXATTN_SM90_BWD_HEAD_GROUPS", "off", 1);
+  EXPECT_EQ(runtime::sm90_bwd_head_groups_mode(), runtime::Sm90BwdHeadGroups::off);
+  setenv("FLEXATTN_SM90_BWD_HEAD_GROUPS", "grouped", 1);
+  EXPECT_EQ(error_of([] { runtime::sm90_bwd_head_groups_mode(); }),
+            "FLEXATTN_SM90_BWD_HEAD_GROUPS: expected auto, 0 or 1, got 'grouped'");
 
   setenv("FLEXATTN_SM90_BWD_HEAD_GROUPS", "0", 1);
   EXPECT_EQ(runtime::sm90_bwd_head_groups_mode(), runtime::Sm90BwdHeadGroups::off);
