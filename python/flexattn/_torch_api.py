@@ -259,9 +259,20 @@ def _row_order_mode_for(device, q_block, q_len):
     """The row order's mode for a call ("0": no order tensors): only where the Hopper forward can use it, on a cuda
     device, its 128-row query tiles the mask's rows, more than 64 query rows (up to 64 run on the decode family;
     a decode step's mask, sliced anew each step, would pay the argsort every step)."""
-    if device is None or device.type != "cuda" or int(q_block) != 128 or as_size(q_len) <= 64:
+    if device is None or device.type != "cuda" or int(q_block) != 128 or _surely_at_most(q_len, 64):
         return "0"
     return _row_order_mode()
+
+
+def _surely_at_most(size, bound):
+    """size <= bound, where a symbolic size (torch.export) that may lie either side counts as above: a Python
+    comparison would guard the export's length to one side of the bound. The order tensors of such a call are
+    ignored by the decode family, so the result does not depend on the side."""
+    size = as_size(size)
+    if isinstance(size, torch.SymInt):
+        from torch.fx.experimental.symbolic_shapes import statically_known_true
+        return statically_known_true(size <= bound)
+    return size <= bound
 
 
 def _row_order_mode():

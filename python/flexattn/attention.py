@@ -84,12 +84,13 @@ def _validate_block_mask(query, key, block_mask):
         return
     q_len, kv_len = block_mask.seq_lengths
     L, S = query.shape[-2], key.shape[-2]
-    shape = block_mask.shape
     if L > q_len or S > kv_len:
+        shape = block_mask.shape
         raise ValueError(f"block_mask was created for block_mask.shape={shape} but got q_len={L} and kv_len={S}. "
                          "As the block mask was created for a smaller length than you're using it for, you likely "
                          "need to create a new block mask.")
     if L < q_len or S < kv_len:
+        shape = block_mask.shape
         raise ValueError(f"block_mask was created for block_mask.shape={shape} but got q_len={L} and kv_len={S}. "
                          "As the block mask was created for a larger length than you're using it for, you can "
                          "either 1. create a new block mask with the correct length, or 2. 'adjust' the existing "

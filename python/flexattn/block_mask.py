@@ -154,7 +154,8 @@ class BlockMask:
 
     @property
     def shape(self):
-        return tuple(int(s) for s in self.kv_indices.shape[:-2]) + self.seq_lengths
+        # (as_size: int() of a symbolic batch would specialise torch.export to the example's batch)
+        return tuple(layout.as_size(s) for s in self.kv_indices.shape[:-2]) + self.seq_lengths
 
     @property
     def device(self):

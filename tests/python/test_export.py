@@ -126,6 +126,40 @@ def test_the_row_order_keeps_the_block_count_dynamic():
         assert got[1].tolist() == [0] and got[0].tolist() == [[list(range(-(-n // 128)))[::-1]]], n
 
 
+def test_a_length_within_one_query_block_stays_dynamic_where_the_row_order_is_decided(monkeypatch):
+    """On a cuda device the row order is left out for at most 64 query rows (they run on the decode family): the test
+    `q_len <= 64` guarded an export's length to one side of 64. A symbolic length that may lie either side now keeps
+    the order, which the decode family ignores. The decision is made as on a cuda device; the rest runs on the cpu."""
+    from flexattn import _torch_api
+    real = _torch_api._row_order_mode_for
+    monkeypatch.setattr(_torch_api, "_row_order_mode_for", lambda dev, qb, ql: real(torch.device("cuda"), qb, ql))
+    assert _torch_api._row_order_mode_for(None, 128, 64) == "0" and _torch_api._row_order_mode_for(None, 128, 65) != "0"
+    L = torch.export.Dim("L", min=2, max=128)
+    for example in (100, 40):
+        ep = torch.export.export(CausalSoftcap(), tuple(_qkv(example, "cpu")), dynamic_shapes=({2: L},) * 3)
+        assert str(list(ep.range_constraints.values())[0]) == "VR[2, 128]", ep.range_constraints
+        for n in (2, 64, 65, 128):
+            q, k, v = _qkv(n, "cpu")
+            assert torch.equal(ep.module()(q, k, v), CausalSoftcap()(q, k, v)), (example, n)
+
+
+class PerBatch(torch.nn.Module):
+    def forward(self, q, k, v):
+        bm = flexattn.create_block_mask(_causal, q.shape[0], 1, q.shape[2], k.shape[2], device=q.device)
+        return flexattn.flex_attention(q, k, v, block_mask=bm)
+
+
+def test_a_mask_per_batch_keeps_the_batch_dynamic():
+    """BlockMask.shape int()ed the batch, and the call's check read it every call: the export was specialised to the
+    example's batch."""
+    B, L = torch.export.Dim("B", min=2, max=64), torch.export.Dim("L", min=129, max=4096)
+    q, k, v = (torch.randn(4, 2, 256, 64) for _ in range(3))
+    ep = torch.export.export(PerBatch(), (q, k, v), dynamic_shapes=({0: B, 2: L},) * 3)
+    for b, n in ((2, 129), (7, 300)):
+        q, k, v = (torch.randn(b, 2, n, 64) for _ in range(3))
+        assert torch.equal(ep.module()(q, k, v), PerBatch()(q, k, v)), (b, n)
+
+
 def test_dynamic_length_with_a_fixed_size_captured_tensor():
     L = torch.export.Dim("L", min=129, max=2048)
     doc = torch.arange(2048) // 100
