@@ -76,6 +76,20 @@ def transpose_ordered(num, idx):
     return dense_to_ordered(np.swapaxes(ordered_to_dense(num, idx), -2, -1))
 
 
+def transpose_ordered_torch(num, idx):
+    """transpose_ordered in torch ops on the tensors' device (BlockMask slices of torch masks: no host copy, and
+    torch.compile traces it; numpy would break the graph)."""
+    torch = torch_module()
+    cols = idx.shape[-1]
+    valid = torch.arange(cols, device=idx.device) < num[..., None]
+    spill = torch.where(valid, idx, cols).to(torch.int64)  # past the last column: one spill column, dropped
+    dense = torch.zeros(*idx.shape[:-1], cols + 1, dtype=torch.int32, device=idx.device).scatter_(-1, spill, 1)
+    dense_t = dense[..., :cols].transpose(-2, -1)
+    # stable, descending: active columns first, each group ascending (dense_to_ordered's order)
+    order = torch.argsort(dense_t, dim=-1, descending=True, stable=True)
+    return dense_t.sum(-1, dtype=torch.int32).contiguous(), order.to(torch.int32).contiguous()
+
+
 def mask_rows(mask, B, H, q0, q1, KV):
     """The mask_mod (a TracedMod) over query rows [q0, q1): bool [B, H, q1 - q0, KV]."""
     b = np.arange(B, dtype=np.int64)[:, None, None, None]

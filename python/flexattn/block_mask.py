@@ -55,6 +55,11 @@ def _sliced_mask_mod_error(b, h, q_idx, kv_idx):
                        "(typically the original one with a query offset) before using it")
 
 
+def _is_sym_int(x):
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.SymInt)
+
+
 def _block_size(BLOCK_SIZE):
     bs = (BLOCK_SIZE, BLOCK_SIZE) if isinstance(BLOCK_SIZE, (int, np.integer)) else tuple(BLOCK_SIZE)
     if len(bs) != 2 or any(not isinstance(x, (int, np.integer)) or x < 1 for x in bs):
@@ -244,26 +249,64 @@ class BlockMask:
         indices keep their dimension (as torch's newest code); the mask_mod becomes an error stub that
         must be replaced (e.g. with an offset for decoding)."""
         index = index if isinstance(index, tuple) else (index,)
-        nd = self._np("kv_num_blocks").ndim
+        nd = len(self.kv_num_blocks.shape)
+        on_torch = is_torch_tensor(self.kv_num_blocks)
         if len(index) > nd:
             raise IndexError(f"BlockMask index has {len(index)} entries, the mask has {nd} leading dims")
         sizes = self.kv_num_blocks.shape
-        norm = []
-        for i, n in zip(index, sizes):
-            if isinstance(i, (int, np.integer)):  # a bool too: True is 1, as in torch
+        norm, narrow = [], {}
+        for d, (i, n) in enumerate(zip(index, sizes)):
+            if isinstance(i, (int, np.integer)) or _is_sym_int(i):  # a bool too: True is 1, as in torch
                 if not -n <= i < n:
                     raise IndexError(f"BlockMask index {i} is out of range for a dimension of size {n}")
-                i = int(i) % n
-                i = slice(i, i + 1)
-            elif is_torch_tensor(i) or hasattr(i, "__array__"):
-                i = to_numpy(i)
+                if on_torch:
+                    # The row gathered, not sliced: under torch.compile a position is often symbolic (a decode
+                    # step's pos // 128; Dynamo shows it as an int), and a slice's bounds checks guard on its value
+                    # (a recompile per query block).
+                    narrow[d] = (i if _is_sym_int(i) or isinstance(i, int) and not isinstance(i, bool) else int(i)) % n
+                    i = slice(None)
+                else:
+                    i = int(i) % n
+                    i = slice(i, i + 1)
+            elif isinstance(i, slice):
+                pass
+            elif is_torch_tensor(i) or hasattr(i, "__array__"):  # (after ints and slices: Dynamo cannot trace hasattr)
+                # an index array; a 0-d one keeps its dimension too (an index array of one entry: numpy and torch
+                # drop the dimension, which left a mask of fewer dims), counting whole blocks as every index array
+                if on_torch:
+                    i = torch_module().as_tensor(i, device=self.kv_num_blocks.device)
+                    i = i.reshape(1) if i.dim() == 0 else i
+                else:
+                    i = to_numpy(i)
+                    i = i.reshape(1) if i.ndim == 0 else i
             norm.append(i)
         ix = tuple(norm)
-        pick = (lambda f: None if getattr(self, f) is None else self._like(self._np(f)[ix]))
+        if on_torch:  # torch ops on the mask's device: no host copy, and torch.compile traces the slice
+            def pick(f):
+                t = getattr(self, f)
+                if t is None:
+                    return None
+                for d, i in narrow.items():  # (narrow and slices guard on a symbolic start; a gathered row does not)
+                    t = t.index_select(d, torch_module().arange(1, device=t.device) + i)
+                return t[ix].contiguous()
+        else:
+            pick = (lambda f: None if getattr(self, f) is None else self._like(self._np(f)[ix]))
         kv_indices = pick("kv_indices")
         q_len = self.seq_lengths[0]
-        if len(ix) == 3:  # query-block rows selected: the mask covers their tokens only (torch's rule)
+        if 2 in narrow:  # one query-block row: its tokens (the last row may be partial)
+            qb, i = self.BLOCK_SIZE[0], narrow[2]
+            q_len = torch_module().sym_min((i + 1) * qb, q_len) - torch_module().sym_min(i * qb, q_len)
+        elif len(ix) == 3:  # query-block rows selected: the mask covers their tokens only (torch's rule)
             q_len = self._query_length_for_sliced_blocks(ix[2], kv_indices.shape[-2])
+        if on_torch:
+            num, fnum, fidx = pick("kv_num_blocks"), pick("full_kv_num_blocks"), pick("full_kv_indices")
+            q = fq = (None, None)
+            if self.q_indices is not None:
+                q = layout.transpose_ordered_torch(num, kv_indices)
+                if fnum is not None:
+                    fq = layout.transpose_ordered_torch(fnum, fidx)
+            return type(self)((q_len, self.seq_lengths[1]), num, kv_indices, fnum, fidx, *q, *fq, self.BLOCK_SIZE,
+                              _sliced_mask_mod_error)
         return BlockMask.from_kv_blocks(pick("kv_num_blocks"), kv_indices, pick("full_kv_num_blocks"),
                                         pick("full_kv_indices"), BLOCK_SIZE=self.BLOCK_SIZE,
                                         mask_mod=_sliced_mask_mod_error, seq_lengths=(q_len, self.seq_lengths[1]),

@@ -117,6 +117,34 @@ def test_create_block_mask_inside_compile_keeps_dynamic_lengths_symbolic():
     assert cnt.frame_count <= 3  # (one block vs several specialise the mask tensors' contiguity guards)
 
 
+@needs_parts
+@pytest.mark.parametrize("position", ["int", "tensor"])
+def test_a_decode_step_slices_its_mask_in_one_graph_for_every_position(position):
+    """gpt-fast's decode step, compiled whole: the prebuilt mask's query-block row sliced by the position. Slices went
+    through numpy (fullgraph failed: 'Unsupported ndarray attribute access'; without it, graph breaks); a symbolic
+    int position then guarded the slice's bounds on its value (a recompile per query block)."""
+    S = 1000  # 8 rows of 128, the last of 104 tokens
+    bm_full = flexattn.create_block_mask(_causal_mask, 1, 1, S, S, device="cpu")
+    k, v = rand(1, 2, S, 16, grad=False), rand(1, 2, S, 16, grad=False)
+
+    def step(q, pos):
+        bm = bm_full[:, :, pos // 128]
+        offset = pos if position == "int" else pos[0]  # (gpt-fast: input_pos[0])
+        bm.mask_mod = lambda b, h, qi, kv: qi + offset >= kv
+        bm.seq_lengths = (1, S)
+        return flex(q, k, v, block_mask=bm)
+
+    cnt = torch._dynamo.testing.CompileCounter()
+    compiled = torch.compile(step, backend=cnt, fullgraph=True, dynamic=True)
+    for p in (300, 500, 127, 128, 999, 900):
+        q = rand(1, 2, 1, 16, grad=False)
+        pos = p if position == "int" else torch.tensor([p])
+        want = flex(q, k[:, :, :p + 1], v[:, :, :p + 1])  # causal at row p: keys 0..p
+        torch.testing.assert_close(compiled(q, pos), want, rtol=0, atol=1e-12)
+        torch.testing.assert_close(step(q, pos), want, rtol=0, atol=1e-12)
+    assert cnt.frame_count == 1
+
+
 def test_create_block_mask_inside_compile_matches_eager_on_its_options_and_captures():
     """separate_full_blocks=False (numpy in the eager merge: failed fullgraph), a bfloat16 capture (numpy has no bf16:
     failed), a capture that requires grad (a block mask needs no gradient: refused only under compile)."""

@@ -299,3 +299,30 @@ def test_elementwise_operations_on_whole_captured_tensors_are_applied_per_load()
     assert flexattn.trace(lambda s, b, h, q, kv: s + (0 if (ids * 0.5).dtype == torch.float32 else 1)).text == "score + 0"
     with pytest.raises(TraceError, match="captured tensor 'bias' used without indexing"):
         flexattn.trace(lambda s, b, h, q, kv: (bias + bias)[h, q, kv] + s)  # two tensors: not elementwise per load
+
+
+@pytest.mark.parametrize("index", [1, -1, (0, 2, 3), (0, 1, -1), True, (slice(None), slice(1, 3), [0, 2]),
+                                   (slice(None), slice(None), [2, 0]), (slice(None), 0, slice(None, None, 2)),
+                                   (slice(None), slice(None), slice(1, None)), (0, 0, [3, 4]), (0, 0, 4)],
+                         ids=str)
+@pytest.mark.parametrize("form", ["python", "array", "tensor"])
+def test_a_torch_mask_slices_as_the_numpy_one(index, form):
+    """Slices of torch masks run on torch ops (no host copy; torch.compile traces them): the same lists, lengths and
+    transposed q side as the numpy path, for every index form. A 0-d array or tensor keeps its dimension, as an int
+    (numpy's indexing dropped it: a mask of fewer dims)."""
+    mod = lambda b, h, q, kv: ((q >= kv) & (kv >= q - 100 * (h + 1))) | (b == 1)  # noqa: E731
+    t = flexattn.create_block_mask(mod, 2, 3, 300, 300, device="cpu", BLOCK_SIZE=64)  # 5 rows, the last of 44
+    n = t.to("numpy")
+    index = index if isinstance(index, tuple) else (index,)
+    last = index[-1]
+    if form != "python" and not isinstance(last, (slice, bool)):
+        last = np.array(last) if form == "array" else torch.tensor(last)
+    got, want = t[index[:-1] + (last,)], n[index[:-1] + (last.numpy() if isinstance(last, torch.Tensor) else last,)]
+    assert isinstance(got.kv_indices, torch.Tensor) and got.seq_lengths == want.seq_lengths
+    assert got.kv_num_blocks.dim() == 3
+    for f in ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices", "q_num_blocks", "q_indices",
+              "full_q_num_blocks", "full_q_indices"):
+        np.testing.assert_array_equal(getattr(got, f).numpy(), getattr(want, f), err_msg=f)
+        assert getattr(got, f).is_contiguous() and getattr(got, f).dtype == torch.int32, f
+    with pytest.raises(RuntimeError, match="Cannot use mask_mod from a sliced BlockMask"):
+        flexattn.trace(got.mask_mod)
