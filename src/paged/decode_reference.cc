@@ -1,5 +1,6 @@
 // The paged-decode oracle: gather, then the ordinary CPU reference with the mods moved to logical
 // positions (include/flexattn/paged.h).
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -19,13 +20,16 @@ HostTensor gather_pages(const HostTensor& pool, const std::vector<int32_t>& page
   if (max_len < 0) throw Error("max_len must be >= 0; got " + std::to_string(max_len));
   const int64_t B = int64_t(kv_lens.size());
   if (max_pages < 1 || int64_t(page_table.size()) / max_pages != B || int64_t(page_table.size()) % max_pages != 0)
-    throw Error("page_table: expected " + std::to_string(B) + " x max_pages entries");
+    throw Error("page_table: expected " + std::to_string(B) + " x max_pages = " + std::to_string(B) + " x " +
+                std::to_string(max_pages) + " entries; got " + std::to_string(page_table.size()));
   HostTensor out(pool.dtype, {B, H, max_len, D});
   if (unmapped != nullptr) unmapped->assign(size_t(B * max_len), 0);
   const size_t es = size_t(dtype_size(pool.dtype)), row = size_t(D) * es;
   for (int64_t b = 0; b < B; ++b) {
     if (kv_lens[b] < 0 || kv_lens[b] > max_len || kv_lens[b] > max_pages * ps)
-      throw Error("kv_lens[" + std::to_string(b) + "] = " + std::to_string(kv_lens[b]) + " is out of range");
+      throw Error("kv_lens[" + std::to_string(b) + "] = " + std::to_string(kv_lens[b]) + " is outside [0, " +
+                  std::to_string(std::min<int64_t>(max_len, max_pages * ps)) + "] (max_len " + std::to_string(max_len) +
+                  ", max_pages x page_size " + std::to_string(max_pages * ps) + ")");
     for (int64_t j = 0; j < kv_lens[b]; ++j) {
       const int32_t page = page_table[size_t(b * max_pages + j / ps)];
       if ((page < 0 || page >= P) && unmapped != nullptr) {
@@ -63,7 +67,9 @@ ForwardResult decode_forward(const HostTensor& q, const HostTensor& k, const Hos
   std::vector<int64_t> off(size_t(B), d.q_offset);
   if (!d.q_offsets.empty()) {
     if (int64_t(d.q_offsets.size()) != B) throw Error("q_offsets: expected " + std::to_string(B) + " entries");
-    for (int64_t b = 0; b < B; ++b) off[b] = d.q_offsets[b] < 0 ? 0 : d.q_offsets[b];
+    // the kernels' clamp (attn_decode.cuh): into [0, 2^30 - L], so position-dependent mods see the same positions
+    const int64_t top = (int64_t(1) << 30) - q.shape[2];
+    for (int64_t b = 0; b < B; ++b) off[b] = std::clamp<int64_t>(d.q_offsets[b], 0, top);
   }
   HostTensor kc, vc;
   std::vector<uint8_t> unmapped, v_unmapped;  // [B, cap]: rows on a page outside the pool, masked as the kernels do

@@ -32,6 +32,10 @@ def test_append_reserve_erase_and_the_page_table():
     assert a.physical_page(0, 20) == 1
     a.erase(0)
     assert a.free_pages == 7 and a.lengths() == [0, 1] and a.page_table()[0] == -1
+    arr = a.page_table_array()  # one copy of the native table, shaped
+    assert arr.dtype == np.int32 and arr.shape == (2, 4) and arr.ravel().tolist() == a.page_table()
+    arr[0, 0] = 5  # a copy: the allocator's table is unchanged
+    assert a.page_table()[0] == -1 and arr.flags.writeable
 
 
 def test_errors_are_value_errors():
@@ -62,6 +66,11 @@ def test_page_allocator_is_a_type_with_named_argument_errors():
         a.append(0, True)
     with pytest.raises(TypeError, match="page_size: expected an int, got str"):
         PageAllocator(4, "16", 1, 1)
+    # beyond int64: nanobind's TypeError listed the signature instead of naming the argument
+    with pytest.raises(ValueError, match=r"length: expected an int in \[-2\^63, 2\^63\), got 9223372036854775808"):
+        a.reserve(0, 2**63)
+    with pytest.raises(ValueError, match="seq: expected an int in"):
+        a.erase(-2**63 - 1)
     assert repr(a) == "PageAllocator(num_pages=4, page_size=16, max_batch=2, max_pages_per_seq=2; 4 pages free)"
     assert a.free_pages == 4 and a.page_size == 16 and a.max_batch == 2 and a.max_pages_per_seq == 2
 
@@ -322,6 +331,30 @@ def test_torch_block_mask_and_low_precision():
                                  rows_of_pages(v.double().numpy(), table, lens, ps), offs, mask=np_causal)
     assert np.abs(out.double().numpy() - ref_out).max() <= 1e-2
     assert np.abs(lse.double().numpy() - ref_lse).max() <= 1e-5
+
+
+@needs_torch
+def test_without_validation_offsets_are_clamped_as_the_kernels_do():
+    """validate=False lets any q_offsets through; the kernels clamp them into [0, 2^30 - L]. The CPU path used a
+    negative one as it was: a block mask's row -1 (Python indexing: the last row) and positions below 0."""
+    from flexattn import create_block_mask, paged_attention
+
+    rng = np.random.default_rng(9)
+    q = torch.from_numpy(rng.standard_normal((1, 2, 1, 16)))
+    k, v = (torch.from_numpy(rng.standard_normal((1, 2, 300, 16))) for _ in range(2))
+    mask = create_block_mask(lambda b, h, q_idx, kv_idx: q_idx >= kv_idx, 1, 1, 300, 300, device="cpu")
+
+    def tilt(score, b, h, q_idx, kv_idx):
+        return score + 0.01 * q_idx
+
+    want = paged_attention(q, k, v, None, i32([300]), q_offsets=i32([0]), block_mask=mask, score_mod=tilt)
+    got = paged_attention(q, k, v, None, i32([300]), q_offsets=i32([-5]), block_mask=mask, score_mod=tilt,
+                          validate=False)
+    assert torch.equal(got, want)
+    top = (1 << 30) - 1  # L = 1: the kernels' clamp, one past the validated range
+    want = paged_attention(q, k, v, None, i32([300]), q_offsets=i32([top]), score_mod=tilt, validate=False)
+    got = paged_attention(q, k, v, None, i32([300]), q_offsets=i32([2**31 - 1]), score_mod=tilt, validate=False)
+    assert torch.equal(got, want)
 
 
 @needs_torch

@@ -175,4 +175,29 @@ TEST(DecodeForward, MalformedPoolsAndOffsetsAreErrors) {
             "q_offset: must be in [0, 2^30 - L); got 9223372036854775807");
   d.q_offset = 5;
   EXPECT_EQ(message([&] { cpu::decode_forward(q, k, randn({4, 1, 2, 3}, 4), d, {}); }), "(no error)");
+  // gather_pages' errors give the range and the sizes (they said "is out of range" / "B x max_pages entries")
+  EXPECT_EQ(message([&] { cpu::gather_pages(randn({4, 1, 2, 3}, 1), {2, 3}, 2, {5}, 8); }),
+            "kv_lens[0] = 5 is outside [0, 4] (max_len 8, max_pages x page_size 4)");
+  EXPECT_EQ(message([&] { cpu::gather_pages(randn({4, 1, 2, 3}, 1), {2, 3, 1}, 2, {4}, 8); }),
+            "page_table: expected 1 x max_pages = 1 x 2 entries; got 3");
+}
+
+// Per-sequence offsets are clamped into [0, 2^30 - L] as the kernels clamp them (attn_decode.cuh): above, the oracle
+// let position-dependent mods see positions the kernels never use.
+TEST(DecodeForward, PerSequenceOffsetsAreClampedAsTheKernelsDo) {
+  const HostTensor q = randn({1, 1, 2, 8}, 8), k = randn({1, 1, 10, 8}, 9), v = randn({1, 1, 10, 8}, 10);
+  cpu::ModFns m;
+  m.score_mod = [](double s, int64_t, int64_t, int64_t q_idx, int64_t kv_idx) {
+    return s + 1e-9 * double(q_idx % 1000) - 0.01 * double(kv_idx);
+  };
+  const auto run = [&](int32_t offset) {
+    cpu::DecodeReference d;
+    d.q_offsets = {offset};
+    return cpu::decode_forward(q, k, v, d, m).out;
+  };
+  const HostTensor top = run((1 << 30) - 2), over = run(INT32_MAX), zero = run(0), under = run(-7);
+  for (int64_t i = 0; i < top.numel(); ++i) {
+    EXPECT_EQ(over.get(i), top.get(i)) << i;
+    EXPECT_EQ(under.get(i), zero.get(i)) << i;
+  }
 }
