@@ -10,6 +10,7 @@ namespace flexattn::cli {
 bool parse_int(const std::string& s, int64_t* out) {
   if (s.empty()) return false;
   const char* first = s.data() + (s[0] == '+' ? 1 : 0);
+  if (first != s.data() && s.size() > 1 && s[1] == '-') return false;  // "+-1" is no number (it ran as -1)
   auto [end, ec] = std::from_chars(first, s.data() + s.size(), *out);
   return ec == std::errc() && end == s.data() + s.size();
 }
@@ -17,6 +18,7 @@ bool parse_int(const std::string& s, int64_t* out) {
 bool parse_double(const std::string& s, double* out) {
   if (s.empty()) return false;
   const char* first = s.data() + (s[0] == '+' ? 1 : 0);
+  if (first != s.data() && s.size() > 1 && s[1] == '-') return false;
   auto [end, ec] = std::from_chars(first, s.data() + s.size(), *out);
   return ec == std::errc() && end == s.data() + s.size() && std::isfinite(*out);
 }

@@ -1,6 +1,8 @@
 #include "problem.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 
@@ -96,6 +98,7 @@ ScalarArg parse_scalar_arg(const std::string& text) {
   const bool integral = parse_int(value, &iv);
   if (colon != std::string::npos) {
     s.name = lhs.substr(0, colon);
+    s.typed = true;
     const std::string tname = lhs.substr(colon + 1);
     check(parse_dtype(tname, &s.type) &&
               (s.type == DType::F32 || s.type == DType::I32 || s.type == DType::I64 || s.type == DType::Bool),
@@ -122,6 +125,15 @@ ScalarArg parse_scalar_arg(const std::string& text) {
   }
   return s;
 }
+
+namespace {
+std::string scalar_text(double v) {
+  char b[40];
+  if (v == std::trunc(v) && std::fabs(v) <= 9007199254740992.0) std::snprintf(b, sizeof b, "%lld", (long long)v);
+  else std::snprintf(b, sizeof b, "%.9g", v);
+  return b;
+}
+}  // namespace
 
 ModBindings Problem::bindings() const {
   ModBindings b;
@@ -283,9 +295,23 @@ Problem make_problem(const ProblemConfig& c) {
       for (const std::string& n : ir::scalar_names(*e)) scalar_uses.insert(n);
   for (const auto& [name, a] : scalar_args)
     check(scalar_uses.count(name), "--scalar " + name + ": the mods do not read a scalar named '" + name + "'");
+  std::map<std::string, DType> scalar_types;  // as the mods read them (a library mod's scalars have fixed types)
+  for (const ir::Expr* e : {&mask, &score})
+    if (!e->empty())
+      for (const ir::Node* n : ir::topo_order(*e))
+        if (n->op == ir::Op::Scalar) scalar_types[n->name] = n->type;
   for (const std::string& name : scalar_uses) {
     if (scalar_args.count(name)) {
-      p.scalars[name] = scalar_args[name].value;
+      const ScalarArg& a = scalar_args[name];
+      const DType want = scalar_types[name];
+      // An inferred integer serves a float scalar exactly (an i32-sized one an i64 too); anything else would be
+      // converted silently: H:f32=4.9 ran as H = 4 on alibi's i32 H, H:bool=true as 1.
+      const bool exact = a.type == want || (!a.typed && is_int(a.type) && (want == DType::F32 ||
+                                                                           (want == DType::I64 && a.type == DType::I32)));
+      check(exact, "--scalar " + name + ": the mods read " + name + " as " + std::string(dtype_name(want)) + ", got " +
+                       std::string(dtype_name(a.type)) + " " + scalar_text(a.value) + " (give --scalar " + name + ":" +
+                       std::string(dtype_name(want)) + "=VALUE)");
+      p.scalars[name] = a.value;
       continue;
     }
     const mods::ScalarSpec* spec = nullptr;

@@ -53,6 +53,7 @@ struct ScalarArg {
   std::string name;
   DType type = DType::F32;
   double value = 0;
+  bool typed = false;  // the type was written (NAME:TYPE=VALUE), not inferred from the value
 };
 ScalarArg parse_scalar_arg(const std::string& text);
 

@@ -37,6 +37,14 @@ def __getattr__(name):
         import importlib
 
         return importlib.import_module(".torch", __name__)
+    if name == "FlexKernelOptions":
+        # torch's TypedDict of kernel_options (a type for annotations; at run time a dict) where torch has it, else
+        # dict: `from flexattn import FlexKernelOptions` as from torch's module, without importing torch with flexattn
+        try:
+            from torch.nn.attention.flex_attention import FlexKernelOptions
+        except ImportError:
+            FlexKernelOptions = dict
+        return FlexKernelOptions
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 __all__ = [
     "AuxOutput", "AuxRequest", "BlockMask", "TraceError", "TracedMod", "and_masks", "clear_cache", "create_block_mask",

@@ -18,7 +18,8 @@ import torch
 import torch.autograd.forward_ad as _forward_ad
 
 from . import _dynamo_parts, _ir, _leaf_paths, _native, _torch_ops
-from .attention import AuxOutput, _check_scale, _kernel_options, _validate_block_mask, _validate_heads_and_batch
+from .attention import (AuxOutput, ShapeError, _check_scale, _kernel_options, _validate_block_mask,
+                        _validate_heads_and_batch)
 from . import block_mask as _block_mask_module
 from .masks import _check_sizes, noop_mask
 from ._block_layout import as_size, num_blocks, pad_columns
@@ -187,6 +188,18 @@ def _merged_and_spec(ts, tm):
 
 
 # ---- validation (torch's messages) ------------------------------------------------------------------
+def _low_precision_kv(query, key, value):
+    """A float32 query with a float16 / bfloat16 key and value (a low-precision KV cache) is accepted, as torch (>= 2.12,
+    allow_lowp_kv) accepts it: the key and value are upcast (a differentiable cast, so their gradients come back in
+    their own dtype) and the call runs in float32. Other mixes stay the dtype error."""
+    low = (torch.float16, torch.bfloat16)
+    if (isinstance(query, torch.Tensor) and isinstance(key, torch.Tensor) and isinstance(value, torch.Tensor)
+            and query.dtype == torch.float32 and key.dtype in low and value.dtype in low):
+        return key.to(torch.float32), value.to(torch.float32)
+    return key, value
+
+
+
 def _validate(query, key, value, enable_gqa, block_mask):
     if not all(isinstance(x, torch.Tensor) for x in (query, key, value)):
         raise TypeError("flex_attention: query, key and value must all be torch tensors or all be arrays")
@@ -199,13 +212,16 @@ def _validate(query, key, value, enable_gqa, block_mask):
     if query.dtype not in _FLOAT_DTYPES:
         raise ValueError(f"flex_attention: query, key and value must be float16, bfloat16, float32 or float64, "
                          f"got {query.dtype}")
+    if query.dim() < 2 or key.dim() < 2 or value.dim() < 2:  # (torch's check before the 4-D one)
+        raise ValueError(f"Expected query, key, and value to all be  at least 2 dimensional, but got query.dim: "
+                         f"{query.dim()}, key.dim: {key.dim()} and value.dim: {value.dim()} instead.")
     if query.dim() != 4 or key.dim() != 4 or value.dim() != 4:
         raise NotImplementedError("NYI: query, key, and value must be 4D tensors")
     if query.size(-1) != key.size(-1):
         raise ValueError(f"Expect query and key/value to have the same embedding dimension but got "
                          f"E={query.size(-1)} and E={key.size(-1)}.")
     if key.shape[:3] != value.shape[:3]:
-        raise ValueError(f"Expect key and value to have the same batch size, heads and length, but got key shape "
+        raise ShapeError(f"Expect key and value to have the same batch size, heads and length, but got key shape "
                          f"{tuple(key.shape)} and value shape {tuple(value.shape)}.")
     _validate_heads_and_batch(query, key, enable_gqa, block_mask)
 
@@ -356,6 +372,7 @@ def _check_no_transform(query, key, value, buffers):
 def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=None, enable_gqa=False,
                    return_lse=False, kernel_options=None, *, return_aux=None):
     """torch.nn.attention.flex_attention.flex_attention on flexattn's backends (see flexattn.flex_attention)."""
+    key, value = _low_precision_kv(query, key, value)
     _validate(query, key, value, enable_gqa, block_mask)
     if return_lse and return_aux is not None:
         raise ValueError("Cannot specify both return_lse and return_aux. return_lse is deprecated, use "

@@ -30,6 +30,12 @@ class AuxOutput(NamedTuple):
     max_scores: Optional[Any] = None
 
 
+class ShapeError(ValueError, RuntimeError):
+    """A shape mismatch torch reports as RuntimeError (a block mask made for another length, key and value of other
+    shapes) where flexattn raised ValueError: caught as either, so code written for torch's or flexattn's type works."""
+
+
+
 def _validate_inputs(query, key, value):
     for name, x in (("query", query), ("key", key), ("value", value)):
         if not is_array_like(x):
@@ -47,13 +53,16 @@ def _validate_inputs(query, key, value):
     if dts[0] not in _FLOAT_DTYPES:
         raise ValueError(f"flex_attention: query, key and value must be float16, bfloat16, float32 or float64, "
                          f"got {dts[0]}")
+    if any(len(x.shape) < 2 for x in (query, key, value)):  # (torch's check before the 4-D one)
+        raise ValueError(f"Expected query, key, and value to all be  at least 2 dimensional, but got query.dim: "
+                         f"{len(query.shape)}, key.dim: {len(key.shape)} and value.dim: {len(value.shape)} instead.")
     if any(len(x.shape) != 4 for x in (query, key, value)):
         raise NotImplementedError("NYI: query, key, and value must be 4D tensors")
     if query.shape[-1] != key.shape[-1]:
         raise ValueError(f"Expect query and key/value to have the same embedding dimension but got "
                          f"E={query.shape[-1]} and E={key.shape[-1]}.")
     if key.shape[:3] != value.shape[:3]:
-        raise ValueError(f"Expect key and value to have the same batch size, heads and length, but got key shape "
+        raise ShapeError(f"Expect key and value to have the same batch size, heads and length, but got key shape "
                          f"{tuple(key.shape)} and value shape {tuple(value.shape)}.")
 
 
@@ -86,12 +95,12 @@ def _validate_block_mask(query, key, block_mask):
     L, S = query.shape[-2], key.shape[-2]
     if L > q_len or S > kv_len:
         shape = block_mask.shape
-        raise ValueError(f"block_mask was created for block_mask.shape={shape} but got q_len={L} and kv_len={S}. "
+        raise ShapeError(f"block_mask was created for block_mask.shape={shape} but got q_len={L} and kv_len={S}. "
                          "As the block mask was created for a smaller length than you're using it for, you likely "
                          "need to create a new block mask.")
     if L < q_len or S < kv_len:
         shape = block_mask.shape
-        raise ValueError(f"block_mask was created for block_mask.shape={shape} but got q_len={L} and kv_len={S}. "
+        raise ShapeError(f"block_mask was created for block_mask.shape={shape} but got q_len={L} and kv_len={S}. "
                          "As the block mask was created for a larger length than you're using it for, you can "
                          "either 1. create a new block mask with the correct length, or 2. 'adjust' the existing "
                          "block mask to the correct length by calling block_mask._adjust(q_len, kv_len). This "

@@ -22,7 +22,26 @@ _FIELDS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices
            "full_q_num_blocks", "full_q_indices")
 
 
-_TORCH_FORMULA = {}  # "blocks": the probe's answer, once torch is there to ask
+_DQ_FIELDS = ("dq_write_order", "dq_write_order_full", "dq_kv_order", "dq_kv_order_spt")
+
+
+def _torch_has_dq_fields() -> bool:
+    """Whether the torch in this process (imported already: never imported here) has BlockMask's dq_* fields."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    if "dq" not in _TORCH_FORMULA:
+        try:
+            import inspect
+
+            from torch.nn.attention.flex_attention import BlockMask as TorchBlockMask
+            _TORCH_FORMULA["dq"] = "dq_write_order" in inspect.signature(TorchBlockMask.__init__).parameters
+        except Exception:  # noqa: BLE001 - an older or partial torch: its 13-entry layout
+            _TORCH_FORMULA["dq"] = False
+    return _TORCH_FORMULA["dq"]
+
+
+_TORCH_FORMULA = {}  # "blocks" / "dq": the probes' answers, once torch is there to ask
 
 
 def _torch_counts_blocks() -> bool:
@@ -99,11 +118,13 @@ class BlockMask:
     def __reduce__(self):
         # through the constructor, whose __new__ picks the class again (the torch-compatible one is made at run time,
         # so pickle cannot find it by name)
-        return (BlockMask, (self.seq_lengths, *(getattr(self, f) for f in _FIELDS), self.BLOCK_SIZE, self.mask_mod))
+        return (functools.partial(BlockMask, **{f: getattr(self, f) for f in _DQ_FIELDS}),
+                (self.seq_lengths, *(getattr(self, f) for f in _FIELDS), self.BLOCK_SIZE, self.mask_mod))
 
     def __init__(self, seq_lengths, kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices, q_num_blocks,
                  q_indices, full_q_num_blocks, full_q_indices, BLOCK_SIZE=_DEFAULT_SPARSE_BLOCK_SIZE,
-                 mask_mod=None):
+                 mask_mod=None, *, dq_write_order=None, dq_write_order_full=None, dq_kv_order=None,
+                 dq_kv_order_spt=None):
         if len(kv_indices.shape) < 2:
             raise RuntimeError("BlockMask must have at least 2 dimensions")
         if (full_kv_num_blocks is None) != (full_kv_indices is None):
@@ -117,12 +138,25 @@ class BlockMask:
         self.full_q_num_blocks, self.full_q_indices = full_q_num_blocks, full_q_indices
         self.BLOCK_SIZE = _block_size(BLOCK_SIZE)
         self.mask_mod = noop_mask if mask_mod is None else mask_mod
+        # torch's (>= 2.12) metadata for its deterministic backward: kept for torch's own kernels (a flexattn mask in
+        # torch's compiled flex_attention unpacks them), unused by flexattn's, whose deterministic backward needs none
+        if dq_write_order_full is not None and dq_write_order is None:
+            raise ValueError("dq_write_order_full requires dq_write_order")
+        self.dq_write_order, self.dq_write_order_full = dq_write_order, dq_write_order_full
+        self.dq_kv_order, self.dq_kv_order_spt = dq_kv_order, dq_kv_order_spt
 
     @classmethod
     def from_kv_blocks(cls, kv_num_blocks, kv_indices, full_kv_num_blocks=None, full_kv_indices=None,
                        BLOCK_SIZE=_DEFAULT_SPARSE_BLOCK_SIZE, mask_mod=None, seq_lengths=None,
-                       compute_q_blocks=True):
-        """A BlockMask from the kv-side block lists; the q side is computed by transposition."""
+                       compute_q_blocks=True, *, dq_write_order=None, dq_write_order_full=None, dq_kv_order=None):
+        """A BlockMask from the kv-side block lists; the q side is computed by transposition. dq_*: torch's
+        metadata for its own deterministic backward (kept, unused by flexattn's kernels; as torch, dq_kv_order a bool
+        or a tensor)."""
+        if dq_kv_order is not None and not isinstance(dq_kv_order, bool) and not is_torch_tensor(dq_kv_order):
+            raise ValueError("dq_kv_order must be a bool, Tensor, or None")
+        dq = {"dq_write_order": dq_write_order, "dq_write_order_full": dq_write_order_full,
+              "dq_kv_order": None if isinstance(dq_kv_order, bool) else dq_kv_order,
+              "dq_kv_order_spt": dq_kv_order if isinstance(dq_kv_order, bool) else None}
         if (full_kv_num_blocks is None) != (full_kv_indices is None):
             raise ValueError("full_kv_num_blocks and full_kv_indices must be both provided or omitted")
         bs = _block_size(BLOCK_SIZE)
@@ -147,15 +181,18 @@ class BlockMask:
         conv = (lambda a: a) if not is_torch_tensor(like) else (lambda a: None if a is None else
                                                                  from_numpy(a, like.device))
         return cls(seq_lengths, conv(num), conv(idx), conv(fnum), conv(fidx), conv(q[0]), conv(q[1]), conv(fq[0]),
-                   conv(fq[1]), bs, noop_mask if mask_mod is None else mask_mod)
+                   conv(fq[1]), bs, noop_mask if mask_mod is None else mask_mod, **dq)
 
     def _np(self, field):
         return _int32(getattr(self, field))
 
     def as_tuple(self, flatten=True):
+        """torch's layout of the torch in this process: with the four dq_* fields after full_q_indices where its
+        BlockMask has them (torch >= 2.12; its compiled flex_attention unpacks that many and failed on 13 entries)."""
         bs = self.BLOCK_SIZE if flatten else (self.BLOCK_SIZE,)
         sl = self.seq_lengths if flatten else (self.seq_lengths,)
-        return (*sl, *(getattr(self, f) for f in _FIELDS), *bs, self.mask_mod)
+        dq = tuple(getattr(self, f) for f in _DQ_FIELDS) if _torch_has_dq_fields() else ()
+        return (*sl, *(getattr(self, f) for f in _FIELDS), *dq, *bs, self.mask_mod)
 
     @property
     def shape(self):
@@ -369,6 +406,7 @@ def _torch_compatible_class():
     import importlib
 
     torch_block_mask = importlib.import_module("torch.nn.attention.flex_attention").BlockMask
+    _torch_has_dq_fields()  # probed here, eagerly: as_tuple may first run inside Dynamo, which cannot trace inspect
     return type("BlockMask", (BlockMask, torch_block_mask), {"__init__": BlockMask.__init__, "__module__": __name__,
                                                              "__qualname__": "BlockMask"})
 

@@ -5,14 +5,23 @@ import operator
 
 import numpy as np
 
-from ._arrays import from_numpy, resolve_device
+from ._arrays import from_numpy, is_torch_tensor, resolve_device, torch_module
 from ._block_layout import mask_rows
 from ._tracer import trace
 
 
+def _constant_like(batch, value):
+    """value as torch's mask helpers return it: a 0-d bool tensor on batch's device when batch is a torch tensor (torch
+    vmaps mask_mods and refuses a Python bool: torch's create_mask / create_block_mask failed on flexattn's noop_mask
+    and on masks whose default mask_mod it is); else the Python bool (flexattn's tracer and numpy paths)."""
+    if is_torch_tensor(batch):
+        return batch.new_full((), value, dtype=torch_module().bool)
+    return value
+
+
 def noop_mask(batch, head, token_q, token_kv):
     """A mask_mod that keeps every position."""
-    return True
+    return _constant_like(batch, True)
 
 
 def _check_callables(mask_mods):
@@ -25,7 +34,7 @@ def and_masks(*mask_mods):
     _check_callables(mask_mods)
 
     def and_mask(b, h, q_idx, kv_idx):
-        result = True
+        result = _constant_like(b, True)
         for mask in mask_mods:
             result = result & mask(b, h, q_idx, kv_idx)
         return result
@@ -38,7 +47,7 @@ def or_masks(*mask_mods):
     _check_callables(mask_mods)
 
     def or_mask(b, h, q_idx, kv_idx):
-        result = False
+        result = _constant_like(b, False)
         for mask in mask_mods:
             result = result | mask(b, h, q_idx, kv_idx)
         return result

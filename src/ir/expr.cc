@@ -162,7 +162,7 @@ Expr literal(double v, DType type, bool weak) {
     case DType::I32:
     case DType::I64:
       if (!std::isfinite(v)) throw Error("literal: an integer literal must be finite");
-      v = std::trunc(v);
+      v = std::trunc(v) + 0.0;  // (+ 0.0: an integer has no signed zero; -0 was another node and cache key)
       // Integer literals travel as doubles (the ModParams slot type): |v| must stay below 2^63.
       if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0))
         throw Error("literal: integer literal out of the int64 range");

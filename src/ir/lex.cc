@@ -149,6 +149,9 @@ class Lexer {
         return;
       }
     }
+    if (s_[i_] == '^')  // (Python's xor: the text form has no operator for it)
+      fail_at(line_, column(), "expected a token, found '^': the text form has no xor operator; write a != b for "
+                               "bools, (a | b) - (a & b) for integers, a ** b for a power");
     fail_at(line_, column(), "expected a token, found " + printable_char(s_[i_]));
   }
 

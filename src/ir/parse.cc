@@ -3,6 +3,7 @@
 // make_node verbatim. Builder errors are re-thrown with the position of the operator.
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -18,10 +19,12 @@ namespace {
 using text::Token;
 using text::TokKind;
 
-// A level (one parenthesis, operand or prefix operator) costs up to 8 stack frames; 256 levels fit
-// in 256 KiB of stack in a release build and 3 MiB under ASan (measured). print() keeps its output
-// under ~150 levels.
-constexpr int kMaxDepth = 256;
+// A level (an operand, a prefix operator, a '?:' branch or '**' exponent) costs up to 8 stack frames; 258 levels fit
+// in 256 KiB of stack in a release build and 3 MiB under ASan (measured at 256). A parenthesis is two levels (its
+// operand and the expression inside), so the limit reads as 128 parentheses (it said "256 levels" and failed at
+// 128 parentheses). print() keeps its output under ~150 levels.
+constexpr int kMaxParens = 128;
+constexpr int kMaxDepth = 2 * kMaxParens + 2;
 
 struct Annotation {
   DType type = DType::F32;
@@ -78,16 +81,22 @@ class Parser {
   // `q_idx & 1 == 0` reads as q_idx & (1 == 0), where Python (and a torch mod) means (q_idx & 1) == 0. Refused
   // rather than silently bitwise.
   static void check_bitwise_operands(const Token& at, const Expr& l, const Expr& r) {
-    if ((l.type() == DType::Bool) != (r.type() == DType::Bool))
+    const bool lb = l.type() == DType::Bool, rb = r.type() == DType::Bool;
+    if (lb != rb && (is_int(l.type()) || is_int(r.type())))
       text::fail_at(at, "'" + std::string(at.text) + "' between a bool and an integer: the text form gives it the "
                         "precedence of '&&' / '||', so parenthesize the bitwise part, e.g. (q_idx & 1) == 0");
+    if (!(lb && rb) && !(is_int(l.type()) && is_int(r.type())))  // (the node's own error named 'and' / 'or')
+      text::fail_at(at, "'" + std::string(at.text) + "' expects two bools (logical) or two integers (bitwise), got " +
+                            std::string(dtype_name(l.type())) + " and " + std::string(dtype_name(r.type())));
   }
 
   struct Depth {
     Parser& p;
     Depth(Parser& parser, const Token& at) : p(parser) {
       if (++p.depth_ > kMaxDepth)
-        text::fail_at(at, "expected at most " + std::to_string(kMaxDepth) + " levels of nesting, found more");
+        text::fail_at(at, "expected at most " + std::to_string(kMaxParens) +
+                              " levels of nesting (parentheses; a prefix operator, '?:' branch or '**' exponent "
+                              "counts half a level), found more");
     }
     ~Depth() { --p.depth_; }
   };
@@ -224,7 +233,8 @@ class Parser {
     if (peek().is("!") || peek().is("~") || peek().is_ident("not")) {
       const Token& t = next();
       Expr a = unary_expr();
-      return build(t, [&] { return unary(Op::Not, a); });
+      // `~` as torch's and the C++ builder's: bitwise on an integer (-x - 1), logical on a bool; `!` / `not` logical
+      return build(t, [&] { return t.is("~") ? ~a : unary(Op::Not, a); });
     }
     Expr base = primary();
     if (!peek().is("**")) return base;
@@ -339,13 +349,23 @@ class Parser {
     return a;
   }
 
-  // Whether an integer token's value is exactly a double (literals hold doubles: 9007199254740993 would be read as
-  // ...992 without a word). Values past 2^63 count as exact here, so the i64 range check below reports them.
-  static bool exact_integer(const std::string& digits) {
-    uint64_t v = 0;
-    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
-    if (ec != std::errc() || end != digits.data() + digits.size() || v > (uint64_t(1) << 63)) return true;
-    return uint64_t(double(v)) == v;
+  // Whether an integer token's digits are exactly the double v they were read as (literals hold doubles:
+  // 9007199254740993 would be read as ...992 without a word). Compared as decimal text, so any size is checked: past
+  // 2^63 a value was taken as exact, and -9223372036854775809 then rounded to -2^63, which fits i64, silently.
+  static bool exact_integer(const std::string& digits, double v) {
+    char buf[400];  // %.0f of a finite double prints its exact integer value (at most 309 digits)
+    std::snprintf(buf, sizeof buf, "%.0f", std::fabs(v));
+    const size_t first = digits.find_first_not_of('0');
+    return std::string(buf) == (first == std::string::npos ? std::string("0") : digits.substr(first));
+  }
+
+  // Whether the integer the digits spell (negated when negate) lies in i64, read from the text: the double they round
+  // to cannot tell -9223372036854775809 from -2^63.
+  static bool digits_fit_i64(const std::string& digits, bool negate) {
+    const size_t first = digits.find_first_not_of('0');
+    if (first == std::string::npos) return true;
+    const std::string d = digits.substr(first), limit = negate ? "9223372036854775808" : "9223372036854775807";
+    return d.size() < limit.size() || (d.size() == limit.size() && d <= limit);
   }
 
   // Reads a number/inf/nan token (with its sign already consumed when negate) and returns its value.
@@ -362,11 +382,15 @@ class Parser {
   Expr number_literal(bool negate) {
     const Token& t = peek();
     const bool int_syntax = t.kind == TokKind::Number && !t.is_float;
-    const double v = number_value(negate);
+    double v = number_value(negate);
+    if (int_syntax && !peek().is("{") && !digits_fit_i64(t.text, negate))
+      text::fail_at(t, "expected an integer that fits in i64, found " + text::describe(t) +
+                           " (write it with a '.' for a float)");
     // Literals hold doubles: past 2^53 an integer would be rounded silently (9007199254740993 read as ...992).
-    if (int_syntax && !exact_integer(t.text))
+    if (int_syntax && !exact_integer(t.text, v))
       text::fail_at(t, "integer literal " + text::describe(t) + " is not exactly a double, which literals hold "
                        "(every integer up to 2^53 is)");
+    if (int_syntax && v == 0.0) v = 0.0;  // -0 is the integer 0 (a signed zero printed as -0, another cache key)
     if (peek().is("{")) return annotated(t, v, negate);
     if (!int_syntax) return text::plain_float_literal(v);
     if (!text::fits_i64(v))

@@ -326,3 +326,75 @@ def test_a_torch_mask_slices_as_the_numpy_one(index, form):
         assert getattr(got, f).is_contiguous() and getattr(got, f).dtype == torch.int32, f
     with pytest.raises(RuntimeError, match="Cannot use mask_mod from a sliced BlockMask"):
         flexattn.trace(got.mask_mod)
+
+
+# ---- parity with torch 2.15's FlexAttention (session 41 review) ----------------------------------------------------
+def test_a_flexattn_mask_runs_in_torchs_compiled_flex_attention():
+    """torch (>= 2.12) unpacks 17 fields from as_tuple (the dq_* metadata of its deterministic backward): a flexattn
+    mask gave 13 ('not enough values to unpack'), so a torch.compile(flex_attention) made before flexattn.torch.enable()
+    (torchtune's compile_friendly_flex_attention) failed on flexattn's masks."""
+    if "dq_write_order" not in tfa.BlockMask.__init__.__code__.co_varnames:
+        pytest.skip("this torch's BlockMask has no dq_* fields")
+    bm = flexattn.create_block_mask(lambda b, h, q, kv: q >= kv, 1, 1, 256, 256, device="cpu")
+    assert len(bm.as_tuple()) == len(tfa.BlockMask.from_kv_blocks(bm.kv_num_blocks, bm.kv_indices).as_tuple())
+    assert bm.dq_write_order is None and bm.dq_kv_order_spt is None
+    q = torch.randn(1, 2, 256, 32)
+    want = tfa.flex_attention(q, q, q, block_mask=tfa.create_block_mask(lambda b, h, q, kv: q >= kv, 1, 1, 256, 256,
+                                                                         device="cpu"))
+    got = torch.compile(tfa.flex_attention)(q, q, q, block_mask=bm)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_dq_metadata_is_kept_through_from_kv_blocks_and_pickle():
+    import pickle
+
+    num, idx = torch.ones(1, 1, 2, dtype=torch.int32), torch.tensor([[[[0, 1], [1, 0]]]], dtype=torch.int32)
+    order = torch.arange(4, dtype=torch.int32)
+    bm = flexattn.BlockMask.from_kv_blocks(num, idx, dq_write_order=order, dq_kv_order=True)
+    assert bm.dq_write_order is order and bm.dq_kv_order is None and bm.dq_kv_order_spt is True
+    back = pickle.loads(pickle.dumps(bm))
+    assert torch.equal(back.dq_write_order, order) and back.dq_kv_order_spt is True
+    with pytest.raises(ValueError, match="dq_kv_order must be a bool, Tensor, or None"):
+        flexattn.BlockMask.from_kv_blocks(num, idx, dq_kv_order=1)
+    with pytest.raises(ValueError, match="dq_write_order_full requires dq_write_order"):
+        flexattn.BlockMask.from_kv_blocks(num, idx, dq_write_order_full=order)
+
+
+def test_noop_and_empty_combinators_return_tensors_for_torch():
+    """torch vmaps mask_mods and refuses a Python bool: torch's create_mask / create_block_mask failed on flexattn's
+    noop_mask, and_masks(), or_masks() (and on masks whose default mask_mod is noop_mask)."""
+    assert tfa.create_mask(flexattn.noop_mask, 1, 1, 4, 4, device="cpu").all()
+    assert tfa.create_mask(flexattn.and_masks(), 1, 1, 4, 4, device="cpu").all()
+    assert not tfa.create_mask(flexattn.or_masks(), 1, 1, 4, 4, device="cpu").any()
+    b = torch.tensor(0)
+    assert flexattn.noop_mask(b, b, b, b).dtype == torch.bool and flexattn.noop_mask(0, 0, 0, 0) is True
+    assert text(flexattn.noop_mask) == "true"
+
+
+def test_torch_runtime_errors_are_caught_as_either_type():
+    """torch raises RuntimeError for a block mask of another length and for key / value of other shapes; flexattn
+    raised ValueError. Its ShapeError is both."""
+    q = torch.randn(1, 1, 256, 16)
+    bm = flexattn.create_block_mask(lambda b, h, qi, kv: qi >= kv, 1, 1, 128, 128, device="cpu")
+    for exc in (RuntimeError, ValueError):
+        with pytest.raises(exc, match="block_mask was created for"):
+            flexattn.flex_attention(q, q, q, block_mask=bm)
+        with pytest.raises(exc, match="Expect key and value to have the same batch size"):
+            flexattn.flex_attention(q, q, q[:, :, :255])
+    with pytest.raises(ValueError, match="to all be  at least 2 dimensional, but got query.dim: 1"):
+        flexattn.flex_attention(q[0, 0, 0], q[0, 0, 0], q[0, 0, 0])
+
+
+def test_flex_kernel_options_and_a_low_precision_kv_cache():
+    from flexattn import FlexKernelOptions
+
+    assert FlexKernelOptions is getattr(tfa, "FlexKernelOptions", dict)
+    q = torch.randn(1, 2, 64, 16, requires_grad=True)
+    k, v = (torch.randn(1, 2, 64, 16).bfloat16().requires_grad_() for _ in range(2))
+    out = flexattn.flex_attention(q, k, v)  # torch accepts it (allow_lowp_kv): k / v upcast, f32 out
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, flexattn.flex_attention(q, k.float(), v.float()))
+    out.sum().backward()
+    assert k.grad.dtype == torch.bfloat16 and v.grad.dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="to have the same dtype"):
+        flexattn.flex_attention(q.bfloat16(), k.float(), v.float())

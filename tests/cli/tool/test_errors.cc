@@ -84,6 +84,18 @@ TEST(CliErrors, ScalarsAndBuffers) {
   EXPECT_EQ(error_line({"run", "--score-expr", "score * c"}),
             "scalar 'c' is read by the mods but not given (use --scalar c=VALUE)");
   EXPECT_EQ(error_line({"run", "--scalar", "x=1"}), "--scalar x: the mods do not read a scalar named 'x'");
+  // A library mod's scalar has its own type: another one given was converted silently (alibi's H:f32=4.9 ran as 4)
+  EXPECT_EQ(error_line({"run", "--score", "alibi", "--scalar", "H:f32=4.9"}),
+            "--scalar H: the mods read H as i32, got f32 4.9 (give --scalar H:i32=VALUE)");
+  EXPECT_EQ(error_line({"run", "--score", "alibi", "--scalar", "H=4.9"}),
+            "--scalar H: the mods read H as i32, got f32 4.9 (give --scalar H:i32=VALUE)");
+  EXPECT_EQ(error_line({"run", "--score", "alibi", "--scalar", "H:bool=true"}),
+            "--scalar H: the mods read H as i32, got bool 1 (give --scalar H:i32=VALUE)");
+  const CliResult exact = run_cli({"run", "--score", "alibi", "--scalar", "H=4", "--backend", "cpu"});
+  EXPECT_EQ(exact.rc, 0) << exact.err;
+  // "+-1" ran as -1 (a leading '+' was skipped, then the number read with its '-')
+  EXPECT_EQ(error_line({"run", "--score-expr", "score * c", "--scalar", "c=+-1"}),
+            "--scalar c=+-1: expected a finite number, got '+-1'");
   EXPECT_EQ(error_line({"run", "--score-expr", "score * c", "--scalar", "c"}), "--scalar: expected NAME=VALUE, got 'c'");
   EXPECT_EQ(error_line({"run", "--score-expr", "score * c", "--scalar", "c=abc"}),
             "--scalar c=abc: expected a finite number, got 'abc'");

@@ -108,6 +108,22 @@ TEST(ParseErrors, Numbers) {
             "line 1, column 10: integer literal number '9223372036854775807' is not exactly a double, which literals "
             "hold (every integer up to 2^53 is)");
   EXPECT_EQ(error_of("kv_idx <= 9007199254740992 - 9007199254740991"), "(no error)");
+  // Below -2^63 the value rounded to -2^63, which fits i64: it was taken silently (and the next integers too).
+  EXPECT_EQ(error_of("score + i64(-9223372036854775809 == -9223372036854775808)"),
+            "line 1, column 14: expected an integer that fits in i64, found number '9223372036854775809' (write it "
+            "with a '.' for a float)");
+  EXPECT_EQ(error_of("-9223372036854776000"),
+            "line 1, column 2: expected an integer that fits in i64, found number '9223372036854776000' (write it "
+            "with a '.' for a float)");
+  EXPECT_EQ(error_of("-9223372036854775808 + kv_idx"), "(no error)");  // -2^63 itself: exact and in range
+  EXPECT_EQ(error_of("9223372036854775808"),
+            "line 1, column 1: expected an integer that fits in i64, found number '9223372036854775808' (write it "
+            "with a '.' for a float)");
+  // Any size is checked for exactness, annotated as a float too (past 2^63 every value counted as exact).
+  EXPECT_EQ(error_of("18446744073709551617{f32}"),
+            "line 1, column 1: integer literal number '18446744073709551617' is not exactly a double, which literals "
+            "hold (every integer up to 2^53 is)");
+  EXPECT_EQ(error_of("18446744073709551616{f32} + score"), "(no error)");  // 2^64: exact
   EXPECT_EQ(error_of("0x10"), "line 1, column 1: expected an expression, found hexadecimal number '0x10'");
   EXPECT_EQ(error_of("0x"), "line 1, column 1: expected a number, found malformed number '0x'");
 }
@@ -158,12 +174,22 @@ TEST(ParseErrors, StrayCharacters) {
   EXPECT_EQ(error_of("score $ 1"), "line 1, column 7: expected a token, found '$'");
   EXPECT_EQ(error_of("score \x01"), "line 1, column 7: expected a token, found byte 0x01");
   EXPECT_EQ(error_of(std::string("score\0", 6)), "line 1, column 6: expected a token, found byte 0x00");
-  EXPECT_EQ(error_of("score ^ 2"), "line 1, column 7: expected a token, found '^'");
+  EXPECT_EQ(error_of("score ^ 2"), "line 1, column 7: expected a token, found '^': the text form has no xor operator; "
+                                   "write a != b for bools, (a | b) - (a & b) for integers, a ** b for a power");
+  // '&' / '|' on a float named the node ('and': expects bool operands), not the operator and its two meanings
+  EXPECT_EQ(error_of("score & 1"), "line 1, column 7: '&' expects two bools (logical) or two integers (bitwise), got "
+                                   "f32 and i64");
+  EXPECT_EQ(error_of("score | q_idx"), "line 1, column 7: '|' expects two bools (logical) or two integers (bitwise), "
+                                       "got f32 and i32");
 }
 
 TEST(ParseErrors, DeepNestingIsAnErrorNotACrash) {
   const std::string deep_parens = std::string(100000, '(') + "score" + std::string(100000, ')');
-  EXPECT_EQ(error_of(deep_parens), "line 1, column 129: expected at most 256 levels of nesting, found more");
+  EXPECT_EQ(error_of(deep_parens), "line 1, column 130: expected at most 128 levels of nesting (parentheses; a "
+                                   "prefix operator, '?:' branch or '**' exponent counts half a level), found more");
+  // exactly 128 parentheses parse (the limit counted two levels per parenthesis and failed at 128 of 256 "levels")
+  EXPECT_EQ(error_of(std::string(128, '(') + "score" + std::string(128, ')')), "(no error)");
+  EXPECT_NE(error_of(std::string(129, '(') + "score" + std::string(129, ')')).find("at most 128"), std::string::npos);
   EXPECT_NE(error_of(std::string(100000, '-') + "score").find("levels of nesting"), std::string::npos);
   EXPECT_NE(error_of(std::string(100000, '!') + "true").find("levels of nesting"), std::string::npos);
   std::string pow_chain = "score";

@@ -98,6 +98,11 @@ TEST(Parse, LiteralsAreWeakLikePythonScalars) {
   Expr n = parse("nan");
   EXPECT_TRUE(std::isnan(n->value) && n->type == DType::F32 && n->weak);
   EXPECT_TRUE(same(parse("-9223372036854775808"), literal(-9223372036854775808.0, DType::I64, true)));
+  // -0 is the integer 0 (it kept a signed zero: printed as -0, another node and cache key); -0.0 stays a float -0.0
+  EXPECT_TRUE(same(parse("-0"), Expr(0)));
+  EXPECT_TRUE(same(parse("-00"), Expr(0)));
+  EXPECT_TRUE(same(literal(-0.0, DType::I64, true), Expr(0)) && same(literal(-0.4, DType::I32, false), literal(0, DType::I32, false)));
+  EXPECT_TRUE(std::signbit(parse("-0.0")->value));
 }
 
 TEST(Parse, OperatorsFollowCPrecedenceWithPythonPower) {
@@ -115,6 +120,9 @@ TEST(Parse, OperatorsFollowCPrecedenceWithPythonPower) {
   EXPECT_TRUE(same(parse("q >= kv and h == 0 or not (b == 1)"), (((q >= kv) && binary(Op::Eq, head(), Expr(0))) || !binary(Op::Eq, batch(), Expr(1)))));
   EXPECT_TRUE(same(parse("q < kv | q > kv + 3"), ((q < kv) || (q > kv + Expr(3)))));
   EXPECT_TRUE(same(parse("~(q < kv)"), !(q < kv)));
+  // '~' on an integer is bitwise, as torch's and the C++ builder's operator~ (it was an error: "'not' expects a bool")
+  EXPECT_TRUE(same(parse("~q_idx"), ~q_idx()));
+  EXPECT_TRUE(same(parse("~q_idx"), bitwise_not(q_idx())));
   EXPECT_TRUE(same(parse("!!(q < kv)"), !!(q < kv)));
   Expr t = q < kv;
   EXPECT_TRUE(same(parse("q < kv ? a : b_ < c ? b_ : c"), where(t, a, where(b < c, b, c))));
@@ -185,7 +193,7 @@ std::vector<Expr> literal_corpus() {
   }
   for (bool weak : {true, false})
     for (double b : {0.0, 1.0}) v.push_back(literal(b, DType::Bool, weak));
-  v.push_back(make_node(Op::Literal, DType::I64, true, {}, -0.0));             // literal() keeps it
+  v.push_back(make_node(Op::Literal, DType::I64, true, {}, -0.0));             // literal() makes it 0: raw
   v.push_back(make_node(Op::Literal, DType::I32, false, {}, 2.5));             // not an i32 value
   v.push_back(make_node(Op::Literal, DType::Bool, true, {}, 2.0));             // not a bool value
   v.push_back(make_node(Op::Literal, DType::I64, true, {}, 1e30));             // beyond i64
