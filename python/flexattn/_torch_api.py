@@ -231,10 +231,21 @@ def _mask_parts(block_mask, query, key):
     for the dense (empty) mask."""
     if block_mask is not None and tuple(block_mask.BLOCK_SIZE) != (_EMPTY_BLOCK, _EMPTY_BLOCK):
         _validate_block_mask(query, key, block_mask)
-    return _mask_tensors(block_mask, query.device if block_mask is not None else None)
+    return _mask_tensors(block_mask, query.device if block_mask is not None else None, lead=query.shape[:2])
 
 
-def _mask_tensors(block_mask, device):
+def _wrapped_lead(t, lead):
+    """t [Bm, Hm, ...] read as torch's kernels read a mask whose batch / heads are neither 1 nor the query's: row
+    (b % Bm, h % Hm) (e.g. a mask built with the kv heads under GQA). Gathered to the query's [B, Hq] (the kernels take
+    1 or the query's); unchanged where the sizes are 1 or the query's already."""
+    for dim, n in enumerate(lead):
+        m = t.shape[dim]
+        if m != 1 and m != n:
+            t = t.index_select(dim, torch.arange(n, device=t.device) % m)
+    return t.contiguous()
+
+
+def _mask_tensors(block_mask, device, lead=None):
     """_mask_parts without the length check (paged_attention's masks cover the whole cache)."""
     if block_mask is None:
         return noop_mask, [], []
@@ -261,6 +272,8 @@ def _mask_tensors(block_mask, device):
         mask += [prep(block_mask.q_num_blocks, 3), prep(block_mask.q_indices, 4)]
         if has_full:
             mask += [prep(block_mask.full_q_num_blocks, 3), prep(block_mask.full_q_indices, 4)]
+    if lead is not None:
+        mask = [_wrapped_lead(t, lead) for t in mask]
     qb, kvb = block_mask.BLOCK_SIZE
     meta = [as_size(q_len), as_size(kv_len), int(qb), int(kvb), int(has_full), int(has_q)]
     mode = _row_order_mode_for(device, qb, q_len)

@@ -398,3 +398,28 @@ def test_flex_kernel_options_and_a_low_precision_kv_cache():
     assert k.grad.dtype == torch.bfloat16 and v.grad.dtype == torch.bfloat16
     with pytest.raises(ValueError, match="to have the same dtype"):
         flexattn.flex_attention(q.bfloat16(), k.float(), v.float())
+
+
+def test_a_mask_with_other_batch_or_heads_wraps_as_in_torch():
+    """torch's kernels read mask row (b % B_mask, h % H_mask) (a mask built with the kv heads under GQA): flexattn
+    refused a mask whose batch or heads were neither 1 nor the query's."""
+    torch.manual_seed(0)
+
+    def per_head(b, h, qi, kv):
+        return (qi >= kv) & ((qi - kv) < 64 * (h + 1))
+
+    q, k = torch.randn(1, 4, 256, 32), torch.randn(1, 2, 256, 32)
+    got = flexattn.flex_attention(q, k, k, block_mask=flexattn.create_block_mask(per_head, 1, 2, 256, 256, device="cpu"),
+                                  enable_gqa=True)
+    want = torch.compile(tfa.flex_attention)(q, k, k, enable_gqa=True,
+                                             block_mask=tfa.create_block_mask(per_head, 1, 2, 256, 256, device="cpu"))
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+    def per_batch(b, h, qi, kv):  # batch 2 of 3 reads mask row 0 of 2: the same as this mod's row for b = 2
+        return (qi >= kv) & ((qi - kv) < 50 * ((b % 2) + 1) + 10 * h)
+
+    q3 = torch.randn(3, 3, 256, 32)
+    wrapped = flexattn.create_block_mask(per_batch, 2, 3, 256, 256, device="cpu")
+    full = flexattn.create_block_mask(per_batch, 3, 3, 256, 256, device="cpu")
+    torch.testing.assert_close(flexattn.flex_attention(q3, q3, q3, block_mask=wrapped),
+                               flexattn.flex_attention(q3, q3, q3, block_mask=full), rtol=0, atol=0)
