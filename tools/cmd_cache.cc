@@ -1,5 +1,6 @@
 // flexattn cache list|clear|prewarm: the JIT kernel cache (src/jit).
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "commands.h"
@@ -51,9 +52,17 @@ int cmd_cache(const std::vector<std::string>& argv) {
   check(pos.size() == 1, "cache: unexpected argument '" + (pos.size() > 1 ? pos[1] : "") + "'");
   const std::string& action = pos[0];
   check(action == "prewarm" || !args.has("--arch"), "--arch applies to 'cache prewarm' only");
+  // A folder that does not exist (a typo in FLEXATTN_CACHE_DIR) or is a file read as "0 entries" with no word.
+  const auto where = [] {
+    std::error_code ec;
+    const std::string dir = jit::cache_dir();
+    if (!std::filesystem::exists(dir, ec)) return dir + ", which does not exist yet";
+    if (!std::filesystem::is_directory(dir, ec)) return dir + ", which is not a folder (FLEXATTN_CACHE_DIR?)";
+    return dir;
+  };
   if (action == "list") {
     const auto entries = jit::cache_list();
-    std::printf("cache: %s (%zu entries)\n", jit::cache_dir().c_str(), entries.size());
+    std::printf("cache: %s (%zu entries)\n", where().c_str(), entries.size());
     for (const jit::CacheEntry& e : entries)
       std::printf("  %-56s %-8s nvrtc %-6s %10lld bytes  %s%s\n", e.key.c_str(), e.arch.c_str(), e.nvrtc_version.c_str(),
                   (long long)e.bytes, e.created.c_str(), e.valid ? "" : "  (invalid)");
@@ -61,7 +70,7 @@ int cmd_cache(const std::vector<std::string>& argv) {
   }
   if (action == "clear") {
     const int n = jit::cache_clear();
-    std::printf("cache: removed %d entries from %s\n", n, jit::cache_dir().c_str());
+    std::printf("cache: removed %d entries from %s\n", n, where().c_str());
     return 0;
   }
   if (action == "prewarm") return prewarm(args.get("--arch"));

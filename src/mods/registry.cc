@@ -64,6 +64,10 @@ double float_arg(const Args& a, size_t i, const std::string& what) {
   check(!s.empty() && ec == std::errc() && end == s.data() + s.size() && std::isfinite(v),
         "mod '" + a.spec + "': " + what + " must be a finite number, got '" + s + "'");
   check(v > 0, "mod '" + a.spec + "': " + what + " must be > 0, got " + s);
+  // The kernels hold it as a float: outside the normal f32 range it is inf or 0 there (a cap of 0 gives NaN at
+  // score 0) while the double-precision reference used it as given.
+  check(v >= double(std::numeric_limits<float>::min()) && v <= double(std::numeric_limits<float>::max()),
+        "mod '" + a.spec + "': " + what + " must lie in the normal float32 range [1.2e-38, 3.4e38], got " + s);
   return v;
 }
 
@@ -215,6 +219,9 @@ const std::vector<Builder>& builders() {
          expect_count(a, 0, 2, "t5[:NUM_BUCKETS[:MAX_DISTANCE]]");
          int64_t nb = a.values.size() > 0 ? int_arg(a, 0, "NUM_BUCKETS", 4, 1 << 16) : 32;
          int64_t md = a.values.size() > 1 ? int_arg(a, 1, "MAX_DISTANCE", 1) : 128;
+         // (t5_bias' own check named neither the spec nor MAX_DISTANCE: "t5_bucket: max_distance must be > 8")
+         check(md > nb / 4, "mod '" + a.spec + "': MAX_DISTANCE must be > NUM_BUCKETS / 4 = " + std::to_string(nb / 4) +
+                                " (the exact buckets' range), got " + std::to_string(md));
          ModSpec m = make_spec(a, false, t5_bias(ir::Buffer{"t5_bias", DType::F32}, nb, md, true));
          m.buffers.push_back(random_buffer("t5_bias", "[H, NUM_BUCKETS]",
                                            [nb](const ProblemShape& p) { return std::vector<int64_t>{p.H, nb}; }));

@@ -188,6 +188,10 @@ TEST(CliRun, HelpInfoCacheAndBench) {
   r = run_cli({"cache", "clear"});
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "removed 0 entries")) << r.out;
+  ::setenv("FLEXATTN_CACHE_DIR", (cache.path / "missing").c_str(), 1);  // said "(0 entries)" with no hint
+  r = run_cli({"cache", "list"});
+  EXPECT_TRUE(contains(r.out, "/missing, which does not exist yet (0 entries)")) << r.out;
+  ::setenv("FLEXATTN_CACHE_DIR", cache.path.c_str(), 1);
   r = run_cli({"info"});
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "mod library:")) << r.out;

@@ -150,6 +150,13 @@ TEST(Registry, ArgumentErrorsNameTheModAndWhatIsExpected) {
   EXPECT_EQ(error_of([] { mods::lookup("softcap:nan"); }),
             "mod 'softcap:nan': C (cap) must be a finite number, got 'nan'");
   EXPECT_EQ(error_of([] { mods::lookup("softcap:"); }), "mod 'softcap:': C (cap) must be a finite number, got ''");
+  // outside f32: inf or 0 in the kernels (a cap of 0: NaN at score 0), used as given by the double reference
+  EXPECT_EQ(error_of([] { mods::lookup("softcap:1e-320"); }),
+            "mod 'softcap:1e-320': C (cap) must lie in the normal float32 range [1.2e-38, 3.4e38], got 1e-320");
+  EXPECT_EQ(error_of([] { mods::lookup("softcap_approx:1e39"); }),
+            "mod 'softcap_approx:1e39': C (cap) must lie in the normal float32 range [1.2e-38, 3.4e38], got 1e39");
+  EXPECT_EQ(error_of([] { mods::lookup("t5:32:1"); }),
+            "mod 't5:32:1': MAX_DISTANCE must be > NUM_BUCKETS / 4 = 8 (the exact buckets' range), got 1");
   EXPECT_EQ(error_of([] { mods::lookup("document:4:f32"); }),
             "mod 'document:4:f32': the id type must be i32 or i64, got 'f32'");
   EXPECT_EQ(error_of([] { mods::lookup("t5:1:2:3"); }),
