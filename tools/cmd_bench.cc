@@ -168,6 +168,12 @@ int cmd_bench(const std::vector<std::string>& argv) {
   check(suite == "quick" || suite == "short" || suite == "short64" || suite == "long" || suite == "full" ||
             suite == "decode",
         "--suite: unknown suite '" + suite + "'; expected quick, short, short64, long, full or decode");
+  // Flags of one suite given to another were ignored without a word (--batch 3 with the quick suite).
+  for (const char* flag : {"--splits", "--batch", "--shuffle"})
+    check(suite == "decode" || !args.has(flag), std::string(flag) + " applies to --suite decode only");
+  check(suite != "decode" || !args.has("--seed"), "--seed does not apply to --suite decode (fixed inputs)");
+  check(suite != "decode" || args.get("--backend", "auto") != "cpu",
+        "--backend cpu does not apply to --suite decode: it times the cuda decode kernels");
   if (suite == "decode") {  // tools/bench_decode.cc
     std::vector<int> splits;
     const std::string list = args.get("--splits", "0");

@@ -156,6 +156,12 @@ TEST(CliErrors, OtherCommands) {
   EXPECT_EQ(error_line({"cache"}), "cache: missing action; expected list, clear or prewarm");
   EXPECT_EQ(error_line({"cache", "purge"}), "cache: unknown action 'purge'; expected list, clear or prewarm");
   EXPECT_EQ(error_line({"bench", "--suite", "slow"}), "--suite: unknown suite 'slow'; expected quick, short, short64, long, full or decode");
+  // one suite's flags given to another were ignored without a word
+  EXPECT_EQ(error_line({"bench", "--suite", "quick", "--batch", "3"}), "--batch applies to --suite decode only");
+  EXPECT_EQ(error_line({"bench", "--shuffle"}), "--shuffle applies to --suite decode only");
+  EXPECT_EQ(error_line({"bench", "--suite", "decode", "--backend", "cpu"}),
+            "--backend cpu does not apply to --suite decode: it times the cuda decode kernels");
+  EXPECT_EQ(error_line({"bench", "--suite", "decode", "--seed", "3"}), "--seed does not apply to --suite decode (fixed inputs)");
   EXPECT_EQ(error_line({"bench", "--suite", "full", "--backend", "cpu"}),
             "--suite full: runs on the cuda backend only (a cpu reference at these sizes takes minutes)");
   EXPECT_EQ(error_line({"bench", "--suite", "short", "--backend", "gpu"}),
