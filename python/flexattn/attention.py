@@ -88,6 +88,28 @@ def _validate_heads_and_batch(query, key, enable_gqa, block_mask):
                              f"Bq={Bq} and Bkv={Bkv}.")
 
 
+def _wrapped_lead(block_mask, lead):
+    """The mask read as torch's kernels read one whose batch / heads are neither 1 nor the query's: row (b % B_mask,
+    h % H_mask), gathered to the query's sizes (the backends take 1 or the query's; the torch path does the same in
+    _torch_api._wrapped_lead). Unchanged otherwise."""
+    num = block_mask.kv_num_blocks
+    if len(num.shape) != 3 or all(m in (1, n) for m, n in zip(num.shape[:2], lead)):
+        return block_mask
+    rows = [np.arange(n) % m if m not in (1, n) else slice(None) for m, n in zip(num.shape[:2], lead)]
+
+    def pick(f):
+        a = getattr(block_mask, f)
+        if a is None:
+            return None
+        a = block_mask._np(f)
+        a = a[rows[0]] if isinstance(rows[0], np.ndarray) else a
+        a = a[:, rows[1]] if isinstance(rows[1], np.ndarray) else a
+        return block_mask._like(np.ascontiguousarray(a))
+
+    return type(block_mask)(block_mask.seq_lengths, *(pick(f) for f in _FIELDS), block_mask.BLOCK_SIZE,
+                            block_mask.mask_mod)
+
+
 def _validate_block_mask(query, key, block_mask):
     if is_empty_block_mask(block_mask):
         return
@@ -196,6 +218,7 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
         block_mask = BlockMask(block_mask.seq_lengths, *(getattr(block_mask, f, None) for f in _FIELDS),
                                block_mask.BLOCK_SIZE, block_mask.mask_mod)
     _validate_block_mask(query, key, block_mask)
+    block_mask = _wrapped_lead(block_mask, query.shape[:2])
     traced_mask = trace(block_mask.mask_mod, "mask_mod")
     scale = _check_scale(scale)
     if scale is None:

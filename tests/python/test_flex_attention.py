@@ -251,3 +251,16 @@ def test_sliced_block_mask_needs_a_new_mask_mod():
     out = flex_attention(q, kv, kv, block_mask=row)
     ref, _, _ = naive(q, kv, kv, mask=(np.arange(64) <= pos)[None, None, None, :], p_dtype=np.float32)
     np.testing.assert_allclose(out, ref, rtol=0, atol=2e-6)
+
+
+def test_a_mask_with_other_batch_or_heads_wraps_on_numpy_arrays_too():
+    """Row (b % B_mask, h % H_mask), as torch's kernels and flexattn's torch path read it (it was refused here)."""
+    def per_bh(b, h, q_idx, kv_idx):
+        return (q_idx >= kv_idx) & ((q_idx - kv_idx) < 20 * ((b % 2) + 1) + 7 * (h % 3))
+
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((3, 6, 100, 8))
+    wrapped = flexattn.create_block_mask(per_bh, 2, 3, 100, 100, BLOCK_SIZE=16)
+    full = flexattn.create_block_mask(per_bh, 3, 6, 100, 100, BLOCK_SIZE=16)
+    np.testing.assert_array_equal(flexattn.flex_attention(q, q, q, block_mask=wrapped),
+                                  flexattn.flex_attention(q, q, q, block_mask=full))
