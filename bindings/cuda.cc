@@ -9,6 +9,7 @@
 #include "flexattn/decode.h"
 #include "flexattn/error.h"
 #include "flexattn/jit.h"
+#include "jit/nvrtc.h"
 
 namespace flexattn::py {
 
@@ -269,6 +270,12 @@ void bind_cuda(nb::module_& m) {
       },
       nb::arg("d"), nb::arg("dv"),
       "(d', dv'): the smallest head dims >= (d, dv) that every cuda kernel takes (zero-pad to them).");
+  m.def(
+      "set_python_sites", [](std::vector<std::string> dirs) { jit::set_python_sites(std::move(dirs)); },
+      nb::arg("dirs"), "The running Python's site-packages, searched for NVRTC wheels (nvidia/cu13/lib) first.");
+  m.def(
+      "nvrtc_search_dirs", [] { return jit::nvrtc_search_dirs(jit::NvrtcSearch::from_environment()); },
+      "The folders searched for NVRTC, in order (FLEXATTN_NVRTC, when set, is the only place tried instead).");
   m.def("cuda_available", &cuda_available_py,
         "(usable, reason): whether the cuda backend can run here (driver, device, NVRTC).");
   m.def("cuda_forward", &cuda_forward_py, nb::arg("variant"), nb::arg("query"), nb::arg("key"), nb::arg("value"),

@@ -45,10 +45,22 @@ def load():
                 _state["module"] = _C
         except ImportError as e:
             _state["error"] = str(e)
+        if _state["module"] is not None and hasattr(_state["module"], "set_python_sites"):
+            _state["module"].set_python_sites(_python_sites())
     if _state["module"] is None and env_flag("FLEXATTN_REQUIRE_NATIVE", False):  # (true / yes / on too, as every flag)
         raise ImportError(f"FLEXATTN_REQUIRE_NATIVE={os.environ['FLEXATTN_REQUIRE_NATIVE']} but flexattn._C could not "
                           f"be loaded: {_state['error']}")
     return _state["module"]
+
+
+def _python_sites():
+    """This interpreter's package folders, where pip puts torch's NVRTC wheel (nvidia/cu13/lib): the native search
+    found it through $VIRTUAL_ENV only, so `venv/bin/python` without an activated venv fell back to the toolkit."""
+    import site
+
+    dirs = list(getattr(site, "getsitepackages", lambda: [])())
+    user = getattr(site, "getusersitepackages", lambda: None)()
+    return dirs + ([user] if isinstance(user, str) else []) + [p for p in sys.path if p.endswith("-packages")]
 
 
 def error():

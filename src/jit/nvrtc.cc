@@ -123,6 +123,7 @@ const NvrtcApi* try_nvrtc(std::string* error) {
   NvrtcSearch s = NvrtcSearch::from_environment();
   std::string id = s.override_path + '\n' + s.cuda_home + '\n' + s.virtual_env + '\n' + s.conda_prefix + '\n' +
                    s.pythonpath + '\n' + s.home;
+  for (const std::string& d : s.python_sites) id += '\n' + d;
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(id);
   if (it == cache.end()) {

@@ -42,10 +42,16 @@ struct NvrtcApi {
 struct NvrtcSearch {
   std::string override_path;  // FLEXATTN_NVRTC
   std::string cuda_home, virtual_env, conda_prefix, pythonpath, home;
+  // The running Python's site-packages (set_python_sites, from the Python package): searched first among the Python
+  // folders, so `venv/bin/python` finds torch's NVRTC wheel without an activated venv ($VIRTUAL_ENV unset).
+  std::vector<std::string> python_sites;
   std::string root;            // prefix for the fixed system folders (/usr/local/cuda, /usr/lib, /opt)
   bool loader_fallback = true;  // finally try dlopen("libnvrtc.so.13") etc. through the dynamic loader
   static NvrtcSearch from_environment();
 };
+
+// The Python package calls it when it loads the extension (site.getsitepackages()); from_environment() reads it.
+void set_python_sites(std::vector<std::string> dirs);
 
 // Folders searched, in order, without duplicates (absent ones included: the error lists them).
 std::vector<std::string> nvrtc_search_dirs(const NvrtcSearch& search);

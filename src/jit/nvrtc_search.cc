@@ -2,6 +2,7 @@
 #include <glob.h>
 
 #include <algorithm>
+#include <mutex>
 #include <sstream>
 
 #include "jit/nvrtc.h"
@@ -28,6 +29,7 @@ std::vector<std::string> site_dirs(const NvrtcSearch& s) {
   auto add_glob = [&](const std::string& pattern) {
     for (auto& d : glob_dirs(pattern)) sites.push_back(d);
   };
+  for (const std::string& d : s.python_sites) sites.push_back(d);
   if (!s.virtual_env.empty()) add_glob(s.virtual_env + "/lib/python3*/site-packages");
   if (!s.conda_prefix.empty()) add_glob(s.conda_prefix + "/lib/python3*/site-packages");
   std::stringstream pp(s.pythonpath);
@@ -41,7 +43,15 @@ std::vector<std::string> site_dirs(const NvrtcSearch& s) {
   return sites;
 }
 
+std::mutex g_sites_mu;
+std::vector<std::string> g_python_sites;
+
 }  // namespace
+
+void set_python_sites(std::vector<std::string> dirs) {
+  std::lock_guard<std::mutex> lock(g_sites_mu);
+  g_python_sites = std::move(dirs);
+}
 
 NvrtcSearch NvrtcSearch::from_environment() {
   NvrtcSearch s;
@@ -51,6 +61,8 @@ NvrtcSearch NvrtcSearch::from_environment() {
   s.conda_prefix = env_or("CONDA_PREFIX");
   s.pythonpath = env_or("PYTHONPATH");
   s.home = env_or("HOME");
+  std::lock_guard<std::mutex> lock(g_sites_mu);
+  s.python_sites = g_python_sites;
   return s;
 }
 

@@ -314,3 +314,14 @@ def test_compile_variant_prewarms_the_forward_tile_the_call_takes():
     assert bare["key"].startswith("attn_fwd_sm90a") and masked["key"].startswith("attn_fwd_sm90a")
     assert bare["key"] != masked["key"]
     assert bare["spill_bytes"] == {"flexattn_fwd": 0} and masked["spill_bytes"] == {"flexattn_fwd": 0}
+
+
+def test_loading_registers_this_pythons_site_packages_for_nvrtc():
+    """torch's NVRTC wheel (site-packages/nvidia/cu13/lib) was found through $VIRTUAL_ENV only: `venv/bin/python`
+    without an activated venv fell back to the toolkit, absent on a machine with just the wheels."""
+    import site
+
+    C = _native.load()
+    dirs = C.nvrtc_search_dirs()
+    for s in site.getsitepackages():
+        assert s + "/nvidia/cu13/lib" in dirs, (s, dirs[:8])

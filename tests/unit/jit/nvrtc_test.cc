@@ -2,6 +2,7 @@
 // resources, and explains where it looked when it cannot be found. Needs NVRTC, not a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -154,6 +155,30 @@ TEST(NvrtcSearch, FindsTheNvrtcOfATorchWheelInAVirtualEnv) {
   auto api = load_nvrtc(s, &error);
   ASSERT_NE(api, nullptr) << error;  // the wheel folder was the only place with a library
   EXPECT_EQ(api->major, real->major);
+}
+
+// `venv/bin/python` without an activated venv: $VIRTUAL_ENV is unset, and the wheel was found only through it.
+TEST(NvrtcSearch, FindsTheNvrtcOfATorchWheelInThePythonSites) {
+  std::string error;
+  const NvrtcApi* real = try_nvrtc(&error);
+  ASSERT_NE(real, nullptr) << error;
+  TempDir tmp;
+  std::string lib_dir = tmp / "env/lib/python3.12/site-packages/nvidia/cu13/lib";
+  fs::create_directories(lib_dir);
+  fs::create_symlink(fs::canonical(real->path), lib_dir + "/libnvrtc.so.13");
+  fs::create_directories(tmp / "root");
+  NvrtcSearch s;
+  s.python_sites = {tmp / "env/lib/python3.12/site-packages"};
+  s.root = tmp / "root";
+  s.loader_fallback = false;
+  const std::vector<std::string> dirs = nvrtc_search_dirs(s);
+  EXPECT_NE(std::find(dirs.begin(), dirs.end(), lib_dir), dirs.end());
+  auto api = load_nvrtc(s, &error);
+  ASSERT_NE(api, nullptr) << error;
+  EXPECT_EQ(api->major, real->major);
+  set_python_sites({"/py/site-a"});  // what the Python package registers reaches the process's search
+  EXPECT_EQ(NvrtcSearch::from_environment().python_sites, std::vector<std::string>{"/py/site-a"});
+  set_python_sites({});
 }
 
 TEST(NvrtcSearch, FailureListsEveryPlaceTried) {
