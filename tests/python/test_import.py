@@ -43,3 +43,16 @@ def test_missing_extension_is_reported_not_raised_unless_required():
     r = run("import os\nos.environ['FLEXATTN_NATIVE_DIR'] = '/nonexistent'\nos.environ['FLEXATTN_REQUIRE_NATIVE'] = 'True'\n"
             "from flexattn import _native\n_native.load()")
     assert r.returncode != 0 and "FLEXATTN_REQUIRE_NATIVE=True but flexattn._C could not be loaded" in r.stderr
+
+
+def test_the_version_is_the_same_in_its_three_places():
+    """pyproject.toml (the wheel), CMakeLists.txt (_C.__version__) and the package: written thrice, checked here."""
+    import pathlib
+    import re
+
+    import flexattn
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    wheel = re.search(r'^version = "([^"]+)"', (root / "pyproject.toml").read_text(), re.M).group(1)
+    native = re.search(r"project\(\w+[^)]*VERSION ([0-9.]+)", (root / "CMakeLists.txt").read_text()).group(1)
+    assert wheel == native == flexattn.__version__
