@@ -295,22 +295,26 @@ Problem make_problem(const ProblemConfig& c) {
       for (const std::string& n : ir::scalar_names(*e)) scalar_uses.insert(n);
   for (const auto& [name, a] : scalar_args)
     check(scalar_uses.count(name), "--scalar " + name + ": the mods do not read a scalar named '" + name + "'");
-  std::map<std::string, DType> scalar_types;  // as the mods read them (a library mod's scalars have fixed types)
+  std::map<std::string, std::set<DType>> scalar_types;  // as the mods read them (a library mod's have fixed types)
   for (const ir::Expr* e : {&mask, &score})
     if (!e->empty())
       for (const ir::Node* n : ir::topo_order(*e))
-        if (n->op == ir::Op::Scalar) scalar_types[n->name] = n->type;
+        if (n->op == ir::Op::Scalar) scalar_types[n->name].insert(n->type);
   for (const std::string& name : scalar_uses) {
     if (scalar_args.count(name)) {
       const ScalarArg& a = scalar_args[name];
-      const DType want = scalar_types[name];
-      // An inferred integer serves a float scalar exactly (an i32-sized one an i64 too); anything else would be
-      // converted silently: H:f32=4.9 ran as H = 4 on alibi's i32 H, H:bool=true as 1.
-      const bool exact = a.type == want || (!a.typed && is_int(a.type) && (want == DType::F32 ||
-                                                                           (want == DType::I64 && a.type == DType::I32)));
-      check(exact, "--scalar " + name + ": the mods read " + name + " as " + std::string(dtype_name(want)) + ", got " +
-                       std::string(dtype_name(a.type)) + " " + scalar_text(a.value) + " (give --scalar " + name + ":" +
-                       std::string(dtype_name(want)) + "=VALUE)");
+      // A value whose type was inferred serves any numeric type that holds it exactly (H=4 or H=4.0 for an i32 H,
+      // 30 for an f32 cap); a written type must be the mods' own. Otherwise it was converted silently: H:f32=4.9
+      // ran alibi's i32 H as 4, H:bool=true as 1.
+      for (const DType want : scalar_types[name]) {
+        const bool integral = a.value == std::trunc(a.value) && a.type != DType::Bool;
+        const bool exact = a.type == want || (!a.typed && want == DType::F32 && is_int(a.type)) ||
+                           (!a.typed && is_int(want) && integral &&
+                            (want == DType::I64 || (a.value >= -2147483648.0 && a.value < 2147483648.0)));
+        check(exact, "--scalar " + name + ": the mods read " + name + " as " + std::string(dtype_name(want)) +
+                         ", got " + std::string(dtype_name(a.type)) + " " + scalar_text(a.value) + " (give --scalar " +
+                         name + ":" + std::string(dtype_name(want)) + "=VALUE)");
+      }
       p.scalars[name] = a.value;
       continue;
     }

@@ -46,7 +46,10 @@ def load():
         except ImportError as e:
             _state["error"] = str(e)
         if _state["module"] is not None and hasattr(_state["module"], "set_python_sites"):
-            _state["module"].set_python_sites(_python_sites())
+            try:
+                _state["module"].set_python_sites(_python_sites())
+            except Exception:  # noqa: BLE001 - a search hint: $VIRTUAL_ENV and the toolkit are searched anyway
+                pass
     if _state["module"] is None and env_flag("FLEXATTN_REQUIRE_NATIVE", False):  # (true / yes / on too, as every flag)
         raise ImportError(f"FLEXATTN_REQUIRE_NATIVE={os.environ['FLEXATTN_REQUIRE_NATIVE']} but flexattn._C could not "
                           f"be loaded: {_state['error']}")
@@ -60,7 +63,9 @@ def _python_sites():
 
     dirs = list(getattr(site, "getsitepackages", lambda: [])())
     user = getattr(site, "getusersitepackages", lambda: None)()
-    return dirs + ([user] if isinstance(user, str) else []) + [p for p in sys.path if p.endswith("-packages")]
+    # (sys.path may hold pathlib paths or bytes: only str entries)
+    paths = [p for p in sys.path if isinstance(p, str) and p.endswith("-packages")]
+    return [d for d in dirs if isinstance(d, str)] + ([user] if isinstance(user, str) else []) + paths
 
 
 def error():

@@ -118,7 +118,9 @@ class BlockMask:
     def __reduce__(self):
         # through the constructor, whose __new__ picks the class again (the torch-compatible one is made at run time,
         # so pickle cannot find it by name)
-        return (functools.partial(BlockMask, **{f: getattr(self, f) for f in _DQ_FIELDS}),
+        dq = {f: getattr(self, f) for f in _DQ_FIELDS if getattr(self, f, None) is not None}
+        # (only the dq_* fields that are set: a mask pickled without them loads in flexattn before they existed)
+        return (functools.partial(BlockMask, **dq) if dq else BlockMask,
                 (self.seq_lengths, *(getattr(self, f) for f in _FIELDS), self.BLOCK_SIZE, self.mask_mod))
 
     def __init__(self, seq_lengths, kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices, q_num_blocks,
@@ -291,7 +293,7 @@ class BlockMask:
         if len(index) > nd:
             raise IndexError(f"BlockMask index has {len(index)} entries, the mask has {nd} leading dims")
         sizes = self.kv_num_blocks.shape
-        norm, narrow = [], {}
+        norm, narrow, q_slices = [], {}, {}
         for d, (i, n) in enumerate(zip(index, sizes)):
             if isinstance(i, (int, np.integer)) or _is_sym_int(i):  # a bool too: True is 1, as in torch
                 if not -n <= i < n:
@@ -306,12 +308,21 @@ class BlockMask:
                     i = int(i) % n
                     i = slice(i, i + 1)
             elif isinstance(i, slice):
-                pass
+                if on_torch and i.step is not None and i.step < 0:  # torch slices take no negative step: gathered
+                    q_slices[d] = i  # (the token count follows the slice's rule)
+                    i = torch_module().tensor(list(range(n)[i]), dtype=torch_module().int64,
+                                              device=self.kv_num_blocks.device)
             elif is_torch_tensor(i) or hasattr(i, "__array__"):  # (after ints and slices: Dynamo cannot trace hasattr)
                 # an index array; a 0-d one keeps its dimension too (an index array of one entry: numpy and torch
                 # drop the dimension, which left a mask of fewer dims), counting whole blocks as every index array
                 if on_torch:
-                    i = torch_module().as_tensor(i, device=self.kv_num_blocks.device)
+                    torch = torch_module()
+                    if not is_torch_tensor(i):
+                        i = np.asarray(i)
+                        i = i.astype(np.int64) if i.dtype.kind in "iu" else i
+                    i = torch.as_tensor(i, device=self.kv_num_blocks.device)
+                    # integers of any width index (torch reads uint8 as a bool mask and refuses int8 / int16 / uint*)
+                    i = i.to(torch.int64) if not i.is_floating_point() and i.dtype != torch.bool else i
                     i = i.reshape(1) if i.dim() == 0 else i
                 else:
                     i = to_numpy(i)
@@ -334,7 +345,7 @@ class BlockMask:
             qb, i = self.BLOCK_SIZE[0], narrow[2]
             q_len = torch_module().sym_min((i + 1) * qb, q_len) - torch_module().sym_min(i * qb, q_len)
         elif len(ix) == 3:  # query-block rows selected: the mask covers their tokens only (torch's rule)
-            q_len = self._query_length_for_sliced_blocks(ix[2], kv_indices.shape[-2])
+            q_len = self._query_length_for_sliced_blocks(q_slices.get(2, ix[2]), kv_indices.shape[-2])
         if on_torch:
             num, fnum, fidx = pick("kv_num_blocks"), pick("full_kv_num_blocks"), pick("full_kv_indices")
             q = fq = (None, None)
@@ -388,7 +399,9 @@ class BlockMask:
         """A copy with every index tensor on `device` ('numpy' for numpy arrays)."""
         dev = resolve_device(device)
         moved = [None if getattr(self, f) is None else from_numpy(self._np(f), dev) for f in _FIELDS]
-        return BlockMask(self.seq_lengths, *moved, self.BLOCK_SIZE, self.mask_mod)
+        dq = {f: getattr(self, f) for f in _DQ_FIELDS}  # torch's metadata, moved too where it is a tensor
+        dq = {f: v.to(dev) if is_torch_tensor(v) and not isinstance(dev, str) else v for f, v in dq.items()}
+        return BlockMask(self.seq_lengths, *moved, self.BLOCK_SIZE, self.mask_mod, **dq)
 
 
 def check_mask_mod(mask_mod):

@@ -325,3 +325,12 @@ def test_loading_registers_this_pythons_site_packages_for_nvrtc():
     dirs = C.nvrtc_search_dirs()
     for s in site.getsitepackages():
         assert s + "/nvidia/cu13/lib" in dirs, (s, dirs[:8])
+
+
+def test_python_sites_skip_entries_that_are_not_strings(monkeypatch):
+    """sys.path may hold pathlib paths or bytes: the first call failed on p.endswith (AttributeError)."""
+    import pathlib
+    import sys
+
+    monkeypatch.setattr(sys, "path", sys.path + [pathlib.Path("/tmp/x-packages"), b"/tmp/y-packages"])
+    assert all(isinstance(p, str) for p in _native._python_sites())

@@ -303,7 +303,9 @@ def test_elementwise_operations_on_whole_captured_tensors_are_applied_per_load()
 
 @pytest.mark.parametrize("index", [1, -1, (0, 2, 3), (0, 1, -1), True, (slice(None), slice(1, 3), [0, 2]),
                                    (slice(None), slice(None), [2, 0]), (slice(None), 0, slice(None, None, 2)),
-                                   (slice(None), slice(None), slice(1, None)), (0, 0, [3, 4]), (0, 0, 4)],
+                                   (slice(None), slice(None), slice(1, None)), (0, 0, [3, 4]), (0, 0, 4),
+                                   (slice(None), slice(None), slice(None, None, -1)), (slice(None, None, -2),),
+                                   (slice(None), slice(None), slice(4, 0, -3))],
                          ids=str)
 @pytest.mark.parametrize("form", ["python", "array", "tensor"])
 def test_a_torch_mask_slices_as_the_numpy_one(index, form):
@@ -329,6 +331,20 @@ def test_a_torch_mask_slices_as_the_numpy_one(index, form):
 
 
 # ---- parity with torch 2.15's FlexAttention (session 41 review) ----------------------------------------------------
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "uint16", "int32", "uint64"])
+def test_integer_index_arrays_of_any_width_index_torch_masks(dtype):
+    """torch reads a uint8 index as a bool mask and refuses int8 / int16 / uint*: the torch path's slices (numpy
+    before) returned other rows for uint8 and raised for the rest."""
+    bm = flexattn.create_block_mask(lambda b, h, q, kv: (q >= kv) | (b == 1), 3, 1, 200, 200, device="cpu")
+    for index in (np.array([1, 0, 1], dtype=dtype), torch.from_numpy(np.array([1, 0, 1], dtype=dtype))
+                  if dtype in ("uint8", "int8", "int16", "int32") else None):
+        if index is None:
+            continue
+        got = bm[index]
+        assert got.kv_num_blocks.shape == (3, 1, 2)
+        assert torch.equal(got.kv_indices, bm.kv_indices[[1, 0, 1]])
+
+
 def test_a_flexattn_mask_runs_in_torchs_compiled_flex_attention():
     """torch (>= 2.12) unpacks 17 fields from as_tuple (the dq_* metadata of its deterministic backward): a flexattn
     mask gave 13 ('not enough values to unpack'), so a torch.compile(flex_attention) made before flexattn.torch.enable()
@@ -354,6 +370,10 @@ def test_dq_metadata_is_kept_through_from_kv_blocks_and_pickle():
     assert bm.dq_write_order is order and bm.dq_kv_order is None and bm.dq_kv_order_spt is True
     back = pickle.loads(pickle.dumps(bm))
     assert torch.equal(back.dq_write_order, order) and back.dq_kv_order_spt is True
+    assert bm.to("cpu").dq_write_order is not None and bm.to("cpu").dq_kv_order_spt is True
+    # without them the pickle names the class alone: it loads in flexattn releases before the fields existed
+    plain = flexattn.BlockMask.from_kv_blocks(num, idx)
+    assert plain.__reduce__()[0] is flexattn.BlockMask
     with pytest.raises(ValueError, match="dq_kv_order must be a bool, Tensor, or None"):
         flexattn.BlockMask.from_kv_blocks(num, idx, dq_kv_order=1)
     with pytest.raises(ValueError, match="dq_write_order_full requires dq_write_order"):

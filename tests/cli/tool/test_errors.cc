@@ -91,8 +91,13 @@ TEST(CliErrors, ScalarsAndBuffers) {
             "--scalar H: the mods read H as i32, got f32 4.9 (give --scalar H:i32=VALUE)");
   EXPECT_EQ(error_line({"run", "--score", "alibi", "--scalar", "H:bool=true"}),
             "--scalar H: the mods read H as i32, got bool 1 (give --scalar H:i32=VALUE)");
-  const CliResult exact = run_cli({"run", "--score", "alibi", "--scalar", "H=4", "--backend", "cpu"});
-  EXPECT_EQ(exact.rc, 0) << exact.err;
+  for (const char* h : {"H=4", "H=4.0", "H:i32=4"}) {  // an inferred value that the type holds exactly
+    const CliResult exact = run_cli({"run", "--score", "alibi", "--scalar", h, "--backend", "cpu"});
+    EXPECT_EQ(exact.rc, 0) << h << exact.err;
+  }
+  // two mods reading H as i64 and i32: a written i64 fits one of them only (it was checked against the last seen)
+  EXPECT_EQ(error_line({"run", "--mask-expr", "q_idx - kv_idx < H", "--score", "alibi", "--scalar", "H:i64=4"}),
+            "--scalar H: the mods read H as i32, got i64 4 (give --scalar H:i32=VALUE)");
   // "+-1" ran as -1 (a leading '+' was skipped, then the number read with its '-')
   EXPECT_EQ(error_line({"run", "--score-expr", "score * c", "--scalar", "c=+-1"}),
             "--scalar c=+-1: expected a finite number, got '+-1'");
