@@ -177,8 +177,12 @@ Problem make_problem(const ProblemConfig& c) {
     s.Dv = c.Dv < 0 ? s.D : c.Dv;
   }
   check(s.H % s.Hkv == 0, "GQA: -H " + std::to_string(s.H) + " must be a multiple of --hkv " + std::to_string(s.Hkv));
-  check(fits_elements({s.B, s.H, s.Q, std::max(s.D, s.Dv)}) && fits_elements({s.B, s.Hkv, s.KV, std::max(s.D, s.Dv)}),
-        "shape too large: q/k/v may hold at most 2^31 elements each");
+  if (c.make_inputs)
+    check(fits_elements({s.B, s.H, s.Q, std::max(s.D, s.Dv)}) && fits_elements({s.B, s.Hkv, s.KV, std::max(s.D, s.Dv)}),
+          "shape too large: q/k/v may hold at most 2^31 elements each");
+  else  // (`mask` makes no q / k / v: it blamed them, counting an implicit D = 64)
+    check(fits_elements({s.B, s.H, s.Q}) && fits_elements({s.B, s.Hkv, s.KV}),
+          "shape too large: B x H x Q (and B x Hkv x KV) may be at most 2^31 rows");
   if (c.load_dir.empty() && c.make_inputs) {
     p.q = random_tensor(c.dtype, {s.B, s.H, s.Q, s.D}, c.seed, 1);
     p.k = random_tensor(c.dtype, {s.B, s.Hkv, s.KV, s.D}, c.seed, 2);

@@ -113,7 +113,7 @@ TEST(CliErrors, ScalarsAndBuffers) {
   EXPECT_EQ(error_line({"run", "-B", "2147483648", "-H", "2147483648", "-Q", "2147483648", "-D", "2147483648"}),
             "shape too large: q/k/v may hold at most 2^31 elements each");  // the product wrapped to 0 and ran
   EXPECT_EQ(error_line({"mask", "--mask", "causal", "-B", "2147483648", "-H", "2147483648", "-Q", "2147483648"}),
-            "shape too large: q/k/v may hold at most 2^31 elements each");  // hung
+            "shape too large: B x H x Q (and B x Hkv x KV) may be at most 2^31 rows");  // hung
   EXPECT_EQ(error_line({"run", "--score-expr", "score * c", "--scalar", "c:u8=1"}),
             "--scalar c:u8=1: type must be f32, i32, i64 or bool, got 'u8'");
   EXPECT_EQ(error_line({"run", "--score-expr", "score + bias[h]"}),
