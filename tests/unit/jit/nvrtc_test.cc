@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 
 #include "flexattn/error.h"
@@ -139,43 +140,37 @@ TEST(NvrtcSearch, OrderStartsWithCudaHomeThenTheToolkitFolders) {
   EXPECT_EQ(dirs[2], "/r/usr/local/cuda/targets/x86_64-linux/lib");
 }
 
-TEST(NvrtcSearch, FindsTheNvrtcOfATorchWheelInAVirtualEnv) {
+// A torch NVRTC wheel under tmp/ENV/lib/python3.12/site-packages (a link to the real library), a search with no
+// toolkit and no loader fallback; `where` points the search at the env. The wheel is then the only place to find it.
+void expect_found_in_a_wheel(const std::string& env, const std::function<void(NvrtcSearch&, const std::string&)>& where) {
   std::string error;
   const NvrtcApi* real = try_nvrtc(&error);
   ASSERT_NE(real, nullptr) << error;
   TempDir tmp;
-  std::string lib_dir = tmp / "venv/lib/python3.12/site-packages/nvidia/cu13/lib";
+  const std::string lib_dir = tmp / (env + "/lib/python3.12/site-packages/nvidia/cu13/lib");
   fs::create_directories(lib_dir);
   fs::create_symlink(fs::canonical(real->path), lib_dir + "/libnvrtc.so.13");
   fs::create_directories(tmp / "root");
   NvrtcSearch s;
-  s.virtual_env = tmp / "venv";
   s.root = tmp / "root";  // no toolkit there
   s.loader_fallback = false;
-  auto api = load_nvrtc(s, &error);
-  ASSERT_NE(api, nullptr) << error;  // the wheel folder was the only place with a library
-  EXPECT_EQ(api->major, real->major);
-}
-
-// `venv/bin/python` without an activated venv: $VIRTUAL_ENV is unset, and the wheel was found only through it.
-TEST(NvrtcSearch, FindsTheNvrtcOfATorchWheelInThePythonSites) {
-  std::string error;
-  const NvrtcApi* real = try_nvrtc(&error);
-  ASSERT_NE(real, nullptr) << error;
-  TempDir tmp;
-  std::string lib_dir = tmp / "env/lib/python3.12/site-packages/nvidia/cu13/lib";
-  fs::create_directories(lib_dir);
-  fs::create_symlink(fs::canonical(real->path), lib_dir + "/libnvrtc.so.13");
-  fs::create_directories(tmp / "root");
-  NvrtcSearch s;
-  s.python_sites = {tmp / "env/lib/python3.12/site-packages"};
-  s.root = tmp / "root";
-  s.loader_fallback = false;
+  where(s, tmp / env);
   const std::vector<std::string> dirs = nvrtc_search_dirs(s);
   EXPECT_NE(std::find(dirs.begin(), dirs.end(), lib_dir), dirs.end());
   auto api = load_nvrtc(s, &error);
   ASSERT_NE(api, nullptr) << error;
   EXPECT_EQ(api->major, real->major);
+}
+
+TEST(NvrtcSearch, FindsTheNvrtcOfATorchWheelInAVirtualEnv) {
+  expect_found_in_a_wheel("venv", [](NvrtcSearch& s, const std::string& env) { s.virtual_env = env; });
+}
+
+// `venv/bin/python` without an activated venv: $VIRTUAL_ENV is unset, and the wheel was found only through it.
+TEST(NvrtcSearch, FindsTheNvrtcOfATorchWheelInThePythonSites) {
+  expect_found_in_a_wheel("env", [](NvrtcSearch& s, const std::string& env) {
+    s.python_sites = {env + "/lib/python3.12/site-packages"};
+  });
   set_python_sites({"/py/site-a"});  // what the Python package registers reaches the process's search
   EXPECT_EQ(NvrtcSearch::from_environment().python_sites, std::vector<std::string>{"/py/site-a"});
   set_python_sites({});
