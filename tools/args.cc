@@ -7,18 +7,25 @@
 
 namespace flexattn::cli {
 
+namespace {
+// Where from_chars starts: past one leading '+' (it takes none); null for an empty text or "+-..." ("+-1" ran as -1).
+const char* number_start(const std::string& s) {
+  if (s.empty()) return nullptr;
+  if (s[0] != '+') return s.data();
+  return s.size() > 1 && s[1] == '-' ? nullptr : s.data() + 1;
+}
+}  // namespace
+
 bool parse_int(const std::string& s, int64_t* out) {
-  if (s.empty()) return false;
-  const char* first = s.data() + (s[0] == '+' ? 1 : 0);
-  if (first != s.data() && s.size() > 1 && s[1] == '-') return false;  // "+-1" is no number (it ran as -1)
+  const char* first = number_start(s);
+  if (first == nullptr) return false;
   auto [end, ec] = std::from_chars(first, s.data() + s.size(), *out);
   return ec == std::errc() && end == s.data() + s.size();
 }
 
 bool parse_double(const std::string& s, double* out) {
-  if (s.empty()) return false;
-  const char* first = s.data() + (s[0] == '+' ? 1 : 0);
-  if (first != s.data() && s.size() > 1 && s[1] == '-') return false;
+  const char* first = number_start(s);
+  if (first == nullptr) return false;
   auto [end, ec] = std::from_chars(first, s.data() + s.size(), *out);
   return ec == std::errc() && end == s.data() + s.size() && std::isfinite(*out);
 }

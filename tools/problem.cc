@@ -293,24 +293,21 @@ Problem make_problem(const ProblemConfig& c) {
   }
 
   // ---- bind scalars ----
-  std::set<std::string> scalar_uses;
-  for (const ir::Expr* e : {&mask, &score})
-    if (!e->empty())
-      for (const std::string& n : ir::scalar_names(*e)) scalar_uses.insert(n);
-  for (const auto& [name, a] : scalar_args)
-    check(scalar_uses.count(name), "--scalar " + name + ": the mods do not read a scalar named '" + name + "'");
-  std::map<std::string, std::set<DType>> scalar_types;  // as the mods read them (a library mod's have fixed types)
+  // The scalars the mods read, with the types they read them as (a library mod's have fixed types).
+  std::map<std::string, std::set<DType>> scalar_types;
   for (const ir::Expr* e : {&mask, &score})
     if (!e->empty())
       for (const ir::Node* n : ir::topo_order(*e))
         if (n->op == ir::Op::Scalar) scalar_types[n->name].insert(n->type);
-  for (const std::string& name : scalar_uses) {
+  for (const auto& [name, a] : scalar_args)
+    check(scalar_types.count(name), "--scalar " + name + ": the mods do not read a scalar named '" + name + "'");
+  for (const auto& [name, types] : scalar_types) {
     if (scalar_args.count(name)) {
       const ScalarArg& a = scalar_args[name];
       // A value whose type was inferred serves any numeric type that holds it exactly (H=4 or H=4.0 for an i32 H,
       // 30 for an f32 cap); a written type must be the mods' own. Otherwise it was converted silently: H:f32=4.9
       // ran alibi's i32 H as 4, H:bool=true as 1.
-      for (const DType want : scalar_types[name]) {
+      for (const DType want : types) {
         const bool integral = a.value == std::trunc(a.value) && a.type != DType::Bool;
         const bool exact = a.type == want || (!a.typed && want == DType::F32 && is_int(a.type)) ||
                            (!a.typed && is_int(want) && integral &&

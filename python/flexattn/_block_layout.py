@@ -29,13 +29,33 @@ def check_ordered(num, idx, what: str):
                          f"row, got {idx[bad].ravel()[0]}")
 
 
+def is_sym_int(x):
+    """Whether x is a torch.SymInt (torch.export's symbolic sizes; under Dynamo they pass for ints)."""
+    torch = torch_module()
+    return torch is not None and isinstance(x, torch.SymInt)
+
+
 def as_size(x):
     """x as an int, or as itself where it is a symbolic size (torch.SymInt under torch.compile with dynamic shapes:
     int() would specialise the graph on its value)."""
     if isinstance(x, int):  # (under Dynamo a symbolic size passes for an int)
         return x
-    torch = torch_module()
-    return x if torch is not None and isinstance(x, torch.SymInt) else int(x)
+    return x if is_sym_int(x) else int(x)
+
+
+def wrapped_lead(a, lead):
+    """a [Bm, Hm, ...] (a block mask field, numpy or torch) read as torch's kernels read a mask whose batch / heads are
+    neither 1 nor the query's: row (b % Bm, h % Hm), gathered to lead = the query's (B, Hq), which the backends take
+    (e.g. a mask built with the kv heads under GQA). a itself where no dimension wraps."""
+    for dim, n in enumerate(lead):
+        m = a.shape[dim]
+        if m != 1 and m != n:
+            if is_torch_tensor(a):
+                torch = torch_module()
+                a = a.index_select(dim, torch.arange(n, device=a.device) % m)
+            else:
+                a = np.ascontiguousarray(np.take(a, np.arange(n) % m, axis=dim))
+    return a
 
 
 def num_blocks(length, block):

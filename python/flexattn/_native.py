@@ -63,9 +63,8 @@ def _python_sites():
 
     dirs = list(getattr(site, "getsitepackages", lambda: [])())
     user = getattr(site, "getusersitepackages", lambda: None)()
-    # (sys.path may hold pathlib paths or bytes: only str entries)
-    paths = [p for p in sys.path if isinstance(p, str) and p.endswith("-packages")]
-    return [d for d in dirs if isinstance(d, str)] + ([user] if isinstance(user, str) else []) + paths
+    # (no sys.path scan: its other folders are $PYTHONPATH's, which the native search reads itself)
+    return [d for d in dirs + [user] if isinstance(d, str)]
 
 
 def error():

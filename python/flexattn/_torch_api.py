@@ -18,11 +18,11 @@ import torch
 import torch.autograd.forward_ad as _forward_ad
 
 from . import _dynamo_parts, _ir, _leaf_paths, _native, _torch_ops
-from .attention import (AuxOutput, ShapeError, _check_scale, _kernel_options, _validate_block_mask,
-                        _validate_heads_and_batch)
+from .attention import (AuxOutput, _check_scale, _kernel_options, _validate_block_mask, _validate_heads_and_batch,
+                        _validate_shapes)
 from . import block_mask as _block_mask_module
 from .masks import _check_sizes, noop_mask
-from ._block_layout import as_size, num_blocks, pad_columns
+from ._block_layout import as_size, num_blocks, pad_columns, wrapped_lead
 from ._tracer import mod_callable, trace
 from ._env import env_flag
 
@@ -199,7 +199,6 @@ def _low_precision_kv(query, key, value):
     return key, value
 
 
-
 def _validate(query, key, value, enable_gqa, block_mask):
     if not all(isinstance(x, torch.Tensor) for x in (query, key, value)):
         raise TypeError("flex_attention: query, key and value must all be torch tensors or all be arrays")
@@ -212,17 +211,7 @@ def _validate(query, key, value, enable_gqa, block_mask):
     if query.dtype not in _FLOAT_DTYPES:
         raise ValueError(f"flex_attention: query, key and value must be float16, bfloat16, float32 or float64, "
                          f"got {query.dtype}")
-    if query.dim() < 2 or key.dim() < 2 or value.dim() < 2:  # (torch's check before the 4-D one)
-        raise ValueError(f"Expected query, key, and value to all be  at least 2 dimensional, but got query.dim: "
-                         f"{query.dim()}, key.dim: {key.dim()} and value.dim: {value.dim()} instead.")
-    if query.dim() != 4 or key.dim() != 4 or value.dim() != 4:
-        raise NotImplementedError("NYI: query, key, and value must be 4D tensors")
-    if query.size(-1) != key.size(-1):
-        raise ValueError(f"Expect query and key/value to have the same embedding dimension but got "
-                         f"E={query.size(-1)} and E={key.size(-1)}.")
-    if key.shape[:3] != value.shape[:3]:
-        raise ShapeError(f"Expect key and value to have the same batch size, heads and length, but got key shape "
-                         f"{tuple(key.shape)} and value shape {tuple(value.shape)}.")
+    _validate_shapes(query, key, value)
     _validate_heads_and_batch(query, key, enable_gqa, block_mask)
 
 
@@ -232,17 +221,6 @@ def _mask_parts(block_mask, query, key):
     if block_mask is not None and tuple(block_mask.BLOCK_SIZE) != (_EMPTY_BLOCK, _EMPTY_BLOCK):
         _validate_block_mask(query, key, block_mask)
     return _mask_tensors(block_mask, query.device if block_mask is not None else None, lead=query.shape[:2])
-
-
-def _wrapped_lead(t, lead):
-    """t [Bm, Hm, ...] read as torch's kernels read a mask whose batch / heads are neither 1 nor the query's: row
-    (b % Bm, h % Hm) (e.g. a mask built with the kv heads under GQA). Gathered to the query's [B, Hq] (the kernels take
-    1 or the query's); unchanged where the sizes are 1 or the query's already."""
-    for dim, n in enumerate(lead):
-        m = t.shape[dim]
-        if m != 1 and m != n:
-            t = t.index_select(dim, torch.arange(n, device=t.device) % m)
-    return t.contiguous()
 
 
 def _mask_tensors(block_mask, device, lead=None):
@@ -273,7 +251,7 @@ def _mask_tensors(block_mask, device, lead=None):
         if has_full:
             mask += [prep(block_mask.full_q_num_blocks, 3), prep(block_mask.full_q_indices, 4)]
     if lead is not None:
-        mask = [_wrapped_lead(t, lead) for t in mask]
+        mask = [wrapped_lead(t, lead) for t in mask]
     qb, kvb = block_mask.BLOCK_SIZE
     meta = [as_size(q_len), as_size(kv_len), int(qb), int(kvb), int(has_full), int(has_q)]
     mode = _row_order_mode_for(device, qb, q_len)

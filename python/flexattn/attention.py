@@ -9,6 +9,7 @@ import numpy as np
 
 from . import _native, _reference
 from ._arrays import dtype_name, is_array_like, is_torch_tensor, like, to_numpy, torch_module
+from ._block_layout import wrapped_lead
 from ._tracer import trace
 from .block_mask import _FIELDS, BlockMask, empty_block_mask, is_empty_block_mask
 
@@ -35,7 +36,6 @@ class ShapeError(ValueError, RuntimeError):
     shapes) where flexattn raised ValueError: caught as either, so code written for torch's or flexattn's type works."""
 
 
-
 def _validate_inputs(query, key, value):
     for name, x in (("query", query), ("key", key), ("value", value)):
         if not is_array_like(x):
@@ -53,6 +53,11 @@ def _validate_inputs(query, key, value):
     if dts[0] not in _FLOAT_DTYPES:
         raise ValueError(f"flex_attention: query, key and value must be float16, bfloat16, float32 or float64, "
                          f"got {dts[0]}")
+    _validate_shapes(query, key, value)
+
+
+def _validate_shapes(query, key, value):
+    """torch's shape checks and messages (arrays or torch tensors; the torch path's _validate calls it too)."""
     if any(len(x.shape) < 2 for x in (query, key, value)):  # (torch's check before the 4-D one)
         raise ValueError(f"Expected query, key, and value to all be  at least 2 dimensional, but got query.dim: "
                          f"{len(query.shape)}, key.dim: {len(key.shape)} and value.dim: {len(value.shape)} instead.")
@@ -89,25 +94,14 @@ def _validate_heads_and_batch(query, key, enable_gqa, block_mask):
 
 
 def _wrapped_lead(block_mask, lead):
-    """The mask read as torch's kernels read one whose batch / heads are neither 1 nor the query's: row (b % B_mask,
-    h % H_mask), gathered to the query's sizes (the backends take 1 or the query's; the torch path does the same in
-    _torch_api._wrapped_lead). Unchanged otherwise."""
+    """The mask with each field read as torch's kernels read a batch / heads that are neither 1 nor the query's
+    (_block_layout.wrapped_lead); the mask itself where nothing wraps."""
     num = block_mask.kv_num_blocks
     if len(num.shape) != 3 or all(m in (1, n) for m, n in zip(num.shape[:2], lead)):
         return block_mask
-    rows = [np.arange(n) % m if m not in (1, n) else slice(None) for m, n in zip(num.shape[:2], lead)]
-
-    def pick(f):
-        a = getattr(block_mask, f)
-        if a is None:
-            return None
-        a = block_mask._np(f)
-        a = a[rows[0]] if isinstance(rows[0], np.ndarray) else a
-        a = a[:, rows[1]] if isinstance(rows[1], np.ndarray) else a
-        return block_mask._like(np.ascontiguousarray(a))
-
-    return type(block_mask)(block_mask.seq_lengths, *(pick(f) for f in _FIELDS), block_mask.BLOCK_SIZE,
-                            block_mask.mask_mod)
+    fields = (None if getattr(block_mask, f) is None else block_mask._like(wrapped_lead(block_mask._np(f), lead))
+              for f in _FIELDS)
+    return type(block_mask)(block_mask.seq_lengths, *fields, block_mask.BLOCK_SIZE, block_mask.mask_mod)
 
 
 def _validate_block_mask(query, key, block_mask):

@@ -23,6 +23,7 @@ _FIELDS = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices
 
 
 _DQ_FIELDS = ("dq_write_order", "dq_write_order_full", "dq_kv_order", "dq_kv_order_spt")
+_TORCH_FORMULA = {}  # "blocks" / "dq": the probes' answers, once torch is there to ask
 
 
 def _torch_has_dq_fields() -> bool:
@@ -39,9 +40,6 @@ def _torch_has_dq_fields() -> bool:
         except Exception:  # noqa: BLE001 - an older or partial torch: its 13-entry layout
             _TORCH_FORMULA["dq"] = False
     return _TORCH_FORMULA["dq"]
-
-
-_TORCH_FORMULA = {}  # "blocks" / "dq": the probes' answers, once torch is there to ask
 
 
 def _torch_counts_blocks() -> bool:
@@ -72,11 +70,6 @@ def _probe_torch_formula(torch) -> bool:
 def _sliced_mask_mod_error(b, h, q_idx, kv_idx):
     raise RuntimeError("Cannot use mask_mod from a sliced BlockMask: assign a mask_mod to the sliced mask "
                        "(typically the original one with a query offset) before using it")
-
-
-def _is_sym_int(x):
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(x, torch.SymInt)
 
 
 def _block_size(BLOCK_SIZE):
@@ -295,14 +288,14 @@ class BlockMask:
         sizes = self.kv_num_blocks.shape
         norm, narrow, q_slices = [], {}, {}
         for d, (i, n) in enumerate(zip(index, sizes)):
-            if isinstance(i, (int, np.integer)) or _is_sym_int(i):  # a bool too: True is 1, as in torch
+            if isinstance(i, (int, np.integer)) or layout.is_sym_int(i):  # a bool too: True is 1, as in torch
                 if not -n <= i < n:
                     raise IndexError(f"BlockMask index {i} is out of range for a dimension of size {n}")
                 if on_torch:
                     # The row gathered, not sliced: under torch.compile a position is often symbolic (a decode
                     # step's pos // 128; Dynamo shows it as an int), and a slice's bounds checks guard on its value
                     # (a recompile per query block).
-                    narrow[d] = (i if _is_sym_int(i) or isinstance(i, int) and not isinstance(i, bool) else int(i)) % n
+                    narrow[d] = layout.as_size(i) % n
                     i = slice(None)
                 else:
                     i = int(i) % n

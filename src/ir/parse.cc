@@ -393,10 +393,7 @@ class Parser {
     if (int_syntax && v == 0.0) v = 0.0;  // -0 is the integer 0 (a signed zero printed as -0, another cache key)
     if (peek().is("{")) return annotated(t, v, negate);
     if (!int_syntax) return text::plain_float_literal(v);
-    if (!text::fits_i64(v))
-      text::fail_at(t, "expected an integer that fits in i64, found " + text::describe(t) +
-                           " (write it with a '.' for a float)");
-    return text::plain_int_literal(v);
+    return text::plain_int_literal(v);  // (in i64: its digits were checked above, and it is exact)
   }
 
   Expr bool_literal() {

@@ -156,7 +156,7 @@ TEST(Registry, ArgumentErrorsNameTheModAndWhatIsExpected) {
   EXPECT_EQ(error_of([] { mods::lookup("softcap_approx:1e39"); }),
             "mod 'softcap_approx:1e39': C (cap) must lie in the normal float32 range [1.2e-38, 3.4e38], got 1e39");
   EXPECT_EQ(error_of([] { mods::lookup("t5:32:1"); }),
-            "mod 't5:32:1': MAX_DISTANCE must be > NUM_BUCKETS / 4 = 8 (the exact buckets' range), got 1");
+            "mod 't5:32:1': t5_bucket: max_distance must be > 8 (num_buckets / 4), got 1");
   EXPECT_EQ(error_of([] { mods::lookup("document:4:f32"); }),
             "mod 'document:4:f32': the id type must be i32 or i64, got 'f32'");
   EXPECT_EQ(error_of([] { mods::lookup("t5:1:2:3"); }),
