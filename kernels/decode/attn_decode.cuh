@@ -182,6 +182,7 @@ struct DecodeTiles {
   const int* idx1;
   bool dense;  // no block mask: entry e is kv tile e
   int cnt0, e, e1, sub, subs, tile, kvl;
+  int row0, end;  // dense walks: tile e starts at row0 + e * tile; rows at or past end are this split's peers'
   long long block;
   int start;
   bool full;
@@ -190,10 +191,17 @@ struct DecodeTiles {
                                        int split) {
     idx0 = idx1 = nullptr;
     cnt0 = 0, sub = 0, tile = tile_n, kvl = kv_len;
+    row0 = 0, end = kv_len;
     dense = p.kv_num_blocks == nullptr;
     int n = 0;
     if (dense) {
       block = tile_n, subs = 1;
+      if (FLEXATTN_DECODE_ROW_SPLIT && p.num_splits > 1) {
+        const DecodeRowRange r = decode_row_split(kv_len, p.num_splits, split);
+        row0 = r.row0, end = r.end;
+        e = 0, e1 = (end - row0 + tile_n - 1) / tile_n;
+        return;
+      }
       n = (kv_len + tile_n - 1) / tile_n;
     } else {
       block = p.kv_block, subs = p.kv_block / tile_n;
@@ -218,8 +226,8 @@ struct DecodeTiles {
   __device__ __forceinline__ bool next() {
     while (e < e1) {
       const int blk = dense ? e : (e < cnt0 ? idx0[e] : idx1[e - cnt0]);
-      const long long s = (long long)blk * block + (long long)sub * tile;
-      const bool ok = blk >= 0 && s < kvl;
+      const long long s = row0 + (long long)blk * block + (long long)sub * tile;
+      const bool ok = blk >= 0 && s < end;
       const bool is_full = !dense && e >= cnt0;
       if (!ok || ++sub >= subs) {
         sub = 0;
@@ -247,18 +255,19 @@ struct DecodeBits<false> {
 
 // unmapped (paged caches; 0 otherwise): bit j set when this warp's column j (from kv0) is at or past
 // kvl or on a page id outside [0, num_pages) (decode_page_store); the latter are masked, as torch's
-// PagedAttention masks unmapped pages (the former are masked by kvl anyway).
+// PagedAttention masks unmapped pages (the former are masked by kvl anyway). Columns at or past kv_end (<= kvl;
+// the split's end on FLEXATTN_DECODE_ROW_SPLIT walks) are masked; kvl is what the mods' indices wrap at.
 template <class V, bool kFull, int NI, class Bits>
 __device__ __forceinline__ void decode_scores(float (&s)[1][NI][4], const AttnParams& p, int b, const int (&hq)[2],
                                               const int (&qp)[2], const bool (&act)[2], int kv0, int kvl,
-                                              Bits unmapped, int lane) {
+                                              int kv_end, Bits unmapped, int lane) {
   static_assert(NI * 8 <= 8 * (int)sizeof(Bits), "one bit per column");
 #pragma unroll
   for (int ni = 0; ni < NI; ++ni) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int j = ni * 8 + (lane & 3) * 2 + (e & 1), kv = kv0 + j, r = e >> 1;
-      const bool in_bounds = kv < kvl && act[r] && ((unmapped >> j) & 1u) == 0;
+      const bool in_bounds = kv < kv_end && act[r] && ((unmapped >> j) & 1u) == 0;
       s[0][ni][e] = masked_score_log2<V, kFull>(p, s[0][ni][e], b, hq[r], qp[r], wrap_index(kv, kvl), in_bounds);
     }
   }
@@ -403,6 +412,7 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   const int hk = h0 / G, bk = p.Bkv == 1 ? 0 : b;
   int kvl = p.kv_lens != nullptr ? p.kv_lens[b] : p.S;
   kvl = kvl < 0 ? 0 : (kvl > p.S ? p.S : kvl);
+  int kv_end = kvl;  // rows at or past it are not this split's: not loaded, masked (the walk's end; <= kvl)
   int qoff = p.q_offsets != nullptr ? p.q_offsets[b] : p.q_offset;
   qoff = qoff < 0 ? 0 : (qoff > (1 << 30) - p.L ? (1 << 30) - p.L : qoff);  // the host's q_offset range
 
@@ -432,20 +442,20 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   // visible by a barrier (B0 below).
   auto load_kv = [&](int stage, int kv0) {
     const int* pg = paged ? s_pages + stage * BN : nullptr;
-    decode_load_kv<BN, D, SK, NT>(sK + stage * BN * SK * 2, gk, p.k_sb, p.k_sl, pg, p, kv0, kvl, tid);
-    decode_load_kv<BN, Dv, SV, NT>(sV + stage * BN * SV * 2, gv, p.v_sb, p.v_sl, pg, p, kv0, kvl, tid);
+    decode_load_kv<BN, D, SK, NT>(sK + stage * BN * SK * 2, gk, p.k_sb, p.k_sl, pg, p, kv0, kv_end, tid);
+    decode_load_kv<BN, Dv, SV, NT>(sV + stage * BN * SV * 2, gv, p.v_sb, p.v_sl, pg, p, kv0, kv_end, tid);
   };
   // Issues tile kv0 into a stage. cp.async ring: the stage's page slot must be visible (B0); bulk ring:
   // phys is this thread's row's page (the slot is only read by the scores).
   auto issue_kv = [&](int stage, int kv0, int phys) {
     if constexpr (kDecodeBulk) {
       decode_bulk_kv<BN, D, Dv, SK, SV, NT>(sK + stage * BN * SK * 2, sV + stage * BN * SV * 2, s_bars + 8 * stage, gk,
-                                            gv, p, paged, phys, kv0, kvl, tid);
+                                            gv, p, paged, phys, kv0, kv_end, tid);
     } else {
       load_kv(stage, kv0);
     }
   };
-  auto read_page = [&](int kv0) { return paged ? decode_page_read<BN, NT>(pt, p, kv0, kvl, tid) : -1; };
+  auto read_page = [&](int kv0) { return paged ? decode_page_read<BN, NT>(pt, p, kv0, kv_end, tid) : -1; };
   auto store_pages = [&](int slot, int phys) {
     if (paged) decode_page_store<BN, NT>(s_pages + slot * BN, s_unmapped + slot * 2, phys, p, tid);
   };
@@ -504,6 +514,7 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
     const bool act[2] = {mrow[0] == pass, mrow[1] == pass};
     DecodeTiles walk;
     walk.init(p, b, h0, pass, kvl, BN, split);
+    kv_end = walk.end;
     int q_kv0[S];
     bool q_full[S];
 #pragma unroll
@@ -567,15 +578,15 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
       static_assert(kDecodePrefetch == 0 || NT == 2 * BN, "a K or V row per thread");
       if constexpr (kDecodePrefetch == 1) {
         // t_{i+S} into L2 (its page id has arrived during the wait); copied into the ring next iteration.
-        if (nxt_kv0 >= 0) decode_prefetch_row<BN, D, Dv>(gk, gv, p, paged, nxt_phys, nxt_kv0, kvl, tid);
+        if (nxt_kv0 >= 0) decode_prefetch_row<BN, D, Dv>(gk, gv, p, paged, nxt_phys, nxt_kv0, kv_end, tid);
       } else if constexpr (kDecodePrefetch > 1) {
         // Walks without a block mask only (their tiles are consecutive): the tile kDecodePrefetch - 1
         // past nxt, chosen last iteration (its page id has arrived), then the next one's page id.
-        if (pf_kv0 >= 0) decode_prefetch_row<BN, D, Dv>(gk, gv, p, paged, pf_phys, pf_kv0, kvl, tid);
+        if (pf_kv0 >= 0) decode_prefetch_row<BN, D, Dv>(gk, gv, p, paged, pf_phys, pf_kv0, kv_end, tid);
         pf_kv0 = -1;
         if (walk.dense && nxt_kv0 >= 0) {
           const int f = nxt_kv0 + (kDecodePrefetch - 1) * BN;
-          if (f < kvl && f < walk.e1 * BN) pf_kv0 = f, pf_phys = read_page(f);
+          if (f < kv_end && f < walk.row0 + walk.e1 * BN) pf_kv0 = f, pf_phys = read_page(f);
         }
       }
       const int kv0 = q_kv0[0];
@@ -595,9 +606,9 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
         }
       }
       if (full) {
-        decode_scores<V, true>(s, p, b, hq, qp, act, kv0 + n0, kvl, bad, lane);
+        decode_scores<V, true>(s, p, b, hq, qp, act, kv0 + n0, kvl, kv_end, bad, lane);
       } else {
-        decode_scores<V, false>(s, p, b, hq, qp, act, kv0 + n0, kvl, bad, lane);
+        decode_scores<V, false>(s, p, b, hq, qp, act, kv0 + n0, kvl, kv_end, bad, lane);
       }
       softmax_step(s, m, l, o);
       unsigned a[1][NI / 2][4];

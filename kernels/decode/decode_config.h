@@ -51,6 +51,22 @@ constexpr int kDecodeClusterMax = 8;  // the portable cluster size: splits 2..8 
 // before any is used), which needs the split count bounded; calls with more splits (1x128k: ~48) keep the
 // combine kernel, whose lanes run over the splits.
 constexpr int kDecodeMergeMaxSplits = 8;
+// FLEXATTN_DECODE_ROW_SPLIT=1 in the generated source (env FLEXATTN_DECODE_ROW_SPLIT): a walk without a block
+// mask splits its kv rows, not its 64-row tiles, evenly (ceil(kvl / splits) rows each; the last tile of a split
+// is partial). With tile splits 8x8k's 128 tiles over 6 splits give 22 tiles to the longest split against 21.3 on
+// average: the call waits for the 3 % more bytes of its longest CTAs.
+#ifndef FLEXATTN_DECODE_ROW_SPLIT
+#define FLEXATTN_DECODE_ROW_SPLIT 0
+#endif
+struct DecodeRowRange {
+  int row0, end;
+};
+// Split `split` of `splits`' rows [row0, end) of kv_len: ceil(kv_len / splits) each, the last ones shorter or
+// empty; together every row exactly once.
+FLEXATTN_HD constexpr DecodeRowRange decode_row_split(int kv_len, int splits, int split) {
+  const long long per = ((long long)kv_len + splits - 1) / splits, r0 = split * per;
+  return DecodeRowRange{(int)(r0 < kv_len ? r0 : kv_len), (int)(r0 + per < kv_len ? r0 + per : kv_len)};
+}
 // Paged caches: the physical page of each kv row of a tile is read from the page table once, into one
 // of kDecodePageSlots slots (one per K/V ring stage): block_n int32 page ids and 64 unmapped-row bits.
 constexpr int kDecodePageSlots = kDecodeStages;

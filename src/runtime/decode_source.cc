@@ -22,7 +22,8 @@ const DecodeTuning& decode_tuning() {
     r.prefetch = int(jit::env_number("FLEXATTN_DECODE_PREFETCH", 0, 0, 4));
     r.combine_batch = jit::env_flag("FLEXATTN_DECODE_COMBINE_BATCH", false);
     r.cluster = jit::env_flag("FLEXATTN_DECODE_CLUSTER", false);
-    r.merge = jit::env_flag("FLEXATTN_DECODE_MERGE", true);  // default on since session 22 (s21c.sh: 213/213, 8x8k +3 %)
+    r.merge = jit::env_flag("FLEXATTN_DECODE_MERGE", true);
+    r.row_split = jit::env_flag("FLEXATTN_DECODE_ROW_SPLIT", false);  // default on since session 22 (s21c.sh: 213/213, 8x8k +3 %)
     return r;
   }();
   return t;
@@ -60,6 +61,7 @@ std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const
   }
   if (decode_cluster_arch(key.arch, tuning.cluster)) s << "#define FLEXATTN_DECODE_CLUSTER 1\n";
   if (tuning.merge) s << "#define FLEXATTN_DECODE_MERGE 1\n";
+  if (tuning.row_split) s << "#define FLEXATTN_DECODE_ROW_SPLIT 1\n";
   s << "// flexattn decode kernels (split-KV, packed GQA, paged K/V), " << t << ", D=" << key.d << ", Dv=" << key.dv
     << "\n";
   s << "#include \"common/mod_ops.cuh\"\n#include \"decode/attn_decode.cuh\"\n#include \"decode/decode_combine.cuh\"\n";

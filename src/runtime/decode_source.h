@@ -22,6 +22,7 @@ struct DecodeTuning {
   bool combine_batch = false;  // FLEXATTN_DECODE_COMBINE_BATCH: the combine's partial loads in chunks of 8
   bool cluster = false;  // FLEXATTN_DECODE_CLUSTER: 2..8 splits merge in a thread-block cluster (sm_90a sources)
   bool merge = false;    // FLEXATTN_DECODE_MERGE: the last split of a row tile merges it (no combine kernel)
+  bool row_split = false;  // FLEXATTN_DECODE_ROW_SPLIT: walks without a block mask split rows, not tiles, evenly
 };
 const DecodeTuning& decode_tuning();
 
