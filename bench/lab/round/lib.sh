@@ -63,6 +63,21 @@ decode_bench() {
   echo "bench $name rc=$?"
 }
 
+# decode_ab VAR: `bench/run.py --suite decode` (flexattn and cuDNN) with VAR=1 / unset / unset / =1 (A/B/B/A: a value's
+# two runs show the noise) into $O/decode_<run>_<on|off>, while 40 s are left; then each run's rows. Needs build-gpu's
+# _C and the Python environment (FLEXATTN_NATIVE_DIR, PYTHONPATH).
+decode_ab() {
+  local n=0 c
+  for c in on off off on; do
+    [ $(left) -gt 40 ] || break
+    env $([ $c = on ] && echo $1=1) timeout $(cap 100 10) python3 bench/run.py --suite decode \
+      --impls flexattn,sdpa-cudnn --out $O/decode_${n}_$c > $O/decode_${n}_$c.log 2>&1
+    echo "decode $n $c rc=$? ($(el) s)"
+    n=$((n + 1))
+  done
+  for f in $O/decode_*_*.log; do echo "== $(basename $f .log)"; grep -E "^\| (flexattn|sdpa-cudnn)" $f | head -12; done
+}
+
 # pass_fail LOG: "PASS <n> FAIL <m>", the PASS / FAIL lines of a gpu_attention_check log.
 pass_fail() { echo "PASS $(grep -c '^PASS' "$1") FAIL $(grep -c '^FAIL' "$1")"; }
 

@@ -11,13 +11,5 @@ BUILD_PY=ON build_gpu $O flexattn _C gpu_decode_check
 export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python:$PWD/bench PYTHONUNBUFFERED=1
 FLEXATTN_DECODE_ROW_SPLIT=1 timeout $(cap 150 10) $DCHECK > $O/dcheck_on.log 2>&1
 echo "dcheck row split rc=$? $(pass_fail $O/dcheck_on.log) ($(el) s)"; grep ^FAIL $O/dcheck_on.log | head -5; tail -2 $O/dcheck_on.log
-n=0
-for c in on off off on; do
-  [ $(left) -gt 40 ] || break
-  env $([ $c = on ] && echo FLEXATTN_DECODE_ROW_SPLIT=1) timeout $(cap 100 10) python3 bench/run.py --suite decode \
-    --impls flexattn,sdpa-cudnn --out $O/decode_${n}_$c > $O/decode_${n}_$c.log 2>&1
-  echo "decode $n $c rc=$? ($(el) s)"
-  n=$((n + 1))
-done
-for f in $O/decode_*_*.log; do echo "== $(basename $f .log)"; grep -E "^\| (flexattn|sdpa-cudnn)" $f | head -12; done
+decode_ab FLEXATTN_DECODE_ROW_SPLIT
 (cd $OUT && tar czf all.tgz --exclude=all.tgz . 2>/dev/null); true
