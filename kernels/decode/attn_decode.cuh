@@ -196,7 +196,9 @@ struct DecodeTiles {
     int n = 0;
     if (dense) {
       block = tile_n, subs = 1;
-      if (FLEXATTN_DECODE_ROW_SPLIT && p.num_splits > 1) {
+      // Not within two tiles of the int range: a tile starting off the grid there would form row positions
+      // past INT_MAX (kv0 + r), which tile starts, multiples of 64, never do.
+      if (FLEXATTN_DECODE_ROW_SPLIT && p.num_splits > 1 && kv_len <= 0x7fffffff - 2 * tile_n) {
         const DecodeRowRange r = decode_row_split(kv_len, p.num_splits, split);
         row0 = r.row0, end = r.end;
         e = 0, e1 = (end - row0 + tile_n - 1) / tile_n;
@@ -585,8 +587,8 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
         if (pf_kv0 >= 0) decode_prefetch_row<BN, D, Dv>(gk, gv, p, paged, pf_phys, pf_kv0, kv_end, tid);
         pf_kv0 = -1;
         if (walk.dense && nxt_kv0 >= 0) {
-          const int f = nxt_kv0 + (kDecodePrefetch - 1) * BN;
-          if (f < kv_end && f < walk.row0 + walk.e1 * BN) pf_kv0 = f, pf_phys = read_page(f);
+          const long long f = (long long)nxt_kv0 + (kDecodePrefetch - 1) * BN;  // may pass INT_MAX near the end
+          if (f < kv_end && f < walk.row0 + (long long)walk.e1 * BN) pf_kv0 = (int)f, pf_phys = read_page((int)f);
         }
       }
       const int kv0 = q_kv0[0];

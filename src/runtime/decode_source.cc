@@ -22,8 +22,8 @@ const DecodeTuning& decode_tuning() {
     r.prefetch = int(jit::env_number("FLEXATTN_DECODE_PREFETCH", 0, 0, 4));
     r.combine_batch = jit::env_flag("FLEXATTN_DECODE_COMBINE_BATCH", false);
     r.cluster = jit::env_flag("FLEXATTN_DECODE_CLUSTER", false);
-    r.merge = jit::env_flag("FLEXATTN_DECODE_MERGE", true);
-    r.row_split = jit::env_flag("FLEXATTN_DECODE_ROW_SPLIT", false);  // default on since session 22 (s21c.sh: 213/213, 8x8k +3 %)
+    r.merge = jit::env_flag("FLEXATTN_DECODE_MERGE", true);  // default on since session 22 (s21c.sh: 213/213, 8x8k +3 %)
+    r.row_split = jit::env_flag("FLEXATTN_DECODE_ROW_SPLIT", false);
     return r;
   }();
   return t;
