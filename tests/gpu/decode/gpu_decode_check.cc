@@ -382,11 +382,13 @@ int main(int argc, char** argv) {
     cases.push_back({&e("causal"), 3, 8, 2, 1, 4097, 128, DType::BF16, 16, true, splits});
   cases.push_back({&e("causal"), 3, 8, 2, 1, 129, 128, DType::BF16, 0, true, 8});
   // Forced splits without a block mask (FLEXATTN_DECODE_ROW_SPLIT=1 splits these by rows: a split's first and last
-  // tiles start and end off the 64-row grid; 8 splits of 129 rows are 17 rows each), per-sequence lengths.
+  // tiles start and end off the 64-row grid, so a tile may straddle pages, of 100 rows too; 8 splits of 129 rows are
+  // 17 rows each), per-sequence lengths.
   for (int splits : {2, 5, 7, 8, 128})
     for (const char* m : {"full", "alibi"}) {
       cases.push_back({&e(m), 3, 8, 2, 1, splits == 8 ? 129 : 4097, 128, DType::BF16, 0, true, splits});
       if (splits == 5 || splits == 128) cases.push_back({&e(m), 3, 8, 2, 1, 1000, 128, DType::BF16, 16, true, splits});
+      if (splits == 7) cases.push_back({&e(m), 3, 8, 2, 1, 1000, 128, DType::BF16, 100, true, splits});  // pages of 100
     }
   cases.push_back({&e("document:3"), 3, 8, 2, 3, 1000, 128, DType::BF16, 16, true, 0, true});
 
