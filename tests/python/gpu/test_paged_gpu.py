@@ -84,6 +84,7 @@ CASES = [  # (name, B, Hq, Hkv, L, S, D, page_size or 0 = contiguous, mod)
     ("page128-bias-L1-gqa8", 2, 16, 2, 1, 4100, 128, 128, "bias"),
     ("page16-d80-padded", 2, 8, 2, 3, 200, 80, 16, "causal"),
     ("page16-d256", 2, 8, 8, 2, 600, 256, 16, "softcap+causal"),
+    ("page100-full-L1", 3, 32, 8, 1, 1000, 128, 100, None),  # a page size that is not a power of two (division)
 ]
 
 
