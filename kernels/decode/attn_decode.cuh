@@ -181,8 +181,10 @@ struct DecodeTiles {
   const int* idx0;
   const int* idx1;
   bool dense;  // no block mask: entry e is kv tile e
-  int cnt0, e, e1, sub, subs, tile, kvl;
-  int row0, end;  // dense walks: tile e starts at row0 + e * tile; rows at or past end are this split's peers'
+  int cnt0, e, e1, sub, subs, tile;
+  // Dense walks: tile e starts at row0 + e * tile, and rows at or past end (<= kv_len) lie past this split's last
+  // tile; block-mask walks: row0 = 0, end = kv_len.
+  int row0, end;
   long long block;
   int start;
   bool full;
@@ -190,7 +192,7 @@ struct DecodeTiles {
   __device__ __forceinline__ void init(const AttnParams& p, int b, int h, int mask_row, int kv_len, int tile_n,
                                        int split) {
     idx0 = idx1 = nullptr;
-    cnt0 = 0, sub = 0, tile = tile_n, kvl = kv_len;
+    cnt0 = 0, sub = 0, tile = tile_n;
     row0 = 0, end = kv_len;
     dense = p.kv_num_blocks == nullptr;
     int n = 0;
@@ -223,6 +225,7 @@ struct DecodeTiles {
     const int per = (n + p.num_splits - 1) / p.num_splits;
     e = split * per;
     e1 = e + per < n ? e + per : n;
+    if (dense && (long long)e1 * tile_n < end) end = e1 * tile_n;
   }
 
   __device__ __forceinline__ bool next() {
@@ -588,7 +591,7 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
         pf_kv0 = -1;
         if (walk.dense && nxt_kv0 >= 0) {
           const long long f = (long long)nxt_kv0 + (kDecodePrefetch - 1) * BN;  // may pass INT_MAX near the end
-          if (f < kv_end && f < walk.row0 + (long long)walk.e1 * BN) pf_kv0 = (int)f, pf_phys = read_page((int)f);
+          if (f < kv_end) pf_kv0 = (int)f, pf_phys = read_page((int)f);  // (kv_end: the split's last tile's end)
         }
       }
       const int kv0 = q_kv0[0];
