@@ -101,6 +101,11 @@ constexpr bool kDecodeBulk = true;
 #else
 constexpr bool kDecodeBulk = false;  // the 16-byte cp.async ring (sm_80, and the default)
 #endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && FLEXATTN_DECODE_BULK && FLEXATTN_DECODE_WARP_RING
+constexpr bool kDecodeWarpRingOn = true;  // decode_config.h: each warp its own slice of the bulk ring
+#else
+constexpr bool kDecodeWarpRingOn = false;
+#endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && FLEXATTN_DECODE_CLUSTER
 constexpr bool kDecodeCluster = true;  // the splits may merge in a cluster (decode_cluster_combine)
 #else
@@ -121,6 +126,7 @@ struct DecodeKvRow {
   bool is_v;
   int r;  // the row within the tile
   __device__ __forceinline__ explicit DecodeKvRow(int tid) : is_v(tid >= ROWS), r(tid >= ROWS ? tid - ROWS : tid) {}
+  __device__ __forceinline__ DecodeKvRow(bool v, int row) : is_v(v), r(row) {}  // the warp ring's rows
   __device__ __forceinline__ unsigned bytes() const { return 2u * (is_v ? Dv : D); }
   // The global address of the row of the tile from kv0, or null for a row at or past kvl or on a page id
   // outside the pool. phys: the row's page (paged caches).
@@ -150,17 +156,16 @@ __device__ __forceinline__ void decode_prefetch_row(const unsigned char* gk, con
   if (src != nullptr) decode_bulk_prefetch_l2(src, row.bytes());
 }
 
-// The bulk ring (kDecodeBulk): thread tid copies its row (DecodeKvRow) of the tile from kv0 with one
+// The bulk ring (kDecodeBulk): this thread copies its row (DecodeKvRow) of the tile from kv0 with one
 // cp.async.bulk completing on bar, after arriving on bar with the bytes it expects (so the stage's phase
-// completes when all NT threads arrived and every byte landed). phys: the row's physical page
+// completes when every thread counted by bar arrived and every byte landed). phys: the row's physical page
 // (decode_page_read; paged caches). A row at or past kvl or on a page id outside the pool is zeroed in
-// shared memory instead (as the cp.async ring's zero-fill: V rows must not be garbage under P = 0).
-template <int ROWS, int D, int Dv, int SK, int SV, int NT>
-__device__ __forceinline__ void decode_bulk_kv(unsigned sK, unsigned sV, unsigned bar, const unsigned char* gk,
-                                               const unsigned char* gv, const AttnParams& p, bool paged, int phys,
-                                               int kv0, int kvl, int tid) {
-  static_assert(NT == 2 * ROWS, "a K or V row per thread");
-  const DecodeKvRow<ROWS, D, Dv> row(tid);
+// shared memory instead (as the cp.async ring's zero-fill: V rows must not be garbage under P = 0); the
+// barrier that ends the iteration (the CTA's, or the warp's on the warp ring) makes those stores visible.
+template <int ROWS, int D, int Dv, int SK, int SV>
+__device__ __forceinline__ void decode_bulk_row(unsigned sK, unsigned sV, unsigned bar, const unsigned char* gk,
+                                                const unsigned char* gv, const AttnParams& p, bool paged, int phys,
+                                                int kv0, int kvl, const DecodeKvRow<ROWS, D, Dv>& row) {
   const unsigned char* src = row.src(gk, gv, p, paged, phys, kv0, kvl);
   const unsigned bytes = row.bytes();
   const unsigned dst = row.is_v ? sV + row.r * SV * 2 : sK + row.r * SK * 2;
@@ -172,6 +177,14 @@ __device__ __forceinline__ void decode_bulk_kv(unsigned sK, unsigned sV, unsigne
       asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(dst + c), "r"(0) : "memory");
     decode_fence_proxy_async();  // before a later bulk copy into this row
   }
+}
+// The CTA-wide ring: thread tid takes K row tid (tid < ROWS) or V row tid - ROWS.
+template <int ROWS, int D, int Dv, int SK, int SV, int NT>
+__device__ __forceinline__ void decode_bulk_kv(unsigned sK, unsigned sV, unsigned bar, const unsigned char* gk,
+                                               const unsigned char* gv, const AttnParams& p, bool paged, int phys,
+                                               int kv0, int kvl, int tid) {
+  static_assert(NT == 2 * ROWS, "a K or V row per thread");
+  decode_bulk_row<ROWS, D, Dv, SK, SV>(sK, sV, bar, gk, gv, p, paged, phys, kv0, kvl, DecodeKvRow<ROWS, D, Dv>(tid));
 }
 
 // This split's share of one list pass: entries [e, e1) of the concatenated (partial, full) lists, each
@@ -398,6 +411,9 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   constexpr int NI = BN / WC / 8, DI = Dv / 8, SQ = decode_dmax(D, Dv) + 8, SK = D + 8, SV = Dv + 8;
   constexpr int SO = decode_slab_stride(Dv);
   static_assert(WR * 16 == BM && NI % 2 == 0, "decode tile shape");
+  // The warp ring: one warp row, 16 columns per warp (a K and a V row per lane), and no L2 prefetch (whose
+  // rows follow the CTA-wide ring's thread mapping).
+  constexpr bool kWarpRing = kDecodeWarpRingOn && WR == 1 && BN / WC == 16 && kDecodePrefetch == 0;
   extern __shared__ __align__(128) unsigned char smem[];
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -432,11 +448,13 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
                                         decode_smem_ml(BM, D, Dv));  // kDecodePageSlots x BN
   unsigned* s_unmapped = reinterpret_cast<unsigned*>(s_pages + kDecodePageSlots * BN);  // kDecodePageSlots x 2
   static_assert(kDecodePageSlots == kDecodeStages, "a page slot per K/V ring stage");
-  // The bulk ring's mbarriers, one per stage (8-byte aligned: every region above is a multiple of 8 bytes).
+  // The bulk ring's mbarriers, one per stage, or on the warp ring one per stage and warp (8-byte aligned: every
+  // region above is a multiple of 8 bytes).
   const unsigned s_bars = smem_addr(s_unmapped + 2 * kDecodePageSlots);
+  auto bar_of = [&](int stage) { return s_bars + 8 * (kWarpRing ? stage * WC + wc : stage); };
   if constexpr (kDecodeBulk) {
     if (tid == 0) {
-      for (int st = 0; st < kDecodeStages; ++st) decode_mbar_init(s_bars + 8 * st, NT);
+      for (int i = 0; i < kDecodeStages * (kWarpRing ? WC : 1); ++i) decode_mbar_init(s_bars + 8 * i, kWarpRing ? 32 : NT);
       decode_mbar_fence_init();
     }
     __syncthreads();
@@ -453,16 +471,31 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   // Issues tile kv0 into a stage. cp.async ring: the stage's page slot must be visible (B0); bulk ring:
   // phys is this thread's row's page (the slot is only read by the scores).
   auto issue_kv = [&](int stage, int kv0, int phys) {
-    if constexpr (kDecodeBulk) {
+    if constexpr (kWarpRing) {  // lane l: K row n0 + l (l < 16) or V row n0 + l - 16
+      decode_bulk_row<BN, D, Dv, SK, SV>(sK + stage * BN * SK * 2, sV + stage * BN * SV * 2, bar_of(stage), gk, gv, p,
+                                         paged, phys, kv0, kv_end, DecodeKvRow<BN, D, Dv>(lane >= 16, n0 + (lane & 15)));
+    } else if constexpr (kDecodeBulk) {
       decode_bulk_kv<BN, D, Dv, SK, SV, NT>(sK + stage * BN * SK * 2, sV + stage * BN * SV * 2, s_bars + 8 * stage, gk,
                                             gv, p, paged, phys, kv0, kv_end, tid);
     } else {
       load_kv(stage, kv0);
     }
   };
-  auto read_page = [&](int kv0) { return paged ? decode_page_read<BN, NT>(pt, p, kv0, kv_end, tid) : -1; };
+  // The warp ring reads its lanes' rows' pages (n0 + lane % 16) and keeps the unmapped bits of its 16 columns in
+  // a register (unmapped_of) instead of the page slots.
+  auto read_page = [&](int kv0) {
+    if constexpr (kWarpRing) {
+      const int pos = kv0 + n0 + (lane & 15);
+      return paged && pos < kv_end ? __ldg(pt + decode_page_of(p, pos)) : -1;
+    } else {
+      return paged ? decode_page_read<BN, NT>(pt, p, kv0, kv_end, tid) : -1;
+    }
+  };
   auto store_pages = [&](int slot, int phys) {
-    if (paged) decode_page_store<BN, NT>(s_pages + slot * BN, s_unmapped + slot * 2, phys, p, tid);
+    if (!kWarpRing && paged) decode_page_store<BN, NT>(s_pages + slot * BN, s_unmapped + slot * 2, phys, p, tid);
+  };
+  auto unmapped_of = [&](int phys) -> unsigned {  // warp-uniform: every lane calls it (the walk is uniform)
+    return kWarpRing && paged ? __ballot_sync(0xffffffffu, phys < 0 || phys >= p.num_pages) & 0xffffu : 0u;
   };
   decode_load_q<BM, D, SQ, NT>(sQ, p, b, h0, r0, tid);
   cp_async_commit();
@@ -522,8 +555,9 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
     kv_end = walk.end;
     int q_kv0[S];
     bool q_full[S];
+    unsigned q_bad[S];  // the warp ring's unmapped bits of each tile in flight
 #pragma unroll
-    for (int j = 0; j < S; ++j) q_kv0[j] = -1, q_full[j] = false;
+    for (int j = 0; j < S; ++j) q_kv0[j] = -1, q_full[j] = false, q_bad[j] = 0;
     // Prologue: S - 1 tiles, one page-slot barrier for all of them.
     int ld = stage;
 #pragma unroll
@@ -532,6 +566,7 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
         q_kv0[j] = walk.start, q_full[j] = walk.full;
         const int phys = read_page(walk.start);
         store_pages(ld, phys);
+        q_bad[j] = unmapped_of(phys);
         if constexpr (kDecodeBulk) issue_kv(ld, walk.start, phys);
       }
       ld = next_stage(ld);
@@ -562,6 +597,7 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
       if (nxt_kv0 >= 0) {
         q_kv0[S - 1] = nxt_kv0, q_full[S - 1] = nxt_full;
         store_pages(ld, nxt_phys);
+        q_bad[S - 1] = unmapped_of(nxt_phys);
         if (paged && !kDecodeBulk) __syncthreads();  // B0
         issue_kv(ld, nxt_kv0, nxt_phys);
       }
@@ -574,7 +610,7 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
       if constexpr (kDecodeBulk) {
         // Every thread waits for the stage's bytes itself: no B1 (the page slot of t_i was written
         // before B2 of its issuing iteration, or before the prologue's barrier).
-        decode_mbar_wait(s_bars + 8 * stage, (phases >> stage) & 1u);
+        decode_mbar_wait(bar_of(stage), (phases >> stage) & 1u);
         phases ^= 1u << stage;
       } else {
         cp_async_wait<S - 1>();
@@ -603,7 +639,9 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
       // This warp's columns' unmapped bits: one word when they fit (n0 is a multiple of BN / WC).
       using Bits = typename DecodeBits<(BN / WC <= 32)>::type;
       Bits bad = 0;
-      if (paged) {
+      if (kWarpRing) {
+        bad = q_bad[0];
+      } else if (paged) {
         if constexpr (BN / WC <= 32) {
           bad = s_unmapped[stage * 2 + (n0 >> 5)] >> (n0 & 31);
         } else {
@@ -619,11 +657,15 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
       unsigned a[1][NI / 2][4];
       acc_to_a<T>(a, s);
       gemm_rs<T, 1, DI, NI / 2, true, SV>(o, a, sV + stage * BN * SV * 2 + n0 * SV * 2, 0, lane);
-      __syncthreads();  // B2
+      if constexpr (kWarpRing) {
+        __syncwarp();  // B2 of the warp ring: only this warp reads and refills its slice of the stage
+      } else {
+        __syncthreads();  // B2
+      }
       stage = next_stage(stage);
       ld = next_stage(ld);
 #pragma unroll
-      for (int j = 0; j + 1 < S; ++j) q_kv0[j] = q_kv0[j + 1], q_full[j] = q_full[j + 1];
+      for (int j = 0; j + 1 < S; ++j) q_kv0[j] = q_kv0[j + 1], q_full[j] = q_full[j + 1], q_bad[j] = q_bad[j + 1];
       q_kv0[S - 1] = -1;
     }
   }

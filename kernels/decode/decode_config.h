@@ -58,6 +58,14 @@ constexpr int kDecodeMergeMaxSplits = 8;
 #ifndef FLEXATTN_DECODE_ROW_SPLIT
 #define FLEXATTN_DECODE_ROW_SPLIT 0
 #endif
+// FLEXATTN_DECODE_WARP_RING=1 in the generated source (sm_90a with the bulk ring; env FLEXATTN_DECODE_WARP_RING):
+// where each warp owns 16 kv columns of every tile (one 16-row query tile: the m16 kernels), the warp copies its
+// own 16 K and 16 V rows (a row per lane) on its own mbarrier per stage and waits for them alone, so the main
+// loop has no CTA barrier: each warp streams its slice of the ring at its own pace, and reissues a stage as soon
+// as it has read it. Other tiles (m64: every warp reads every column) keep the CTA-wide ring.
+#ifndef FLEXATTN_DECODE_WARP_RING
+#define FLEXATTN_DECODE_WARP_RING 0
+#endif
 struct DecodeRowRange {
   int row0, end;
 };
@@ -113,9 +121,11 @@ FLEXATTN_HD constexpr int decode_smem_ml(int block_m, int d, int dv) {
   return 2 * 4 * decode_tile(block_m, d, dv).warp_cols * block_m;
 }
 FLEXATTN_HD constexpr int decode_smem_pages(int block_m, int d, int dv, int stages = kDecodeStages) {
-  // ids, unmapped bits (a slot per stage), then an 8-byte mbarrier per stage (the bulk ring's; counted
-  // always, so the host's size never depends on how the kernels were compiled)
-  return 4 * stages * decode_tile(block_m, d, dv).block_n + 8 * stages + 8 * stages;
+  // ids, unmapped bits (a slot per stage), then an 8-byte mbarrier per stage and warp column (the bulk ring's, one
+  // per stage; the warp ring's, one per stage and warp; counted always, so the host's size never depends on how
+  // the kernels were compiled)
+  const DecodeTile t = decode_tile(block_m, d, dv);
+  return 4 * stages * t.block_n + 8 * stages + 8 * stages * t.warp_cols;
 }
 FLEXATTN_HD constexpr int decode_smem(int block_m, int d, int dv, int stages = kDecodeStages) {
   return decode_smem_q(block_m, d, dv) + decode_smem_kv(block_m, d, dv, stages) + decode_smem_ml(block_m, d, dv) +

@@ -24,6 +24,7 @@ const DecodeTuning& decode_tuning() {
     r.cluster = jit::env_flag("FLEXATTN_DECODE_CLUSTER", false);
     r.merge = jit::env_flag("FLEXATTN_DECODE_MERGE", true);  // default on since session 22 (s21c.sh: 213/213, 8x8k +3 %)
     r.row_split = jit::env_flag("FLEXATTN_DECODE_ROW_SPLIT", false);
+    r.warp_ring = jit::env_flag("FLEXATTN_DECODE_WARP_RING", false);
     return r;
   }();
   return t;
@@ -58,6 +59,7 @@ std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const
   if (key.arch.rfind("sm_9", 0) == 0) {  // sm_90a-only paths
     if (tuning.bulk) s << "#define FLEXATTN_DECODE_BULK 1\n";
     if (tuning.prefetch > 0) s << "#define FLEXATTN_DECODE_PREFETCH " << tuning.prefetch << "\n";
+    if (tuning.bulk && tuning.warp_ring) s << "#define FLEXATTN_DECODE_WARP_RING 1\n";
   }
   if (decode_cluster_arch(key.arch, tuning.cluster)) s << "#define FLEXATTN_DECODE_CLUSTER 1\n";
   if (tuning.merge) s << "#define FLEXATTN_DECODE_MERGE 1\n";

@@ -23,6 +23,7 @@ struct DecodeTuning {
   bool cluster = false;  // FLEXATTN_DECODE_CLUSTER: 2..8 splits merge in a thread-block cluster (sm_90a sources)
   bool merge = false;    // FLEXATTN_DECODE_MERGE: the last split of a row tile merges it (no combine kernel)
   bool row_split = false;  // FLEXATTN_DECODE_ROW_SPLIT: walks without a block mask split rows, not tiles, evenly
+  bool warp_ring = false;  // FLEXATTN_DECODE_WARP_RING: m16 warps stream their own slice of the bulk ring (sm_90a)
 };
 const DecodeTuning& decode_tuning();
 
