@@ -5,7 +5,7 @@
 #    mbarrier; no CTA barrier in the main loop. Predicted: a warp reissues its slice of a stage as soon as it read
 #    it instead of after the slowest warp, so more bytes in flight per CTA; 8x8k +1-4 %, 1x128k and 64x4k alike.
 # Correctness first (gpu_decode_check, every case, with each on; both checks side by side), then the decode suite
-# (flexattn and cuDNN) over base / both / wr / rs / both3 (both, 3 stages: 2 CTAs per SM) / both / base while the
+# (flexattn and cuDNN) over base / both / wr / both3 (both, 3 stages: 2 CTAs per SM) / both / base / rs while the
 # deadline allows.
 . "$(dirname "$0")/lib.sh"
 out_dir s43a; L=$O
@@ -29,7 +29,7 @@ envs_of() {
   esac
 }
 n=0
-for c in base both wr rs both3 both base; do
+for c in base both wr both3 both base rs; do
   [ $(left) -gt 45 ] || break
   env $(envs_of $c) timeout $(cap 90 10) python3 bench/run.py --suite decode --impls flexattn,sdpa-cudnn \
     --out $O/decode_${n}_$c > $O/decode_${n}_$c.log 2>&1
