@@ -107,8 +107,8 @@ FLEXATTN_HD constexpr int decode_threads(int block_m, int d, int dv) {
 }
 
 // Bytes: Q tile, then max(K/V ring, fp32 epilogue slabs), then the per-warp row max / sum, then the
-// page-id slots (allocated for contiguous caches too: one compiled kernel serves both; 528 B at
-// block_n 64, and the CTAs per SM do not change: 3 per H200 SM at D = 128 and 256, m16).
+// page-id slots (allocated for contiguous caches too: one compiled kernel serves both; 592 B for
+// m16 at block_n 64, and the CTAs per SM do not change: 3 per H200 SM at D = 128 and 256, m16).
 FLEXATTN_HD constexpr int decode_slab_stride(int dv) { return dv + 8; }
 FLEXATTN_HD constexpr int decode_smem_q(int block_m, int d, int dv) { return 2 * block_m * (decode_dmax(d, dv) + 8); }
 FLEXATTN_HD constexpr int decode_smem_kv(int block_m, int d, int dv, int stages = kDecodeStages) {
