@@ -23,7 +23,8 @@ const DecodeTuning& decode_tuning() {
     r.combine_batch = jit::env_flag("FLEXATTN_DECODE_COMBINE_BATCH", false);
     r.cluster = jit::env_flag("FLEXATTN_DECODE_CLUSTER", false);
     r.merge = jit::env_flag("FLEXATTN_DECODE_MERGE", true);  // default on since session 22 (s21c.sh: 213/213, 8x8k +3 %)
-    r.row_split = jit::env_flag("FLEXATTN_DECODE_ROW_SPLIT", false);
+    // default on since session 43 (H100, s43a.sh: gpu_decode_check 229/229; 8x8k +0.6-1.4 %, the rest flat)
+    r.row_split = jit::env_flag("FLEXATTN_DECODE_ROW_SPLIT", true);
     r.warp_ring = jit::env_flag("FLEXATTN_DECODE_WARP_RING", false);
     return r;
   }();
