@@ -18,7 +18,7 @@ M=$M,smsp__average_warp_latency_issue_stalled_membar,smsp__average_warp_latency_
 M=$M,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,lts__t_sectors_srcunit_tex.sum
 for impl in flexattn sdpa-cudnn; do
   [ $(left) -gt 20 ] || break
-  k=$([ $impl = flexattn ] && echo "regex:flexattn_decode_m16" || echo "regex:cudnn|sm90|fmha|attn")
+  k=$([ $impl = flexattn ] && echo "regex:flexattn_decode_m16" || echo "regex:cudnn_generated")
   timeout $(cap 70 10) ncu --metrics $M -k "$k" -c 1 --launch-skip 8 --csv \
     python3 bench/lab/round/decode_ncu17.py $impl > $O/ncu_$impl.csv 2> $O/ncu_$impl.err
   echo "ncu $impl rc=$? ($(el) s)"
