@@ -12,20 +12,9 @@ for impl in flexattn sdpa-cudnn; do
   timeout $(cap 90 10) ncu --set full -k "$k" -c 1 --launch-skip 8 --page details --csv \
     python3 bench/lab/round/decode_ncu17.py $impl > $O/ncu_$impl.csv 2> $O/ncu_$impl.err
   echo "ncu $impl rc=$? ($(el) s)"
-  python3 - $O/ncu_$impl.csv <<'PY'
-import csv, sys
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 5]
-head = next((r for r in rows if "Metric Name" in r), None)
-if head is None: sys.exit(print("  no ncu table"))
-ix = {k: head.index(k) for k in ("Metric Name", "Metric Value", "Metric Unit")}
-want = ("Duration", "DRAM Throughput", "Memory Throughput", "L2 Hit Rate", "Achieved Occupancy", "Registers Per Thread",
-        "Block Size", "Grid Size", "Dynamic Shared Memory Per Block", "Theoretical Occupancy", "Issue Slots Busy",
-        "No Eligible", "L1/TEX Hit Rate", "Mem Busy", "Max Bandwidth", "Waves Per SM", "Executed Ipc Active")
-seen = set()
-for r in rows:
-    n = r[ix["Metric Name"]]
-    if n in want and n not in seen:
-        seen.add(n); print(f"  {n} = {r[ix['Metric Value']]} {r[ix['Metric Unit']]}")
-PY
+  python3 bench/lab/round/ncu_table.py $O/ncu_$impl.csv "Duration" "DRAM Throughput" "Memory Throughput" "L2 Hit Rate" \
+    "Achieved Occupancy" "Registers Per Thread" "Block Size" "Grid Size" "Dynamic Shared Memory Per Block" \
+    "Theoretical Occupancy" "Issue Slots Busy" "No Eligible" "L1/TEX Hit Rate" "Mem Busy" "Max Bandwidth" \
+    "Waves Per SM" "Executed Ipc Active"
 done
 (cd $OUT && tar czf all.tgz --exclude=all.tgz . 2>/dev/null); true

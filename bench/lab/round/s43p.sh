@@ -2,7 +2,7 @@
 # Session 43: where the decode kernel's 5-9 % to cuDNN goes (issue 7; H200 session 33: 8x8k 3238 vs 3396, 1x128k
 # 3602 vs 3867, 64x4k 3856 vs 4221; H100 s43a alike). ncu of one flushed 8x8k step, flexattn's main kernel against
 # cuDNN's: DRAM bytes read and written (over-fetch?), L2 sectors and requests from L1/TEX and the hit split (session 17
-# saw 19 % L2 hits against 0.7 %), duration, DRAM throughput, then the stall reasons (warp states).
+# saw 19 % L2 hits against 0.7 %), duration, DRAM throughput, and the stall reasons (ncu's WarpStateStats section).
 . "$(dirname "$0")/lib.sh"
 out_dir s43p; L=$O
 deadline ${S43P_DEADLINE:-200}
@@ -13,23 +13,13 @@ python3 bench/lab/round/decode_ncu17.py flexattn > /dev/null 2>&1  # kernel cach
 M=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
 M=$M,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum,lts__t_requests_srcunit_tex_op_read.sum
 M=$M,lts__t_sectors_srcunit_tex_op_read_lookup_miss.sum,l1tex__m_xbar2l1tex_read_bytes.sum,sm__warps_active.avg.pct_of_peak_sustained_active
-M=$M,smsp__average_warp_latency_issue_stalled_barrier,smsp__average_warp_latency_issue_stalled_long_scoreboard
-M=$M,smsp__average_warp_latency_issue_stalled_membar,smsp__average_warp_latency_issue_stalled_wait,smsp__inst_executed.sum
-M=$M,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,lts__t_sectors_srcunit_tex.sum
+M=$M,smsp__inst_executed.sum,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,lts__t_sectors_srcunit_tex.sum
 for impl in flexattn sdpa-cudnn; do
   [ $(left) -gt 20 ] || break
   k=$([ $impl = flexattn ] && echo "regex:flexattn_decode_m16" || echo "regex:cudnn_generated")
-  timeout $(cap 70 10) ncu --metrics $M -k "$k" -c 1 --launch-skip 8 --csv \
+  timeout $(cap 70 10) ncu --metrics $M --section WarpStateStats -k "$k" -c 1 --launch-skip 8 --csv \
     python3 bench/lab/round/decode_ncu17.py $impl > $O/ncu_$impl.csv 2> $O/ncu_$impl.err
   echo "ncu $impl rc=$? ($(el) s)"
-  python3 - $O/ncu_$impl.csv <<'PY'
-import csv, sys
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 5]
-head = next((r for r in rows if "Metric Name" in r), None)
-if head is None: sys.exit(print("  no ncu table"))
-ix = {k: head.index(k) for k in ("Kernel Name", "Metric Name", "Metric Value", "Metric Unit")}
-for r in rows[rows.index(head) + 1:]:
-    print(f"  {r[ix['Kernel Name']][:40]:40s} {r[ix['Metric Name']]:62s} {r[ix['Metric Value']]:>16s} {r[ix['Metric Unit']]}")
-PY
+  python3 bench/lab/round/ncu_table.py $O/ncu_$impl.csv
 done
 (cd $OUT && tar czf all.tgz --exclude=all.tgz . 2>/dev/null); true
