@@ -12,6 +12,7 @@
 #include "common/variant.cuh"
 #include "decode/decode_bulk.cuh"
 #include "decode/decode_config.h"
+#include "decode/decode_rotated.cuh"
 #include "sm80/attn_fwd_sm80.cuh"
 #include "sm80/scores_sm80.cuh"
 #include "sm80/warp_gemm.cuh"
@@ -106,6 +107,11 @@ constexpr bool kDecodeWarpRingOn = true;  // decode_config.h: each warp its own 
 #else
 constexpr bool kDecodeWarpRingOn = false;
 #endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && FLEXATTN_DECODE_BULK && FLEXATTN_DECODE_ROT_ROWS
+constexpr bool kDecodeRotOn = true;  // decode_rotated.cuh: unpadded rotated K/V rows on the bulk ring
+#else
+constexpr bool kDecodeRotOn = false;
+#endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && FLEXATTN_DECODE_CLUSTER
 constexpr bool kDecodeCluster = true;  // the splits may merge in a cluster (decode_cluster_combine)
 #else
@@ -162,16 +168,23 @@ __device__ __forceinline__ void decode_prefetch_row(const unsigned char* gk, con
 // (decode_page_read; paged caches). A row at or past kvl or on a page id outside the pool is zeroed in
 // shared memory instead (as the cp.async ring's zero-fill: V rows must not be garbage under P = 0); the
 // barrier that ends the iteration (the CTA's, or the warp's on the warp ring) makes those stores visible.
-template <int ROWS, int D, int Dv, int SK, int SV>
+// ROT: the row is unpadded and rotated (decode_rotated.cuh): two copies cut at a 32-byte edge of the source.
+template <int ROWS, int D, int Dv, int SK, int SV, bool ROT = false>
 __device__ __forceinline__ void decode_bulk_row(unsigned sK, unsigned sV, unsigned bar, const unsigned char* gk,
                                                 const unsigned char* gv, const AttnParams& p, bool paged, int phys,
                                                 int kv0, int kvl, const DecodeKvRow<ROWS, D, Dv>& row) {
   const unsigned char* src = row.src(gk, gv, p, paged, phys, kv0, kvl);
   const unsigned bytes = row.bytes();
-  const unsigned dst = row.is_v ? sV + row.r * SV * 2 : sK + row.r * SK * 2;
+  const unsigned dst = ROT ? (row.is_v ? sV : sK) + row.r * bytes : row.is_v ? sV + row.r * SV * 2 : sK + row.r * SK * 2;
   decode_mbar_arrive_tx(bar, src != nullptr ? bytes : 0u);
   if (src != nullptr) {
-    decode_bulk_copy(dst, src, bytes, bar);
+    if constexpr (ROT) {
+      const unsigned rot = 32u * (row.r & 3);  // decode_rot_addr's
+      decode_bulk_copy(dst + rot, src, bytes - rot, bar);
+      if (rot != 0) decode_bulk_copy(dst, src + (bytes - rot), rot, bar);
+    } else {
+      decode_bulk_copy(dst, src, bytes, bar);
+    }
   } else {
     for (unsigned c = 0; c < bytes; c += 16)
       asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(dst + c), "r"(0) : "memory");
@@ -179,12 +192,12 @@ __device__ __forceinline__ void decode_bulk_row(unsigned sK, unsigned sV, unsign
   }
 }
 // The CTA-wide ring: thread tid takes K row tid (tid < ROWS) or V row tid - ROWS.
-template <int ROWS, int D, int Dv, int SK, int SV, int NT>
+template <int ROWS, int D, int Dv, int SK, int SV, int NT, bool ROT = false>
 __device__ __forceinline__ void decode_bulk_kv(unsigned sK, unsigned sV, unsigned bar, const unsigned char* gk,
                                                const unsigned char* gv, const AttnParams& p, bool paged, int phys,
                                                int kv0, int kvl, int tid) {
   static_assert(NT == 2 * ROWS, "a K or V row per thread");
-  decode_bulk_row<ROWS, D, Dv, SK, SV>(sK, sV, bar, gk, gv, p, paged, phys, kv0, kvl, DecodeKvRow<ROWS, D, Dv>(tid));
+  decode_bulk_row<ROWS, D, Dv, SK, SV, ROT>(sK, sV, bar, gk, gv, p, paged, phys, kv0, kvl, DecodeKvRow<ROWS, D, Dv>(tid));
 }
 
 // This split's share of one list pass: entries [e, e1) of the concatenated (partial, full) lists, each
@@ -414,6 +427,8 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   // The warp ring: one warp row, 16 columns per warp (a K and a V row per lane), and no L2 prefetch (whose
   // rows follow the CTA-wide ring's thread mapping).
   constexpr bool kWarpRing = kDecodeWarpRingOn && WR == 1 && BN / WC == 16 && kDecodePrefetch == 0;
+  // Rotated rows (decode_rotated.cuh): power-of-two head dims of at least 64; the others keep the padded rows.
+  constexpr bool kRot = kDecodeRotOn && D >= 64 && Dv >= 64 && (D & (D - 1)) == 0 && (Dv & (Dv - 1)) == 0;
   extern __shared__ __align__(128) unsigned char smem[];
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -472,10 +487,10 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   // phys is this thread's row's page (the slot is only read by the scores).
   auto issue_kv = [&](int stage, int kv0, int phys) {
     if constexpr (kWarpRing) {  // lane l: K row n0 + l (l < 16) or V row n0 + l - 16
-      decode_bulk_row<BN, D, Dv, SK, SV>(sK + stage * BN * SK * 2, sV + stage * BN * SV * 2, bar_of(stage), gk, gv, p,
+      decode_bulk_row<BN, D, Dv, SK, SV, kRot>(sK + stage * BN * SK * 2, sV + stage * BN * SV * 2, bar_of(stage), gk, gv, p,
                                          paged, phys, kv0, kv_end, DecodeKvRow<BN, D, Dv>(lane >= 16, n0 + (lane & 15)));
     } else if constexpr (kDecodeBulk) {
-      decode_bulk_kv<BN, D, Dv, SK, SV, NT>(sK + stage * BN * SK * 2, sV + stage * BN * SV * 2, s_bars + 8 * stage, gk,
+      decode_bulk_kv<BN, D, Dv, SK, SV, NT, kRot>(sK + stage * BN * SK * 2, sV + stage * BN * SV * 2, s_bars + 8 * stage, gk,
                                             gv, p, paged, phys, kv0, kv_end, tid);
     } else {
       load_kv(stage, kv0);
@@ -635,7 +650,11 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
       float s[1][NI][4];
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) s[0][ni][0] = s[0][ni][1] = s[0][ni][2] = s[0][ni][3] = 0.f;
-      gemm_ss<T, 1, NI, D, false, SQ, false, SK>(s, sQ, m0, sK + stage * BN * SK * 2, n0, lane);
+      if constexpr (kRot) {
+        decode_qk_rot<T, NI, D, SQ>(s, sQ, m0, sK + stage * BN * SK * 2, n0, lane);
+      } else {
+        gemm_ss<T, 1, NI, D, false, SQ, false, SK>(s, sQ, m0, sK + stage * BN * SK * 2, n0, lane);
+      }
       // This warp's columns' unmapped bits: one word when they fit (n0 is a multiple of BN / WC).
       using Bits = typename DecodeBits<(BN / WC <= 32)>::type;
       Bits bad = 0;
@@ -656,7 +675,11 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
       softmax_step(s, m, l, o);
       unsigned a[1][NI / 2][4];
       acc_to_a<T>(a, s);
-      gemm_rs<T, 1, DI, NI / 2, true, SV>(o, a, sV + stage * BN * SV * 2 + n0 * SV * 2, 0, lane);
+      if constexpr (kRot) {
+        decode_pv_rot<T, DI, NI / 2, Dv>(o, a, sV + stage * BN * SV * 2, n0, lane);
+      } else {
+        gemm_rs<T, 1, DI, NI / 2, true, SV>(o, a, sV + stage * BN * SV * 2 + n0 * SV * 2, 0, lane);
+      }
       if constexpr (kWarpRing) {
         __syncwarp();  // B2 of the warp ring: only this warp reads and refills its slice of the stage
       } else {

@@ -26,6 +26,7 @@ const DecodeTuning& decode_tuning() {
     // default on since session 43 (H100, s43a.sh: gpu_decode_check 229/229; 8x8k +0.6-1.4 %, the rest flat)
     r.row_split = jit::env_flag("FLEXATTN_DECODE_ROW_SPLIT", true);
     r.warp_ring = jit::env_flag("FLEXATTN_DECODE_WARP_RING", false);
+    r.rot_rows = jit::env_flag("FLEXATTN_DECODE_ROT_ROWS", false);
     return r;
   }();
   return t;
@@ -61,6 +62,7 @@ std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const
     if (tuning.bulk) s << "#define FLEXATTN_DECODE_BULK 1\n";
     if (tuning.prefetch > 0) s << "#define FLEXATTN_DECODE_PREFETCH " << tuning.prefetch << "\n";
     if (tuning.bulk && tuning.warp_ring) s << "#define FLEXATTN_DECODE_WARP_RING 1\n";
+    if (tuning.bulk && tuning.rot_rows) s << "#define FLEXATTN_DECODE_ROT_ROWS 1\n";
   }
   if (decode_cluster_arch(key.arch, tuning.cluster)) s << "#define FLEXATTN_DECODE_CLUSTER 1\n";
   if (tuning.merge) s << "#define FLEXATTN_DECODE_MERGE 1\n";
