@@ -78,6 +78,23 @@ decode_ab() {
   for f in $O/decode_*_*.log; do echo "== $(basename $f .log)"; grep -E "^\| (flexattn|sdpa-cudnn)" $f | head -12; done
 }
 
+# dchecks CAP NAME:VAR=V[,VAR=V...] ...: gpu_decode_check once per NAME with its settings, all side by side (each under
+# a timeout of min(CAP, left) s, into $O/dcheck_NAME.log); then per NAME its PASS / FAIL counts, first failures and
+# last line.
+dchecks() {
+  local cap=$1 spec name; shift
+  for spec in "$@"; do
+    name=${spec%%:*}
+    env $(echo "${spec#*:}" | tr ',' ' ') timeout $(cap $cap 10) $DCHECK > $O/dcheck_$name.log 2>&1 &
+  done
+  wait
+  for spec in "$@"; do
+    name=${spec%%:*}
+    echo "dcheck $name $(pass_fail $O/dcheck_$name.log) ($(el) s)"; grep ^FAIL $O/dcheck_$name.log | head -5
+    tail -1 $O/dcheck_$name.log
+  done
+}
+
 # pass_fail LOG: "PASS <n> FAIL <m>", the PASS / FAIL lines of a gpu_attention_check log.
 pass_fail() { echo "PASS $(grep -c '^PASS' "$1") FAIL $(grep -c '^FAIL' "$1")"; }
 

@@ -13,13 +13,8 @@ deadline ${S43A_DEADLINE:-420}
 nvidia-smi --query-gpu=name --format=csv,noheader
 BUILD_PY=ON build_gpu $O flexattn _C gpu_decode_check
 export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python:$PWD/bench PYTHONUNBUFFERED=1
-FLEXATTN_DECODE_ROW_SPLIT=1 timeout $(cap 150 10) $DCHECK > $O/dcheck_rs.log 2>&1 &
-FLEXATTN_DECODE_ROW_SPLIT=1 FLEXATTN_DECODE_WARP_RING=1 timeout $(cap 150 10) $DCHECK > $O/dcheck_both.log 2>&1 &
-FLEXATTN_DECODE_WARP_RING=1 FLEXATTN_DECODE_STAGES=3 timeout $(cap 150 10) $DCHECK > $O/dcheck_wr3.log 2>&1 &
-wait
-for c in rs both wr3; do
-  echo "dcheck $c $(pass_fail $O/dcheck_$c.log) ($(el) s)"; grep ^FAIL $O/dcheck_$c.log | head -5; tail -1 $O/dcheck_$c.log
-done
+dchecks 150 rs:FLEXATTN_DECODE_ROW_SPLIT=1 both:FLEXATTN_DECODE_ROW_SPLIT=1,FLEXATTN_DECODE_WARP_RING=1 \
+  wr3:FLEXATTN_DECODE_WARP_RING=1,FLEXATTN_DECODE_STAGES=3
 envs_of() {
   case $1 in
     base) echo "FLEXATTN_DECODE_ROW_SPLIT=0" ;;

@@ -10,12 +10,7 @@ deadline ${S43B_DEADLINE:-160}
 nvidia-smi --query-gpu=name --format=csv,noheader
 BUILD_PY=ON build_gpu $O flexattn _C gpu_decode_check
 export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python:$PWD/bench PYTHONUNBUFFERED=1
-FLEXATTN_DECODE_ROT_ROWS=1 timeout $(cap 60 10) $DCHECK > $O/dcheck_rot.log 2>&1 &
-FLEXATTN_DECODE_ROT_ROWS=1 FLEXATTN_DECODE_WARP_RING=1 timeout $(cap 60 10) $DCHECK > $O/dcheck_rotwr.log 2>&1 &
-wait
-for c in rot rotwr; do
-  echo "dcheck $c $(pass_fail $O/dcheck_$c.log) ($(el) s)"; grep ^FAIL $O/dcheck_$c.log | head -5; tail -1 $O/dcheck_$c.log
-done
+dchecks 60 rot:FLEXATTN_DECODE_ROT_ROWS=1 rotwr:FLEXATTN_DECODE_ROT_ROWS=1,FLEXATTN_DECODE_WARP_RING=1
 n=0
 for c in base rot rot base; do
   [ $(left) -gt 15 ] || break
