@@ -179,7 +179,7 @@ __device__ __forceinline__ void decode_bulk_row(unsigned sK, unsigned sV, unsign
   decode_mbar_arrive_tx(bar, src != nullptr ? bytes : 0u);
   if (src != nullptr) {
     if constexpr (ROT) {
-      const unsigned rot = 32u * (row.r & 3);  // decode_rot_addr's
+      const unsigned rot = unsigned(decode_rot_offset(row.r, 0, bytes) - row.r * int(bytes));  // where byte 0 goes
       decode_bulk_copy(dst + rot, src, bytes - rot, bar);
       if (rot != 0) decode_bulk_copy(dst, src + (bytes - rot), rot, bar);
     } else {

@@ -17,10 +17,13 @@
 
 namespace flexattn::kern {
 
+// Where byte `byte` of row r of a rotated tile with rows of rb bytes sits, from the tile's start; the copies
+// (decode_bulk_row) and the fragment loads both go through it.
+FLEXATTN_HD_INLINE constexpr int decode_rot_offset(int r, int byte, int rb) { return r * rb + ((byte + 32 * (r & 3)) & (rb - 1)); }
 template <int RB>
 __device__ __forceinline__ unsigned decode_rot_addr(unsigned base, int r, int byte) {
   static_assert(RB >= 128 && (RB & (RB - 1)) == 0, "rotated rows: a power-of-two row of at least 128 bytes");
-  return base + r * RB + ((byte + 32 * (r & 3)) & (RB - 1));
+  return base + decode_rot_offset(r, byte, RB);
 }
 
 // s[16 x NI*8] += Q[m0.., 0..D) K[n0.., 0..D)^T: Q padded (stride SQ elements), K rotated rows of 2 D bytes.

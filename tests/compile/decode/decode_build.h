@@ -60,7 +60,10 @@ void for_each_main_entry(const jit::CompiledKernel& on, const jit::CompiledKerne
   std::string why;
   const std::optional<std::string> sass_on = testing_sass::disassemble(*on.cubin, &why);
   const std::optional<std::string> sass_off = testing_sass::disassemble(*off.cubin, &why);
-  if (!sass_on || !sass_off) return;
+  if (!sass_on || !sass_off) {
+    std::printf("  %s: no disassembler (%s); the SASS checks are skipped\n", what.c_str(), why.c_str());
+    return;
+  }
   for (const std::string& entry : runtime::decode_kernel_names(d, d)) {
     if (entry == "flexattn_decode_combine") continue;
     const std::string a = testing_sass::function_sass(*sass_on, entry);

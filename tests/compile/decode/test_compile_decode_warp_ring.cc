@@ -1,7 +1,8 @@
 // FLEXATTN_DECODE_WARP_RING (kernels/decode/attn_decode.cuh: each warp of an m16 tile copies and waits for its own
 // 16 K and V rows of every stage on its own mbarrier, so the main loop has no CTA barrier): the define reaches only
 // sm_90a sources with the bulk ring; the kernels compile without spills or a stack at head dims 64, 128 and 256 with
-// and without mods; and -- with a disassembler -- the m16 entry has fewer CTA barriers than the CTA-wide ring's
+// and without mods; the m16 entry's code changes and the m64 entry's does not; and -- with a disassembler -- the m16
+// entry has fewer CTA barriers than the CTA-wide ring's
 // (the loop's B2 becomes a warp barrier) while the m64 entry, which keeps the CTA-wide ring, has as many.
 #include <gtest/gtest.h>
 
@@ -55,6 +56,17 @@ TEST_F(DecodeWarpRingCompile, CompilesWithoutSpillsAndDropsTheLoopBarrier) {
       const jit::CompiledKernel on = compile_ring(*v, d, "sm_90a", true, true, &source);
       decode_test::expect_clean(on, what);
       const jit::CompiledKernel off = compile_ring(*v, d, "sm_90a", false, true, &source);
+      // Without a disassembler too: the m16 entry's code changes, the m64 entry's (CTA-wide ring) does not.
+      const auto m16_on = testing_sass::elf_section(*on.cubin, ".text.flexattn_decode_m16");
+      const auto m16_off = testing_sass::elf_section(*off.cubin, ".text.flexattn_decode_m16");
+      ASSERT_TRUE(m16_on && m16_off) << what;
+      EXPECT_NE(*m16_on, *m16_off) << what;
+      if (d <= 128) {
+        const auto m64_on = testing_sass::elf_section(*on.cubin, ".text.flexattn_decode_m64");
+        const auto m64_off = testing_sass::elf_section(*off.cubin, ".text.flexattn_decode_m64");
+        ASSERT_TRUE(m64_on && m64_off) << what;
+        EXPECT_EQ(*m64_on, *m64_off) << what << ": m64 keeps the CTA-wide ring";
+      }
       decode_test::for_each_main_entry(on, off, d, what, [](const std::string& a, const std::string& b,
                                                             const std::string& where) {
         const int bars_a = testing_sass::count(a, "BAR.SYNC"), bars_b = testing_sass::count(b, "BAR.SYNC");

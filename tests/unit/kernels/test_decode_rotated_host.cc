@@ -1,0 +1,160 @@
+// kernels/decode/decode_rotated.cuh as host C++ (FLEXATTN_DECODE_ROT_ROWS): the rotated rows' map puts every byte of
+// a row once inside its own row with the copies cut on 32-byte source edges, and the rotated fragment loads
+// (decode_qk_rot, decode_pv_rot) read, lane by lane, the same 16 bytes as the padded ones (warp_gemm.cuh's gemm_ss /
+// gemm_rs at the kernel's call sites) and feed the same mma sequence. The ldmatrix / mma wrappers are host stand-ins
+// (decode_emu/) that record addresses; tile memories are filled as the bulk copies would fill them.
+#define __device__
+#define __forceinline__ inline
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "decode/decode_rotated.cuh"
+#include "sm80/warp_gemm.cuh"
+
+namespace flexattn::kern {
+std::vector<unsigned>* emu_loads;
+std::vector<long>* emu_mmas;
+const float* emu_acc0;
+}  // namespace flexattn::kern
+
+using namespace flexattn::kern;
+
+namespace {
+
+std::uint16_t element(int r, int c) { return std::uint16_t(((r & 63) << 9) | (c & 511)); }
+
+// rows x width elements at base: padded (stride elements per row) or rotated (decode_bulk_row's two copies).
+std::vector<unsigned char> tile(unsigned base, int rows, int width, int stride, bool rotated) {
+  std::vector<unsigned char> m(base + rows * stride * 2 + 4096, 0xEE);
+  const int rb = 2 * width;
+  for (int r = 0; r < rows; ++r) {
+    std::vector<unsigned char> src(rb);
+    for (int c = 0; c < width; ++c) {
+      const std::uint16_t v = element(r, c);
+      std::memcpy(&src[2 * c], &v, 2);
+    }
+    if (!rotated) {
+      std::memcpy(&m[base + r * stride * 2], src.data(), rb);
+      continue;
+    }
+    const int dst = int(base) + r * rb, rot = decode_rot_offset(r, 0, rb) - r * rb;
+    std::memcpy(&m[dst + rot], src.data(), rb - rot);
+    std::memcpy(&m[dst], src.data() + rb - rot, rot);
+  }
+  return m;
+}
+
+struct Trace {
+  std::vector<unsigned> loads;
+  std::vector<long> mmas;
+};
+
+template <class F>
+Trace record(const float* acc0, F f) {
+  Trace t;
+  emu_loads = &t.loads, emu_mmas = &t.mmas, emu_acc0 = acc0;
+  f();
+  return t;
+}
+
+// The same 16 bytes, load by load, and the same mma sequence; K rows from base `at` (Q's loads below it).
+void expect_same(const Trace& padded, const Trace& rotated, const std::vector<unsigned char>& pm,
+                 const std::vector<unsigned char>& rm, unsigned at, const std::string& what) {
+  ASSERT_EQ(padded.loads.size(), rotated.loads.size()) << what;
+  EXPECT_EQ(padded.mmas, rotated.mmas) << what;
+  for (size_t i = 0; i < padded.loads.size(); ++i) {
+    const unsigned x = padded.loads[i] & 0x7fffffffu, y = rotated.loads[i] & 0x7fffffffu;
+    EXPECT_EQ(padded.loads[i] >> 31, rotated.loads[i] >> 31) << what << " load " << i;
+    EXPECT_EQ(y % 16, 0u) << what << " load " << i;
+    if (x < at) {
+      EXPECT_EQ(x, y) << what << " load " << i << " (Q)";
+      continue;
+    }
+    ASSERT_LT(y + 16, rm.size()) << what;
+    EXPECT_EQ(std::memcmp(&pm[x], &rm[y], 16), 0) << what << " load " << i;
+  }
+}
+
+template <int NI, int D, int BN, int WC>
+void check_qk() {
+  constexpr int SQ = D + 8, SK = D + 8;
+  const unsigned sq = 0, sk = 1 << 16;
+  const auto pm = tile(sk, BN, D, SK, false), rm = tile(sk, BN, D, SK, true);
+  for (int wc = 0; wc < WC; ++wc)
+    for (int lane = 0; lane < 32; ++lane) {
+      const int n0 = wc * (BN / WC);
+      float acc[1][NI][4] = {};
+      const Trace a = record(&acc[0][0][0], [&] { gemm_ss<bf16, 1, NI, D, false, SQ, false, SK>(acc, sq, 0, sk, n0, lane); });
+      const Trace b = record(&acc[0][0][0], [&] { decode_qk_rot<bf16, NI, D, SQ>(acc, sq, 0, sk, n0, lane); });
+      expect_same(a, b, pm, rm, sk, "QK D=" + std::to_string(D) + " n0=" + std::to_string(n0) + " lane " + std::to_string(lane));
+    }
+}
+
+template <int NI, int Dv, int BN, int WC>
+void check_pv() {
+  constexpr int SV = Dv + 8, DI = Dv / 8;
+  const unsigned sv = 1 << 16;
+  const auto pm = tile(sv, BN, Dv, SV, false), rm = tile(sv, BN, Dv, SV, true);
+  for (int wc = 0; wc < WC; ++wc)
+    for (int lane = 0; lane < 32; ++lane) {
+      const int n0 = wc * (BN / WC);
+      float o[1][DI][4] = {};
+      unsigned p[1][NI / 2][4] = {};
+      const Trace a = record(&o[0][0][0], [&] { gemm_rs<bf16, 1, DI, NI / 2, true, SV>(o, p, sv + n0 * SV * 2, 0, lane); });
+      const Trace b = record(&o[0][0][0], [&] { decode_pv_rot<bf16, DI, NI / 2, Dv>(o, p, sv, n0, lane); });
+      expect_same(a, b, pm, rm, sv, "PV Dv=" + std::to_string(Dv) + " n0=" + std::to_string(n0) + " lane " + std::to_string(lane));
+    }
+}
+
+}  // namespace
+
+TEST(DecodeRotatedRows, EveryByteOnceInItsRowAndCopiesCutOnSectorEdges) {
+  for (int rb : {128, 256, 512}) {
+    std::vector<int> hits(64 * rb, 0);
+    for (int r = 0; r < 64; ++r) {
+      const int rot = decode_rot_offset(r, 0, rb) - r * rb;
+      EXPECT_EQ(rot, 32 * (r % 4));
+      for (int j = 0; j < rb; ++j) {
+        const int at = decode_rot_offset(r, j, rb);
+        ASSERT_GE(at, r * rb);
+        ASSERT_LT(at, (r + 1) * rb);
+        ++hits[at];
+        // Two contiguous pieces: source [0, rb - rot) from byte rot, [rb - rot, rb) from the row's start.
+        if (j != 0 && j != rb - rot) {
+          EXPECT_EQ(at, decode_rot_offset(r, j - 1, rb) + 1);
+        }
+      }
+      EXPECT_EQ((rb - rot) % 32, 0) << "the cut inside a source sector";
+      if (rot != 0) {
+        EXPECT_EQ(decode_rot_offset(r, rb - rot, rb), r * rb);
+      }
+    }
+    for (int h : hits) ASSERT_EQ(h, 1);
+    // 16-byte reads of one column by 8 consecutive rows (an ldmatrix phase): at most 2 per bank group.
+    for (int c = 0; c < rb; c += 16) {
+      int groups[8] = {};
+      for (int r = 0; r < 8; ++r) ++groups[(decode_rot_offset(r, c, rb) / 16) % 8];
+      for (int g : groups) EXPECT_LE(g, 2) << "rb " << rb << " column byte " << c;
+    }
+  }
+}
+
+// The m16 tiles (4 warp columns of 16 at D <= 128, 2 at 256) and wider warp slices (m64: one warp column).
+TEST(DecodeRotatedRows, QkLoadsMatchThePaddedTile) {
+  check_qk<2, 64, 64, 4>();
+  check_qk<2, 128, 64, 4>();
+  check_qk<2, 256, 32, 2>();
+  check_qk<8, 128, 64, 1>();
+  check_qk<8, 64, 64, 1>();
+}
+
+TEST(DecodeRotatedRows, PvLoadsMatchThePaddedTile) {
+  check_pv<2, 64, 64, 4>();
+  check_pv<2, 128, 64, 4>();
+  check_pv<2, 256, 32, 2>();
+  check_pv<8, 128, 64, 1>();
+  check_pv<8, 64, 64, 1>();
+}
