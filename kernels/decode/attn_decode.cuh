@@ -43,6 +43,12 @@ __device__ __forceinline__ void decode_load_q(unsigned dst, const AttnParams& p,
 __device__ __forceinline__ int decode_page_of(const AttnParams& p, int pos) {
   return p.page_shift >= 0 ? pos >> p.page_shift : pos / p.page_size;
 }
+// The physical page of kv row pos (>= 0), or -1 at or past kvl (the page table is not read there).
+__device__ __forceinline__ int decode_page_at(const int* pt, const AttnParams& p, int pos, int kvl) {
+  return pos < kvl ? __ldg(pt + decode_page_of(p, pos)) : -1;
+}
+// Whether a page id read from the table lies in the pool (-1 and ids outside [0, num_pages) do not).
+__device__ __forceinline__ bool decode_page_mapped(const AttnParams& p, int phys) { return phys >= 0 && phys < p.num_pages; }
 
 // Paged caches, in two steps so the page-table read is off the critical path: decode_page_read is this
 // thread's row's physical page (row tid % ROWS of the ROWS kv rows from kv0; -1 at or past kvl, where the page
@@ -53,14 +59,13 @@ __device__ __forceinline__ int decode_page_of(const AttnParams& p, int pos) {
 template <int ROWS, int NT>
 __device__ __forceinline__ int decode_page_read(const int* pt, const AttnParams& p, int kv0, int kvl, int tid) {
   static_assert(ROWS % 32 == 0 && NT % 32 == 0 && ROWS <= 64 && ROWS <= NT, "a row per thread; two words");
-  const int pos = kv0 + tid % ROWS;  // threads past ROWS read row tid % ROWS too (the bulk ring's V rows)
-  return pos < kvl ? __ldg(pt + decode_page_of(p, pos)) : -1;
+  return decode_page_at(pt, p, kv0 + tid % ROWS, kvl);  // threads past ROWS read row tid % ROWS too (V rows)
 }
 template <int ROWS, int NT>
 __device__ __forceinline__ void decode_page_store(int* pages, unsigned* unmapped, int phys, const AttnParams& p,
                                                   int tid) {
   if (tid < ROWS) {  // warp-uniform: ROWS is a multiple of 32
-    phys = phys >= 0 && phys < p.num_pages ? phys : -1;
+    phys = decode_page_mapped(p, phys) ? phys : -1;
     pages[tid] = phys;
     const unsigned bad = __ballot_sync(0xffffffffu, phys < 0);
     if ((tid & 31) == 0) unmapped[tid >> 5] = bad;
@@ -141,7 +146,7 @@ struct DecodeKvRow {
                                                       int kvl) const {
     const int pos = kv0 + r;
     if (paged) {
-      if (phys < 0 || phys >= p.num_pages) return nullptr;  // -1 at or past kvl
+      if (!decode_page_mapped(p, phys)) return nullptr;  // -1 at or past kvl
       const int in = p.page_shift >= 0 ? pos & ((1 << p.page_shift) - 1) : pos % p.page_size;
       return (is_v ? gv : gk) +
              2 * ((long long)phys * (is_v ? p.v_sb : p.k_sb) + (long long)in * (is_v ? p.v_sl : p.k_sl));
@@ -178,8 +183,8 @@ __device__ __forceinline__ void decode_bulk_row(unsigned sK, unsigned sV, unsign
   const unsigned dst = ROT ? (row.is_v ? sV : sK) + row.r * bytes : row.is_v ? sV + row.r * SV * 2 : sK + row.r * SK * 2;
   decode_mbar_arrive_tx(bar, src != nullptr ? bytes : 0u);
   if (src != nullptr) {
-    if constexpr (ROT) {
-      const unsigned rot = unsigned(decode_rot_offset(row.r, 0, bytes) - row.r * int(bytes));  // where byte 0 goes
+    if constexpr (ROT) {  // byte 0 goes rot bytes into the row; the bytes past rb - rot wrap to its start
+      const unsigned rot = unsigned(decode_rot_offset(row.r, 0, bytes) - row.r * int(bytes));
       decode_bulk_copy(dst + rot, src, bytes - rot, bar);
       if (rot != 0) decode_bulk_copy(dst, src + (bytes - rot), rot, bar);
     } else {
@@ -429,6 +434,8 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   constexpr bool kWarpRing = kDecodeWarpRingOn && WR == 1 && BN / WC == 16 && kDecodePrefetch == 0;
   // Rotated rows (decode_rotated.cuh): power-of-two head dims of at least 64; the others keep the padded rows.
   constexpr bool kRot = kDecodeRotOn && D >= 64 && Dv >= 64 && (D & (D - 1)) == 0 && (Dv & (Dv - 1)) == 0;
+  using KRows = typename DecodeRows<kRot, D, SK>::type;
+  using VRows = typename DecodeRows<kRot, Dv, SV>::type;
   extern __shared__ __align__(128) unsigned char smem[];
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -500,8 +507,7 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   // a register (unmapped_of) instead of the page slots.
   auto read_page = [&](int kv0) {
     if constexpr (kWarpRing) {
-      const int pos = kv0 + n0 + (lane & 15);
-      return paged && pos < kv_end ? __ldg(pt + decode_page_of(p, pos)) : -1;
+      return paged ? decode_page_at(pt, p, kv0 + n0 + (lane & 15), kv_end) : -1;
     } else {
       return paged ? decode_page_read<BN, NT>(pt, p, kv0, kv_end, tid) : -1;
     }
@@ -510,7 +516,7 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
     if (!kWarpRing && paged) decode_page_store<BN, NT>(s_pages + slot * BN, s_unmapped + slot * 2, phys, p, tid);
   };
   auto unmapped_of = [&](int phys) -> unsigned {  // warp-uniform: every lane calls it (the walk is uniform)
-    return kWarpRing && paged ? __ballot_sync(0xffffffffu, phys < 0 || phys >= p.num_pages) & 0xffffu : 0u;
+    return kWarpRing && paged ? __ballot_sync(0xffffffffu, !decode_page_mapped(p, phys)) & 0xffffu : 0u;
   };
   decode_load_q<BM, D, SQ, NT>(sQ, p, b, h0, r0, tid);
   cp_async_commit();
@@ -650,11 +656,7 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
       float s[1][NI][4];
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) s[0][ni][0] = s[0][ni][1] = s[0][ni][2] = s[0][ni][3] = 0.f;
-      if constexpr (kRot) {
-        decode_qk_rot<T, NI, D, SQ>(s, sQ, m0, sK + stage * BN * SK * 2, n0, lane);
-      } else {
-        gemm_ss<T, 1, NI, D, false, SQ, false, SK>(s, sQ, m0, sK + stage * BN * SK * 2, n0, lane);
-      }
+      gemm_ss<T, 1, NI, D, false, SQ, false, SK, KRows>(s, sQ, m0, sK + stage * BN * SK * 2, n0, lane);
       // This warp's columns' unmapped bits: one word when they fit (n0 is a multiple of BN / WC).
       using Bits = typename DecodeBits<(BN / WC <= 32)>::type;
       Bits bad = 0;
@@ -675,11 +677,7 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
       softmax_step(s, m, l, o);
       unsigned a[1][NI / 2][4];
       acc_to_a<T>(a, s);
-      if constexpr (kRot) {
-        decode_pv_rot<T, DI, NI / 2, Dv>(o, a, sV + stage * BN * SV * 2, n0, lane);
-      } else {
-        gemm_rs<T, 1, DI, NI / 2, true, SV>(o, a, sV + stage * BN * SV * 2 + n0 * SV * 2, 0, lane);
-      }
+      gemm_rs<T, 1, DI, NI / 2, true, SV, VRows>(o, a, sV + stage * BN * SV * 2 + VRows::addr(0, n0, 0), 0, lane);
       if constexpr (kWarpRing) {
         __syncwarp();  // B2 of the warp ring: only this warp reads and refills its slice of the stage
       } else {

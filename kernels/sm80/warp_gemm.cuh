@@ -37,21 +37,29 @@ __device__ __forceinline__ void ld_a_t(unsigned (&a)[4], unsigned base, int m0, 
   const int r = k0 + (lane & 7) + (lane >> 4) * 8, c = m0 + ((lane >> 3) & 1) * 8;
   ldsm_x4_trans(a, base + (r * STR + c) * 2);
 }
-// B for n atoms n0 and n0+8 (b[0..1], b[2..3]), k0..k0+15, from [n][k] storage.
+// Where the B operand's rows sit: addr(base, r, c) is the shared-memory address of element (r, c), c a multiple
+// of 8 (one 16-byte ldmatrix row). PaddedRows, the tiles above, is every kernel's; the decode ring's rotated rows
+// (decode/decode_rotated.cuh) are the other.
 template <int STR>
+struct PaddedRows {
+  static __device__ __forceinline__ unsigned addr(unsigned base, int r, int c) { return base + (r * STR + c) * 2; }
+};
+// B for n atoms n0 and n0+8 (b[0..1], b[2..3]), k0..k0+15, from [n][k] storage.
+template <class Rows>
 __device__ __forceinline__ void ld_b(unsigned (&b)[4], unsigned base, int n0, int k0, int lane) {
   const int r = n0 + (lane & 7) + (lane >> 4) * 8, c = k0 + ((lane >> 3) & 1) * 8;
-  ldsm_x4(b, base + (r * STR + c) * 2);
+  ldsm_x4(b, Rows::addr(base, r, c));
 }
 // The same from [k][n] storage.
-template <int STR>
+template <class Rows>
 __device__ __forceinline__ void ld_b_t(unsigned (&b)[4], unsigned base, int n0, int k0, int lane) {
   const int r = k0 + (lane & 7) + ((lane >> 3) & 1) * 8, c = n0 + (lane >> 4) * 8;
-  ldsm_x4_trans(b, base + (r * STR + c) * 2);
+  ldsm_x4_trans(b, Rows::addr(base, r, c));
 }
 
 // acc[MI][NI] += A[m0.., 0..K) * B[0..K, n0..), both operands in shared memory.
-template <class T, int MI, int NI, int K, bool AT, int SA, bool BT, int SB>
+// BRows: where B's rows sit (PaddedRows<SB> unless given).
+template <class T, int MI, int NI, int K, bool AT, int SA, bool BT, int SB, class BRows = PaddedRows<SB>>
 __device__ __forceinline__ void gemm_ss(float (&acc)[MI][NI][4], unsigned sa, int m0, unsigned sb, int n0,
                                         int lane) {
   static_assert(NI % 2 == 0 && K % 16 == 0, "gemm_ss shape");
@@ -70,9 +78,9 @@ __device__ __forceinline__ void gemm_ss(float (&acc)[MI][NI][4], unsigned sa, in
     for (int nj = 0; nj < NI / 2; ++nj) {
       unsigned b[4];
       if constexpr (BT) {
-        ld_b_t<SB>(b, sb, n0 + nj * 16, k0, lane);
+        ld_b_t<BRows>(b, sb, n0 + nj * 16, k0, lane);
       } else {
-        ld_b<SB>(b, sb, n0 + nj * 16, k0, lane);
+        ld_b<BRows>(b, sb, n0 + nj * 16, k0, lane);
       }
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) {
@@ -84,7 +92,7 @@ __device__ __forceinline__ void gemm_ss(float (&acc)[MI][NI][4], unsigned sa, in
 }
 
 // acc[MI][NI] += A * B[0..16 KS, n0..) with A already in registers (fragments from acc_to_a).
-template <class T, int MI, int NI, int KS, bool BT, int SB>
+template <class T, int MI, int NI, int KS, bool BT, int SB, class BRows = PaddedRows<SB>>
 __device__ __forceinline__ void gemm_rs(float (&acc)[MI][NI][4], const unsigned (&a)[MI][KS][4], unsigned sb,
                                         int n0, int lane) {
   static_assert(NI % 2 == 0, "gemm_rs shape");
@@ -94,9 +102,9 @@ __device__ __forceinline__ void gemm_rs(float (&acc)[MI][NI][4], const unsigned 
     for (int nj = 0; nj < NI / 2; ++nj) {
       unsigned b[4];
       if constexpr (BT) {
-        ld_b_t<SB>(b, sb, n0 + nj * 16, ks * 16, lane);
+        ld_b_t<BRows>(b, sb, n0 + nj * 16, ks * 16, lane);
       } else {
-        ld_b<SB>(b, sb, n0 + nj * 16, ks * 16, lane);
+        ld_b<BRows>(b, sb, n0 + nj * 16, ks * 16, lane);
       }
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi) {

@@ -52,6 +52,15 @@ inline int expect_clean(const jit::CompiledKernel& k, const std::string& what) {
   return most;
 }
 
+// Whether an entry's machine code (its ELF .text section, no disassembler needed) is the same in two builds.
+inline bool same_entry_code(const jit::CompiledKernel& a, const jit::CompiledKernel& b, const std::string& entry,
+                            const std::string& what) {
+  const std::optional<std::string> ta = testing_sass::elf_section(*a.cubin, ".text." + entry);
+  const std::optional<std::string> tb = testing_sass::elf_section(*b.cubin, ".text." + entry);
+  EXPECT_TRUE(ta && tb) << what << ": no .text for " << entry;
+  return ta && tb && *ta == *tb;
+}
+
 // check(sass_on, sass_off, label) for every main entry (the row tiles, not the combine kernel) of two builds of a set
 // of head dim d; nothing without a disassembler.
 template <class Check>

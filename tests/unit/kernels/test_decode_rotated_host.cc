@@ -1,7 +1,7 @@
 // kernels/decode/decode_rotated.cuh as host C++ (FLEXATTN_DECODE_ROT_ROWS): the rotated rows' map puts every byte of
-// a row once inside its own row with the copies cut on 32-byte source edges, and the rotated fragment loads
-// (decode_qk_rot, decode_pv_rot) read, lane by lane, the same 16 bytes as the padded ones (warp_gemm.cuh's gemm_ss /
-// gemm_rs at the kernel's call sites) and feed the same mma sequence. The ldmatrix / mma wrappers are host stand-ins
+// a row once inside its own row with the copies cut on 32-byte source edges, and warp_gemm.cuh's gemm_ss / gemm_rs
+// over RotatedRows read, lane by lane, the same 16 bytes as over the padded rows (as the decode kernel calls them)
+// and feed the same mma sequence. The ldmatrix / mma wrappers are host stand-ins
 // (decode_emu/) that record addresses; tile memories are filled as the bulk copies would fill them.
 #define __device__
 #define __forceinline__ inline
@@ -88,7 +88,9 @@ void check_qk() {
       const int n0 = wc * (BN / WC);
       float acc[1][NI][4] = {};
       const Trace a = record(&acc[0][0][0], [&] { gemm_ss<bf16, 1, NI, D, false, SQ, false, SK>(acc, sq, 0, sk, n0, lane); });
-      const Trace b = record(&acc[0][0][0], [&] { decode_qk_rot<bf16, NI, D, SQ>(acc, sq, 0, sk, n0, lane); });
+      const Trace b = record(&acc[0][0][0], [&] {
+        gemm_ss<bf16, 1, NI, D, false, SQ, false, SK, RotatedRows<2 * D>>(acc, sq, 0, sk, n0, lane);
+      });
       expect_same(a, b, pm, rm, sk, "QK D=" + std::to_string(D) + " n0=" + std::to_string(n0) + " lane " + std::to_string(lane));
     }
 }
@@ -104,7 +106,10 @@ void check_pv() {
       float o[1][DI][4] = {};
       unsigned p[1][NI / 2][4] = {};
       const Trace a = record(&o[0][0][0], [&] { gemm_rs<bf16, 1, DI, NI / 2, true, SV>(o, p, sv + n0 * SV * 2, 0, lane); });
-      const Trace b = record(&o[0][0][0], [&] { decode_pv_rot<bf16, DI, NI / 2, Dv>(o, p, sv, n0, lane); });
+      using Rows = RotatedRows<2 * Dv>;
+      const Trace b = record(&o[0][0][0], [&] {
+        gemm_rs<bf16, 1, DI, NI / 2, true, SV, Rows>(o, p, sv + Rows::addr(0, n0, 0), 0, lane);
+      });
       expect_same(a, b, pm, rm, sv, "PV Dv=" + std::to_string(Dv) + " n0=" + std::to_string(n0) + " lane " + std::to_string(lane));
     }
 }
