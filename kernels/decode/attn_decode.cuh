@@ -13,6 +13,7 @@
 #include "decode/decode_bulk.cuh"
 #include "decode/decode_config.h"
 #include "decode/decode_rotated.cuh"
+#include "decode/decode_tma.cuh"
 #include "sm80/attn_fwd_sm80.cuh"
 #include "sm80/scores_sm80.cuh"
 #include "sm80/warp_gemm.cuh"
@@ -116,6 +117,11 @@ constexpr bool kDecodeWarpRingOn = false;
 constexpr bool kDecodeRotOn = true;  // decode_rotated.cuh: unpadded rotated K/V rows on the bulk ring
 #else
 constexpr bool kDecodeRotOn = false;
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && FLEXATTN_DECODE_BULK && FLEXATTN_DECODE_TMA
+constexpr bool kDecodeTmaOn = true;  // decode_tma.cuh: the _tma entries load contiguous caches' tiles with TMA
+#else
+constexpr bool kDecodeTmaOn = false;
 #endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && FLEXATTN_DECODE_CLUSTER
 constexpr bool kDecodeCluster = true;  // the splits may merge in a cluster (decode_cluster_combine)
@@ -421,7 +427,9 @@ __device__ __forceinline__ void decode_merge_last(const AttnParams& p, int nrows
   }
 }
 
-template <class V, class T, int D, int Dv, int BM>
+// kTmaTiles: the _tma entries (FLEXATTN_DECODE_TMA, decode_tma.cuh), which the host launches for contiguous caches
+// only, with p.k_map / p.v_map encoded (runtime/decode_tma.h).
+template <class V, class T, int D, int Dv, int BM, bool kTmaTiles = false>
 __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   static_assert(D % 16 == 0 && Dv % 16 == 0 && D <= 256 && Dv <= 256, "head dims: multiples of 16, <= 256");
   constexpr DecodeTile kT = decode_tile(BM, D, Dv);
@@ -431,11 +439,18 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   static_assert(WR * 16 == BM && NI % 2 == 0, "decode tile shape");
   // The warp ring: one warp row, 16 columns per warp (a K and a V row per lane), and no L2 prefetch (whose
   // rows follow the CTA-wide ring's thread mapping).
-  constexpr bool kWarpRing = kDecodeWarpRingOn && WR == 1 && BN / WC == 16 && kDecodePrefetch == 0;
+  constexpr bool kTma = kTmaTiles && kDecodeTmaOn && decode_tma_dims(D, Dv);
+  static_assert(kTma == kTmaTiles, "a _tma entry needs FLEXATTN_DECODE_TMA, the bulk ring and head dims of 64 x n");
+  constexpr bool kWarpRing = !kTma && kDecodeWarpRingOn && WR == 1 && BN / WC == 16 && kDecodePrefetch == 0;
   // Rotated rows (decode_rotated.cuh): power-of-two head dims of at least 64; the others keep the padded rows.
-  constexpr bool kRot = kDecodeRotOn && D >= 64 && Dv >= 64 && (D & (D - 1)) == 0 && (Dv & (Dv - 1)) == 0;
-  using KRows = typename DecodeRows<kRot, D, SK>::type;
-  using VRows = typename DecodeRows<kRot, Dv, SV>::type;
+  constexpr bool kRot = !kTma && kDecodeRotOn && D >= 64 && Dv >= 64 && (D & (D - 1)) == 0 && (Dv & (Dv - 1)) == 0;
+  using KRows = typename DecodeTmaRows<kTma, typename DecodeRows<kRot, D, SK>::type, BN>::type;
+  using VRows = typename DecodeTmaRows<kTma, typename DecodeRows<kRot, Dv, SV>::type, BN>::type;
+  // Bytes of one ring stage of K and of V: padded rows, or the TMA's unpadded swizzled slabs.
+  constexpr int KST = kTma ? decode_tma_stage_bytes(BN, D) : BN * SK * 2;
+  constexpr int VST = kTma ? decode_tma_stage_bytes(BN, Dv) : BN * SV * 2;
+  static_assert(!kTma || kDecodeStages * (KST + VST) + 1024 <= decode_smem_kv(BM, D, Dv),
+                "the TMA ring, 1024-byte aligned, inside the padded ring's bytes");
   extern __shared__ __align__(128) unsigned char smem[];
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -463,7 +478,10 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   const int* pt = paged ? p.page_table + (long long)b * p.max_pages : nullptr;
   const unsigned char* gk = (const unsigned char*)p.k + 2 * ((paged ? 0ll : (long long)bk * p.k_sb) + (long long)hk * p.k_sh);
   const unsigned char* gv = (const unsigned char*)p.v + 2 * ((paged ? 0ll : (long long)bk * p.v_sb) + (long long)hk * p.v_sh);
-  const unsigned sQ = smem_addr(smem), sK = sQ + decode_smem_q(BM, D, Dv), sV = sK + kDecodeStages * BN * SK * 2;
+  const unsigned sQ = smem_addr(smem);
+  // The 128-byte swizzle of TMA tiles is a function of the address bits 7..9: their ring starts on 1024 bytes.
+  const unsigned sK = kTma ? (sQ + decode_smem_q(BM, D, Dv) + 1023u) & ~1023u : sQ + decode_smem_q(BM, D, Dv);
+  const unsigned sV = sK + kDecodeStages * KST;
   float* s_m = reinterpret_cast<float*>(smem + decode_smem_q(BM, D, Dv) + decode_smem_kv(BM, D, Dv));
   float* s_l = s_m + WC * BM;
   int* s_pages = reinterpret_cast<int*>(smem + decode_smem_q(BM, D, Dv) + decode_smem_kv(BM, D, Dv) +
@@ -476,7 +494,7 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   auto bar_of = [&](int stage) { return s_bars + 8 * (kWarpRing ? stage * WC + wc : stage); };
   if constexpr (kDecodeBulk) {
     if (tid == 0) {
-      for (int i = 0; i < kDecodeStages * (kWarpRing ? WC : 1); ++i) decode_mbar_init(s_bars + 8 * i, kWarpRing ? 32 : NT);
+      for (int i = 0; i < kDecodeStages * (kWarpRing ? WC : 1); ++i) decode_mbar_init(s_bars + 8 * i, kTma ? 1 : kWarpRing ? 32 : NT);
       decode_mbar_fence_init();
     }
     __syncthreads();
@@ -487,17 +505,19 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   // visible by a barrier (B0 below).
   auto load_kv = [&](int stage, int kv0) {
     const int* pg = paged ? s_pages + stage * BN : nullptr;
-    decode_load_kv<BN, D, SK, NT>(sK + stage * BN * SK * 2, gk, p.k_sb, p.k_sl, pg, p, kv0, kv_end, tid);
-    decode_load_kv<BN, Dv, SV, NT>(sV + stage * BN * SV * 2, gv, p.v_sb, p.v_sl, pg, p, kv0, kv_end, tid);
+    decode_load_kv<BN, D, SK, NT>(sK + stage * KST, gk, p.k_sb, p.k_sl, pg, p, kv0, kv_end, tid);
+    decode_load_kv<BN, Dv, SV, NT>(sV + stage * VST, gv, p.v_sb, p.v_sl, pg, p, kv0, kv_end, tid);
   };
   // Issues tile kv0 into a stage. cp.async ring: the stage's page slot must be visible (B0); bulk ring:
   // phys is this thread's row's page (the slot is only read by the scores).
   auto issue_kv = [&](int stage, int kv0, int phys) {
-    if constexpr (kWarpRing) {  // lane l: K row n0 + l (l < 16) or V row n0 + l - 16
-      decode_bulk_row<BN, D, Dv, SK, SV, kRot>(sK + stage * BN * SK * 2, sV + stage * BN * SV * 2, bar_of(stage), gk, gv, p,
+    if constexpr (kTma) {
+      if (tid == 0) decode_tma_issue<BN, D, Dv>(sK + stage * KST, sV + stage * VST, bar_of(stage), p, kv0, hk, bk);
+    } else if constexpr (kWarpRing) {  // lane l: K row n0 + l (l < 16) or V row n0 + l - 16
+      decode_bulk_row<BN, D, Dv, SK, SV, kRot>(sK + stage * KST, sV + stage * VST, bar_of(stage), gk, gv, p,
                                          paged, phys, kv0, kv_end, DecodeKvRow<BN, D, Dv>(lane >= 16, n0 + (lane & 15)));
     } else if constexpr (kDecodeBulk) {
-      decode_bulk_kv<BN, D, Dv, SK, SV, NT, kRot>(sK + stage * BN * SK * 2, sV + stage * BN * SV * 2, s_bars + 8 * stage, gk,
+      decode_bulk_kv<BN, D, Dv, SK, SV, NT, kRot>(sK + stage * KST, sV + stage * VST, s_bars + 8 * stage, gk,
                                             gv, p, paged, phys, kv0, kv_end, tid);
     } else {
       load_kv(stage, kv0);
@@ -653,10 +673,13 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
       }
       const int kv0 = q_kv0[0];
       const bool full = q_full[0];
+      if constexpr (kTma) {  // warp-uniform; at most once per pass
+        if (kv0 + BN > kv_end) decode_tma_zero_tail<BN, Dv>(sV + stage * VST, n0, BN / WC, kv_end - kv0, lane);
+      }
       float s[1][NI][4];
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) s[0][ni][0] = s[0][ni][1] = s[0][ni][2] = s[0][ni][3] = 0.f;
-      gemm_ss<T, 1, NI, D, false, SQ, false, SK, KRows>(s, sQ, m0, sK + stage * BN * SK * 2, n0, lane);
+      gemm_ss<T, 1, NI, D, false, SQ, false, SK, KRows>(s, sQ, m0, sK + stage * KST, n0, lane);
       // This warp's columns' unmapped bits: one word when they fit (n0 is a multiple of BN / WC).
       using Bits = typename DecodeBits<(BN / WC <= 32)>::type;
       Bits bad = 0;
@@ -677,7 +700,7 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
       softmax_step(s, m, l, o);
       unsigned a[1][NI / 2][4];
       acc_to_a<T>(a, s);
-      gemm_rs<T, 1, DI, NI / 2, true, SV, VRows>(o, a, sV + stage * BN * SV * 2 + VRows::addr(0, n0, 0), 0, lane);
+      gemm_rs<T, 1, DI, NI / 2, true, SV, VRows>(o, a, sV + stage * VST + VRows::addr(0, n0, 0), 0, lane);
       if constexpr (kWarpRing) {
         __syncwarp();  // B2 of the warp ring: only this warp reads and refills its slice of the stage
       } else {

@@ -72,6 +72,14 @@ constexpr int kDecodeMergeMaxSplits = 8;
 #ifndef FLEXATTN_DECODE_ROT_ROWS
 #define FLEXATTN_DECODE_ROT_ROWS 0
 #endif
+// FLEXATTN_DECODE_TMA=1 in the generated source (sm_90a with the bulk ring; env FLEXATTN_DECODE_TMA): the source also
+// defines flexattn_decode_m16_tma / _m64_tma (head dims decode_tma_dims), whose ring is filled by TMA boxes through
+// p.k_map / p.v_map (decode_tma.cuh); the host launches them for contiguous caches (runtime/decode_tma.h).
+#ifndef FLEXATTN_DECODE_TMA
+#define FLEXATTN_DECODE_TMA 0
+#endif
+// Head dims the TMA entries take: whole 64-column boxes of K and V.
+FLEXATTN_HD constexpr bool decode_tma_dims(int d, int dv) { return d % 64 == 0 && dv % 64 == 0; }
 struct DecodeRowRange {
   int row0, end;
 };

@@ -20,6 +20,7 @@
 #include "runtime/decode_hook.h"
 #include "runtime/decode_launch.h"
 #include "runtime/decode_source.h"
+#include "runtime/decode_tma.h"
 #include "runtime/kernel_set.h"
 #include "runtime/split_counters.h"
 
@@ -63,6 +64,7 @@ struct Plan {
   int pack = 1, block_m = 16, splits = 1;
   long long rows = 0;    // B * Hq * L
   bool cluster = false;  // the splits merge inside a cluster (kern::decode_cluster_fits): no workspace
+  bool tma = false;      // the _tma entry (FLEXATTN_DECODE_TMA; runtime/decode_tma.h)
 };
 
 // The launch state of one kernel set in one context, resolved once: the entries' functions (their
@@ -72,8 +74,10 @@ struct Plan {
 // parameter query and attribute set per launch (jit::launch) on the timed path.
 struct DecodeFns {
   jit::CUfunction main[2] = {nullptr, nullptr};  // block_m 16, 64
+  jit::CUfunction main_tma[2] = {nullptr, nullptr};  // their _tma entries, where the source has them
   jit::CUfunction combine = nullptr;
   int per_sm[2] = {1, 1};
+  int per_sm_tma[2] = {1, 1};
   bool pdl = false;
   bool cluster = false;  // FLEXATTN_DECODE_CLUSTER: the set's sm_90 source compiled the cluster merge
   // cluster: clusters of s CTAs resident at once per row tile (cuOccupancyMaxActiveClusters; 0: such a cluster
@@ -107,15 +111,19 @@ const DecodeFns& decode_fns(const runtime::KernelSet& set, int d, int dv) {
                     "cuFuncSetAttribute");
     return fn;
   };
+  const std::string& arch = set.key.arch;
+  const bool tma = runtime::decode_tma_source(arch, runtime::decode_tuning(), d, dv);
   for (int bm : {16, 64}) {
     if (bm == 64 && !kern::decode_has_m64(d, dv)) continue;
     const int smem = kern::decode_smem(bm, d, dv, stages);
-    jit::CUfunction fn = resolve(runtime::decode_entry_for(bm), smem);
-    const int n = jit::max_active_blocks_per_sm(fn, kern::decode_threads(bm, d, dv), size_t(smem));
-    f.main[tile_index(bm)] = fn;
-    f.per_sm[tile_index(bm)] = n > 0 ? n : 1;
+    for (bool t : {false, true}) {
+      if (t && !tma) continue;
+      jit::CUfunction fn = resolve(runtime::decode_entry_for(bm, t), smem);
+      const int n = jit::max_active_blocks_per_sm(fn, kern::decode_threads(bm, d, dv), size_t(smem));
+      (t ? f.main_tma : f.main)[tile_index(bm)] = fn;
+      (t ? f.per_sm_tma : f.per_sm)[tile_index(bm)] = n > 0 ? n : 1;
+    }
   }
-  const std::string& arch = set.key.arch;
   const int cc = arch.size() >= 5 ? std::atoi(arch.c_str() + 3) : 0;
   // The source compiled the merge for these archs (decode_cluster_arch); the launch needs cuLaunchKernelEx.
   f.cluster = runtime::decode_cluster_arch(arch, runtime::decode_tuning().cluster) && cc >= 90 &&
@@ -172,13 +180,17 @@ const runtime::KernelSet& decode_set(const Variant& variant, DType dtype, const 
 // The launch's y dimension is B x head groups (kern::decode_launch): at most 65535.
 bool grid_fits(const AttnParams& p, const Plan& pl) { return (long long)p.B * (p.Hq / pl.pack) <= 65535; }
 
-Plan make_plan(const AttnParams& p, const DecodeFns& fns, int sm_count, int forced_splits) {
+Plan make_plan(const AttnParams& p, DType dtype, const DecodeFns& fns, int sm_count, int forced_splits) {
   Plan pl;
   const int G = p.Hq / p.Hkv;
   pl.pack = p.mask_H > 1 ? 1 : G;
   pl.block_m = kern::decode_block_m(pl.pack * p.L, p.D, p.Dv);
   pl.rows = (long long)p.B * p.Hq * p.L;
-  const int per_sm = fns.per_sm[tile_index(pl.block_m)];
+  std::string why;
+  pl.tma = fns.main_tma[tile_index(pl.block_m)] != nullptr && runtime::decode_tma_fits(p, dtype, &why);
+  if (!pl.tma && fns.main_tma[tile_index(pl.block_m)] != nullptr && jit::env_flag("FLEXATTN_JIT_DEBUG"))
+    std::fprintf(stderr, "[flexattn decode] the bulk-row ring, not TMA: %s\n", why.c_str());
+  const int per_sm = (pl.tma ? fns.per_sm_tma : fns.per_sm)[tile_index(pl.block_m)];
   long long slots[kern::kDecodeClusterMax + 1] = {};
   for (int cs = 2; fns.cluster && cs <= kern::kDecodeClusterMax; ++cs) {
     const int n = fns.max_clusters[tile_index(pl.block_m)][cs];
@@ -311,15 +323,23 @@ void launch_decode(const runtime::KernelSet& set, const DecodeFns& f, const Devi
   p.split_counters = runtime::decode_tuning().merge && lp.combine && pl.splits <= kern::kDecodeMergeMaxSplits
                          ? runtime::decode_split_counters(device, stream, size_t(l.grid_x) * size_t(l.grid_y))
                          : nullptr;
+  jit::CUfunction main = f.main[tile_index(pl.block_m)];
+  if (pl.tma) {
+    std::string why;
+    if (runtime::encode_decode_tma_maps(&p, set.key.dtype, &why))
+      main = f.main_tma[tile_index(pl.block_m)];
+    else if (jit::env_flag("FLEXATTN_JIT_DEBUG"))
+      std::fprintf(stderr, "[flexattn decode] the bulk-row ring, not TMA: %s\n", why.c_str());
+  }
   jit::CUlaunchAttribute attr{};
   if (runtime::decode_launch_attrs(lp, false, &attr) == 0) {
-    jit::cu_check(drv.cuLaunchKernel(f.main[tile_index(pl.block_m)], l.grid_x, l.grid_y, l.grid_z, l.block, 1, 1,
+    jit::cu_check(drv.cuLaunchKernel(main, l.grid_x, l.grid_y, l.grid_z, l.block, 1, 1,
                                      l.smem, s, args, nullptr),
                   "cuLaunchKernel(decode)");
   } else {
     // The splits of a row tile as one cluster (FLEXATTN_DECODE_CLUSTER): the kernel merges them itself.
     jit::CUlaunchConfig cfg{l.grid_x, l.grid_y, l.grid_z, l.block, 1, 1, l.smem, s, &attr, 1};
-    jit::cu_check(drv.cuLaunchKernelEx(&cfg, f.main[tile_index(pl.block_m)], args, nullptr),
+    jit::cu_check(drv.cuLaunchKernelEx(&cfg, main, args, nullptr),
                   "cuLaunchKernelEx(decode, cluster)");
   }
   if (!lp.combine || p.split_counters != nullptr) return;
@@ -359,7 +379,7 @@ Plan plan_of(const DecodeArgs& a, AttnParams* p, const runtime::KernelSet** set 
   const DecodeFns& f = decode_fns(s, p->D, p->Dv);
   if (set != nullptr) *set = &s;
   if (fns != nullptr) *fns = &f;
-  return make_plan(*p, f, dev.sm_count, a.num_splits);
+  return make_plan(*p, a.q.dtype, f, dev.sm_count, a.num_splits);
 }
 
 }  // namespace
@@ -454,7 +474,7 @@ bool try_decode_forward(const ForwardArgs& a, kern::AttnParams& p, const std::st
   if (p.kv_num_blocks != nullptr && p.kv_block % kern::decode_tile(16, p.D, p.Dv).block_n != 0) return false;
   const runtime::KernelSet& set = decode_set(*a.variant, a.q.dtype, p, arch);
   const DecodeFns& fns = decode_fns(set, p.D, p.Dv);
-  Plan pl = make_plan(p, fns, sm_count_of(a.device), 0);
+  Plan pl = make_plan(p, a.q.dtype, fns, sm_count_of(a.device), 0);
   if (!grid_fits(p, pl)) return false;  // the forward families put B and Hq on separate grid axes
   void* ws = nullptr;
   if (workspace_bytes_for(pl, p.Dv) > 0) {

@@ -27,18 +27,29 @@ const DecodeTuning& decode_tuning() {
     r.row_split = jit::env_flag("FLEXATTN_DECODE_ROW_SPLIT", true);
     r.warp_ring = jit::env_flag("FLEXATTN_DECODE_WARP_RING", false);
     r.rot_rows = jit::env_flag("FLEXATTN_DECODE_ROT_ROWS", false);
+    r.tma = jit::env_flag("FLEXATTN_DECODE_TMA", false);
     return r;
   }();
   return t;
 }
 
-std::string decode_entry_for(int block_m) { return "flexattn_decode_m" + std::to_string(block_m); }
+std::string decode_entry_for(int block_m, bool tma) {
+  return "flexattn_decode_m" + std::to_string(block_m) + (tma ? "_tma" : "");
+}
 
-std::vector<std::string> decode_kernel_names(int d, int dv) {
-  std::vector<std::string> names = {decode_entry_for(16)};
-  if (kern::decode_has_m64(d, dv)) names.push_back(decode_entry_for(64));
+std::vector<std::string> decode_kernel_names(int d, int dv, bool tma) {
+  std::vector<std::string> names;
+  for (bool t : {false, true}) {
+    if (t && !tma) continue;
+    names.push_back(decode_entry_for(16, t));
+    if (kern::decode_has_m64(d, dv)) names.push_back(decode_entry_for(64, t));
+  }
   names.push_back("flexattn_decode_combine");
   return names;
+}
+
+bool decode_tma_source(const std::string& arch, const DecodeTuning& tuning, int d, int dv) {
+  return arch.rfind("sm_9", 0) == 0 && tuning.bulk && tuning.tma && kern::decode_tma_dims(d, dv);
 }
 
 bool decode_cluster_arch(const std::string& arch, bool tuning_cluster) {
@@ -64,6 +75,8 @@ std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const
     if (tuning.bulk && tuning.warp_ring) s << "#define FLEXATTN_DECODE_WARP_RING 1\n";
     if (tuning.bulk && tuning.rot_rows) s << "#define FLEXATTN_DECODE_ROT_ROWS 1\n";
   }
+  const bool tma = decode_tma_source(key.arch, tuning, key.d, key.dv);
+  if (tma) s << "#define FLEXATTN_DECODE_TMA 1\n";
   if (decode_cluster_arch(key.arch, tuning.cluster)) s << "#define FLEXATTN_DECODE_CLUSTER 1\n";
   if (tuning.merge) s << "#define FLEXATTN_DECODE_MERGE 1\n";
   if (tuning.row_split) s << "#define FLEXATTN_DECODE_ROW_SPLIT 1\n";
@@ -72,11 +85,15 @@ std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const
   s << "#include \"common/mod_ops.cuh\"\n#include \"decode/attn_decode.cuh\"\n#include \"decode/decode_combine.cuh\"\n";
   s << "using namespace flexattn::kern;\n\n" << variant.source << "\n";
   // minBlocksPerSM = 1 as in the other families: a bare bound caps registers and spills.
-  for (int bm : {16, 64}) {
-    if (bm == 64 && !kern::decode_has_m64(key.d, key.dv)) continue;
-    s << "extern \"C\" __global__ void __launch_bounds__(decode_threads(" << bm << ", " << dd << "), 1)\n"
-      << decode_entry_for(bm) << "(const __grid_constant__ AttnParams p) { attn_decode<FlexVariant, " << t << ", "
-      << dd << ", " << bm << ">(p); }\n";
+  // The _tma entries (FLEXATTN_DECODE_TMA): the same kernels with the TMA ring, for contiguous caches.
+  for (bool with_tma : {false, true}) {
+    if (with_tma && !tma) continue;
+    for (int bm : {16, 64}) {
+      if (bm == 64 && !kern::decode_has_m64(key.d, key.dv)) continue;
+      s << "extern \"C\" __global__ void __launch_bounds__(decode_threads(" << bm << ", " << dd << "), 1)\n"
+        << decode_entry_for(bm, with_tma) << "(const __grid_constant__ AttnParams p) { attn_decode<FlexVariant, " << t
+        << ", " << dd << ", " << bm << (with_tma ? ", true" : "") << ">(p); }\n";
+    }
   }
   s << "extern \"C\" __global__ void __launch_bounds__(kDecodeCombineWarps * 32, 1)\n"
     << "flexattn_decode_combine(const __grid_constant__ AttnParams p) { attn_decode_combine<" << t << ", " << key.dv

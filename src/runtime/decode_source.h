@@ -25,6 +25,7 @@ struct DecodeTuning {
   bool row_split = false;  // FLEXATTN_DECODE_ROW_SPLIT: walks without a block mask split rows, not tiles, evenly
   bool warp_ring = false;  // FLEXATTN_DECODE_WARP_RING: m16 warps stream their own slice of the bulk ring (sm_90a)
   bool rot_rows = false;   // FLEXATTN_DECODE_ROT_ROWS: unpadded rotated K/V rows on the bulk ring (sm_90a)
+  bool tma = false;        // FLEXATTN_DECODE_TMA: _tma entries, TMA tiles for contiguous caches (sm_90a bulk ring)
 };
 const DecodeTuning& decode_tuning();
 
@@ -39,10 +40,15 @@ std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const
 // which compiles the cluster merge for the same archs.
 bool decode_cluster_arch(const std::string& arch, bool tuning_cluster);
 
-// Entry names of the set for head dims (d, dv), in the order the source defines them.
-std::vector<std::string> decode_kernel_names(int d, int dv);
+// Whether the source for this arch, tuning and head dims defines the _tma entries (FLEXATTN_DECODE_TMA).
+bool decode_tma_source(const std::string& arch, const DecodeTuning& tuning, int d, int dv);
 
-// The entry for a row tile (decode_block_m): "flexattn_decode_m16" or "flexattn_decode_m64".
-std::string decode_entry_for(int block_m);
+// Entry names of the set for head dims (d, dv), in the order the source defines them; tma: with the _tma entries
+// (decode_tma_source).
+std::vector<std::string> decode_kernel_names(int d, int dv, bool tma = false);
+
+// The entry for a row tile (decode_block_m): "flexattn_decode_m16" or "flexattn_decode_m64", with "_tma" for the
+// TMA ring's.
+std::string decode_entry_for(int block_m, bool tma = false);
 
 }  // namespace flexattn::runtime

@@ -195,7 +195,7 @@ const KernelSet& get_kernel_set(const Variant& variant, const KernelSetKey& key)
   req.arch = key.arch;
   req.options = jit_compile_options();
   if (decode)
-    req.kernel_names = decode_kernel_names(key.d, key.dv);
+    req.kernel_names = decode_kernel_names(key.d, key.dv, decode_tma_source(key.arch, decode_tuning(), key.d, key.dv));
   else if (key.backward)
     req.kernel_names = {key.dq_pass ? "flexattn_bwd_dq" : "flexattn_bwd"};
   else

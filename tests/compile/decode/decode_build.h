@@ -36,7 +36,7 @@ inline jit::CompiledKernel compile_tuned(const Variant& v, DType t, int d, int d
   req.source = runtime::kernel_source_decode(codegen::emit_cuda_variant(v, false), key, tuning);
   if (source) *source = req.source;
   req.arch = arch;
-  req.kernel_names = runtime::decode_kernel_names(d, dv);
+  req.kernel_names = runtime::decode_kernel_names(d, dv, runtime::decode_tma_source(arch, tuning, d, dv));
   return jit::get_or_compile(req);
 }
 

@@ -1,0 +1,75 @@
+#pragma once
+// TMA tiles for the decode ring (FLEXATTN_DECODE_TMA; decode_config.h): contiguous caches only. Why: a bulk copy per
+// padded row cuts half the rows inside a 32-byte sector of the source (decode_rotated.cuh has the ncu numbers: +12.9 %
+// L2 -> SM bytes and 2.5x cuDNN's L2 requests at 8x8k, kernel 100.9 vs 93.9 us), and 128 threads each build and
+// issue a copy per tile. Here one thread loads a stage with D / 64 + Dv / 64 boxes of [block_n rows][64 columns]
+// through the host's 4-D tensor maps (p.k_map, p.v_map: runtime/decode_tma.h), 128-byte swizzled as the sm90
+// family's slabs: whole 128-byte lines from L2, and ldmatrix reads of 8 rows at one column fall in 8 distinct bank
+// groups (no conflicts, against the rotated rows' 2-way).
+//
+// Rows at or past the tensor's S are zero-filled by the TMA unit; rows in [kv_end, S) are real memory (past a
+// sequence's kv_lens, or the next split's rows) and may hold anything, so the tail tile's V rows from kv_end are
+// zeroed in shared memory before P V (P is 0 there, and 0 x NaN is not); K rows there are masked by a select.
+#include "common/params.h"
+#include "decode/decode_bulk.cuh"
+#include "decode/decode_config.h"
+#include "sm90/ptx/tma.cuh"
+
+namespace flexattn::kern {
+
+// The fragment loads' row map (warp_gemm.cuh's PaddedRows) over a TMA tile: C / 64 slabs of [BN rows][128 bytes],
+// chunk k (16 bytes) of row r at chunk k ^ (r % 8) of the row. The tile's base is 1024-byte aligned (the swizzle
+// reads address bits 7..9), and may move by whole groups of 8 rows (the decode warps' n0, a multiple of 16).
+template <int BN>
+struct SwizzledRows {
+  static __device__ __forceinline__ unsigned addr(unsigned base, int r, int c) {
+    return base + (c >> 6) * (BN * 128) + r * 128 + ((((c >> 3) & 7) ^ (r & 7)) << 4);
+  }
+};
+
+// The ring's row map: SwizzledRows on the TMA entries, Other (decode_rotated.cuh's DecodeRows) elsewhere.
+template <bool kTma, class Other, int BN>
+struct DecodeTmaRows {
+  using type = Other;
+};
+template <class Other, int BN>
+struct DecodeTmaRows<true, Other, BN> {
+  using type = SwizzledRows<BN>;
+};
+
+// Shared-memory bytes of one TMA stage of K (dim = D) or V (dim = Dv): unpadded, a multiple of 1024 bytes.
+FLEXATTN_HD constexpr int decode_tma_stage_bytes(int block_n, int dim) { return block_n * dim * 2; }
+
+// Thread 0's issue of the tile from kv0 into a stage: the stage's bytes announced on bar (this thread's arrival; the
+// barrier counts one), then the boxes. kv0 may be any row (the row-split walks start mid-tile); hk / bk: the kv head
+// and batch (0 for a broadcast batch).
+template <int BN, int D, int Dv>
+__device__ __forceinline__ void decode_tma_issue(unsigned sk, unsigned sv, unsigned bar, const AttnParams& p, int kv0,
+                                                 int hk, int bk) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  decode_mbar_arrive_tx(bar, unsigned(decode_tma_stage_bytes(BN, D) + decode_tma_stage_bytes(BN, Dv)));
+#pragma unroll
+  for (int j = 0; j < D / 64; ++j) sm90::tma_load_4d(sk + j * BN * 128, &p.k_map, bar, 64 * j, kv0, hk, bk);
+#pragma unroll
+  for (int j = 0; j < Dv / 64; ++j) sm90::tma_load_4d(sv + j * BN * 128, &p.v_map, bar, 64 * j, kv0, hk, bk);
+#endif
+}
+
+// The tail tile (kv0 + BN > kv_end): this warp zeroes the V rows it will read, [n0, n0 + rows), from row kv_end - kv0
+// on (whole 128-byte rows of every slab: the swizzle only moves chunks within a row), then orders those generic writes
+// before a later TMA into the stage (the barrier that ends the iteration publishes them to that TMA's issuer).
+// Warps whose rows overlap (one warp column) write the same zeros.
+template <int BN, int Dv>
+__device__ __forceinline__ void decode_tma_zero_tail(unsigned sv, int n0, int rows, int first, int lane) {
+  const int r0 = first > n0 ? first : n0, r1 = n0 + rows;
+  const int n = (r1 - r0) * (Dv / 64) * 8;  // 16-byte chunks
+  for (int i = lane; i < n; i += 32) {
+    const int row = r0 + i / ((Dv / 64) * 8), slab = (i / 8) % (Dv / 64), chunk = i % 8;
+    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(sv + slab * BN * 128 + row * 128 + chunk * 16), "r"(0)
+                 : "memory");
+  }
+  decode_fence_proxy_async();
+  __syncwarp();
+}
+
+}  // namespace flexattn::kern

@@ -1,0 +1,43 @@
+#include "runtime/decode_tma.h"
+
+#include "common/params.h"
+#include "decode/decode_config.h"
+#include "flexattn/error.h"
+
+namespace flexattn::runtime {
+
+TmaMapArgs decode_tma_map_args(const kern::AttnParams& p, DType dtype, bool value) {
+  const int bn = kern::decode_tile(16, p.D, p.Dv).block_n;
+  return value ? sm90_map_args("v", p.v, dtype, p.Bkv, p.Hkv, p.S, p.Dv, p.v_sb, p.v_sh, p.v_sl, bn)
+               : sm90_map_args("k", p.k, dtype, p.Bkv, p.Hkv, p.S, p.D, p.k_sb, p.k_sh, p.k_sl, bn);
+}
+
+bool decode_tma_fits(const kern::AttnParams& p, DType dtype, std::string* why) {
+  auto no = [&](const std::string& reason) {
+    if (why != nullptr) *why = reason;
+    return false;
+  };
+  if (p.page_table != nullptr) return no("a paged cache (the TMA ring loads contiguous caches)");
+  if (!kern::decode_tma_dims(p.D, p.Dv))
+    return no("head dims D=" + std::to_string(p.D) + ", Dv=" + std::to_string(p.Dv) + " (the TMA ring takes multiples of 64)");
+  try {
+    decode_tma_map_args(p, dtype, false);
+    decode_tma_map_args(p, dtype, true);
+  } catch (const Error& e) {
+    return no(e.what());
+  }
+  return true;
+}
+
+bool encode_decode_tma_maps(kern::AttnParams* p, DType dtype, std::string* why) {
+  try {
+    encode_sm90_map(decode_tma_map_args(*p, dtype, false), "k", &p->k_map);
+    encode_sm90_map(decode_tma_map_args(*p, dtype, true), "v", &p->v_map);
+  } catch (const Error& e) {
+    if (why != nullptr) *why = e.what();
+    return false;
+  }
+  return true;
+}
+
+}  // namespace flexattn::runtime

@@ -1,0 +1,28 @@
+#pragma once
+// Host side of the decode family's TMA ring (FLEXATTN_DECODE_TMA; kernels/decode/decode_tma.cuh): which calls the
+// _tma entries take, and their K / V tensor maps.
+#include <string>
+
+#include "flexattn/dtype.h"
+#include "runtime/tma_sm90.h"
+
+namespace flexattn::kern {
+struct AttnParams;
+}
+
+namespace flexattn::runtime {
+
+// Whether a call (p filled by the decode checks) can take the _tma entries: a contiguous cache (a paged one keeps the
+// bulk rows), head dims of whole 64-column boxes, and K / V views a tensor map can describe (16-byte aligned data,
+// strides of multiples of 8 elements). *why, when not.
+bool decode_tma_fits(const kern::AttnParams& p, DType dtype, std::string* why = nullptr);
+
+// The maps' arguments: K's or V's [Bkv, Hkv, S, dim] view in boxes of 64 columns x the decode tile's block_n rows
+// (the same block_n for every row tile: kern::decode_tile), 128-byte swizzle, zero fill past S.
+TmaMapArgs decode_tma_map_args(const kern::AttnParams& p, DType dtype, bool value);
+
+// Encodes p->k_map and p->v_map; false, with the driver's message in *why, when the driver rejects one (the call
+// then takes the bulk-row entries).
+bool encode_decode_tma_maps(kern::AttnParams* p, DType dtype, std::string* why);
+
+}  // namespace flexattn::runtime
