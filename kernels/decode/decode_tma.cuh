@@ -11,9 +11,11 @@
 // sequence's kv_lens, or the next split's rows) and may hold anything, so the tail tile's V rows from kv_end are
 // zeroed in shared memory before P V (P is 0 there, and 0 x NaN is not); K rows there are masked by a select.
 #include "common/params.h"
-#include "decode/decode_bulk.cuh"
 #include "decode/decode_config.h"
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)  // the row map alone is host C++ too (test_decode_row_maps_host.cc)
+#include "decode/decode_bulk.cuh"
 #include "sm90/ptx/tma.cuh"
+#endif
 
 namespace flexattn::kern {
 
@@ -40,6 +42,7 @@ struct DecodeTmaRows<true, Other, BN> {
 // Shared-memory bytes of one TMA stage of K (dim = D) or V (dim = Dv): unpadded, a multiple of 1024 bytes.
 FLEXATTN_HD constexpr int decode_tma_stage_bytes(int block_n, int dim) { return block_n * dim * 2; }
 
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 // Thread 0's issue of the tile from kv0 into a stage: the stage's bytes announced on bar (this thread's arrival; the
 // barrier counts one), then the boxes. kv0 may be any row (the row-split walks start mid-tile); hk / bk: the kv head
 // and batch (0 for a broadcast batch).
@@ -71,5 +74,6 @@ __device__ __forceinline__ void decode_tma_zero_tail(unsigned sv, int n0, int ro
   decode_fence_proxy_async();
   __syncwarp();
 }
+#endif
 
 }  // namespace flexattn::kern

@@ -4,7 +4,7 @@
 // with the warp ring; and -- with a disassembler -- the main entries issue more bulk copies (the second piece) than the
 // padded rows' kernels; without one, the m16 entry's code at least differs from the padded kernel's. Head dims that are
 // not powers of two, and K / V dims that differ, still compile under the define. The address map and the fragment
-// loads are checked on the host (tests/unit/kernels/test_decode_rotated_host.cc).
+// loads are checked on the host (tests/unit/kernels/test_decode_row_maps_host.cc).
 #include <gtest/gtest.h>
 
 #include "compile/compile_fixture.h"

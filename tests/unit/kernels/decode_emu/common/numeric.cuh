@@ -1,5 +1,5 @@
 #pragma once
-// Host stand-in (test_decode_rotated_host.cc): the element types as tags; rounding is not exercised.
+// Host stand-in (test_decode_row_maps_host.cc): the element types as tags; rounding is not exercised.
 namespace flexattn::kern {
 struct bf16 {};
 template <class T>

@@ -1,5 +1,5 @@
 #pragma once
-// Host stand-in for the ldmatrix wrappers (test_decode_rotated_host.cc): records each lane's 16-byte row address
+// Host stand-in for the ldmatrix wrappers (test_decode_row_maps_host.cc): records each lane's 16-byte row address
 // (bit 31: the transposed form) instead of loading; the fragment registers get the load's ordinal.
 #include <vector>
 namespace flexattn::kern {

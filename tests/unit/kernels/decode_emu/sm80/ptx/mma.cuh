@@ -1,5 +1,5 @@
 #pragma once
-// Host stand-in for mma.sync (test_decode_rotated_host.cc): records which accumulator and which B registers
+// Host stand-in for mma.sync (test_decode_row_maps_host.cc): records which accumulator and which B registers
 // (load ordinals) each mma would use.
 #include <vector>
 #include "common/numeric.cuh"

@@ -1,8 +1,10 @@
-// kernels/decode/decode_rotated.cuh as host C++ (FLEXATTN_DECODE_ROT_ROWS): the rotated rows' map puts every byte of
-// a row once inside its own row with the copies cut on 32-byte source edges, and warp_gemm.cuh's gemm_ss / gemm_rs
-// over RotatedRows read, lane by lane, the same 16 bytes as over the padded rows (as the decode kernel calls them)
-// and feed the same mma sequence. The ldmatrix / mma wrappers are host stand-ins
-// (decode_emu/) that record addresses; tile memories are filled as the bulk copies would fill them.
+// The decode ring's row maps as host C++: decode_rotated.cuh's (FLEXATTN_DECODE_ROT_ROWS) puts every byte of a row once
+// inside its own row with the copies cut on 32-byte source edges, and decode_tma.cuh's (FLEXATTN_DECODE_TMA) is the
+// TMA unit's 128-byte swizzle; warp_gemm.cuh's gemm_ss / gemm_rs over RotatedRows or SwizzledRows read, lane by lane,
+// the same 16 bytes as over the padded rows (as the decode kernel calls them) and feed the same mma sequence. The
+// ldmatrix / mma wrappers are host stand-ins (decode_emu/) that record addresses; tile memories are filled as the
+// bulk copies (rotated) or the TMA boxes (swizzled: chunk k of row r of a [rows][64] slab at chunk k ^ (r % 8)) would
+// fill them.
 #define __device__
 #define __forceinline__ inline
 #include <gtest/gtest.h>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "decode/decode_rotated.cuh"
+#include "decode/decode_tma.cuh"
 #include "sm80/warp_gemm.cuh"
 
 namespace flexattn::kern {
@@ -26,8 +29,11 @@ namespace {
 
 std::uint16_t element(int r, int c) { return std::uint16_t(((r & 63) << 9) | (c & 511)); }
 
-// rows x width elements at base: padded (stride elements per row) or rotated (decode_bulk_row's two copies).
-std::vector<unsigned char> tile(unsigned base, int rows, int width, int stride, bool rotated) {
+enum class Layout { padded, rotated, swizzled };
+
+// rows x width elements at base: padded (stride elements per row), rotated (decode_bulk_row's two copies) or swizzled
+// (the TMA boxes of decode_tma_issue: width / 64 slabs of [rows][128 bytes]).
+std::vector<unsigned char> tile(unsigned base, int rows, int width, int stride, Layout layout) {
   std::vector<unsigned char> m(base + rows * stride * 2 + 4096, 0xEE);
   const int rb = 2 * width;
   for (int r = 0; r < rows; ++r) {
@@ -36,8 +42,15 @@ std::vector<unsigned char> tile(unsigned base, int rows, int width, int stride, 
       const std::uint16_t v = element(r, c);
       std::memcpy(&src[2 * c], &v, 2);
     }
-    if (!rotated) {
+    if (layout == Layout::padded) {
       std::memcpy(&m[base + r * stride * 2], src.data(), rb);
+      continue;
+    }
+    if (layout == Layout::swizzled) {
+      for (int c = 0; c < width; c += 8) {
+        const int slab = c / 64, chunk = (c % 64) / 8;
+        std::memcpy(&m[base + slab * rows * 128 + r * 128 + ((chunk ^ (r % 8)) * 16)], &src[2 * c], 16);
+      }
       continue;
     }
     const int dst = int(base) + r * rb, rot = decode_rot_offset(r, 0, rb) - r * rb;
@@ -78,35 +91,33 @@ void expect_same(const Trace& padded, const Trace& rotated, const std::vector<un
   }
 }
 
-template <int NI, int D, int BN, int WC>
-void check_qk() {
+// Rows: the map under test, over a tile filled in `layout`.
+template <class Rows, int NI, int D, int BN, int WC>
+void check_qk(Layout layout) {
   constexpr int SQ = D + 8, SK = D + 8;
   const unsigned sq = 0, sk = 1 << 16;
-  const auto pm = tile(sk, BN, D, SK, false), rm = tile(sk, BN, D, SK, true);
+  const auto pm = tile(sk, BN, D, SK, Layout::padded), rm = tile(sk, BN, D, SK, layout);
   for (int wc = 0; wc < WC; ++wc)
     for (int lane = 0; lane < 32; ++lane) {
       const int n0 = wc * (BN / WC);
       float acc[1][NI][4] = {};
       const Trace a = record(&acc[0][0][0], [&] { gemm_ss<bf16, 1, NI, D, false, SQ, false, SK>(acc, sq, 0, sk, n0, lane); });
-      const Trace b = record(&acc[0][0][0], [&] {
-        gemm_ss<bf16, 1, NI, D, false, SQ, false, SK, RotatedRows<2 * D>>(acc, sq, 0, sk, n0, lane);
-      });
+      const Trace b = record(&acc[0][0][0], [&] { gemm_ss<bf16, 1, NI, D, false, SQ, false, SK, Rows>(acc, sq, 0, sk, n0, lane); });
       expect_same(a, b, pm, rm, sk, "QK D=" + std::to_string(D) + " n0=" + std::to_string(n0) + " lane " + std::to_string(lane));
     }
 }
 
-template <int NI, int Dv, int BN, int WC>
-void check_pv() {
+template <class Rows, int NI, int Dv, int BN, int WC>
+void check_pv(Layout layout) {
   constexpr int SV = Dv + 8, DI = Dv / 8;
   const unsigned sv = 1 << 16;
-  const auto pm = tile(sv, BN, Dv, SV, false), rm = tile(sv, BN, Dv, SV, true);
+  const auto pm = tile(sv, BN, Dv, SV, Layout::padded), rm = tile(sv, BN, Dv, SV, layout);
   for (int wc = 0; wc < WC; ++wc)
     for (int lane = 0; lane < 32; ++lane) {
       const int n0 = wc * (BN / WC);
       float o[1][DI][4] = {};
       unsigned p[1][NI / 2][4] = {};
       const Trace a = record(&o[0][0][0], [&] { gemm_rs<bf16, 1, DI, NI / 2, true, SV>(o, p, sv + n0 * SV * 2, 0, lane); });
-      using Rows = RotatedRows<2 * Dv>;
       const Trace b = record(&o[0][0][0], [&] {
         gemm_rs<bf16, 1, DI, NI / 2, true, SV, Rows>(o, p, sv + Rows::addr(0, n0, 0), 0, lane);
       });
@@ -149,17 +160,57 @@ TEST(DecodeRotatedRows, EveryByteOnceInItsRowAndCopiesCutOnSectorEdges) {
 
 // The m16 tiles (4 warp columns of 16 at D <= 128, 2 at 256) and wider warp slices (m64: one warp column).
 TEST(DecodeRotatedRows, QkLoadsMatchThePaddedTile) {
-  check_qk<2, 64, 64, 4>();
-  check_qk<2, 128, 64, 4>();
-  check_qk<2, 256, 32, 2>();
-  check_qk<8, 128, 64, 1>();
-  check_qk<8, 64, 64, 1>();
+  check_qk<RotatedRows<128>, 2, 64, 64, 4>(Layout::rotated);
+  check_qk<RotatedRows<256>, 2, 128, 64, 4>(Layout::rotated);
+  check_qk<RotatedRows<512>, 2, 256, 32, 2>(Layout::rotated);
+  check_qk<RotatedRows<256>, 8, 128, 64, 1>(Layout::rotated);
+  check_qk<RotatedRows<128>, 8, 64, 64, 1>(Layout::rotated);
 }
 
 TEST(DecodeRotatedRows, PvLoadsMatchThePaddedTile) {
-  check_pv<2, 64, 64, 4>();
-  check_pv<2, 128, 64, 4>();
-  check_pv<2, 256, 32, 2>();
-  check_pv<8, 128, 64, 1>();
-  check_pv<8, 64, 64, 1>();
+  check_pv<RotatedRows<128>, 2, 64, 64, 4>(Layout::rotated);
+  check_pv<RotatedRows<256>, 2, 128, 64, 4>(Layout::rotated);
+  check_pv<RotatedRows<512>, 2, 256, 32, 2>(Layout::rotated);
+  check_pv<RotatedRows<256>, 8, 128, 64, 1>(Layout::rotated);
+  check_pv<RotatedRows<128>, 8, 64, 64, 1>(Layout::rotated);
+}
+
+TEST(DecodeSwizzledRows, EveryChunkOnceInItsRowAndNoBankConflicts) {
+  for (int width : {64, 128, 256})
+    for (int bn : {32, 64}) {
+      std::vector<int> hits(bn * width * 2, 0);
+      for (int r = 0; r < bn; ++r)
+        for (int c = 0; c < width; c += 8) {
+          const unsigned at = SwizzledRows<64>::addr(0, r, c);
+          const unsigned a = bn == 64 ? at : SwizzledRows<32>::addr(0, r, c);
+          ASSERT_EQ(a % 16, 0u);
+          ASSERT_LT(a, hits.size());
+          EXPECT_EQ(a / 128 % bn, unsigned(r)) << "row " << r << " column " << c << ": outside its 128-byte row";
+          ++hits[a];
+        }
+      for (int i = 0; i < int(hits.size()); ++i) ASSERT_EQ(hits[i], i % 16 == 0 ? 1 : 0) << "byte " << i;
+      // 16-byte reads of one column by 8 consecutive rows from a multiple of 8 (an ldmatrix phase): 8 bank groups.
+      for (int r0 = 0; r0 < bn; r0 += 8)
+        for (int c = 0; c < width; c += 8) {
+          int groups[8] = {};
+          for (int r = r0; r < r0 + 8; ++r) ++groups[(SwizzledRows<64>::addr(0, r, c) / 16) % 8];
+          for (int g : groups) EXPECT_EQ(g, 1) << "rows " << r0 << ".., column " << c;
+        }
+    }
+}
+
+TEST(DecodeSwizzledRows, QkLoadsMatchThePaddedTile) {
+  check_qk<SwizzledRows<64>, 2, 64, 64, 4>(Layout::swizzled);
+  check_qk<SwizzledRows<64>, 2, 128, 64, 4>(Layout::swizzled);
+  check_qk<SwizzledRows<32>, 2, 256, 32, 2>(Layout::swizzled);
+  check_qk<SwizzledRows<64>, 8, 128, 64, 1>(Layout::swizzled);
+  check_qk<SwizzledRows<64>, 8, 64, 64, 1>(Layout::swizzled);
+}
+
+TEST(DecodeSwizzledRows, PvLoadsMatchThePaddedTile) {
+  check_pv<SwizzledRows<64>, 2, 64, 64, 4>(Layout::swizzled);
+  check_pv<SwizzledRows<64>, 2, 128, 64, 4>(Layout::swizzled);
+  check_pv<SwizzledRows<32>, 2, 256, 32, 2>(Layout::swizzled);
+  check_pv<SwizzledRows<64>, 8, 128, 64, 1>(Layout::swizzled);
+  check_pv<SwizzledRows<64>, 8, 64, 64, 1>(Layout::swizzled);
 }
