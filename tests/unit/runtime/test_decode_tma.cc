@@ -1,0 +1,80 @@
+// Which decode calls take the _tma entries (FLEXATTN_DECODE_TMA; runtime/decode_tma.h), and their maps' arguments:
+// no driver needed (the encode itself runs on the device, gpu_decode_check with FLEXATTN_DECODE_TMA=1).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "common/params.h"
+#include "runtime/decode_tma.h"
+
+using namespace flexattn;
+
+namespace {
+
+// A contiguous [2, 8, 1000, d] K / [2, 8, 1000, dv] V pair, packed.
+kern::AttnParams contiguous(int d, int dv) {
+  alignas(256) static unsigned char pool[256];
+  kern::AttnParams p{};
+  p.k = pool, p.v = pool + 128;
+  p.Bkv = 2, p.Hkv = 8, p.S = 1000, p.D = d, p.Dv = dv;
+  p.k_sl = d, p.k_sh = 1000LL * d, p.k_sb = 8000LL * d;
+  p.v_sl = dv, p.v_sh = 1000LL * dv, p.v_sb = 8000LL * dv;
+  return p;
+}
+
+}  // namespace
+
+TEST(DecodeTma, ContiguousCachesOfWholeBoxesFit) {
+  std::string why;
+  for (auto [d, dv] : {std::pair{64, 64}, std::pair{128, 128}, std::pair{256, 256}, std::pair{128, 64}})
+    EXPECT_TRUE(runtime::decode_tma_fits(contiguous(d, dv), DType::BF16, &why)) << d << " " << dv << ": " << why;
+  EXPECT_TRUE(runtime::decode_tma_fits(contiguous(128, 128), DType::F16, &why)) << why;
+}
+
+TEST(DecodeTma, OtherCallsKeepTheBulkRowsAndSayWhy) {
+  std::string why;
+  kern::AttnParams p = contiguous(128, 128);
+  const int table[1] = {0};
+  p.page_table = table;
+  EXPECT_FALSE(runtime::decode_tma_fits(p, DType::BF16, &why));
+  EXPECT_NE(why.find("paged"), std::string::npos) << why;
+
+  EXPECT_FALSE(runtime::decode_tma_fits(contiguous(96, 96), DType::BF16, &why));
+  EXPECT_NE(why.find("D=96, Dv=96"), std::string::npos) << why;
+  EXPECT_FALSE(runtime::decode_tma_fits(contiguous(128, 96), DType::BF16, &why));
+
+  p = contiguous(128, 128);
+  p.k_sl = 132;  // a row stride of 264 bytes: not a multiple of 16
+  EXPECT_FALSE(runtime::decode_tma_fits(p, DType::BF16, &why));
+  EXPECT_NE(why.find("multiples of 8 elements"), std::string::npos) << why;
+
+  p = contiguous(128, 128);
+  p.v = static_cast<const unsigned char*>(p.v) + 8;
+  EXPECT_FALSE(runtime::decode_tma_fits(p, DType::BF16, &why));
+  EXPECT_NE(why.find("16-byte aligned"), std::string::npos) << why;
+
+  EXPECT_FALSE(runtime::decode_tma_fits(contiguous(128, 128), DType::F32, &why));
+  EXPECT_NE(why.find("bf16 or f16"), std::string::npos) << why;
+}
+
+TEST(DecodeTma, MapsAreTheViewInBoxesOfTheDecodeTile) {
+  const kern::AttnParams p = contiguous(128, 64);
+  for (bool value : {false, true}) {
+    const runtime::TmaMapArgs a = runtime::decode_tma_map_args(p, DType::BF16, value);
+    const int dim = value ? 64 : 128;
+    EXPECT_EQ(a.address, value ? p.v : p.k);
+    EXPECT_EQ(a.data_type, 9);  // CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+    EXPECT_EQ(a.dims[0], uint64_t(dim));
+    EXPECT_EQ(a.dims[1], 1000u);
+    EXPECT_EQ(a.dims[2], 8u);
+    EXPECT_EQ(a.dims[3], 2u);
+    EXPECT_EQ(a.strides[0], uint64_t(dim) * 2);
+    EXPECT_EQ(a.strides[1], 1000u * dim * 2);
+    EXPECT_EQ(a.strides[2], 8000u * dim * 2);
+    EXPECT_EQ(a.box[0], 64u);
+    EXPECT_EQ(a.box[1], 64u) << "block_n at head dims up to 128";
+    EXPECT_EQ(a.swizzle, 3) << "CU_TENSOR_MAP_SWIZZLE_128B: decode_tma.cuh's SwizzledRows";
+  }
+  EXPECT_EQ(runtime::decode_tma_map_args(contiguous(256, 256), DType::BF16, false).box[1], 32u) << "block_n above 128";
+}
