@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Session 44: FLEXATTN_DECODE_TMA is the default. gpu_decode_check with the defaults (whole, alone: s44b's three side
+# by side stopped at ~205 of 229 in 70 s), then the H200 record (record_suites, record_hd96) while the deadline allows.
+. "$(dirname "$0")/lib.sh"
+out_dir s44r; L=$O
+deadline ${S44R_DEADLINE:-560}
+nvidia-smi --query-gpu=name --format=csv,noheader
+BUILD_PY=ON build_gpu $O flexattn _C gpu_decode_check
+dchecks 80 default:FLEXATTN_JIT_DEBUG=1
+echo "tma fallbacks: $(grep -c 'not TMA' $O/dcheck_default.log) ($(grep 'not TMA' $O/dcheck_default.log | sort | uniq -c | head -3))"
+record_suites
+record_hd96
+(cd $OUT && tar czf all.tgz --exclude=all.tgz . 2>/dev/null); true
