@@ -12,7 +12,6 @@
 #include "common/variant.cuh"
 #include "decode/decode_bulk.cuh"
 #include "decode/decode_config.h"
-#include "decode/decode_rotated.cuh"
 #include "decode/decode_tma.cuh"
 #include "sm80/attn_fwd_sm80.cuh"
 #include "sm80/scores_sm80.cuh"
@@ -113,11 +112,6 @@ constexpr bool kDecodeWarpRingOn = true;  // decode_config.h: each warp its own 
 #else
 constexpr bool kDecodeWarpRingOn = false;
 #endif
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && FLEXATTN_DECODE_BULK && FLEXATTN_DECODE_ROT_ROWS
-constexpr bool kDecodeRotOn = true;  // decode_rotated.cuh: unpadded rotated K/V rows on the bulk ring
-#else
-constexpr bool kDecodeRotOn = false;
-#endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && FLEXATTN_DECODE_BULK && FLEXATTN_DECODE_TMA
 constexpr bool kDecodeTmaOn = true;  // decode_tma.cuh: the _tma entries load contiguous caches' tiles with TMA
 #else
@@ -179,23 +173,16 @@ __device__ __forceinline__ void decode_prefetch_row(const unsigned char* gk, con
 // (decode_page_read; paged caches). A row at or past kvl or on a page id outside the pool is zeroed in
 // shared memory instead (as the cp.async ring's zero-fill: V rows must not be garbage under P = 0); the
 // barrier that ends the iteration (the CTA's, or the warp's on the warp ring) makes those stores visible.
-// ROT: the row is unpadded and rotated (decode_rotated.cuh): two copies cut at a 32-byte edge of the source.
-template <int ROWS, int D, int Dv, int SK, int SV, bool ROT = false>
+template <int ROWS, int D, int Dv, int SK, int SV>
 __device__ __forceinline__ void decode_bulk_row(unsigned sK, unsigned sV, unsigned bar, const unsigned char* gk,
                                                 const unsigned char* gv, const AttnParams& p, bool paged, int phys,
                                                 int kv0, int kvl, const DecodeKvRow<ROWS, D, Dv>& row) {
   const unsigned char* src = row.src(gk, gv, p, paged, phys, kv0, kvl);
   const unsigned bytes = row.bytes();
-  const unsigned dst = ROT ? (row.is_v ? sV : sK) + row.r * bytes : row.is_v ? sV + row.r * SV * 2 : sK + row.r * SK * 2;
+  const unsigned dst = row.is_v ? sV + row.r * SV * 2 : sK + row.r * SK * 2;
   decode_mbar_arrive_tx(bar, src != nullptr ? bytes : 0u);
   if (src != nullptr) {
-    if constexpr (ROT) {  // byte 0 goes rot bytes into the row; the bytes past rb - rot wrap to its start
-      const unsigned rot = unsigned(decode_rot_offset(row.r, 0, bytes) - row.r * int(bytes));
-      decode_bulk_copy(dst + rot, src, bytes - rot, bar);
-      if (rot != 0) decode_bulk_copy(dst, src + (bytes - rot), rot, bar);
-    } else {
-      decode_bulk_copy(dst, src, bytes, bar);
-    }
+    decode_bulk_copy(dst, src, bytes, bar);
   } else {
     for (unsigned c = 0; c < bytes; c += 16)
       asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(dst + c), "r"(0) : "memory");
@@ -203,12 +190,12 @@ __device__ __forceinline__ void decode_bulk_row(unsigned sK, unsigned sV, unsign
   }
 }
 // The CTA-wide ring: thread tid takes K row tid (tid < ROWS) or V row tid - ROWS.
-template <int ROWS, int D, int Dv, int SK, int SV, int NT, bool ROT = false>
+template <int ROWS, int D, int Dv, int SK, int SV, int NT>
 __device__ __forceinline__ void decode_bulk_kv(unsigned sK, unsigned sV, unsigned bar, const unsigned char* gk,
                                                const unsigned char* gv, const AttnParams& p, bool paged, int phys,
                                                int kv0, int kvl, int tid) {
   static_assert(NT == 2 * ROWS, "a K or V row per thread");
-  decode_bulk_row<ROWS, D, Dv, SK, SV, ROT>(sK, sV, bar, gk, gv, p, paged, phys, kv0, kvl, DecodeKvRow<ROWS, D, Dv>(tid));
+  decode_bulk_row<ROWS, D, Dv, SK, SV>(sK, sV, bar, gk, gv, p, paged, phys, kv0, kvl, DecodeKvRow<ROWS, D, Dv>(tid));
 }
 
 // This split's share of one list pass: entries [e, e1) of the concatenated (partial, full) lists, each
@@ -442,10 +429,8 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   constexpr bool kTma = kTmaTiles && kDecodeTmaOn && decode_tma_dims(D, Dv);
   static_assert(kTma == kTmaTiles, "a _tma entry needs FLEXATTN_DECODE_TMA, the bulk ring and head dims of 64 x n");
   constexpr bool kWarpRing = !kTma && kDecodeWarpRingOn && WR == 1 && BN / WC == 16 && kDecodePrefetch == 0;
-  // Rotated rows (decode_rotated.cuh): power-of-two head dims of at least 64; the others keep the padded rows.
-  constexpr bool kRot = !kTma && kDecodeRotOn && D >= 64 && Dv >= 64 && (D & (D - 1)) == 0 && (Dv & (Dv - 1)) == 0;
-  using KRows = typename DecodeTmaRows<kTma, typename DecodeRows<kRot, D, SK>::type, BN>::type;
-  using VRows = typename DecodeTmaRows<kTma, typename DecodeRows<kRot, Dv, SV>::type, BN>::type;
+  using KRows = typename DecodeTmaRows<kTma, PaddedRows<SK>, BN>::type;
+  using VRows = typename DecodeTmaRows<kTma, PaddedRows<SV>, BN>::type;
   // Bytes of one ring stage of K and of V: padded rows, or the TMA's unpadded swizzled slabs.
   constexpr int KST = kTma ? decode_tma_stage_bytes(BN, D) : BN * SK * 2;
   constexpr int VST = kTma ? decode_tma_stage_bytes(BN, Dv) : BN * SV * 2;
@@ -514,10 +499,10 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
     if constexpr (kTma) {
       if (tid == 0) decode_tma_issue<BN, D, Dv>(sK + stage * KST, sV + stage * VST, bar_of(stage), p, kv0, hk, bk);
     } else if constexpr (kWarpRing) {  // lane l: K row n0 + l (l < 16) or V row n0 + l - 16
-      decode_bulk_row<BN, D, Dv, SK, SV, kRot>(sK + stage * KST, sV + stage * VST, bar_of(stage), gk, gv, p,
+      decode_bulk_row<BN, D, Dv, SK, SV>(sK + stage * KST, sV + stage * VST, bar_of(stage), gk, gv, p,
                                          paged, phys, kv0, kv_end, DecodeKvRow<BN, D, Dv>(lane >= 16, n0 + (lane & 15)));
     } else if constexpr (kDecodeBulk) {
-      decode_bulk_kv<BN, D, Dv, SK, SV, NT, kRot>(sK + stage * KST, sV + stage * VST, s_bars + 8 * stage, gk,
+      decode_bulk_kv<BN, D, Dv, SK, SV, NT>(sK + stage * KST, sV + stage * VST, s_bars + 8 * stage, gk,
                                             gv, p, paged, phys, kv0, kv_end, tid);
     } else {
       load_kv(stage, kv0);

@@ -66,12 +66,6 @@ constexpr int kDecodeMergeMaxSplits = 8;
 #ifndef FLEXATTN_DECODE_WARP_RING
 #define FLEXATTN_DECODE_WARP_RING 0
 #endif
-// FLEXATTN_DECODE_ROT_ROWS=1 in the generated source (sm_90a with the bulk ring; env FLEXATTN_DECODE_ROT_ROWS): K and
-// V rows of power-of-two head dims sit unpadded in the ring with their bytes rotated by 32 x (row % 4)
-// (decode_rotated.cuh), so no row copy is cut inside a 32-byte sector of the source. The ring keeps its padded size.
-#ifndef FLEXATTN_DECODE_ROT_ROWS
-#define FLEXATTN_DECODE_ROT_ROWS 0
-#endif
 // FLEXATTN_DECODE_TMA=1 in the generated source (sm_90a with the bulk ring; env FLEXATTN_DECODE_TMA): the source also
 // defines flexattn_decode_m16_tma / _m64_tma (head dims decode_tma_dims), whose ring is filled by TMA boxes through
 // p.k_map / p.v_map (decode_tma.cuh); the host launches them for contiguous caches (runtime/decode_tma.h).

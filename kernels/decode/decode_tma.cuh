@@ -1,11 +1,15 @@
 #pragma once
-// TMA tiles for the decode ring (FLEXATTN_DECODE_TMA; decode_config.h): contiguous caches only. Why: a bulk copy per
-// padded row cuts half the rows inside a 32-byte sector of the source (decode_rotated.cuh has the ncu numbers: +12.9 %
-// L2 -> SM bytes and 2.5x cuDNN's L2 requests at 8x8k, kernel 100.9 vs 93.9 us), and 128 threads each build and
-// issue a copy per tile. Here one thread loads a stage with D / 64 + Dv / 64 boxes of [block_n rows][64 columns]
-// through the host's 4-D tensor maps (p.k_map, p.v_map: runtime/decode_tma.h), 128-byte swizzled as the sm90
-// family's slabs: whole 128-byte lines from L2, and ldmatrix reads of 8 rows at one column fall in 8 distinct bank
-// groups (no conflicts, against the rotated rows' 2-way).
+// TMA tiles for the decode ring (FLEXATTN_DECODE_TMA, default on; decode_config.h): contiguous caches only. Why: a
+// bulk copy per padded ring row (2 x D + 16 bytes) puts half the rows' shared-memory starts at an odd multiple of 16
+// bytes past a 128-byte line, and the copy is cut where its destination crosses a line, mid-way through a 32-byte
+// sector of the source, which then crosses the L2 -> SM path twice. ncu, H100, one flushed 8x8k step (s43p.sh): 303 MB
+// into L1 / shared memory for 269 MB of K and V (+12.9 %), 2.46 M L2 sector hits and 5.3 M requests, against cuDNN's
+// 269 MB, 5 K hits and 2.1 M requests; kernel 100.9 vs 93.9 us. And 128 threads each built and issued a copy per tile.
+// Here one thread loads a stage with D / 64 + Dv / 64 boxes of [block_n rows][64 columns] through the host's 4-D
+// tensor maps (p.k_map, p.v_map: runtime/decode_tma.h), 128-byte swizzled as the sm90 family's slabs: whole 128-byte
+// lines from L2, and ldmatrix reads of 8 rows at one column fall in 8 distinct bank groups. H200, s44b.sh: 8x8k 3142
+// -> 3298 GB/s (cuDNN 3362), ncu 2.17 M L2 requests, 43 K hits, 15.4 M instructions (24.3 M before, H100), 74 us.
+// (Session 43's other fix, unpadded rows rotated by 32 x (row % 4) and copied in two pieces, fell to 2655 GB/s.)
 //
 // Rows at or past the tensor's S are zero-filled by the TMA unit; rows in [kv_end, S) are real memory (past a
 // sequence's kv_lens, or the next split's rows) and may hold anything, so the tail tile's V rows from kv_end are
@@ -29,7 +33,7 @@ struct SwizzledRows {
   }
 };
 
-// The ring's row map: SwizzledRows on the TMA entries, Other (decode_rotated.cuh's DecodeRows) elsewhere.
+// The ring's row map: SwizzledRows on the TMA entries, Other (the padded rows) elsewhere.
 template <bool kTma, class Other, int BN>
 struct DecodeTmaRows {
   using type = Other;

@@ -38,8 +38,8 @@ __device__ __forceinline__ void ld_a_t(unsigned (&a)[4], unsigned base, int m0, 
   ldsm_x4_trans(a, base + (r * STR + c) * 2);
 }
 // Where the B operand's rows sit: addr(base, r, c) is the shared-memory address of element (r, c), c a multiple
-// of 8 (one 16-byte ldmatrix row). PaddedRows, the tiles above, is every kernel's; the decode ring's rotated rows
-// (decode/decode_rotated.cuh) are the other.
+// of 8 (one 16-byte ldmatrix row). PaddedRows, the tiles above, is every kernel's; the decode TMA ring's swizzled
+// slabs (decode/decode_tma.cuh) are the other.
 template <int STR>
 struct PaddedRows {
   static __device__ __forceinline__ unsigned addr(unsigned base, int r, int c) { return base + (r * STR + c) * 2; }

@@ -26,7 +26,6 @@ const DecodeTuning& decode_tuning() {
     // default on since session 43 (H100, s43a.sh: gpu_decode_check 229/229; 8x8k +0.6-1.4 %, the rest flat)
     r.row_split = jit::env_flag("FLEXATTN_DECODE_ROW_SPLIT", true);
     r.warp_ring = jit::env_flag("FLEXATTN_DECODE_WARP_RING", false);
-    r.rot_rows = jit::env_flag("FLEXATTN_DECODE_ROT_ROWS", false);
     // default on since session 44 (H200, s44b.sh: gpu_decode_check 204 of 229 in 70 s, none failed; contiguous 8x8k
     // 3142 -> 3298 GB/s (cuDNN 3362), 1x128k 3594 -> 3719, 64x4k 3737 -> 3958; paged calls keep the bulk rows)
     r.tma = jit::env_flag("FLEXATTN_DECODE_TMA", true);
@@ -75,7 +74,6 @@ std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const
     if (tuning.bulk) s << "#define FLEXATTN_DECODE_BULK 1\n";
     if (tuning.prefetch > 0) s << "#define FLEXATTN_DECODE_PREFETCH " << tuning.prefetch << "\n";
     if (tuning.bulk && tuning.warp_ring) s << "#define FLEXATTN_DECODE_WARP_RING 1\n";
-    if (tuning.bulk && tuning.rot_rows) s << "#define FLEXATTN_DECODE_ROT_ROWS 1\n";
   }
   const bool tma = decode_tma_source(key.arch, tuning, key.d, key.dv);
   if (tma) s << "#define FLEXATTN_DECODE_TMA 1\n";

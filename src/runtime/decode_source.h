@@ -24,7 +24,6 @@ struct DecodeTuning {
   bool merge = false;    // FLEXATTN_DECODE_MERGE: the last split of a row tile merges it (no combine kernel)
   bool row_split = false;  // FLEXATTN_DECODE_ROW_SPLIT: walks without a block mask split rows, not tiles, evenly
   bool warp_ring = false;  // FLEXATTN_DECODE_WARP_RING: m16 warps stream their own slice of the bulk ring (sm_90a)
-  bool rot_rows = false;   // FLEXATTN_DECODE_ROT_ROWS: unpadded rotated K/V rows on the bulk ring (sm_90a)
   bool tma = false;        // FLEXATTN_DECODE_TMA: _tma entries, TMA tiles for contiguous caches (sm_90a bulk ring)
 };
 const DecodeTuning& decode_tuning();

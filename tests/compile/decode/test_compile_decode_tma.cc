@@ -1,6 +1,6 @@
 // FLEXATTN_DECODE_TMA (kernels/decode/decode_tma.cuh): the _tma entries exist only in sm_90a sources with the bulk
 // ring, for head dims of whole 64-column boxes; they compile without spills or a stack at head dims 64, 128 and 256
-// (K and V dims apart too), with and without mods, beside the warp ring and the rotated rows (which they leave out);
+// (K and V dims apart too), with and without mods, beside the warp ring (which they leave out);
 // their code differs from the bulk-row entries' and -- with a disassembler -- loads with TMA (UTMALDG) and issues no
 // per-row bulk copies, while the bulk-row entries of the same source keep theirs. The row map is checked on the host
 // (tests/unit/kernels/test_decode_row_maps_host.cc), the launch rule in tests/unit/runtime/test_decode_tma.cc.
@@ -107,17 +107,14 @@ TEST_F(DecodeTmaCompile, CompilesWithoutSpillsAndLoadsWithTma) {
     }
 }
 
-TEST_F(DecodeTmaCompile, BesideTheWarpRingAndTheRotatedRows) {
+TEST_F(DecodeTmaCompile, BesideTheWarpRing) {
   Variant plain;
-  for (bool warp_ring : {false, true}) {
-    runtime::DecodeTuning t = tma_tuning(true);
-    t.warp_ring = warp_ring;
-    t.rot_rows = !warp_ring;
-    const std::string what = warp_ring ? "with the warp ring" : "with the rotated rows";
-    std::string source;
-    const jit::CompiledKernel k =
-        decode_test::compile_tuned(plain, DType::BF16, 128, 128, "sm_90a", t, "attn_decode_tma_beside", &source);
-    EXPECT_NE(source.find("#define FLEXATTN_DECODE_TMA 1"), std::string::npos) << what;
-    decode_test::expect_clean(k, what);
-  }
+  runtime::DecodeTuning t = tma_tuning(true);
+  t.warp_ring = true;
+  std::string source;
+  const jit::CompiledKernel k =
+      decode_test::compile_tuned(plain, DType::BF16, 128, 128, "sm_90a", t, "attn_decode_tma_beside", &source);
+  EXPECT_NE(source.find("#define FLEXATTN_DECODE_TMA 1"), std::string::npos);
+  EXPECT_NE(source.find("#define FLEXATTN_DECODE_WARP_RING 1"), std::string::npos);
+  decode_test::expect_clean(k, "with the warp ring");
 }

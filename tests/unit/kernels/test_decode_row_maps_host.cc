@@ -1,10 +1,9 @@
-// The decode ring's row maps as host C++: decode_rotated.cuh's (FLEXATTN_DECODE_ROT_ROWS) puts every byte of a row once
-// inside its own row with the copies cut on 32-byte source edges, and decode_tma.cuh's (FLEXATTN_DECODE_TMA) is the
-// TMA unit's 128-byte swizzle; warp_gemm.cuh's gemm_ss / gemm_rs over RotatedRows or SwizzledRows read, lane by lane,
-// the same 16 bytes as over the padded rows (as the decode kernel calls them) and feed the same mma sequence. The
-// ldmatrix / mma wrappers are host stand-ins (decode_emu/) that record addresses; tile memories are filled as the
-// bulk copies (rotated) or the TMA boxes (swizzled: chunk k of row r of a [rows][64] slab at chunk k ^ (r % 8)) would
-// fill them.
+// The decode TMA ring's row map as host C++ (decode_tma.cuh, FLEXATTN_DECODE_TMA): SwizzledRows is the TMA unit's
+// 128-byte swizzle, and warp_gemm.cuh's gemm_ss / gemm_rs over it read, lane by lane, the same 16 bytes as over the
+// padded rows (as the decode kernel calls them) and feed the same mma sequence. The ldmatrix / mma wrappers are host
+// stand-ins (decode_emu/) that record addresses; tile memories are filled as the TMA boxes would fill them (chunk k of
+// row r of a [rows][64] slab at chunk k ^ (r % 8)). (Session 43's rotated rows were checked here too; they were
+// removed in session 44, slower by 15 % on the H200.)
 #define __device__
 #define __forceinline__ inline
 #include <gtest/gtest.h>
@@ -13,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "decode/decode_rotated.cuh"
 #include "decode/decode_tma.cuh"
 #include "sm80/warp_gemm.cuh"
 
@@ -29,10 +27,10 @@ namespace {
 
 std::uint16_t element(int r, int c) { return std::uint16_t(((r & 63) << 9) | (c & 511)); }
 
-enum class Layout { padded, rotated, swizzled };
+enum class Layout { padded, swizzled };
 
-// rows x width elements at base: padded (stride elements per row), rotated (decode_bulk_row's two copies) or swizzled
-// (the TMA boxes of decode_tma_issue: width / 64 slabs of [rows][128 bytes]).
+// rows x width elements at base: padded (stride elements per row) or swizzled (the TMA boxes of decode_tma_issue:
+// width / 64 slabs of [rows][128 bytes]).
 std::vector<unsigned char> tile(unsigned base, int rows, int width, int stride, Layout layout) {
   std::vector<unsigned char> m(base + rows * stride * 2 + 4096, 0xEE);
   const int rb = 2 * width;
@@ -46,16 +44,10 @@ std::vector<unsigned char> tile(unsigned base, int rows, int width, int stride, 
       std::memcpy(&m[base + r * stride * 2], src.data(), rb);
       continue;
     }
-    if (layout == Layout::swizzled) {
-      for (int c = 0; c < width; c += 8) {
-        const int slab = c / 64, chunk = (c % 64) / 8;
-        std::memcpy(&m[base + slab * rows * 128 + r * 128 + ((chunk ^ (r % 8)) * 16)], &src[2 * c], 16);
-      }
-      continue;
+    for (int c = 0; c < width; c += 8) {
+      const int slab = c / 64, chunk = (c % 64) / 8;
+      std::memcpy(&m[base + slab * rows * 128 + r * 128 + ((chunk ^ (r % 8)) * 16)], &src[2 * c], 16);
     }
-    const int dst = int(base) + r * rb, rot = decode_rot_offset(r, 0, rb) - r * rb;
-    std::memcpy(&m[dst + rot], src.data(), rb - rot);
-    std::memcpy(&m[dst], src.data() + rb - rot, rot);
   }
   return m;
 }
@@ -74,13 +66,13 @@ Trace record(const float* acc0, F f) {
 }
 
 // The same 16 bytes, load by load, and the same mma sequence; K rows from base `at` (Q's loads below it).
-void expect_same(const Trace& padded, const Trace& rotated, const std::vector<unsigned char>& pm,
+void expect_same(const Trace& padded, const Trace& mapped, const std::vector<unsigned char>& pm,
                  const std::vector<unsigned char>& rm, unsigned at, const std::string& what) {
-  ASSERT_EQ(padded.loads.size(), rotated.loads.size()) << what;
-  EXPECT_EQ(padded.mmas, rotated.mmas) << what;
+  ASSERT_EQ(padded.loads.size(), mapped.loads.size()) << what;
+  EXPECT_EQ(padded.mmas, mapped.mmas) << what;
   for (size_t i = 0; i < padded.loads.size(); ++i) {
-    const unsigned x = padded.loads[i] & 0x7fffffffu, y = rotated.loads[i] & 0x7fffffffu;
-    EXPECT_EQ(padded.loads[i] >> 31, rotated.loads[i] >> 31) << what << " load " << i;
+    const unsigned x = padded.loads[i] & 0x7fffffffu, y = mapped.loads[i] & 0x7fffffffu;
+    EXPECT_EQ(padded.loads[i] >> 31, mapped.loads[i] >> 31) << what << " load " << i;
     EXPECT_EQ(y % 16, 0u) << what << " load " << i;
     if (x < at) {
       EXPECT_EQ(x, y) << what << " load " << i << " (Q)";
@@ -126,54 +118,6 @@ void check_pv(Layout layout) {
 }
 
 }  // namespace
-
-TEST(DecodeRotatedRows, EveryByteOnceInItsRowAndCopiesCutOnSectorEdges) {
-  for (int rb : {128, 256, 512}) {
-    std::vector<int> hits(64 * rb, 0);
-    for (int r = 0; r < 64; ++r) {
-      const int rot = decode_rot_offset(r, 0, rb) - r * rb;
-      EXPECT_EQ(rot, 32 * (r % 4));
-      for (int j = 0; j < rb; ++j) {
-        const int at = decode_rot_offset(r, j, rb);
-        ASSERT_GE(at, r * rb);
-        ASSERT_LT(at, (r + 1) * rb);
-        ++hits[at];
-        // Two contiguous pieces: source [0, rb - rot) from byte rot, [rb - rot, rb) from the row's start.
-        if (j != 0 && j != rb - rot) {
-          EXPECT_EQ(at, decode_rot_offset(r, j - 1, rb) + 1);
-        }
-      }
-      EXPECT_EQ((rb - rot) % 32, 0) << "the cut inside a source sector";
-      if (rot != 0) {
-        EXPECT_EQ(decode_rot_offset(r, rb - rot, rb), r * rb);
-      }
-    }
-    for (int h : hits) ASSERT_EQ(h, 1);
-    // 16-byte reads of one column by 8 consecutive rows (an ldmatrix phase): at most 2 per bank group.
-    for (int c = 0; c < rb; c += 16) {
-      int groups[8] = {};
-      for (int r = 0; r < 8; ++r) ++groups[(decode_rot_offset(r, c, rb) / 16) % 8];
-      for (int g : groups) EXPECT_LE(g, 2) << "rb " << rb << " column byte " << c;
-    }
-  }
-}
-
-// The m16 tiles (4 warp columns of 16 at D <= 128, 2 at 256) and wider warp slices (m64: one warp column).
-TEST(DecodeRotatedRows, QkLoadsMatchThePaddedTile) {
-  check_qk<RotatedRows<128>, 2, 64, 64, 4>(Layout::rotated);
-  check_qk<RotatedRows<256>, 2, 128, 64, 4>(Layout::rotated);
-  check_qk<RotatedRows<512>, 2, 256, 32, 2>(Layout::rotated);
-  check_qk<RotatedRows<256>, 8, 128, 64, 1>(Layout::rotated);
-  check_qk<RotatedRows<128>, 8, 64, 64, 1>(Layout::rotated);
-}
-
-TEST(DecodeRotatedRows, PvLoadsMatchThePaddedTile) {
-  check_pv<RotatedRows<128>, 2, 64, 64, 4>(Layout::rotated);
-  check_pv<RotatedRows<256>, 2, 128, 64, 4>(Layout::rotated);
-  check_pv<RotatedRows<512>, 2, 256, 32, 2>(Layout::rotated);
-  check_pv<RotatedRows<256>, 8, 128, 64, 1>(Layout::rotated);
-  check_pv<RotatedRows<128>, 8, 64, 64, 1>(Layout::rotated);
-}
 
 TEST(DecodeSwizzledRows, EveryChunkOnceInItsRowAndNoBankConflicts) {
   for (int width : {64, 128, 256})
