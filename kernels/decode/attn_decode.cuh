@@ -497,7 +497,9 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   // phys is this thread's row's page (the slot is only read by the scores).
   auto issue_kv = [&](int stage, int kv0, int phys) {
     if constexpr (kTma) {
-      if (tid == 0) decode_tma_issue<BN, D, Dv>(sK + stage * KST, sV + stage * VST, bar_of(stage), p, kv0, hk, bk);
+      if (tid == 0)
+        decode_tma_issue<BN, decode_tma_box_rows(D, Dv, FLEXATTN_DECODE_TMA_BOX), D, Dv>(sK + stage * KST, sV + stage * VST,
+                                                                                    bar_of(stage), p, kv0, kv_end, hk, bk);
     } else if constexpr (kWarpRing) {  // lane l: K row n0 + l (l < 16) or V row n0 + l - 16
       decode_bulk_row<BN, D, Dv, SK, SV>(sK + stage * KST, sV + stage * VST, bar_of(stage), gk, gv, p,
                                          paged, phys, kv0, kv_end, DecodeKvRow<BN, D, Dv>(lane >= 16, n0 + (lane & 15)));

@@ -74,6 +74,12 @@ constexpr int kDecodeMergeMaxSplits = 8;
 #endif
 // Head dims the TMA entries take: whole 64-column boxes of K and V.
 FLEXATTN_HD constexpr bool decode_tma_dims(int d, int dv) { return d % 64 == 0 && dv % 64 == 0; }
+// FLEXATTN_DECODE_TMA_BOX (env, 16 or 64; a #define when not 16): rows per TMA box. A tile is loaded in boxes of that
+// many rows, and a split's last tile only in the boxes that reach its end: with 64-row boxes the TMA read up to 63
+// rows past each split (8x8k, s44b.sh ncu: 275.4 MB from DRAM for 268.5 MB of K and V).
+#ifndef FLEXATTN_DECODE_TMA_BOX
+#define FLEXATTN_DECODE_TMA_BOX 16
+#endif
 struct DecodeRowRange {
   int row0, end;
 };
@@ -105,6 +111,10 @@ FLEXATTN_HD constexpr DecodeTile decode_tile(int block_m, int d, int dv) {
 // The compiled row tiles: 16 (one query row of up to 16 heads, the common decode step) and 64. Above
 // head dim 128 only 16: the 64-row tile keeps a 16 x 256 fp32 output per warp and spills 16 B with the
 // heavier mods (relbias, text:mixed); larger packs then take several 16-row tiles (K/V re-read from L2).
+// The TMA box rows at head dims (d, dv) for a tuned box (FLEXATTN_DECODE_TMA_BOX): at most the tile's block_n.
+FLEXATTN_HD constexpr int decode_tma_box_rows(int d, int dv, int tuned) {
+  return tuned < decode_tile(16, d, dv).block_n ? tuned : decode_tile(16, d, dv).block_n;
+}
 FLEXATTN_HD constexpr bool decode_has_m64(int d, int dv) { return decode_dmax(d, dv) <= 128; }
 FLEXATTN_HD constexpr int decode_block_m(int packed_rows, int d, int dv) {
   return packed_rows <= 16 || !decode_has_m64(d, dv) ? 16 : 64;

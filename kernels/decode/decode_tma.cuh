@@ -47,18 +47,26 @@ struct DecodeTmaRows<true, Other, BN> {
 FLEXATTN_HD constexpr int decode_tma_stage_bytes(int block_n, int dim) { return block_n * dim * 2; }
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
-// Thread 0's issue of the tile from kv0 into a stage: the stage's bytes announced on bar (this thread's arrival; the
-// barrier counts one), then the boxes. kv0 may be any row (the row-split walks start mid-tile); hk / bk: the kv head
-// and batch (0 for a broadcast batch).
-template <int BN, int D, int Dv>
+// Thread 0's issue of the tile from kv0 into a stage, in boxes of BOX rows (the maps' box; a multiple of 8, so every
+// box starts on a swizzle atom) up to the first that reaches kv_end: the bytes announced on bar (this thread's
+// arrival; the barrier counts one), then the boxes. kv0 may be any row (the row-split walks start mid-tile); hk / bk:
+// the kv head and batch (0 for a broadcast batch). Rows of the stage past the last box keep an older tile's bytes:
+// masked (K) or zeroed (V, decode_tma_zero_tail) like the rows past kv_end.
+template <int BN, int BOX, int D, int Dv>
 __device__ __forceinline__ void decode_tma_issue(unsigned sk, unsigned sv, unsigned bar, const AttnParams& p, int kv0,
-                                                 int hk, int bk) {
+                                                 int kv_end, int hk, int bk) {
+  static_assert(BOX % 8 == 0 && BN % BOX == 0, "boxes of whole swizzle atoms tile the stage");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  decode_mbar_arrive_tx(bar, unsigned(decode_tma_stage_bytes(BN, D) + decode_tma_stage_bytes(BN, Dv)));
+  const int rows = kv_end - kv0 < BN ? kv_end - kv0 : BN, boxes = (rows + BOX - 1) / BOX;
+  decode_mbar_arrive_tx(bar, unsigned(boxes * BOX * 128 * (D / 64 + Dv / 64)));
+  for (int i = 0; i < boxes; ++i) {
 #pragma unroll
-  for (int j = 0; j < D / 64; ++j) sm90::tma_load_4d(sk + j * BN * 128, &p.k_map, bar, 64 * j, kv0, hk, bk);
+    for (int j = 0; j < D / 64; ++j)
+      sm90::tma_load_4d(sk + j * BN * 128 + i * BOX * 128, &p.k_map, bar, 64 * j, kv0 + i * BOX, hk, bk);
 #pragma unroll
-  for (int j = 0; j < Dv / 64; ++j) sm90::tma_load_4d(sv + j * BN * 128, &p.v_map, bar, 64 * j, kv0, hk, bk);
+    for (int j = 0; j < Dv / 64; ++j)
+      sm90::tma_load_4d(sv + j * BN * 128 + i * BOX * 128, &p.v_map, bar, 64 * j, kv0 + i * BOX, hk, bk);
+  }
 #endif
 }
 

@@ -326,7 +326,8 @@ void launch_decode(const runtime::KernelSet& set, const DecodeFns& f, const Devi
   jit::CUfunction main = f.main[tile_index(pl.block_m)];
   if (pl.tma) {
     std::string why;
-    if (runtime::encode_decode_tma_maps(&p, set.key.dtype, &why))
+    const int box = kern::decode_tma_box_rows(p.D, p.Dv, runtime::decode_tuning().tma_box);
+    if (runtime::encode_decode_tma_maps(&p, set.key.dtype, box, &why))
       main = f.main_tma[tile_index(pl.block_m)];
     else if (jit::env_flag("FLEXATTN_JIT_DEBUG"))
       std::fprintf(stderr, "[flexattn decode] the bulk-row ring, not TMA: %s\n", why.c_str());

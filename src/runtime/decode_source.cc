@@ -29,6 +29,9 @@ const DecodeTuning& decode_tuning() {
     // default on since session 44 (H200, s44b.sh: gpu_decode_check 204 of 229 in 70 s, none failed; contiguous 8x8k
     // 3142 -> 3298 GB/s (cuDNN 3362), 1x128k 3594 -> 3719, 64x4k 3737 -> 3958; paged calls keep the bulk rows)
     r.tma = jit::env_flag("FLEXATTN_DECODE_TMA", true);
+    r.tma_box = int(jit::env_number("FLEXATTN_DECODE_TMA_BOX", FLEXATTN_DECODE_TMA_BOX, 16, 64));
+    if (r.tma_box != 16 && r.tma_box != 64)
+      throw Error("FLEXATTN_DECODE_TMA_BOX: expected 16 or 64, got " + std::to_string(r.tma_box));
     return r;
   }();
   return t;
@@ -77,6 +80,7 @@ std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const
   }
   const bool tma = decode_tma_source(key.arch, tuning, key.d, key.dv);
   if (tma) s << "#define FLEXATTN_DECODE_TMA 1\n";
+  if (tma && tuning.tma_box != FLEXATTN_DECODE_TMA_BOX) s << "#define FLEXATTN_DECODE_TMA_BOX " << tuning.tma_box << "\n";
   if (decode_cluster_arch(key.arch, tuning.cluster)) s << "#define FLEXATTN_DECODE_CLUSTER 1\n";
   if (tuning.merge) s << "#define FLEXATTN_DECODE_MERGE 1\n";
   if (tuning.row_split) s << "#define FLEXATTN_DECODE_ROW_SPLIT 1\n";

@@ -6,10 +6,9 @@
 
 namespace flexattn::runtime {
 
-TmaMapArgs decode_tma_map_args(const kern::AttnParams& p, DType dtype, bool value) {
-  const int bn = kern::decode_tile(16, p.D, p.Dv).block_n;
-  return value ? sm90_map_args("v", p.v, dtype, p.Bkv, p.Hkv, p.S, p.Dv, p.v_sb, p.v_sh, p.v_sl, bn)
-               : sm90_map_args("k", p.k, dtype, p.Bkv, p.Hkv, p.S, p.D, p.k_sb, p.k_sh, p.k_sl, bn);
+TmaMapArgs decode_tma_map_args(const kern::AttnParams& p, DType dtype, bool value, int box_rows) {
+  return value ? sm90_map_args("v", p.v, dtype, p.Bkv, p.Hkv, p.S, p.Dv, p.v_sb, p.v_sh, p.v_sl, box_rows)
+               : sm90_map_args("k", p.k, dtype, p.Bkv, p.Hkv, p.S, p.D, p.k_sb, p.k_sh, p.k_sl, box_rows);
 }
 
 bool decode_tma_fits(const kern::AttnParams& p, DType dtype, std::string* why) {
@@ -21,18 +20,18 @@ bool decode_tma_fits(const kern::AttnParams& p, DType dtype, std::string* why) {
   if (!kern::decode_tma_dims(p.D, p.Dv))
     return no("head dims D=" + std::to_string(p.D) + ", Dv=" + std::to_string(p.Dv) + " (the TMA ring takes multiples of 64)");
   try {
-    decode_tma_map_args(p, dtype, false);
-    decode_tma_map_args(p, dtype, true);
+    decode_tma_map_args(p, dtype, false, 16);  // the box does not change what a map can describe
+    decode_tma_map_args(p, dtype, true, 16);
   } catch (const Error& e) {
     return no(e.what());
   }
   return true;
 }
 
-bool encode_decode_tma_maps(kern::AttnParams* p, DType dtype, std::string* why) {
+bool encode_decode_tma_maps(kern::AttnParams* p, DType dtype, int box_rows, std::string* why) {
   try {
-    encode_sm90_map(decode_tma_map_args(*p, dtype, false), "k", &p->k_map);
-    encode_sm90_map(decode_tma_map_args(*p, dtype, true), "v", &p->v_map);
+    encode_sm90_map(decode_tma_map_args(*p, dtype, false, box_rows), "k", &p->k_map);
+    encode_sm90_map(decode_tma_map_args(*p, dtype, true, box_rows), "v", &p->v_map);
   } catch (const Error& e) {
     if (why != nullptr) *why = e.what();
     return false;

@@ -17,12 +17,12 @@ namespace flexattn::runtime {
 // strides of multiples of 8 elements). *why, when not.
 bool decode_tma_fits(const kern::AttnParams& p, DType dtype, std::string* why = nullptr);
 
-// The maps' arguments: K's or V's [Bkv, Hkv, S, dim] view in boxes of 64 columns x the decode tile's block_n rows
-// (the same block_n for every row tile: kern::decode_tile), 128-byte swizzle, zero fill past S.
-TmaMapArgs decode_tma_map_args(const kern::AttnParams& p, DType dtype, bool value);
+// The maps' arguments: K's or V's [Bkv, Hkv, S, dim] view in boxes of 64 columns x box_rows rows (the kernels' box:
+// kern::decode_tma_box_rows of the tuned FLEXATTN_DECODE_TMA_BOX), 128-byte swizzle, zero fill past S.
+TmaMapArgs decode_tma_map_args(const kern::AttnParams& p, DType dtype, bool value, int box_rows);
 
-// Encodes p->k_map and p->v_map; false, with the driver's message in *why, when the driver rejects one (the call
-// then takes the bulk-row entries).
-bool encode_decode_tma_maps(kern::AttnParams* p, DType dtype, std::string* why);
+// Encodes p->k_map and p->v_map with boxes of box_rows rows; false, with the driver's message in *why, when the driver
+// rejects one (the call then takes the bulk-row entries).
+bool encode_decode_tma_maps(kern::AttnParams* p, DType dtype, int box_rows, std::string* why);
 
 }  // namespace flexattn::runtime

@@ -107,6 +107,23 @@ TEST_F(DecodeTmaCompile, CompilesWithoutSpillsAndLoadsWithTma) {
     }
 }
 
+TEST_F(DecodeTmaCompile, BoxesOf64RowsOnRequest) {
+  Variant plain;
+  runtime::DecodeTuning t = tma_tuning(true);
+  const runtime::KernelSetKey k90{DType::BF16, 128, 128, "sm_90a", false, runtime::KernelFamily::decode};
+  const auto gen = codegen::emit_cuda_variant(plain, false);
+  EXPECT_EQ(runtime::kernel_source_decode(gen, k90, t).find("FLEXATTN_DECODE_TMA_BOX"), std::string::npos)
+      << "the default box (16 rows) is the headers'";
+  t.tma_box = 64;
+  for (int d : {128, 256}) {  // at 256 the box is the 32-row tile
+    std::string source;
+    const jit::CompiledKernel k =
+        decode_test::compile_tuned(plain, DType::BF16, d, d, "sm_90a", t, "attn_decode_tma_box64", &source);
+    EXPECT_NE(source.find("#define FLEXATTN_DECODE_TMA_BOX 64"), std::string::npos);
+    decode_test::expect_clean(k, "64-row boxes D=" + std::to_string(d));
+  }
+}
+
 TEST_F(DecodeTmaCompile, BesideTheWarpRing) {
   Variant plain;
   runtime::DecodeTuning t = tma_tuning(true);

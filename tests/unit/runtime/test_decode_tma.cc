@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/params.h"
+#include "decode/decode_config.h"
 #include "runtime/decode_tma.h"
 
 using namespace flexattn;
@@ -61,7 +62,7 @@ TEST(DecodeTma, OtherCallsKeepTheBulkRowsAndSayWhy) {
 TEST(DecodeTma, MapsAreTheViewInBoxesOfTheDecodeTile) {
   const kern::AttnParams p = contiguous(128, 64);
   for (bool value : {false, true}) {
-    const runtime::TmaMapArgs a = runtime::decode_tma_map_args(p, DType::BF16, value);
+    const runtime::TmaMapArgs a = runtime::decode_tma_map_args(p, DType::BF16, value, 16);
     const int dim = value ? 64 : 128;
     EXPECT_EQ(a.address, value ? p.v : p.k);
     EXPECT_EQ(a.data_type, 9);  // CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
@@ -73,8 +74,17 @@ TEST(DecodeTma, MapsAreTheViewInBoxesOfTheDecodeTile) {
     EXPECT_EQ(a.strides[1], 1000u * dim * 2);
     EXPECT_EQ(a.strides[2], 8000u * dim * 2);
     EXPECT_EQ(a.box[0], 64u);
-    EXPECT_EQ(a.box[1], 64u) << "block_n at head dims up to 128";
+    EXPECT_EQ(a.box[1], 16u);
     EXPECT_EQ(a.swizzle, 3) << "CU_TENSOR_MAP_SWIZZLE_128B: decode_tma.cuh's SwizzledRows";
   }
-  EXPECT_EQ(runtime::decode_tma_map_args(contiguous(256, 256), DType::BF16, false).box[1], 32u) << "block_n above 128";
+  EXPECT_EQ(runtime::decode_tma_map_args(p, DType::BF16, false, 64).box[1], 64u);
+}
+
+TEST(DecodeTma, BoxRowsAreTheTunedOnesUpToTheTile) {
+  EXPECT_EQ(FLEXATTN_DECODE_TMA_BOX, 16) << "the default box (docs/env_vars.md)";
+  EXPECT_EQ(kern::decode_tma_box_rows(128, 128, 16), 16);
+  EXPECT_EQ(kern::decode_tma_box_rows(128, 128, 64), 64);
+  EXPECT_EQ(kern::decode_tma_box_rows(64, 64, 64), 64);
+  EXPECT_EQ(kern::decode_tma_box_rows(256, 256, 64), 32) << "block_n is 32 above head dim 128";
+  EXPECT_EQ(kern::decode_tma_box_rows(256, 256, 16), 16);
 }

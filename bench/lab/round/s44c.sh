@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Session 44: TMA tiles (default since s44b) loaded in 16-row boxes (FLEXATTN_DECODE_TMA_BOX=16, now the default) against
+# s44b's 64-row boxes, which read up to 63 rows past each split (ncu 8x8k: 275.4 MB from DRAM for 268.5). Predicted:
+# ~269 MB and 8x8k +1-2 % (s44b: 3298 GB/s, cuDNN 3362). gpu_decode_check with the defaults (the whole run; s44b's stopped
+# at ~205 of 229) and with 64-row boxes side by side, the decode suite TMA off / 16 / 64 / 16 / off, ncu of 8x8k.
+. "$(dirname "$0")/lib.sh"
+out_dir s44c; L=$O
+deadline ${S44C_DEADLINE:-250}
+nvidia-smi --query-gpu=name --format=csv,noheader
+BUILD_PY=ON build_gpu $O flexattn _C gpu_decode_check
+export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python:$PWD/bench PYTHONUNBUFFERED=1
+dchecks 95 box16:FLEXATTN_JIT_DEBUG=1 box64:FLEXATTN_DECODE_TMA_BOX=64
+echo "tma fallbacks: $(grep -c 'not TMA' $O/dcheck_box16.log) ($(grep 'not TMA' $O/dcheck_box16.log | sort | uniq -c | head -3))"
+n=0
+for c in off 16 64 16 off; do
+  [ $(left) -gt 45 ] || break
+  env FLEXATTN_DECODE_TMA=$([ $c = off ] && echo 0 || echo 1) FLEXATTN_DECODE_TMA_BOX=$([ $c = 64 ] && echo 64 || echo 16) \
+    timeout $(cap 40 10) python3 bench/run.py --suite decode --impls flexattn,sdpa-cudnn --out $O/decode_${n}_$c \
+    > $O/decode_${n}_$c.log 2>&1
+  echo "decode $n $c rc=$? ($(el) s)"
+  grep -E "^\| (flexattn|sdpa-cudnn)" $O/decode_${n}_$c.log | awk -F'|' '{print $2,$3,$6,$8,$11}' | head -12
+  n=$((n + 1))
+done
+if [ $(left) -gt 30 ]; then
+  M=gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_requests_srcunit_tex_op_read.sum
+  timeout $(cap 40 10) ncu --metrics $M -k "regex:flexattn_decode_m16" -c 1 --launch-skip 8 --csv \
+    python3 bench/lab/round/decode_ncu17.py flexattn > $O/ncu_box16.csv 2> $O/ncu_box16.err
+  echo "ncu box16 rc=$? ($(el) s)"; python3 bench/lab/round/ncu_table.py $O/ncu_box16.csv
+fi
+(cd $OUT && tar czf all.tgz --exclude=all.tgz . 2>/dev/null); true
