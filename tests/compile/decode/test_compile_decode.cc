@@ -28,8 +28,12 @@ namespace {
 
 using DecodeCompile = compile_test::CompileTest;
 
-void expect_no_spills(const CompileReport& r, const std::string& what, size_t entries = 3) {
-  ASSERT_EQ(r.registers.size(), entries) << what;  // row tiles + combine
+// The set of (d, dv) on arch as compile_decode builds it (default tuning): its row tiles (with their _tma entries where
+// the source has them, FLEXATTN_DECODE_TMA) and the combine, each without spills.
+void expect_no_spills(const CompileReport& r, const std::string& what, int d, int dv, const std::string& arch) {
+  const size_t entries =
+      runtime::decode_kernel_names(d, dv, runtime::decode_tma_source(arch, runtime::decode_tuning(), d, dv)).size();
+  ASSERT_EQ(r.registers.size(), entries) << what;
   for (const auto& [fn, bytes] : r.spill_bytes) EXPECT_EQ(bytes, 0) << what << ": " << fn << " spills";
   for (const auto& [fn, regs] : r.registers) {
     EXPECT_LE(regs, 255) << what << ": " << fn;
@@ -58,7 +62,7 @@ TEST_F(DecodeCompile, EveryCorpusVariantCompilesWithoutSpills) {
   for (const corpus::CorpusEntry& c : corpus::mod_corpus()) {
     corpus::BuiltVariant b = corpus::build_variant(c, mods::ProblemShape{1, 32, 8, 1, 4096, 128, 128, 1});
     for (const char* arch : {"sm_80", "sm_90a"})
-      expect_no_spills(compile_decode(b.variant, DType::BF16, 128, 128, arch), c.name + " " + arch);
+      expect_no_spills(compile_decode(b.variant, DType::BF16, 128, 128, arch), c.name + " " + arch, 128, 128, arch);
   }
 }
 
@@ -68,11 +72,10 @@ TEST_F(DecodeCompile, HeadDimsAndDtypesCompileWithoutSpills) {
   v.score_mod = mods::softcap(30);
   for (int d : {64, 96, 256})
     for (const char* arch : {"sm_80", "sm_90a"})
-      expect_no_spills(compile_decode(v, DType::BF16, d, d, arch), "D=" + std::to_string(d) + " " + arch,
-                       d > 128 ? 2 : 3);
-  expect_no_spills(compile_decode(v, DType::F16, 128, 128, "sm_90a"), "f16");
-  expect_no_spills(compile_decode(v, DType::BF16, 64, 128, "sm_90a"), "D=64 Dv=128");
-  expect_no_spills(compile_decode(v, DType::BF16, 256, 64, "sm_80"), "D=256 Dv=64", 2);
+      expect_no_spills(compile_decode(v, DType::BF16, d, d, arch), "D=" + std::to_string(d) + " " + arch, d, d, arch);
+  expect_no_spills(compile_decode(v, DType::F16, 128, 128, "sm_90a"), "f16", 128, 128, "sm_90a");
+  expect_no_spills(compile_decode(v, DType::BF16, 64, 128, "sm_90a"), "D=64 Dv=128", 64, 128, "sm_90a");
+  expect_no_spills(compile_decode(v, DType::BF16, 256, 64, "sm_80"), "D=256 Dv=64", 256, 64, "sm_80");
 }
 
 // The heaviest mods at head dim 256 (the register-tightest tile): still no spills.
@@ -80,7 +83,8 @@ TEST_F(DecodeCompile, HeavyModsAtHeadDim256CompileWithoutSpills) {
   for (const char* name : {"relbias(learnable)", "text:mixed", "t5"}) {
     corpus::BuiltVariant b = corpus::build_variant(corpus::corpus_entry(name), mods::ProblemShape{1, 8, 2, 1, 4096, 256, 256, 1});
     for (const char* arch : {"sm_80", "sm_90a"})
-      expect_no_spills(compile_decode(b.variant, DType::BF16, 256, 256, arch), std::string(name) + " D=256 " + arch, 2);
+      expect_no_spills(compile_decode(b.variant, DType::BF16, 256, 256, arch), std::string(name) + " D=256 " + arch, 256,
+                       256, arch);
   }
 }
 
