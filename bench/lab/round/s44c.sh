@@ -9,11 +9,11 @@ deadline ${S44C_DEADLINE:-250}
 nvidia-smi --query-gpu=name --format=csv,noheader
 BUILD_PY=ON build_gpu $O flexattn _C gpu_decode_check
 export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python:$PWD/bench PYTHONUNBUFFERED=1
-dchecks 95 box16:FLEXATTN_JIT_DEBUG=1 box64:FLEXATTN_DECODE_TMA_BOX=64
+dchecks ${S44C_CHECK_CAP:-95} box16:FLEXATTN_JIT_DEBUG=1 box64:FLEXATTN_DECODE_TMA_BOX=64
 echo "tma fallbacks: $(grep -c 'not TMA' $O/dcheck_box16.log) ($(grep 'not TMA' $O/dcheck_box16.log | sort | uniq -c | head -3))"
 n=0
-for c in off 16 64 16 off; do
-  [ $(left) -gt 45 ] || break
+for c in ${S44C_ORDER:-off 16 64 16 off}; do
+  [ $(left) -gt 25 ] || break
   env FLEXATTN_DECODE_TMA=$([ $c = off ] && echo 0 || echo 1) FLEXATTN_DECODE_TMA_BOX=$([ $c = 64 ] && echo 64 || echo 16) \
     timeout $(cap 40 10) python3 bench/run.py --suite decode --impls flexattn,sdpa-cudnn --out $O/decode_${n}_$c \
     > $O/decode_${n}_$c.log 2>&1
