@@ -74,11 +74,12 @@ constexpr int kDecodeMergeMaxSplits = 8;
 #endif
 // Head dims the TMA entries take: whole 64-column boxes of K and V.
 FLEXATTN_HD constexpr bool decode_tma_dims(int d, int dv) { return d % 64 == 0 && dv % 64 == 0; }
-// FLEXATTN_DECODE_TMA_BOX (env, 16 or 64; a #define when not 16): rows per TMA box. A tile is loaded in boxes of that
-// many rows, and a split's last tile only in the boxes that reach its end: with 64-row boxes the TMA read up to 63
-// rows past each split (8x8k, s44b.sh ncu: 275.4 MB from DRAM for 268.5 MB of K and V).
+// FLEXATTN_DECODE_TMA_BOX (env, 16 or 64; a #define when not 64): rows per TMA box. A tile is loaded in boxes of that
+// many rows, and a split's last tile only in the boxes that reach its end: with 64-row boxes the TMA reads up to 63
+// rows past each split (8x8k, s44b.sh ncu: 275.4 MB from DRAM for 268.5 MB of K and V). 16 is opt-in until a GPU has
+// run it (bench/lab/round/s44c.sh); 64 is what s44b.sh checked and measured.
 #ifndef FLEXATTN_DECODE_TMA_BOX
-#define FLEXATTN_DECODE_TMA_BOX 16
+#define FLEXATTN_DECODE_TMA_BOX 64
 #endif
 struct DecodeRowRange {
   int row0, end;

@@ -29,12 +29,15 @@ const DecodeTuning& decode_tuning() {
     // default on since session 44 (H200, s44b.sh: gpu_decode_check 204 of 229 in 70 s, none failed; contiguous 8x8k
     // 3142 -> 3298 GB/s (cuDNN 3362), 1x128k 3594 -> 3719, 64x4k 3737 -> 3958; paged calls keep the bulk rows)
     r.tma = jit::env_flag("FLEXATTN_DECODE_TMA", true);
-    r.tma_box = int(jit::env_number("FLEXATTN_DECODE_TMA_BOX", FLEXATTN_DECODE_TMA_BOX, 16, 64));
-    if (r.tma_box != 16 && r.tma_box != 64)
-      throw Error("FLEXATTN_DECODE_TMA_BOX: expected 16 or 64, got " + std::to_string(r.tma_box));
+    r.tma_box = decode_tma_box_checked(int(jit::env_number("FLEXATTN_DECODE_TMA_BOX", FLEXATTN_DECODE_TMA_BOX, 16, 64)));
     return r;
   }();
   return t;
+}
+
+int decode_tma_box_checked(int rows) {
+  if (rows != 16 && rows != 64) throw Error("FLEXATTN_DECODE_TMA_BOX: expected 16 or 64, got " + std::to_string(rows));
+  return rows;
 }
 
 std::string decode_entry_for(int block_m, bool tma) {

@@ -25,9 +25,12 @@ struct DecodeTuning {
   bool row_split = false;  // FLEXATTN_DECODE_ROW_SPLIT: walks without a block mask split rows, not tiles, evenly
   bool warp_ring = false;  // FLEXATTN_DECODE_WARP_RING: m16 warps stream their own slice of the bulk ring (sm_90a)
   bool tma = false;        // FLEXATTN_DECODE_TMA: _tma entries, TMA tiles for contiguous caches (sm_90a bulk ring)
-  int tma_box = 16;        // FLEXATTN_DECODE_TMA_BOX: rows per TMA box, 16 or 64 (the maps' and the kernels')
+  int tma_box = 64;        // FLEXATTN_DECODE_TMA_BOX: rows per TMA box, 16 or 64 (the maps' and the kernels')
 };
 const DecodeTuning& decode_tuning();
+
+// FLEXATTN_DECODE_TMA_BOX's value (already in [16, 64]) if it is 16 or 64; an Error naming the variable otherwise.
+int decode_tma_box_checked(int rows);
 
 // The source for decode_tuning(); the second form for explicit tuning (the compile tests: the tuning is
 // read once per process).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 44: TMA tiles (default since s44b) loaded in 16-row boxes (FLEXATTN_DECODE_TMA_BOX=16, now the default) against
+# Session 44: TMA tiles (default since s44b) loaded in 16-row boxes (FLEXATTN_DECODE_TMA_BOX=16, opt-in) against
 # s44b's 64-row boxes, which read up to 63 rows past each split (ncu 8x8k: 275.4 MB from DRAM for 268.5). Predicted:
 # ~269 MB and 8x8k +1-2 % (s44b: 3298 GB/s, cuDNN 3362). gpu_decode_check with the defaults (the whole run; s44b's stopped
 # at ~205 of 229) and with 64-row boxes side by side, the decode suite TMA off / 16 / 64 / 16 / off, ncu of 8x8k.
@@ -9,7 +9,7 @@ deadline ${S44C_DEADLINE:-250}
 nvidia-smi --query-gpu=name --format=csv,noheader
 BUILD_PY=ON build_gpu $O flexattn _C gpu_decode_check
 export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python:$PWD/bench PYTHONUNBUFFERED=1
-dchecks ${S44C_CHECK_CAP:-95} box16:FLEXATTN_JIT_DEBUG=1 box64:FLEXATTN_DECODE_TMA_BOX=64
+dchecks ${S44C_CHECK_CAP:-95} box16:FLEXATTN_DECODE_TMA_BOX=16,FLEXATTN_JIT_DEBUG=1 box64:FLEXATTN_DECODE_TMA_BOX=64
 echo "tma fallbacks: $(grep -c 'not TMA' $O/dcheck_box16.log) ($(grep 'not TMA' $O/dcheck_box16.log | sort | uniq -c | head -3))"
 n=0
 for c in ${S44C_ORDER:-off 16 64 16 off}; do

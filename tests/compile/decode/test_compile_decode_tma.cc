@@ -107,20 +107,20 @@ TEST_F(DecodeTmaCompile, CompilesWithoutSpillsAndLoadsWithTma) {
     }
 }
 
-TEST_F(DecodeTmaCompile, BoxesOf64RowsOnRequest) {
+TEST_F(DecodeTmaCompile, BoxesOf16RowsOnRequest) {
   Variant plain;
   runtime::DecodeTuning t = tma_tuning(true);
   const runtime::KernelSetKey k90{DType::BF16, 128, 128, "sm_90a", false, runtime::KernelFamily::decode};
   const auto gen = codegen::emit_cuda_variant(plain, false);
   EXPECT_EQ(runtime::kernel_source_decode(gen, k90, t).find("FLEXATTN_DECODE_TMA_BOX"), std::string::npos)
-      << "the default box (16 rows) is the headers'";
-  t.tma_box = 64;
-  for (int d : {128, 256}) {  // at 256 the box is the 32-row tile
+      << "the default box (64 rows, or the tile's 32 above D = 128) is the headers'";
+  t.tma_box = 16;
+  for (int d : {64, 128, 256}) {
     std::string source;
     const jit::CompiledKernel k =
-        decode_test::compile_tuned(plain, DType::BF16, d, d, "sm_90a", t, "attn_decode_tma_box64", &source);
-    EXPECT_NE(source.find("#define FLEXATTN_DECODE_TMA_BOX 64"), std::string::npos);
-    decode_test::expect_clean(k, "64-row boxes D=" + std::to_string(d));
+        decode_test::compile_tuned(plain, DType::BF16, d, d, "sm_90a", t, "attn_decode_tma_box16", &source);
+    EXPECT_NE(source.find("#define FLEXATTN_DECODE_TMA_BOX 16"), std::string::npos);
+    decode_test::expect_clean(k, "16-row boxes D=" + std::to_string(d));
   }
 }
 

@@ -7,6 +7,8 @@
 
 #include "common/params.h"
 #include "decode/decode_config.h"
+#include "flexattn/error.h"
+#include "runtime/decode_source.h"
 #include "runtime/decode_tma.h"
 
 using namespace flexattn;
@@ -81,10 +83,18 @@ TEST(DecodeTma, MapsAreTheViewInBoxesOfTheDecodeTile) {
 }
 
 TEST(DecodeTma, BoxRowsAreTheTunedOnesUpToTheTile) {
-  EXPECT_EQ(FLEXATTN_DECODE_TMA_BOX, 16) << "the default box (docs/env_vars.md)";
+  EXPECT_EQ(FLEXATTN_DECODE_TMA_BOX, 64) << "the default box (docs/env_vars.md)";
   EXPECT_EQ(kern::decode_tma_box_rows(128, 128, 16), 16);
   EXPECT_EQ(kern::decode_tma_box_rows(128, 128, 64), 64);
   EXPECT_EQ(kern::decode_tma_box_rows(64, 64, 64), 64);
   EXPECT_EQ(kern::decode_tma_box_rows(256, 256, 64), 32) << "block_n is 32 above head dim 128";
   EXPECT_EQ(kern::decode_tma_box_rows(256, 256, 16), 16);
+  EXPECT_EQ(runtime::decode_tma_box_checked(16), 16);
+  EXPECT_EQ(runtime::decode_tma_box_checked(64), 64);
+  try {
+    runtime::decode_tma_box_checked(32);
+    ADD_FAILURE() << "a 32-row box was taken";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "FLEXATTN_DECODE_TMA_BOX: expected 16 or 64, got 32");
+  }
 }
