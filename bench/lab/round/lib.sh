@@ -78,6 +78,17 @@ decode_ab() {
   for f in $O/decode_*_*.log; do echo "== $(basename $f .log)"; grep -E "^\| (flexattn|sdpa-cudnn)" $f | head -12; done
 }
 
+# decode_run NAME CAP [VAR=V ...]: `bench/run.py --suite decode` (flexattn and cuDNN) with the settings, under a timeout
+# of min(CAP, left) s, into $O/NAME (log $O/NAME.log); then its rows (impl, B, S, page, GB/s). Needs build-gpu's _C and
+# the Python environment (FLEXATTN_NATIVE_DIR, PYTHONPATH).
+decode_run() {
+  local name=$1 cap=$2; shift 2
+  env "$@" timeout $(cap $cap 10) python3 bench/run.py --suite decode --impls flexattn,sdpa-cudnn --out $O/$name \
+    > $O/$name.log 2>&1
+  echo "decode $name rc=$? ($(el) s)"
+  grep -E "^\| (flexattn|sdpa-cudnn)" $O/$name.log | awk -F'|' '{print $2,$3,$6,$8,$11}' | head -12
+}
+
 # dchecks CAP NAME:VAR=V[,VAR=V...] ...: gpu_decode_check once per NAME with its settings, all side by side (each under
 # a timeout of min(CAP, left) s, into $O/dcheck_NAME.log); then per NAME its PASS / FAIL counts, first failures and
 # last line.

@@ -18,11 +18,8 @@ echo "tma fallbacks: $(grep -c 'not TMA' $O/dcheck_tma.log) ($(grep 'not TMA' $O
 n=0
 for c in base rot tma tma rot base; do
   [ $(left) -gt 100 ] || break
-  env FLEXATTN_DECODE_ROT_ROWS=$([ $c = rot ] && echo 1 || echo 0) FLEXATTN_DECODE_TMA=$([ $c = tma ] && echo 1 || echo 0) \
-    timeout $(cap 40 10) python3 bench/run.py --suite decode --impls flexattn,sdpa-cudnn --out $O/decode_${n}_$c \
-    > $O/decode_${n}_$c.log 2>&1
-  echo "decode $n $c rc=$? ($(el) s)"
-  grep -E "^\| (flexattn|sdpa-cudnn)" $O/decode_${n}_$c.log | awk -F'|' '{print $2,$3,$6,$8,$11}' | head -12
+  decode_run decode_${n}_$c 40 FLEXATTN_DECODE_ROT_ROWS=$([ $c = rot ] && echo 1 || echo 0) \
+    FLEXATTN_DECODE_TMA=$([ $c = tma ] && echo 1 || echo 0)
   n=$((n + 1))
 done
 M=gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed

@@ -14,11 +14,8 @@ echo "tma fallbacks: $(grep -c 'not TMA' $O/dcheck_box16.log) ($(grep 'not TMA' 
 n=0
 for c in ${S44C_ORDER:-off 16 64 16 off}; do
   [ $(left) -gt 25 ] || break
-  env FLEXATTN_DECODE_TMA=$([ $c = off ] && echo 0 || echo 1) FLEXATTN_DECODE_TMA_BOX=$([ $c = 64 ] && echo 64 || echo 16) \
-    timeout $(cap 40 10) python3 bench/run.py --suite decode --impls flexattn,sdpa-cudnn --out $O/decode_${n}_$c \
-    > $O/decode_${n}_$c.log 2>&1
-  echo "decode $n $c rc=$? ($(el) s)"
-  grep -E "^\| (flexattn|sdpa-cudnn)" $O/decode_${n}_$c.log | awk -F'|' '{print $2,$3,$6,$8,$11}' | head -12
+  decode_run decode_${n}_$c 40 FLEXATTN_DECODE_TMA=$([ $c = off ] && echo 0 || echo 1) \
+    FLEXATTN_DECODE_TMA_BOX=$([ $c = 64 ] && echo 64 || echo 16)
   n=$((n + 1))
 done
 if [ $(left) -gt 30 ]; then
