@@ -72,8 +72,9 @@ constexpr int kDecodeMergeMaxSplits = 8;
 #ifndef FLEXATTN_DECODE_TMA
 #define FLEXATTN_DECODE_TMA 0
 #endif
-// Head dims the TMA entries take: whole 64-column boxes of K and V.
-FLEXATTN_HD constexpr bool decode_tma_dims(int d, int dv) { return d % 64 == 0 && dv % 64 == 0; }
+// Head dims the TMA entries take: whole 64-column boxes of K and V, up to 128. Above (32-row tiles) they compile but
+// have not run on a GPU (s44b.sh's checks had no contiguous case there), so those head dims keep the bulk rows.
+FLEXATTN_HD constexpr bool decode_tma_dims(int d, int dv) { return d % 64 == 0 && dv % 64 == 0 && d <= 128 && dv <= 128; }
 // FLEXATTN_DECODE_TMA_BOX (env, 16 or 64; a #define when not 64): rows per TMA box. A tile is loaded in boxes of that
 // many rows, and a split's last tile only in the boxes that reach its end: with 64-row boxes the TMA reads up to 63
 // rows past each split (8x8k, s44b.sh ncu: 275.4 MB from DRAM for 268.5 MB of K and V). 16 is opt-in until a GPU has

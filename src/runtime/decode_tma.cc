@@ -18,7 +18,8 @@ bool decode_tma_fits(const kern::AttnParams& p, DType dtype, std::string* why) {
   };
   if (p.page_table != nullptr) return no("a paged cache (the TMA ring loads contiguous caches)");
   if (!kern::decode_tma_dims(p.D, p.Dv))
-    return no("head dims D=" + std::to_string(p.D) + ", Dv=" + std::to_string(p.Dv) + " (the TMA ring takes multiples of 64)");
+    return no("head dims D=" + std::to_string(p.D) + ", Dv=" + std::to_string(p.Dv) +
+              " (the TMA ring takes multiples of 64 up to 128)");
   try {
     decode_tma_map_args(p, dtype, false, 16);  // the box does not change what a map can describe
     decode_tma_map_args(p, dtype, true, 16);
