@@ -76,8 +76,10 @@ struct DecodeFns {
   jit::CUfunction main[2] = {nullptr, nullptr};  // block_m 16, 64
   jit::CUfunction main_tma[2] = {nullptr, nullptr};  // their _tma entries, where the source has them
   jit::CUfunction combine = nullptr;
+  // CTAs per SM of each row tile: with _tma entries, the fewer of the two entries' (their shared memory is the same, their
+  // registers may differ), so the plan -- splits, workspace (decode_num_splits, decode_workspace_bytes) -- depends on
+  // shapes and the device only, never on whether a call's views take TMA.
   int per_sm[2] = {1, 1};
-  int per_sm_tma[2] = {1, 1};
   bool pdl = false;
   bool cluster = false;  // FLEXATTN_DECODE_CLUSTER: the set's sm_90 source compiled the cluster merge
   // cluster: clusters of s CTAs resident at once per row tile (cuOccupancyMaxActiveClusters; 0: such a cluster
@@ -121,7 +123,8 @@ const DecodeFns& decode_fns(const runtime::KernelSet& set, int d, int dv) {
       jit::CUfunction fn = resolve(runtime::decode_entry_for(bm, t), smem);
       const int n = jit::max_active_blocks_per_sm(fn, kern::decode_threads(bm, d, dv), size_t(smem));
       (t ? f.main_tma : f.main)[tile_index(bm)] = fn;
-      (t ? f.per_sm_tma : f.per_sm)[tile_index(bm)] = n > 0 ? n : 1;
+      const int per = n > 0 ? n : 1;
+      f.per_sm[tile_index(bm)] = t ? std::min(f.per_sm[tile_index(bm)], per) : per;
     }
   }
   const int cc = arch.size() >= 5 ? std::atoi(arch.c_str() + 3) : 0;
@@ -190,7 +193,7 @@ Plan make_plan(const AttnParams& p, DType dtype, const DecodeFns& fns, int sm_co
   pl.tma = fns.main_tma[tile_index(pl.block_m)] != nullptr && runtime::decode_tma_fits(p, dtype, &why);
   if (!pl.tma && fns.main_tma[tile_index(pl.block_m)] != nullptr && jit::env_flag("FLEXATTN_JIT_DEBUG"))
     std::fprintf(stderr, "[flexattn decode] the bulk-row ring, not TMA: %s\n", why.c_str());
-  const int per_sm = (pl.tma ? fns.per_sm_tma : fns.per_sm)[tile_index(pl.block_m)];
+  const int per_sm = fns.per_sm[tile_index(pl.block_m)];
   long long slots[kern::kDecodeClusterMax + 1] = {};
   for (int cs = 2; fns.cluster && cs <= kern::kDecodeClusterMax; ++cs) {
     const int n = fns.max_clusters[tile_index(pl.block_m)][cs];
