@@ -184,8 +184,7 @@ __device__ __forceinline__ void decode_bulk_row(unsigned sK, unsigned sV, unsign
   if (src != nullptr) {
     decode_bulk_copy(dst, src, bytes, bar);
   } else {
-    for (unsigned c = 0; c < bytes; c += 16)
-      asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(dst + c), "r"(0) : "memory");
+    for (unsigned c = 0; c < bytes; c += 16) decode_zero_16(dst + c);
     decode_fence_proxy_async();  // before a later bulk copy into this row
   }
 }

@@ -56,6 +56,12 @@ __device__ __forceinline__ void decode_bulk_prefetch_l2(const void* src, unsigne
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
 #endif
 }
+// Zeroes 16 bytes of shared memory (a row the ring does not copy: its V rows must not be garbage under P = 0).
+__device__ __forceinline__ void decode_zero_16(unsigned dst) {
+#if FLEXATTN_DECODE_SM90
+  asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(dst), "r"(0) : "memory");
+#endif
+}
 // Orders this thread's generic shared-memory writes (zeroed rows) before later async-proxy writes
 // (bulk copies) to the same bytes.
 __device__ __forceinline__ void decode_fence_proxy_async() {

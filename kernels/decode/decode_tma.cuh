@@ -80,8 +80,7 @@ __device__ __forceinline__ void decode_tma_zero_tail(unsigned sv, int n0, int ro
   const int n = (r1 - r0) * (Dv / 64) * 8;  // 16-byte chunks
   for (int i = lane; i < n; i += 32) {
     const int row = r0 + i / ((Dv / 64) * 8), slab = (i / 8) % (Dv / 64), chunk = i % 8;
-    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(sv + slab * BN * 128 + row * 128 + chunk * 16), "r"(0)
-                 : "memory");
+    decode_zero_16(sv + slab * BN * 128 + row * 128 + chunk * 16);
   }
   decode_fence_proxy_async();
   __syncwarp();

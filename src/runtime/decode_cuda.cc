@@ -64,7 +64,6 @@ struct Plan {
   int pack = 1, block_m = 16, splits = 1;
   long long rows = 0;    // B * Hq * L
   bool cluster = false;  // the splits merge inside a cluster (kern::decode_cluster_fits): no workspace
-  bool tma = false;      // the _tma entry (FLEXATTN_DECODE_TMA; runtime/decode_tma.h)
 };
 
 // The launch state of one kernel set in one context, resolved once: the entries' functions (their
@@ -115,17 +114,13 @@ const DecodeFns& decode_fns(const runtime::KernelSet& set, int d, int dv) {
   };
   const std::string& arch = set.key.arch;
   const bool tma = runtime::decode_tma_source(arch, runtime::decode_tuning(), d, dv);
-  for (int bm : {16, 64}) {
-    if (bm == 64 && !kern::decode_has_m64(d, dv)) continue;
-    const int smem = kern::decode_smem(bm, d, dv, stages);
-    for (bool t : {false, true}) {
-      if (t && !tma) continue;
-      jit::CUfunction fn = resolve(runtime::decode_entry_for(bm, t), smem);
-      const int n = jit::max_active_blocks_per_sm(fn, kern::decode_threads(bm, d, dv), size_t(smem));
-      (t ? f.main_tma : f.main)[tile_index(bm)] = fn;
-      const int per = n > 0 ? n : 1;
-      f.per_sm[tile_index(bm)] = t ? std::min(f.per_sm[tile_index(bm)], per) : per;
-    }
+  for (const runtime::DecodeEntry& e : runtime::decode_main_entries(d, dv, tma)) {  // each tile's _tma entry after it
+    const int bm = e.block_m, smem = kern::decode_smem(bm, d, dv, stages);
+    jit::CUfunction fn = resolve(runtime::decode_entry_for(bm, e.tma), smem);
+    const int n = jit::max_active_blocks_per_sm(fn, kern::decode_threads(bm, d, dv), size_t(smem));
+    (e.tma ? f.main_tma : f.main)[tile_index(bm)] = fn;
+    const int per = n > 0 ? n : 1;
+    f.per_sm[tile_index(bm)] = e.tma ? std::min(f.per_sm[tile_index(bm)], per) : per;
   }
   const int cc = arch.size() >= 5 ? std::atoi(arch.c_str() + 3) : 0;
   // The source compiled the merge for these archs (decode_cluster_arch); the launch needs cuLaunchKernelEx.
@@ -183,16 +178,12 @@ const runtime::KernelSet& decode_set(const Variant& variant, DType dtype, const 
 // The launch's y dimension is B x head groups (kern::decode_launch): at most 65535.
 bool grid_fits(const AttnParams& p, const Plan& pl) { return (long long)p.B * (p.Hq / pl.pack) <= 65535; }
 
-Plan make_plan(const AttnParams& p, DType dtype, const DecodeFns& fns, int sm_count, int forced_splits) {
+Plan make_plan(const AttnParams& p, const DecodeFns& fns, int sm_count, int forced_splits) {
   Plan pl;
   const int G = p.Hq / p.Hkv;
   pl.pack = p.mask_H > 1 ? 1 : G;
   pl.block_m = kern::decode_block_m(pl.pack * p.L, p.D, p.Dv);
   pl.rows = (long long)p.B * p.Hq * p.L;
-  std::string why;
-  pl.tma = fns.main_tma[tile_index(pl.block_m)] != nullptr && runtime::decode_tma_fits(p, dtype, &why);
-  if (!pl.tma && fns.main_tma[tile_index(pl.block_m)] != nullptr && jit::env_flag("FLEXATTN_JIT_DEBUG"))
-    std::fprintf(stderr, "[flexattn decode] the bulk-row ring, not TMA: %s\n", why.c_str());
   const int per_sm = fns.per_sm[tile_index(pl.block_m)];
   long long slots[kern::kDecodeClusterMax + 1] = {};
   for (int cs = 2; fns.cluster && cs <= kern::kDecodeClusterMax; ++cs) {
@@ -326,11 +317,13 @@ void launch_decode(const runtime::KernelSet& set, const DecodeFns& f, const Devi
   p.split_counters = runtime::decode_tuning().merge && lp.combine && pl.splits <= kern::kDecodeMergeMaxSplits
                          ? runtime::decode_split_counters(device, stream, size_t(l.grid_x) * size_t(l.grid_y))
                          : nullptr;
+  // The _tma entry where the set has one and this call's views take TMA (runtime/decode_tma.h); decided here, at the
+  // launch, since the plan (per_sm: the fewer of the two entries') does not depend on it.
   jit::CUfunction main = f.main[tile_index(pl.block_m)];
-  if (pl.tma) {
+  if (f.main_tma[tile_index(pl.block_m)] != nullptr) {
     std::string why;
     const int box = kern::decode_tma_box_rows(p.D, p.Dv, runtime::decode_tuning().tma_box);
-    if (runtime::encode_decode_tma_maps(&p, set.key.dtype, box, &why))
+    if (runtime::decode_tma_fits(p, set.key.dtype, &why) && runtime::encode_decode_tma_maps(&p, set.key.dtype, box, &why))
       main = f.main_tma[tile_index(pl.block_m)];
     else if (jit::env_flag("FLEXATTN_JIT_DEBUG"))
       std::fprintf(stderr, "[flexattn decode] the bulk-row ring, not TMA: %s\n", why.c_str());
@@ -383,7 +376,7 @@ Plan plan_of(const DecodeArgs& a, AttnParams* p, const runtime::KernelSet** set 
   const DecodeFns& f = decode_fns(s, p->D, p->Dv);
   if (set != nullptr) *set = &s;
   if (fns != nullptr) *fns = &f;
-  return make_plan(*p, a.q.dtype, f, dev.sm_count, a.num_splits);
+  return make_plan(*p, f, dev.sm_count, a.num_splits);
 }
 
 }  // namespace
@@ -478,7 +471,7 @@ bool try_decode_forward(const ForwardArgs& a, kern::AttnParams& p, const std::st
   if (p.kv_num_blocks != nullptr && p.kv_block % kern::decode_tile(16, p.D, p.Dv).block_n != 0) return false;
   const runtime::KernelSet& set = decode_set(*a.variant, a.q.dtype, p, arch);
   const DecodeFns& fns = decode_fns(set, p.D, p.Dv);
-  Plan pl = make_plan(p, a.q.dtype, fns, sm_count_of(a.device), 0);
+  Plan pl = make_plan(p, fns, sm_count_of(a.device), 0);
   if (!grid_fits(p, pl)) return false;  // the forward families put B and Hq on separate grid axes
   void* ws = nullptr;
   if (workspace_bytes_for(pl, p.Dv) > 0) {

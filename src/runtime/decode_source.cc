@@ -44,13 +44,19 @@ std::string decode_entry_for(int block_m, bool tma) {
   return "flexattn_decode_m" + std::to_string(block_m) + (tma ? "_tma" : "");
 }
 
-std::vector<std::string> decode_kernel_names(int d, int dv, bool tma) {
-  std::vector<std::string> names;
+std::vector<DecodeEntry> decode_main_entries(int d, int dv, bool tma) {
+  std::vector<DecodeEntry> entries;
   for (bool t : {false, true}) {
     if (t && !tma) continue;
-    names.push_back(decode_entry_for(16, t));
-    if (kern::decode_has_m64(d, dv)) names.push_back(decode_entry_for(64, t));
+    for (int bm : {16, 64})
+      if (bm == 16 || kern::decode_has_m64(d, dv)) entries.push_back({bm, t});
   }
+  return entries;
+}
+
+std::vector<std::string> decode_kernel_names(int d, int dv, bool tma) {
+  std::vector<std::string> names;
+  for (const DecodeEntry& e : decode_main_entries(d, dv, tma)) names.push_back(decode_entry_for(e.block_m, e.tma));
   names.push_back("flexattn_decode_combine");
   return names;
 }
@@ -93,14 +99,10 @@ std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const
   s << "using namespace flexattn::kern;\n\n" << variant.source << "\n";
   // minBlocksPerSM = 1 as in the other families: a bare bound caps registers and spills.
   // The _tma entries (FLEXATTN_DECODE_TMA): the same kernels with the TMA ring, for contiguous caches.
-  for (bool with_tma : {false, true}) {
-    if (with_tma && !tma) continue;
-    for (int bm : {16, 64}) {
-      if (bm == 64 && !kern::decode_has_m64(key.d, key.dv)) continue;
-      s << "extern \"C\" __global__ void __launch_bounds__(decode_threads(" << bm << ", " << dd << "), 1)\n"
-        << decode_entry_for(bm, with_tma) << "(const __grid_constant__ AttnParams p) { attn_decode<FlexVariant, " << t
-        << ", " << dd << ", " << bm << (with_tma ? ", true" : "") << ">(p); }\n";
-    }
+  for (const DecodeEntry& e : decode_main_entries(key.d, key.dv, tma)) {
+    s << "extern \"C\" __global__ void __launch_bounds__(decode_threads(" << e.block_m << ", " << dd << "), 1)\n"
+      << decode_entry_for(e.block_m, e.tma) << "(const __grid_constant__ AttnParams p) { attn_decode<FlexVariant, " << t
+      << ", " << dd << ", " << e.block_m << (e.tma ? ", true" : "") << ">(p); }\n";
   }
   s << "extern \"C\" __global__ void __launch_bounds__(kDecodeCombineWarps * 32, 1)\n"
     << "flexattn_decode_combine(const __grid_constant__ AttnParams p) { attn_decode_combine<" << t << ", " << key.dv

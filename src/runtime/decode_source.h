@@ -46,8 +46,17 @@ bool decode_cluster_arch(const std::string& arch, bool tuning_cluster);
 // Whether the source for this arch, tuning and head dims defines the _tma entries (FLEXATTN_DECODE_TMA).
 bool decode_tma_source(const std::string& arch, const DecodeTuning& tuning, int d, int dv);
 
-// Entry names of the set for head dims (d, dv), in the order the source defines them; tma: with the _tma entries
-// (decode_tma_source).
+// The split-KV entries of a set for head dims (d, dv), in the order the source defines them: the row tiles
+// (decode_has_m64), then with tma (decode_tma_source) the same tiles' _tma entries. The source, the entry names and the
+// launch state all walk this list.
+struct DecodeEntry {
+  int block_m;
+  bool tma;
+};
+std::vector<DecodeEntry> decode_main_entries(int d, int dv, bool tma);
+
+// Entry names of the set for head dims (d, dv), in the order the source defines them: decode_main_entries, then the
+// combine.
 std::vector<std::string> decode_kernel_names(int d, int dv, bool tma = false);
 
 // The entry for a row tile (decode_block_m): "flexattn_decode_m16" or "flexattn_decode_m64", with "_tma" for the

@@ -29,10 +29,35 @@ bool decode_tma_fits(const kern::AttnParams& p, DType dtype, std::string* why) {
   return true;
 }
 
+bool same_tma_map_args(const TmaMapArgs& a, const TmaMapArgs& b) {
+  bool same = a.data_type == b.data_type && a.rank == b.rank && a.address == b.address && a.interleave == b.interleave &&
+              a.swizzle == b.swizzle && a.l2_promotion == b.l2_promotion && a.oob_fill == b.oob_fill;
+  for (int i = 0; i < 4; ++i)
+    same = same && a.dims[i] == b.dims[i] && a.box[i] == b.box[i] && a.element_strides[i] == b.element_strides[i];
+  for (int i = 0; i < 3; ++i) same = same && a.strides[i] == b.strides[i];
+  return same;
+}
+
 bool encode_decode_tma_maps(kern::AttnParams* p, DType dtype, int box_rows, std::string* why) {
+  struct Last {
+    bool valid = false;
+    TmaMapArgs args;
+    kern::TmaDesc map;
+  };
+  thread_local Last last[2];  // K, V
+  auto encode = [&](bool value, kern::TmaDesc* out) {
+    const TmaMapArgs a = decode_tma_map_args(*p, dtype, value, box_rows);
+    Last& l = last[value ? 1 : 0];
+    if (!l.valid || !same_tma_map_args(l.args, a)) {
+      l.valid = false;
+      encode_sm90_map(a, value ? "v" : "k", &l.map);
+      l.args = a, l.valid = true;
+    }
+    *out = l.map;
+  };
   try {
-    encode_sm90_map(decode_tma_map_args(*p, dtype, false, box_rows), "k", &p->k_map);
-    encode_sm90_map(decode_tma_map_args(*p, dtype, true, box_rows), "v", &p->v_map);
+    encode(false, &p->k_map);
+    encode(true, &p->v_map);
   } catch (const Error& e) {
     if (why != nullptr) *why = e.what();
     return false;

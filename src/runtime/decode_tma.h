@@ -21,8 +21,13 @@ bool decode_tma_fits(const kern::AttnParams& p, DType dtype, std::string* why = 
 // kern::decode_tma_box_rows of the tuned FLEXATTN_DECODE_TMA_BOX), 128-byte swizzle, zero fill past S.
 TmaMapArgs decode_tma_map_args(const kern::AttnParams& p, DType dtype, bool value, int box_rows);
 
+// Whether two maps' arguments describe the same map (every field cuTensorMapEncodeTiled reads).
+bool same_tma_map_args(const TmaMapArgs& a, const TmaMapArgs& b);
+
 // Encodes p->k_map and p->v_map with boxes of box_rows rows; false, with the driver's message in *why, when the driver
-// rejects one (the call then takes the bulk-row entries).
+// rejects one (the call then takes the bulk-row entries). A decode loop calls with the same cache every step: the
+// maps of this thread's last call are reused when their arguments are the same (same_tma_map_args), so a step costs no
+// cuTensorMapEncodeTiled.
 bool encode_decode_tma_maps(kern::AttnParams* p, DType dtype, int box_rows, std::string* why);
 
 }  // namespace flexattn::runtime

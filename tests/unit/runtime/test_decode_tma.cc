@@ -84,6 +84,24 @@ TEST(DecodeTma, MapsAreTheViewInBoxesOfTheDecodeTile) {
   EXPECT_EQ(runtime::decode_tma_map_args(p, DType::BF16, false, 64).box[1], 64u);
 }
 
+TEST(DecodeTma, CachedMapsAreReusedOnlyForTheSameArguments) {
+  const kern::AttnParams p = contiguous(128, 128);
+  const runtime::TmaMapArgs k = runtime::decode_tma_map_args(p, DType::BF16, false, 64);
+  EXPECT_TRUE(runtime::same_tma_map_args(k, runtime::decode_tma_map_args(p, DType::BF16, false, 64)));
+  EXPECT_FALSE(runtime::same_tma_map_args(k, runtime::decode_tma_map_args(p, DType::BF16, true, 64))) << "V";
+  EXPECT_FALSE(runtime::same_tma_map_args(k, runtime::decode_tma_map_args(p, DType::BF16, false, 16))) << "box";
+  EXPECT_FALSE(runtime::same_tma_map_args(k, runtime::decode_tma_map_args(p, DType::F16, false, 64))) << "dtype";
+  kern::AttnParams q = p;
+  q.S = 999;
+  EXPECT_FALSE(runtime::same_tma_map_args(k, runtime::decode_tma_map_args(q, DType::BF16, false, 64))) << "rows";
+  q = p;
+  q.k_sh += 8;
+  EXPECT_FALSE(runtime::same_tma_map_args(k, runtime::decode_tma_map_args(q, DType::BF16, false, 64))) << "stride";
+  q = p;
+  q.k = static_cast<const unsigned char*>(p.k) + 16;
+  EXPECT_FALSE(runtime::same_tma_map_args(k, runtime::decode_tma_map_args(q, DType::BF16, false, 64))) << "address";
+}
+
 TEST(DecodeTma, BoxRowsAreTheTunedOnesUpToTheTile) {
   EXPECT_EQ(FLEXATTN_DECODE_TMA_BOX, 64) << "the default box (docs/env_vars.md)";
   EXPECT_EQ(kern::decode_tma_box_rows(128, 128, 16), 16);
