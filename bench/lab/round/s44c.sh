@@ -21,6 +21,8 @@ done
 # Split counts at 8x8k with TMA tiles (the heuristic takes 6: 384 CTAs on 396 slots, one wave).
 decode_bench splits 20 40 --splits 4,5,6,7,8,9,12,18
 grep -E "8192|splits" $O/bench_splits.log | head -24
+decode_bench merge0 15 30 FLEXATTN_DECODE_MERGE=0 --splits 6
+grep -E "8192|splits" $O/bench_merge0.log | head -8
 if [ $(left) -gt 30 ]; then
   M=gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_requests_srcunit_tex_op_read.sum
   timeout $(cap 40 10) ncu --metrics $M -k "regex:flexattn_decode_m16" -c 1 --launch-skip 8 --csv \
