@@ -29,4 +29,9 @@ if [ $(left) -gt 30 ]; then
     python3 bench/lab/round/decode_ncu17.py flexattn > $O/ncu_box16.csv 2> $O/ncu_box16.err
   echo "ncu box16 rc=$? ($(el) s)"; python3 bench/lab/round/ncu_table.py $O/ncu_box16.csv
 fi
+if [ $(left) -gt 25 ]; then  # 1x128k's split kernel under the same ncu: same bytes and CTA count as 8x8k, 2x rows per CTA
+  timeout $(cap 40 10) ncu --metrics $M -k "regex:flexattn_decode_m16" -c 1 --launch-skip 8 --csv \
+    python3 bench/lab/round/decode_ncu17.py flexattn 1 131072 > $O/ncu_128k.csv 2> $O/ncu_128k.err
+  echo "ncu 1x128k rc=$? ($(el) s)"; python3 bench/lab/round/ncu_table.py $O/ncu_128k.csv
+fi
 (cd $OUT && tar czf all.tgz --exclude=all.tgz . 2>/dev/null); true
