@@ -12,7 +12,7 @@ export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYT
 dchecks ${S44C_CHECK_CAP:-95} box16:FLEXATTN_DECODE_TMA_BOX=16,FLEXATTN_JIT_DEBUG=1 box64:FLEXATTN_DECODE_TMA_BOX=64
 echo "tma fallbacks: $(grep -c 'not TMA' $O/dcheck_box16.log) ($(grep 'not TMA' $O/dcheck_box16.log | sort | uniq -c | head -3))"
 n=0
-for c in ${S44C_ORDER:-off 16 64 16 off}; do
+for c in ${S44C_ORDER:-16 64}; do
   [ $(left) -gt 25 ] || break
   decode_run decode_${n}_$c 40 FLEXATTN_DECODE_TMA=$([ $c = off ] && echo 0 || echo 1) \
     FLEXATTN_DECODE_TMA_BOX=$([ $c = 64 ] && echo 64 || echo 16)
@@ -25,8 +25,8 @@ decode_bench merge0 15 30 FLEXATTN_DECODE_MERGE=0 --splits 6
 grep -E "8192|splits" $O/bench_merge0.log | head -8
 if [ $(left) -gt 30 ]; then
   M=gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_requests_srcunit_tex_op_read.sum
-  timeout $(cap 40 10) ncu --metrics $M -k "regex:flexattn_decode_m16" -c 1 --launch-skip 8 --csv \
-    python3 bench/lab/round/decode_ncu17.py flexattn > $O/ncu_box16.csv 2> $O/ncu_box16.err
+  FLEXATTN_DECODE_TMA_BOX=16 timeout $(cap 40 10) ncu --metrics $M -k "regex:flexattn_decode_m16" -c 1 --launch-skip 8 \
+    --csv python3 bench/lab/round/decode_ncu17.py flexattn > $O/ncu_box16.csv 2> $O/ncu_box16.err
   echo "ncu box16 rc=$? ($(el) s)"; python3 bench/lab/round/ncu_table.py $O/ncu_box16.csv
 fi
 if [ $(left) -gt 25 ]; then  # 1x128k's split kernel under the same ncu: same bytes and CTA count as 8x8k, 2x rows per CTA
