@@ -428,8 +428,8 @@ __device__ __forceinline__ void attn_decode(const AttnParams& p) {
   constexpr bool kTma = kTmaTiles && kDecodeTmaOn && decode_tma_dims(D, Dv);
   static_assert(kTma == kTmaTiles, "a _tma entry needs FLEXATTN_DECODE_TMA, the bulk ring and head dims of 64 x n");
   constexpr bool kWarpRing = !kTma && kDecodeWarpRingOn && WR == 1 && BN / WC == 16 && kDecodePrefetch == 0;
-  using KRows = typename DecodeTmaRows<kTma, PaddedRows<SK>, BN>::type;
-  using VRows = typename DecodeTmaRows<kTma, PaddedRows<SV>, BN>::type;
+  using KRows = typename DecodeTmaRows<kTma, PaddedRows<SK>, BN, D>::type;
+  using VRows = typename DecodeTmaRows<kTma, PaddedRows<SV>, BN, Dv>::type;
   // Bytes of one ring stage of K and of V: padded rows, or the TMA's unpadded swizzled slabs.
   constexpr int KST = kTma ? decode_tma_stage_bytes(BN, D) : BN * SK * 2;
   constexpr int VST = kTma ? decode_tma_stage_bytes(BN, Dv) : BN * SV * 2;

@@ -82,6 +82,13 @@ FLEXATTN_HD constexpr bool decode_tma_dims(int d, int dv) { return d % 64 == 0 &
 #ifndef FLEXATTN_DECODE_TMA_BOX
 #define FLEXATTN_DECODE_TMA_BOX 64
 #endif
+// FLEXATTN_DECODE_TMA_WHOLE (env 0 / 1; a #define when 1): each TMA box holds whole rows, [box rows][D / 64 pieces][64
+// columns], one contiguous block of K or V, instead of one box per 64 columns ([box rows][64], half of each 256-byte row
+// at D = 128, the other half a second box). Shared memory then holds a row's pieces side by side (decode_tma.cuh,
+// WholeRows). Opt-in until a GPU has run it (bench/lab/round/s44c.sh).
+#ifndef FLEXATTN_DECODE_TMA_WHOLE
+#define FLEXATTN_DECODE_TMA_WHOLE 0
+#endif
 struct DecodeRowRange {
   int row0, end;
 };

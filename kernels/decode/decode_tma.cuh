@@ -33,14 +33,37 @@ struct SwizzledRows {
   }
 };
 
-// The ring's row map: SwizzledRows on the TMA entries, Other (the padded rows) elsewhere.
-template <bool kTma, class Other, int BN>
+// The row map over whole-row boxes (FLEXATTN_DECODE_TMA_WHOLE): a tile of C columns is [BN rows][C / 64 pieces] of
+// 128-byte lines, line r * (C / 64) + c / 64 for row r, with chunk k of a line at k ^ (line % 8). Whole rows are one
+// contiguous block in memory, so a box reads it front to back. At C = 128 the 8 rows of an ldmatrix phase sit on lines
+// 2 apart, so 4 bank groups serve them (2-way conflicts): a tile's 32 KiB of fragment reads per ~3 us of its loads on
+// an H200 SM, far from the shared-memory limit. Moves by whole groups of 8 rows keep the swizzle phase (n0).
+template <int C>
+struct WholeRows {
+  static __device__ __forceinline__ unsigned addr(unsigned base, int r, int c) {
+    const int line = r * (C / 64) + (c >> 6);
+    return base + line * 128 + ((((c >> 3) & 7) ^ (line & 7)) << 4);
+  }
+};
+
+template <bool kWhole, int BN, int C>
+struct DecodeTmaLayout {
+  using type = SwizzledRows<BN>;
+};
+template <int BN, int C>
+struct DecodeTmaLayout<true, BN, C> {
+  using type = WholeRows<C>;
+};
+
+// The ring's row map: on the TMA entries SwizzledRows, or WholeRows<C> (C: the operand's columns) with whole-row boxes;
+// Other (the padded rows) elsewhere.
+template <bool kTma, class Other, int BN, int C>
 struct DecodeTmaRows {
   using type = Other;
 };
-template <class Other, int BN>
-struct DecodeTmaRows<true, Other, BN> {
-  using type = SwizzledRows<BN>;
+template <class Other, int BN, int C>
+struct DecodeTmaRows<true, Other, BN, C> {
+  using type = typename DecodeTmaLayout<FLEXATTN_DECODE_TMA_WHOLE != 0, BN, C>::type;
 };
 
 // Shared-memory bytes of one TMA stage of K (dim = D) or V (dim = Dv): unpadded, a multiple of 1024 bytes.
@@ -60,18 +83,23 @@ __device__ __forceinline__ void decode_tma_issue(unsigned sk, unsigned sv, unsig
   const int rows = kv_end - kv0 < BN ? kv_end - kv0 : BN, boxes = (rows + BOX - 1) / BOX;
   decode_mbar_arrive_tx(bar, unsigned(boxes * BOX * 128 * (D / 64 + Dv / 64)));
   for (int i = 0; i < boxes; ++i) {
+    if constexpr (FLEXATTN_DECODE_TMA_WHOLE) {  // one box of whole rows each (5-D maps: runtime/decode_tma.h)
+      sm90::tma_load_5d(sk + i * BOX * D * 2, &p.k_map, bar, 0, 0, kv0 + i * BOX, hk, bk);
+      sm90::tma_load_5d(sv + i * BOX * Dv * 2, &p.v_map, bar, 0, 0, kv0 + i * BOX, hk, bk);
+    } else {
 #pragma unroll
-    for (int j = 0; j < D / 64; ++j)
-      sm90::tma_load_4d(sk + j * BN * 128 + i * BOX * 128, &p.k_map, bar, 64 * j, kv0 + i * BOX, hk, bk);
+      for (int j = 0; j < D / 64; ++j)
+        sm90::tma_load_4d(sk + j * BN * 128 + i * BOX * 128, &p.k_map, bar, 64 * j, kv0 + i * BOX, hk, bk);
 #pragma unroll
-    for (int j = 0; j < Dv / 64; ++j)
-      sm90::tma_load_4d(sv + j * BN * 128 + i * BOX * 128, &p.v_map, bar, 64 * j, kv0 + i * BOX, hk, bk);
+      for (int j = 0; j < Dv / 64; ++j)
+        sm90::tma_load_4d(sv + j * BN * 128 + i * BOX * 128, &p.v_map, bar, 64 * j, kv0 + i * BOX, hk, bk);
+    }
   }
 #endif
 }
 
 // The tail tile (kv0 + BN > kv_end): this warp zeroes the V rows it will read, [n0, n0 + rows), from row kv_end - kv0
-// on (whole 128-byte rows of every slab: the swizzle only moves chunks within a row), then orders those generic writes
+// on (whole 128-byte lines of every 64-column piece: the swizzle only moves chunks within a line), then orders those generic writes
 // before a later TMA into the stage (the barrier that ends the iteration publishes them to that TMA's issuer).
 // Warps whose rows overlap (one warp column) write the same zeros.
 template <int BN, int Dv>
@@ -80,7 +108,8 @@ __device__ __forceinline__ void decode_tma_zero_tail(unsigned sv, int n0, int ro
   const int n = (r1 - r0) * (Dv / 64) * 8;  // 16-byte chunks
   for (int i = lane; i < n; i += 32) {
     const int row = r0 + i / ((Dv / 64) * 8), slab = (i / 8) % (Dv / 64), chunk = i % 8;
-    decode_zero_16(sv + slab * BN * 128 + row * 128 + chunk * 16);
+    const int line = FLEXATTN_DECODE_TMA_WHOLE ? row * (Dv / 64) + slab : slab * BN + row;  // WholeRows / SwizzledRows
+    decode_zero_16(sv + line * 128 + chunk * 16);
   }
   decode_fence_proxy_async();
   __syncwarp();

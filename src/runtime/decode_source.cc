@@ -30,6 +30,7 @@ const DecodeTuning& decode_tuning() {
     // 3142 -> 3298 GB/s (cuDNN 3362), 1x128k 3594 -> 3719, 64x4k 3737 -> 3958; paged calls keep the bulk rows)
     r.tma = jit::env_flag("FLEXATTN_DECODE_TMA", true);
     r.tma_box = decode_tma_box_checked(int(jit::env_number("FLEXATTN_DECODE_TMA_BOX", FLEXATTN_DECODE_TMA_BOX, 16, 64)));
+    r.tma_whole = jit::env_flag("FLEXATTN_DECODE_TMA_WHOLE", FLEXATTN_DECODE_TMA_WHOLE != 0);
     return r;
   }();
   return t;
@@ -90,6 +91,8 @@ std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const
   const bool tma = decode_tma_source(key.arch, tuning, key.d, key.dv);
   if (tma) s << "#define FLEXATTN_DECODE_TMA 1\n";
   if (tma && tuning.tma_box != FLEXATTN_DECODE_TMA_BOX) s << "#define FLEXATTN_DECODE_TMA_BOX " << tuning.tma_box << "\n";
+  if (tma && tuning.tma_whole != (FLEXATTN_DECODE_TMA_WHOLE != 0))
+    s << "#define FLEXATTN_DECODE_TMA_WHOLE " << (tuning.tma_whole ? 1 : 0) << "\n";
   if (decode_cluster_arch(key.arch, tuning.cluster)) s << "#define FLEXATTN_DECODE_CLUSTER 1\n";
   if (tuning.merge) s << "#define FLEXATTN_DECODE_MERGE 1\n";
   if (tuning.row_split) s << "#define FLEXATTN_DECODE_ROW_SPLIT 1\n";

@@ -26,6 +26,7 @@ struct DecodeTuning {
   bool warp_ring = false;  // FLEXATTN_DECODE_WARP_RING: m16 warps stream their own slice of the bulk ring (sm_90a)
   bool tma = false;        // FLEXATTN_DECODE_TMA: _tma entries, TMA tiles for contiguous caches (sm_90a bulk ring)
   int tma_box = 64;        // FLEXATTN_DECODE_TMA_BOX: rows per TMA box, 16 or 64 (the maps' and the kernels')
+  bool tma_whole = false;  // FLEXATTN_DECODE_TMA_WHOLE: TMA boxes of whole rows (5-D maps; the maps' and the kernels')
 };
 const DecodeTuning& decode_tuning();
 

@@ -6,9 +6,20 @@
 
 namespace flexattn::runtime {
 
-TmaMapArgs decode_tma_map_args(const kern::AttnParams& p, DType dtype, bool value, int box_rows) {
-  return value ? sm90_map_args("v", p.v, dtype, p.Bkv, p.Hkv, p.S, p.Dv, p.v_sb, p.v_sh, p.v_sl, box_rows)
-               : sm90_map_args("k", p.k, dtype, p.Bkv, p.Hkv, p.S, p.D, p.k_sb, p.k_sh, p.k_sl, box_rows);
+TmaMapArgs decode_tma_map_args(const kern::AttnParams& p, DType dtype, bool value, int box_rows, bool whole) {
+  TmaMapArgs a = value ? sm90_map_args("v", p.v, dtype, p.Bkv, p.Hkv, p.S, p.Dv, p.v_sb, p.v_sh, p.v_sl, box_rows)
+                       : sm90_map_args("k", p.k, dtype, p.Bkv, p.Hkv, p.S, p.D, p.k_sb, p.k_sh, p.k_sl, box_rows);
+  if (!whole) return a;
+  const uint64_t dim = a.dims[0];
+  if (dim % 64 != 0)
+    throw Error(std::string(value ? "v" : "k") + ": whole-row TMA boxes take head dims of whole 64-column pieces, got " +
+                std::to_string(dim));
+  // (64, pieces, rows, heads, batch): a piece is the next 128 bytes of its row.
+  a.rank = 5;
+  a.dims[4] = a.dims[3], a.dims[3] = a.dims[2], a.dims[2] = a.dims[1], a.dims[1] = dim / 64, a.dims[0] = 64;
+  a.strides[3] = a.strides[2], a.strides[2] = a.strides[1], a.strides[1] = a.strides[0], a.strides[0] = 128;
+  a.box[0] = 64, a.box[1] = uint32_t(dim / 64), a.box[2] = uint32_t(box_rows), a.box[3] = 1, a.box[4] = 1;
+  return a;
 }
 
 bool decode_tma_fits(const kern::AttnParams& p, DType dtype, std::string* why) {
@@ -32,13 +43,13 @@ bool decode_tma_fits(const kern::AttnParams& p, DType dtype, std::string* why) {
 bool same_tma_map_args(const TmaMapArgs& a, const TmaMapArgs& b) {
   bool same = a.data_type == b.data_type && a.rank == b.rank && a.address == b.address && a.interleave == b.interleave &&
               a.swizzle == b.swizzle && a.l2_promotion == b.l2_promotion && a.oob_fill == b.oob_fill;
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < 5; ++i)
     same = same && a.dims[i] == b.dims[i] && a.box[i] == b.box[i] && a.element_strides[i] == b.element_strides[i];
-  for (int i = 0; i < 3; ++i) same = same && a.strides[i] == b.strides[i];
+  for (int i = 0; i < 4; ++i) same = same && a.strides[i] == b.strides[i];
   return same;
 }
 
-bool encode_decode_tma_maps(kern::AttnParams* p, DType dtype, int box_rows, std::string* why) {
+bool encode_decode_tma_maps(kern::AttnParams* p, DType dtype, int box_rows, bool whole, std::string* why) {
   struct Last {
     bool valid = false;
     TmaMapArgs args;
@@ -46,7 +57,7 @@ bool encode_decode_tma_maps(kern::AttnParams* p, DType dtype, int box_rows, std:
   };
   thread_local Last last[2];  // K, V
   auto encode = [&](bool value, kern::TmaDesc* out) {
-    const TmaMapArgs a = decode_tma_map_args(*p, dtype, value, box_rows);
+    const TmaMapArgs a = decode_tma_map_args(*p, dtype, value, box_rows, whole);
     Last& l = last[value ? 1 : 0];
     if (!l.valid || !same_tma_map_args(l.args, a)) {
       l.valid = false;

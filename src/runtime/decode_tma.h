@@ -18,8 +18,10 @@ namespace flexattn::runtime {
 bool decode_tma_fits(const kern::AttnParams& p, DType dtype, std::string* why = nullptr);
 
 // The maps' arguments: K's or V's [Bkv, Hkv, S, dim] view in boxes of 64 columns x box_rows rows (the kernels' box:
-// kern::decode_tma_box_rows of the tuned FLEXATTN_DECODE_TMA_BOX), 128-byte swizzle, zero fill past S.
-TmaMapArgs decode_tma_map_args(const kern::AttnParams& p, DType dtype, bool value, int box_rows);
+// kern::decode_tma_box_rows of the tuned FLEXATTN_DECODE_TMA_BOX), 128-byte swizzle, zero fill past S. whole
+// (FLEXATTN_DECODE_TMA_WHOLE): the same view as 5-D, (64 columns, dim / 64 pieces, S, Hkv, Bkv), in boxes of whole
+// rows (64, dim / 64, box_rows, 1, 1).
+TmaMapArgs decode_tma_map_args(const kern::AttnParams& p, DType dtype, bool value, int box_rows, bool whole = false);
 
 // Whether two maps' arguments describe the same map (every field cuTensorMapEncodeTiled reads).
 bool same_tma_map_args(const TmaMapArgs& a, const TmaMapArgs& b);
@@ -28,6 +30,6 @@ bool same_tma_map_args(const TmaMapArgs& a, const TmaMapArgs& b);
 // rejects one (the call then takes the bulk-row entries). A decode loop calls with the same cache every step: the
 // maps of this thread's last call are reused when their arguments are the same (same_tma_map_args), so a step costs no
 // cuTensorMapEncodeTiled.
-bool encode_decode_tma_maps(kern::AttnParams* p, DType dtype, int box_rows, std::string* why);
+bool encode_decode_tma_maps(kern::AttnParams* p, DType dtype, int box_rows, bool whole, std::string* why);
 
 }  // namespace flexattn::runtime

@@ -31,11 +31,13 @@ void encode(const TmaMapArgs& a, const char* what, kern::TmaDesc* out) {
   const jit::CUresult r = drv.cuTensorMapEncodeTiled(
       &map, a.data_type, a.rank, const_cast<void*>(a.address), a.dims, a.strides, a.box, a.element_strides,
       a.interleave, a.swizzle, a.l2_promotion, a.oob_fill);
-  if (r != jit::CUDA_SUCCESS)
-    throw Error(std::string(what) + ": cuTensorMapEncodeTiled rejected the tensor (dims " + num(int64_t(a.dims[0])) +
-                ", " + num(int64_t(a.dims[1])) + ", " + num(int64_t(a.dims[2])) + ", " + num(int64_t(a.dims[3])) +
-                "; byte strides " + num(int64_t(a.strides[0])) + ", " + num(int64_t(a.strides[1])) + ", " +
-                num(int64_t(a.strides[2])) + "): " + jit::cu_error_text(r));
+  if (r != jit::CUDA_SUCCESS) {
+    std::string dims, strides;
+    for (uint32_t i = 0; i < a.rank; ++i) dims += (i ? ", " : "") + num(int64_t(a.dims[i]));
+    for (uint32_t i = 0; i + 1 < a.rank; ++i) strides += (i ? ", " : "") + num(int64_t(a.strides[i]));
+    throw Error(std::string(what) + ": cuTensorMapEncodeTiled rejected the tensor (dims " + dims + "; byte strides " +
+                strides + "): " + jit::cu_error_text(r));
+  }
   static_assert(sizeof(map) == sizeof(kern::TmaDesc), "CUtensorMap is 128 bytes");
   std::memcpy(out->opaque, &map, sizeof(map));
 }

@@ -21,15 +21,16 @@ struct Sm90FwdForm;
 // The arguments of one cuTensorMapEncodeTiled call (enum values as in cuda.h), kept as data so tests
 // can check them without a driver. 4-D, innermost first: (head dim, rows, head, batch); strides in
 // bytes for dims 1..3; box (64, box_rows, 1, 1): one 128-byte row per box row = one 128B-swizzle span,
-// so a tile of C columns is C / 64 boxes (kernels/sm90/tile_config_sm90.h).
+// so a tile of C columns is C / 64 boxes (kernels/sm90/tile_config_sm90.h). The decode ring's whole-row
+// maps are 5-D (runtime/decode_tma.h); fields past `rank` are unused.
 struct TmaMapArgs {
   int data_type = 0;  // CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 (9) or _FLOAT16 (6)
   uint32_t rank = 4;
   const void* address = nullptr;
-  uint64_t dims[4] = {};
-  uint64_t strides[3] = {};
-  uint32_t box[4] = {};
-  uint32_t element_strides[4] = {1, 1, 1, 1};
+  uint64_t dims[5] = {};
+  uint64_t strides[4] = {};
+  uint32_t box[5] = {};
+  uint32_t element_strides[5] = {1, 1, 1, 1, 1};
   int interleave = 0;  // CU_TENSOR_MAP_INTERLEAVE_NONE
   int swizzle = 3;     // CU_TENSOR_MAP_SWIZZLE_128B
   int l2_promotion = 2;  // CU_TENSOR_MAP_L2_PROMOTION_L2_128B

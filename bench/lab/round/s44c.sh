@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
-# Session 44: TMA tiles (default since s44b) loaded in 16-row boxes (FLEXATTN_DECODE_TMA_BOX=16, opt-in) against
+# Session 44/45: TMA tiles (default since s44b) loaded in 16-row boxes (FLEXATTN_DECODE_TMA_BOX=16, opt-in) against
 # s44b's 64-row boxes, which read up to 63 rows past each split (ncu 8x8k: 275.4 MB from DRAM for 268.5). Predicted:
-# ~269 MB and 8x8k +1-2 % (s44b: 3298 GB/s, cuDNN 3362). gpu_decode_check with the defaults (the whole run; s44b's stopped
-# at ~205 of 229) and with 64-row boxes side by side, the decode suite TMA off / 16 / 64 / 16 / off, ncu of 8x8k.
+# ~269 MB and 8x8k +1-2 % (s44b: 3298 GB/s, cuDNN 3362). Session 45 adds whole-row boxes (FLEXATTN_DECODE_TMA_WHOLE=1:
+# one contiguous block of K or V per box instead of two half-row boxes at D = 128; predicted: if DRAM row locality is
+# what holds the steady rate at ~4.2 TB/s against cuDNN's ~4.5, +3-7 % on every shape). gpu_decode_check with box 16,
+# box 64 and whole rows (box 16) side by side, the decode suite per S44C_ORDER (16 64 w16 w64: box rows, w = whole),
+# a split sweep at 8x8k, the combine kernel instead of the merge at 8x8k, ncu of 8x8k (box 16) and 1x128k.
 . "$(dirname "$0")/lib.sh"
 out_dir s44c; L=$O
 deadline ${S44C_DEADLINE:-250}
 nvidia-smi --query-gpu=name --format=csv,noheader
 BUILD_PY=ON build_gpu $O flexattn _C gpu_decode_check
 export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python:$PWD/bench PYTHONUNBUFFERED=1
-dchecks ${S44C_CHECK_CAP:-95} box16:FLEXATTN_DECODE_TMA_BOX=16,FLEXATTN_JIT_DEBUG=1 box64:FLEXATTN_DECODE_TMA_BOX=64
+dchecks ${S44C_CHECK_CAP:-95} box16:FLEXATTN_DECODE_TMA_BOX=16,FLEXATTN_JIT_DEBUG=1 box64:FLEXATTN_DECODE_TMA_BOX=64 \
+  whole:FLEXATTN_DECODE_TMA_BOX=16,FLEXATTN_DECODE_TMA_WHOLE=1
 echo "tma fallbacks: $(grep -c 'not TMA' $O/dcheck_box16.log) ($(grep 'not TMA' $O/dcheck_box16.log | sort | uniq -c | head -3))"
 n=0
-for c in ${S44C_ORDER:-16 64}; do
+for c in ${S44C_ORDER:-16 64 w16 w64 16}; do
   [ $(left) -gt 25 ] || break
-  decode_run decode_${n}_$c 40 FLEXATTN_DECODE_TMA=$([ $c = off ] && echo 0 || echo 1) \
-    FLEXATTN_DECODE_TMA_BOX=$([ $c = 64 ] && echo 64 || echo 16)
+  decode_run decode_${n}_$c 40 FLEXATTN_DECODE_TMA_BOX=${c#w} FLEXATTN_DECODE_TMA_WHOLE=$([ ${c#w} = $c ] && echo 0 || echo 1)
   n=$((n + 1))
 done
 # Split counts at 8x8k with TMA tiles (the heuristic takes 6: 384 CTAs on 396 slots, one wave).

@@ -3,7 +3,7 @@
 // in kernel parameter space: `map` is the generic address of a __grid_constant__ parameter field, the
 // only place a kernel may read a tensor map from without a tensormap proxy fence.
 //
-// Every map here is 4-D, innermost first: (head dim, rows, head, batch), box (64, rows, 1, 1) with
+// Every map here but the decode ring's whole-row maps (tma_load_5d) is 4-D, innermost first: (head dim, rows, head, batch), box (64, rows, 1, 1) with
 // 128-byte swizzle, so one load fills one [rows][64] slab of a tile (see tile_config_sm90.h).
 namespace flexattn::kern::sm90 {
 
@@ -23,6 +23,17 @@ __device__ __forceinline__ void tma_load_4d(unsigned dst, const void* map, unsig
       "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, "
       "%6}], [%2];" ::"r"(dst),
       "l"(map_addr(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+
+// The 5-D form: the decode ring's whole-row maps (decode/decode_tma.cuh, FLEXATTN_DECODE_TMA_WHOLE), innermost first
+// (64 columns, the row's 64-column pieces, rows, head, batch).
+__device__ __forceinline__ void tma_load_5d(unsigned dst, const void* map, unsigned bar, int c0, int c1, int c2,
+                                            int c3, int c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, "
+      "%6, %7}], [%2];" ::"r"(dst),
+      "l"(map_addr(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
       : "memory");
 }
 

@@ -126,6 +126,26 @@ TEST_F(DecodeTmaCompile, BoxesOf16RowsOnRequest) {
   }
 }
 
+TEST_F(DecodeTmaCompile, WholeRowBoxesOnRequest) {
+  Variant plain;
+  runtime::DecodeTuning t = tma_tuning(true);
+  const runtime::KernelSetKey k90{DType::BF16, 128, 128, "sm_90a", false, runtime::KernelFamily::decode};
+  const auto gen = codegen::emit_cuda_variant(plain, false);
+  EXPECT_EQ(runtime::kernel_source_decode(gen, k90, t).find("FLEXATTN_DECODE_TMA_WHOLE"), std::string::npos)
+      << "boxes of 64 columns are the headers' default";
+  t.tma_whole = true;
+  for (int box : {16, 64})
+    for (int d : {64, 128}) {
+      t.tma_box = box;
+      std::string source;
+      const std::string what = "whole rows, box " + std::to_string(box) + ", D=" + std::to_string(d);
+      const jit::CompiledKernel k =
+          decode_test::compile_tuned(plain, DType::BF16, d, d, "sm_90a", t, "attn_decode_tma_whole", &source);
+      EXPECT_NE(source.find("#define FLEXATTN_DECODE_TMA_WHOLE 1"), std::string::npos) << what;
+      decode_test::expect_clean(k, what);
+    }
+}
+
 TEST_F(DecodeTmaCompile, BesideTheWarpRing) {
   Variant plain;
   runtime::DecodeTuning t = tma_tuning(true);

@@ -27,10 +27,11 @@ namespace {
 
 std::uint16_t element(int r, int c) { return std::uint16_t(((r & 63) << 9) | (c & 511)); }
 
-enum class Layout { padded, swizzled };
+enum class Layout { padded, swizzled, whole };
 
-// rows x width elements at base: padded (stride elements per row) or swizzled (the TMA boxes of decode_tma_issue:
-// width / 64 slabs of [rows][128 bytes]).
+// rows x width elements at base: padded (stride elements per row), swizzled (the TMA boxes of decode_tma_issue:
+// width / 64 slabs of [rows][128 bytes]) or whole (its whole-row boxes: line r * (width / 64) + c / 64 of 128 bytes,
+// as the TMA unit writes a box (64, width / 64, rows) with the 128-byte swizzle).
 std::vector<unsigned char> tile(unsigned base, int rows, int width, int stride, Layout layout) {
   std::vector<unsigned char> m(base + rows * stride * 2 + 4096, 0xEE);
   const int rb = 2 * width;
@@ -46,7 +47,8 @@ std::vector<unsigned char> tile(unsigned base, int rows, int width, int stride, 
     }
     for (int c = 0; c < width; c += 8) {
       const int slab = c / 64, chunk = (c % 64) / 8;
-      std::memcpy(&m[base + slab * rows * 128 + r * 128 + ((chunk ^ (r % 8)) * 16)], &src[2 * c], 16);
+      const int line = layout == Layout::whole ? r * (width / 64) + slab : slab * rows + r;
+      std::memcpy(&m[base + line * 128 + ((chunk ^ (line % 8)) * 16)], &src[2 * c], 16);
     }
   }
   return m;
@@ -157,4 +159,45 @@ TEST(DecodeSwizzledRows, PvLoadsMatchThePaddedTile) {
   check_pv<SwizzledRows<32>, 2, 256, 32, 2>(Layout::swizzled);
   check_pv<SwizzledRows<64>, 8, 128, 64, 1>(Layout::swizzled);
   check_pv<SwizzledRows<64>, 8, 64, 64, 1>(Layout::swizzled);
+}
+
+TEST(DecodeWholeRows, EveryChunkOnceInItsRowsLinesAtMostTwoWayConflicts) {
+  auto check = [](auto rows_map, int width) {
+    const int bn = 64;
+    std::vector<int> hits(bn * width * 2, 0);
+    for (int r = 0; r < bn; ++r)
+      for (int c = 0; c < width; c += 8) {
+        const unsigned a = rows_map(r, c);
+        ASSERT_EQ(a % 16, 0u);
+        ASSERT_LT(a, hits.size());
+        EXPECT_EQ(a / 128, unsigned(r * (width / 64) + c / 64)) << "row " << r << " column " << c;
+        ++hits[a];
+      }
+    for (int i = 0; i < int(hits.size()); ++i) ASSERT_EQ(hits[i], i % 16 == 0 ? 1 : 0) << "byte " << i;
+    // An ldmatrix phase (8 rows from a multiple of 8, one column): lines width / 64 apart, so 8 / (width / 64) bank
+    // groups, each twice at width 128 (decode_tma.cuh says why that is affordable).
+    for (int r0 = 0; r0 < bn; r0 += 8)
+      for (int c = 0; c < width; c += 8) {
+        int groups[8] = {};
+        for (int r = r0; r < r0 + 8; ++r) ++groups[(rows_map(r, c) / 16) % 8];
+        for (int g : groups) EXPECT_LE(g, width / 64) << "rows " << r0 << ".., column " << c;
+      }
+  };
+  check([](int r, int c) { return WholeRows<64>::addr(0, r, c); }, 64);
+  check([](int r, int c) { return WholeRows<128>::addr(0, r, c); }, 128);
+  EXPECT_EQ(WholeRows<64>::addr(0, 5, 8), SwizzledRows<64>::addr(0, 5, 8)) << "one piece a row: the slab layout";
+}
+
+TEST(DecodeWholeRows, QkLoadsMatchThePaddedTile) {
+  check_qk<WholeRows<64>, 2, 64, 64, 4>(Layout::whole);
+  check_qk<WholeRows<128>, 2, 128, 64, 4>(Layout::whole);
+  check_qk<WholeRows<128>, 8, 128, 64, 1>(Layout::whole);
+  check_qk<WholeRows<64>, 8, 64, 64, 1>(Layout::whole);
+}
+
+TEST(DecodeWholeRows, PvLoadsMatchThePaddedTile) {
+  check_pv<WholeRows<64>, 2, 64, 64, 4>(Layout::whole);
+  check_pv<WholeRows<128>, 2, 128, 64, 4>(Layout::whole);
+  check_pv<WholeRows<128>, 8, 128, 64, 1>(Layout::whole);
+  check_pv<WholeRows<64>, 8, 64, 64, 1>(Layout::whole);
 }

@@ -84,6 +84,33 @@ TEST(DecodeTma, MapsAreTheViewInBoxesOfTheDecodeTile) {
   EXPECT_EQ(runtime::decode_tma_map_args(p, DType::BF16, false, 64).box[1], 64u);
 }
 
+TEST(DecodeTma, WholeRowMapsAreTheSameViewInFiveDimensions) {
+  const kern::AttnParams p = contiguous(128, 64);
+  for (bool value : {false, true}) {
+    const runtime::TmaMapArgs a = runtime::decode_tma_map_args(p, DType::BF16, value, 16, true);
+    const uint64_t dim = value ? 64 : 128;
+    EXPECT_EQ(a.address, value ? p.v : p.k);
+    EXPECT_EQ(a.rank, 5u);
+    const uint64_t dims[5] = {64, dim / 64, 1000, 8, 2};
+    const uint64_t strides[4] = {128, dim * 2, 1000 * dim * 2, 8000 * dim * 2};
+    const uint32_t box[5] = {64, uint32_t(dim / 64), 16, 1, 1};
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(a.dims[i], dims[i]) << "dim " << i;
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(a.strides[i], strides[i]) << "stride " << i;
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(a.box[i], box[i]) << "box " << i;
+    EXPECT_EQ(a.swizzle, 3) << "CU_TENSOR_MAP_SWIZZLE_128B: decode_tma.cuh's WholeRows";
+  }
+  EXPECT_FALSE(runtime::same_tma_map_args(runtime::decode_tma_map_args(p, DType::BF16, false, 64),
+                                          runtime::decode_tma_map_args(p, DType::BF16, false, 64, true)));
+  kern::AttnParams q = contiguous(128, 128);
+  q.D = 96;  // a piece of 64 columns would cross into the next row
+  try {
+    runtime::decode_tma_map_args(q, DType::BF16, false, 64, true);
+    ADD_FAILURE() << "D = 96 took whole-row boxes";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "k: whole-row TMA boxes take head dims of whole 64-column pieces, got 96");
+  }
+}
+
 TEST(DecodeTma, CachedMapsAreReusedOnlyForTheSameArguments) {
   const kern::AttnParams p = contiguous(128, 128);
   const runtime::TmaMapArgs k = runtime::decode_tma_map_args(p, DType::BF16, false, 64);
