@@ -7,6 +7,7 @@
 #include "decode/decode_config.h"
 #include "flexattn/error.h"
 #include "jit/sys.h"
+#include "runtime/decode_tma.h"
 #include "runtime/kernel_set.h"
 
 namespace flexattn::runtime {
@@ -31,6 +32,7 @@ const DecodeTuning& decode_tuning() {
     r.tma = jit::env_flag("FLEXATTN_DECODE_TMA", true);
     r.tma_box = decode_tma_box_checked(int(jit::env_number("FLEXATTN_DECODE_TMA_BOX", FLEXATTN_DECODE_TMA_BOX, 16, 64)));
     r.tma_whole = jit::env_flag("FLEXATTN_DECODE_TMA_WHOLE", FLEXATTN_DECODE_TMA_WHOLE != 0);
+    r.tma_l2 = decode_tma_l2_checked(int(jit::env_number("FLEXATTN_DECODE_TMA_L2", 128, 0, 256)));
     return r;
   }();
   return t;

@@ -3,13 +3,28 @@
 #include "common/params.h"
 #include "decode/decode_config.h"
 #include "flexattn/error.h"
+#include "runtime/decode_source.h"
 
 namespace flexattn::runtime {
 
-TmaMapArgs decode_tma_map_args(const kern::AttnParams& p, DType dtype, bool value, int box_rows, bool whole) {
+DecodeTmaBoxes decode_tma_boxes(int d, int dv) {
+  const DecodeTuning& t = decode_tuning();
+  return DecodeTmaBoxes{kern::decode_tma_box_rows(d, dv, t.tma_box), t.tma_whole, t.tma_l2};
+}
+
+int decode_tma_l2_checked(int bytes) {
+  if (bytes != 0 && bytes != 64 && bytes != 128 && bytes != 256)
+    throw Error("FLEXATTN_DECODE_TMA_L2: expected 0, 64, 128 or 256, got " + std::to_string(bytes));
+  return bytes;
+}
+
+TmaMapArgs decode_tma_map_args(const kern::AttnParams& p, DType dtype, bool value, const DecodeTmaBoxes& boxes) {
+  const int box_rows = boxes.rows;
   TmaMapArgs a = value ? sm90_map_args("v", p.v, dtype, p.Bkv, p.Hkv, p.S, p.Dv, p.v_sb, p.v_sh, p.v_sl, box_rows)
                        : sm90_map_args("k", p.k, dtype, p.Bkv, p.Hkv, p.S, p.D, p.k_sb, p.k_sh, p.k_sl, box_rows);
-  if (!whole) return a;
+  // CU_TENSOR_MAP_L2_PROMOTION_NONE, _L2_64B, _L2_128B, _L2_256B
+  a.l2_promotion = boxes.l2_bytes == 0 ? 0 : boxes.l2_bytes == 64 ? 1 : boxes.l2_bytes == 256 ? 3 : 2;
+  if (!boxes.whole) return a;
   const uint64_t dim = a.dims[0];
   if (dim % 64 != 0)
     throw Error(std::string(value ? "v" : "k") + ": whole-row TMA boxes take head dims of whole 64-column pieces, got " +
@@ -32,8 +47,8 @@ bool decode_tma_fits(const kern::AttnParams& p, DType dtype, std::string* why) {
     return no("head dims D=" + std::to_string(p.D) + ", Dv=" + std::to_string(p.Dv) +
               " (the TMA ring takes multiples of 64 up to 128)");
   try {
-    decode_tma_map_args(p, dtype, false, 16);  // the box does not change what a map can describe
-    decode_tma_map_args(p, dtype, true, 16);
+    decode_tma_map_args(p, dtype, false, DecodeTmaBoxes{16});  // the box does not change what a map can describe
+    decode_tma_map_args(p, dtype, true, DecodeTmaBoxes{16});
   } catch (const Error& e) {
     return no(e.what());
   }
@@ -49,7 +64,7 @@ bool same_tma_map_args(const TmaMapArgs& a, const TmaMapArgs& b) {
   return same;
 }
 
-bool encode_decode_tma_maps(kern::AttnParams* p, DType dtype, int box_rows, bool whole, std::string* why) {
+bool encode_decode_tma_maps(kern::AttnParams* p, DType dtype, const DecodeTmaBoxes& boxes, std::string* why) {
   struct Last {
     bool valid = false;
     TmaMapArgs args;
@@ -57,7 +72,7 @@ bool encode_decode_tma_maps(kern::AttnParams* p, DType dtype, int box_rows, bool
   };
   thread_local Last last[2];  // K, V
   auto encode = [&](bool value, kern::TmaDesc* out) {
-    const TmaMapArgs a = decode_tma_map_args(*p, dtype, value, box_rows, whole);
+    const TmaMapArgs a = decode_tma_map_args(*p, dtype, value, boxes);
     Last& l = last[value ? 1 : 0];
     if (!l.valid || !same_tma_map_args(l.args, a)) {
       l.valid = false;

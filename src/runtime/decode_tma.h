@@ -17,19 +17,32 @@ namespace flexattn::runtime {
 // strides of multiples of 8 elements). *why, when not.
 bool decode_tma_fits(const kern::AttnParams& p, DType dtype, std::string* why = nullptr);
 
-// The maps' arguments: K's or V's [Bkv, Hkv, S, dim] view in boxes of 64 columns x box_rows rows (the kernels' box:
-// kern::decode_tma_box_rows of the tuned FLEXATTN_DECODE_TMA_BOX), 128-byte swizzle, zero fill past S. whole
-// (FLEXATTN_DECODE_TMA_WHOLE): the same view as 5-D, (64 columns, dim / 64 pieces, S, Hkv, Bkv), in boxes of whole
-// rows (64, dim / 64, box_rows, 1, 1).
-TmaMapArgs decode_tma_map_args(const kern::AttnParams& p, DType dtype, bool value, int box_rows, bool whole = false);
+// How the maps cut K and V (the kernels' boxes must match: the tuned FLEXATTN_DECODE_TMA_BOX / _WHOLE of the source).
+// rows: box rows (kern::decode_tma_box_rows of FLEXATTN_DECODE_TMA_BOX); whole (FLEXATTN_DECODE_TMA_WHOLE): boxes of
+// whole rows; l2_bytes (FLEXATTN_DECODE_TMA_L2, host only): the maps' L2 promotion, 0 (none), 64, 128 or 256 bytes.
+struct DecodeTmaBoxes {
+  int rows = 64;
+  bool whole = false;
+  int l2_bytes = 128;
+};
+// The boxes of the tuned source and launch (decode_tuning()) at head dims (d, dv).
+DecodeTmaBoxes decode_tma_boxes(int d, int dv);
+// FLEXATTN_DECODE_TMA_L2's value (already in [0, 256]) if it is 0, 64, 128 or 256; an Error naming the variable
+// otherwise.
+int decode_tma_l2_checked(int bytes);
+
+// The maps' arguments: K's or V's [Bkv, Hkv, S, dim] view in boxes of 64 columns x boxes.rows rows, 128-byte swizzle,
+// zero fill past S. boxes.whole: the same view as 5-D, (64 columns, dim / 64 pieces, S, Hkv, Bkv), in boxes of whole
+// rows (64, dim / 64, rows, 1, 1).
+TmaMapArgs decode_tma_map_args(const kern::AttnParams& p, DType dtype, bool value, const DecodeTmaBoxes& boxes);
 
 // Whether two maps' arguments describe the same map (every field cuTensorMapEncodeTiled reads).
 bool same_tma_map_args(const TmaMapArgs& a, const TmaMapArgs& b);
 
-// Encodes p->k_map and p->v_map with boxes of box_rows rows; false, with the driver's message in *why, when the driver
+// Encodes p->k_map and p->v_map cut in `boxes`; false, with the driver's message in *why, when the driver
 // rejects one (the call then takes the bulk-row entries). A decode loop calls with the same cache every step: the
 // maps of this thread's last call are reused when their arguments are the same (same_tma_map_args), so a step costs no
 // cuTensorMapEncodeTiled.
-bool encode_decode_tma_maps(kern::AttnParams* p, DType dtype, int box_rows, bool whole, std::string* why);
+bool encode_decode_tma_maps(kern::AttnParams* p, DType dtype, const DecodeTmaBoxes& boxes, std::string* why);
 
 }  // namespace flexattn::runtime

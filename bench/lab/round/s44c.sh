@@ -5,7 +5,8 @@
 # one contiguous block of K or V per box instead of two half-row boxes at D = 128; predicted: if DRAM row locality is
 # what holds the steady rate at ~4.2 TB/s against cuDNN's ~4.5, +3-7 % on every shape). gpu_decode_check with box 16,
 # box 64 and whole rows (box 16) side by side, the decode suite per S44C_ORDER (16 64 w16 w64: box rows, w = whole),
-# a split sweep at 8x8k, the combine kernel instead of the merge at 8x8k, ncu of 8x8k (box 16) and 1x128k.
+# (p: box 16 with the maps' L2 promotion at 256 bytes, FLEXATTN_DECODE_TMA_L2: the second half-row box then
+# hits L2), a split sweep at 8x8k, the combine kernel instead of the merge at 8x8k, ncu of 8x8k (box 16) and 1x128k.
 . "$(dirname "$0")/lib.sh"
 out_dir s44c; L=$O
 deadline ${S44C_DEADLINE:-250}
@@ -16,9 +17,10 @@ dchecks ${S44C_CHECK_CAP:-95} box16:FLEXATTN_DECODE_TMA_BOX=16,FLEXATTN_JIT_DEBU
   whole:FLEXATTN_DECODE_TMA_BOX=16,FLEXATTN_DECODE_TMA_WHOLE=1
 echo "tma fallbacks: $(grep -c 'not TMA' $O/dcheck_box16.log) ($(grep 'not TMA' $O/dcheck_box16.log | sort | uniq -c | head -3))"
 n=0
-for c in ${S44C_ORDER:-16 64 w16 w64 16}; do
+for c in ${S44C_ORDER:-16 64 w16 p16 16}; do  # box rows; w: whole rows; p: L2 promotion 256 B
   [ $(left) -gt 25 ] || break
-  decode_run decode_${n}_$c 40 FLEXATTN_DECODE_TMA_BOX=${c#w} FLEXATTN_DECODE_TMA_WHOLE=$([ ${c#w} = $c ] && echo 0 || echo 1)
+  decode_run decode_${n}_$c 40 FLEXATTN_DECODE_TMA_BOX=${c//[a-z]/} FLEXATTN_DECODE_TMA_WHOLE=$([[ $c == w* ]] && echo 1 || echo 0) \
+    FLEXATTN_DECODE_TMA_L2=$([[ $c == p* ]] && echo 256 || echo 128)
   n=$((n + 1))
 done
 # Split counts at 8x8k with TMA tiles (the heuristic takes 6: 384 CTAs on 396 slots, one wave).

@@ -16,6 +16,8 @@ using namespace flexattn;
 namespace {
 
 // A contiguous [2, 8, 1000, d] K / [2, 8, 1000, dv] V pair, packed.
+using Boxes = runtime::DecodeTmaBoxes;
+
 kern::AttnParams contiguous(int d, int dv) {
   alignas(256) static unsigned char pool[256];
   kern::AttnParams p{};
@@ -66,7 +68,7 @@ TEST(DecodeTma, OtherCallsKeepTheBulkRowsAndSayWhy) {
 TEST(DecodeTma, MapsAreTheViewInBoxesOfTheDecodeTile) {
   const kern::AttnParams p = contiguous(128, 64);
   for (bool value : {false, true}) {
-    const runtime::TmaMapArgs a = runtime::decode_tma_map_args(p, DType::BF16, value, 16);
+    const runtime::TmaMapArgs a = runtime::decode_tma_map_args(p, DType::BF16, value, Boxes{16});
     const int dim = value ? 64 : 128;
     EXPECT_EQ(a.address, value ? p.v : p.k);
     EXPECT_EQ(a.data_type, 9);  // CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
@@ -81,13 +83,13 @@ TEST(DecodeTma, MapsAreTheViewInBoxesOfTheDecodeTile) {
     EXPECT_EQ(a.box[1], 16u);
     EXPECT_EQ(a.swizzle, 3) << "CU_TENSOR_MAP_SWIZZLE_128B: decode_tma.cuh's SwizzledRows";
   }
-  EXPECT_EQ(runtime::decode_tma_map_args(p, DType::BF16, false, 64).box[1], 64u);
+  EXPECT_EQ(runtime::decode_tma_map_args(p, DType::BF16, false, Boxes{64}).box[1], 64u);
 }
 
 TEST(DecodeTma, WholeRowMapsAreTheSameViewInFiveDimensions) {
   const kern::AttnParams p = contiguous(128, 64);
   for (bool value : {false, true}) {
-    const runtime::TmaMapArgs a = runtime::decode_tma_map_args(p, DType::BF16, value, 16, true);
+    const runtime::TmaMapArgs a = runtime::decode_tma_map_args(p, DType::BF16, value, Boxes{16, true});
     const uint64_t dim = value ? 64 : 128;
     EXPECT_EQ(a.address, value ? p.v : p.k);
     EXPECT_EQ(a.rank, 5u);
@@ -99,34 +101,54 @@ TEST(DecodeTma, WholeRowMapsAreTheSameViewInFiveDimensions) {
     for (int i = 0; i < 5; ++i) EXPECT_EQ(a.box[i], box[i]) << "box " << i;
     EXPECT_EQ(a.swizzle, 3) << "CU_TENSOR_MAP_SWIZZLE_128B: decode_tma.cuh's WholeRows";
   }
-  EXPECT_FALSE(runtime::same_tma_map_args(runtime::decode_tma_map_args(p, DType::BF16, false, 64),
-                                          runtime::decode_tma_map_args(p, DType::BF16, false, 64, true)));
+  EXPECT_FALSE(runtime::same_tma_map_args(runtime::decode_tma_map_args(p, DType::BF16, false, Boxes{64}),
+                                          runtime::decode_tma_map_args(p, DType::BF16, false, Boxes{64, true})));
   kern::AttnParams q = contiguous(128, 128);
   q.D = 96;  // a piece of 64 columns would cross into the next row
   try {
-    runtime::decode_tma_map_args(q, DType::BF16, false, 64, true);
+    runtime::decode_tma_map_args(q, DType::BF16, false, Boxes{64, true});
     ADD_FAILURE() << "D = 96 took whole-row boxes";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "k: whole-row TMA boxes take head dims of whole 64-column pieces, got 96");
   }
 }
 
+TEST(DecodeTma, L2PromotionIsTheTunedOne) {
+  const kern::AttnParams p = contiguous(128, 128);
+  const int promotion[4][2] = {{0, 0}, {64, 1}, {128, 2}, {256, 3}};  // CU_TENSOR_MAP_L2_PROMOTION_*
+  for (const auto& pr : promotion) {
+    EXPECT_EQ(runtime::decode_tma_map_args(p, DType::BF16, true, Boxes{64, false, pr[0]}).l2_promotion,
+              pr[1]);
+    EXPECT_EQ(runtime::decode_tma_l2_checked(pr[0]), pr[0]);
+  }
+  EXPECT_EQ(Boxes{}.l2_bytes, 128) << "the default (docs/env_vars.md)";
+  EXPECT_FALSE(runtime::same_tma_map_args(runtime::decode_tma_map_args(p, DType::BF16, false, Boxes{64}),
+                                          runtime::decode_tma_map_args(p, DType::BF16, false,
+                                                                       Boxes{64, false, 256})));
+  try {
+    runtime::decode_tma_l2_checked(32);
+    ADD_FAILURE() << "a 32-byte promotion was taken";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "FLEXATTN_DECODE_TMA_L2: expected 0, 64, 128 or 256, got 32");
+  }
+}
+
 TEST(DecodeTma, CachedMapsAreReusedOnlyForTheSameArguments) {
   const kern::AttnParams p = contiguous(128, 128);
-  const runtime::TmaMapArgs k = runtime::decode_tma_map_args(p, DType::BF16, false, 64);
-  EXPECT_TRUE(runtime::same_tma_map_args(k, runtime::decode_tma_map_args(p, DType::BF16, false, 64)));
-  EXPECT_FALSE(runtime::same_tma_map_args(k, runtime::decode_tma_map_args(p, DType::BF16, true, 64))) << "V";
-  EXPECT_FALSE(runtime::same_tma_map_args(k, runtime::decode_tma_map_args(p, DType::BF16, false, 16))) << "box";
-  EXPECT_FALSE(runtime::same_tma_map_args(k, runtime::decode_tma_map_args(p, DType::F16, false, 64))) << "dtype";
+  const runtime::TmaMapArgs k = runtime::decode_tma_map_args(p, DType::BF16, false, Boxes{64});
+  EXPECT_TRUE(runtime::same_tma_map_args(k, runtime::decode_tma_map_args(p, DType::BF16, false, Boxes{64})));
+  EXPECT_FALSE(runtime::same_tma_map_args(k, runtime::decode_tma_map_args(p, DType::BF16, true, Boxes{64}))) << "V";
+  EXPECT_FALSE(runtime::same_tma_map_args(k, runtime::decode_tma_map_args(p, DType::BF16, false, Boxes{16}))) << "box";
+  EXPECT_FALSE(runtime::same_tma_map_args(k, runtime::decode_tma_map_args(p, DType::F16, false, Boxes{64}))) << "dtype";
   kern::AttnParams q = p;
   q.S = 999;
-  EXPECT_FALSE(runtime::same_tma_map_args(k, runtime::decode_tma_map_args(q, DType::BF16, false, 64))) << "rows";
+  EXPECT_FALSE(runtime::same_tma_map_args(k, runtime::decode_tma_map_args(q, DType::BF16, false, Boxes{64}))) << "rows";
   q = p;
   q.k_sh += 8;
-  EXPECT_FALSE(runtime::same_tma_map_args(k, runtime::decode_tma_map_args(q, DType::BF16, false, 64))) << "stride";
+  EXPECT_FALSE(runtime::same_tma_map_args(k, runtime::decode_tma_map_args(q, DType::BF16, false, Boxes{64}))) << "stride";
   q = p;
   q.k = static_cast<const unsigned char*>(p.k) + 16;
-  EXPECT_FALSE(runtime::same_tma_map_args(k, runtime::decode_tma_map_args(q, DType::BF16, false, 64))) << "address";
+  EXPECT_FALSE(runtime::same_tma_map_args(k, runtime::decode_tma_map_args(q, DType::BF16, false, Boxes{64}))) << "address";
 }
 
 TEST(DecodeTma, BoxRowsAreTheTunedOnesUpToTheTile) {
