@@ -17,10 +17,10 @@ dchecks ${S44C_CHECK_CAP:-95} box16:FLEXATTN_DECODE_TMA_BOX=16,FLEXATTN_JIT_DEBU
   whole:FLEXATTN_DECODE_TMA_BOX=16,FLEXATTN_DECODE_TMA_WHOLE=1
 echo "tma fallbacks: $(grep -c 'not TMA' $O/dcheck_box16.log) ($(grep 'not TMA' $O/dcheck_box16.log | sort | uniq -c | head -3))"
 n=0
-for c in ${S44C_ORDER:-16 64 w16 p16 16}; do  # box rows; w: whole rows; p: L2 promotion 256 B
+for c in ${S44C_ORDER:-16 64 w16 p16 s16 16}; do  # box rows; w: whole rows; p: L2 promotion 256 B; s: 3 stages
   [ $(left) -gt 25 ] || break
   decode_run decode_${n}_$c 40 FLEXATTN_DECODE_TMA_BOX=${c//[a-z]/} FLEXATTN_DECODE_TMA_WHOLE=$([[ $c == w* ]] && echo 1 || echo 0) \
-    FLEXATTN_DECODE_TMA_L2=$([[ $c == p* ]] && echo 256 || echo 128)
+    FLEXATTN_DECODE_TMA_L2=$([[ $c == p* ]] && echo 256 || echo 128) FLEXATTN_DECODE_STAGES=$([[ $c == s* ]] && echo 3 || echo 2)
   n=$((n + 1))
 done
 # Split counts at 8x8k with TMA tiles (the heuristic takes 6: 384 CTAs on 396 slots, one wave).
