@@ -32,6 +32,7 @@ const DecodeTuning& decode_tuning() {
     r.tma = jit::env_flag("FLEXATTN_DECODE_TMA", true);
     r.tma_box = decode_tma_box_checked(int(jit::env_number("FLEXATTN_DECODE_TMA_BOX", FLEXATTN_DECODE_TMA_BOX, 16, 64)));
     r.tma_whole = jit::env_flag("FLEXATTN_DECODE_TMA_WHOLE", FLEXATTN_DECODE_TMA_WHOLE != 0);
+    r.evict_first = jit::env_flag("FLEXATTN_DECODE_EVICT_FIRST", FLEXATTN_DECODE_EVICT_FIRST != 0);
     r.tma_l2 = decode_tma_l2_checked(int(jit::env_number("FLEXATTN_DECODE_TMA_L2", 128, 0, 256)));
     return r;
   }();
@@ -95,6 +96,8 @@ std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const
   if (tma && tuning.tma_box != FLEXATTN_DECODE_TMA_BOX) s << "#define FLEXATTN_DECODE_TMA_BOX " << tuning.tma_box << "\n";
   if (tma && tuning.tma_whole != (FLEXATTN_DECODE_TMA_WHOLE != 0))
     s << "#define FLEXATTN_DECODE_TMA_WHOLE " << (tuning.tma_whole ? 1 : 0) << "\n";
+  if (tma && tuning.evict_first != (FLEXATTN_DECODE_EVICT_FIRST != 0))
+    s << "#define FLEXATTN_DECODE_EVICT_FIRST " << (tuning.evict_first ? 1 : 0) << "\n";
   if (decode_cluster_arch(key.arch, tuning.cluster)) s << "#define FLEXATTN_DECODE_CLUSTER 1\n";
   if (tuning.merge) s << "#define FLEXATTN_DECODE_MERGE 1\n";
   if (tuning.row_split) s << "#define FLEXATTN_DECODE_ROW_SPLIT 1\n";

@@ -6,7 +6,8 @@
 # what holds the steady rate at ~4.2 TB/s against cuDNN's ~4.5, +3-7 % on every shape). gpu_decode_check with box 16,
 # box 64 and whole rows (box 16) side by side, the decode suite per S44C_ORDER (16 64 w16 w64: box rows, w = whole),
 # (p: box 16 with the maps' L2 promotion at 256 bytes, FLEXATTN_DECODE_TMA_L2: the second half-row box then
-# hits L2), a split sweep at 8x8k, the combine kernel instead of the merge at 8x8k, ncu of 8x8k (box 16) and 1x128k.
+# hits L2; e: box 16 with K / V loads at L2 evict_first, FLEXATTN_DECODE_EVICT_FIRST: the ~50 MB of dirty lines the
+# benchmark's flush leaves in L2 need not be written back during the step), a split sweep at 8x8k, the combine kernel instead of the merge at 8x8k, ncu of 8x8k (box 16) and 1x128k.
 . "$(dirname "$0")/lib.sh"
 out_dir s44c; L=$O
 deadline ${S44C_DEADLINE:-250}
@@ -14,13 +15,14 @@ nvidia-smi --query-gpu=name --format=csv,noheader
 BUILD_PY=ON build_gpu $O flexattn _C gpu_decode_check
 export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python:$PWD/bench PYTHONUNBUFFERED=1
 dchecks ${S44C_CHECK_CAP:-95} box16:FLEXATTN_DECODE_TMA_BOX=16,FLEXATTN_JIT_DEBUG=1 box64:FLEXATTN_DECODE_TMA_BOX=64 \
-  whole:FLEXATTN_DECODE_TMA_BOX=16,FLEXATTN_DECODE_TMA_WHOLE=1
+  whole:FLEXATTN_DECODE_TMA_BOX=16,FLEXATTN_DECODE_TMA_WHOLE=1,FLEXATTN_DECODE_EVICT_FIRST=1
 echo "tma fallbacks: $(grep -c 'not TMA' $O/dcheck_box16.log) ($(grep 'not TMA' $O/dcheck_box16.log | sort | uniq -c | head -3))"
 n=0
-for c in ${S44C_ORDER:-16 64 w16 p16 s16 16}; do  # box rows; w: whole rows; p: L2 promotion 256 B; s: 3 stages
+for c in ${S44C_ORDER:-16 64 e16 w16 p16 s16}; do  # box rows; w: whole rows; p: L2 promotion 256 B; s: 3 stages; e: evict_first
   [ $(left) -gt 25 ] || break
   decode_run decode_${n}_$c 40 FLEXATTN_DECODE_TMA_BOX=${c//[a-z]/} FLEXATTN_DECODE_TMA_WHOLE=$([[ $c == w* ]] && echo 1 || echo 0) \
-    FLEXATTN_DECODE_TMA_L2=$([[ $c == p* ]] && echo 256 || echo 128) FLEXATTN_DECODE_STAGES=$([[ $c == s* ]] && echo 3 || echo 2)
+    FLEXATTN_DECODE_TMA_L2=$([[ $c == p* ]] && echo 256 || echo 128) FLEXATTN_DECODE_STAGES=$([[ $c == s* ]] && echo 3 || echo 2) \
+    FLEXATTN_DECODE_EVICT_FIRST=$([[ $c == e* ]] && echo 1 || echo 0)
   n=$((n + 1))
 done
 # Split counts at 8x8k with TMA tiles (the heuristic takes 6: 384 CTAs on 396 slots, one wave).

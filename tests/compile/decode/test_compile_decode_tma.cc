@@ -146,6 +146,25 @@ TEST_F(DecodeTmaCompile, WholeRowBoxesOnRequest) {
     }
 }
 
+TEST_F(DecodeTmaCompile, EvictFirstLoadsOnRequest) {
+  Variant plain;
+  runtime::DecodeTuning t = tma_tuning(true);
+  const runtime::KernelSetKey k90{DType::BF16, 128, 128, "sm_90a", false, runtime::KernelFamily::decode};
+  const auto gen = codegen::emit_cuda_variant(plain, false);
+  EXPECT_EQ(runtime::kernel_source_decode(gen, k90, t).find("FLEXATTN_DECODE_EVICT_FIRST"), std::string::npos)
+      << "normal priority is the headers' default";
+  t.evict_first = true;
+  for (bool whole : {false, true}) {
+    t.tma_whole = whole;
+    std::string source;
+    const std::string what = std::string("evict_first, ") + (whole ? "whole rows" : "64-column boxes");
+    const jit::CompiledKernel k =
+        decode_test::compile_tuned(plain, DType::BF16, 128, 128, "sm_90a", t, "attn_decode_tma_evict", &source);
+    EXPECT_NE(source.find("#define FLEXATTN_DECODE_EVICT_FIRST 1"), std::string::npos) << what;
+    decode_test::expect_clean(k, what);
+  }
+}
+
 TEST_F(DecodeTmaCompile, BesideTheWarpRing) {
   Variant plain;
   runtime::DecodeTuning t = tma_tuning(true);
