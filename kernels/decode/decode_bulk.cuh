@@ -4,6 +4,8 @@
 // ring stage's mbarrier, instead of D / 8 16-byte cp.async per row; the copy engine then tracks the bytes
 // in flight. Decode-local wrappers (the sm90 family has its own). Declared for every arch, since the
 // callers are discarded `if constexpr` branches below sm_90; the PTX exists only for sm_90+.
+#include "decode/decode_config.h"
+
 namespace flexattn::kern {
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -42,8 +44,17 @@ __device__ __forceinline__ void decode_mbar_wait(unsigned bar, unsigned parity) 
       : "memory");
 #endif
 }
+// With FLEXATTN_DECODE_EVICT_FIRST at L2 evict_first priority (decode_config.h says why).
 __device__ __forceinline__ void decode_bulk_copy(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
-#if FLEXATTN_DECODE_SM90
+#if FLEXATTN_DECODE_SM90 && FLEXATTN_DECODE_EVICT_FIRST
+  unsigned long long policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+          dst),
+      "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+      : "memory");
+#elif FLEXATTN_DECODE_SM90
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
                "l"(src), "r"(bytes), "r"(bar)
                : "memory");

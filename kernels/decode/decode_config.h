@@ -89,8 +89,8 @@ FLEXATTN_HD constexpr bool decode_tma_dims(int d, int dv) { return d % 64 == 0 &
 #ifndef FLEXATTN_DECODE_TMA_WHOLE
 #define FLEXATTN_DECODE_TMA_WHOLE 0
 #endif
-// FLEXATTN_DECODE_EVICT_FIRST (env 0 / 1; a #define when 1): the _tma entries load K and V with an L2 evict_first
-// policy. A decode step reads each K / V byte once; lines it brings in at normal priority evict whatever L2 held,
+// FLEXATTN_DECODE_EVICT_FIRST (env 0 / 1; a #define when 1): the sm_90a entries' K and V loads (TMA boxes and bulk
+// rows) take an L2 evict_first policy. A decode step reads each K / V byte once; lines it brings in at normal priority evict whatever L2 held,
 // and dirty lines among them (the previous kernels' outputs; the benchmark's L2 flush leaves ~50 MB of them) are
 // written back to DRAM during the step, on the same DRAM as the K / V reads. Opt-in until a GPU has run it.
 #ifndef FLEXATTN_DECODE_EVICT_FIRST

@@ -27,7 +27,7 @@ struct DecodeTuning {
   bool tma = false;        // FLEXATTN_DECODE_TMA: _tma entries, TMA tiles for contiguous caches (sm_90a bulk ring)
   int tma_box = 64;        // FLEXATTN_DECODE_TMA_BOX: rows per TMA box, 16 or 64 (the maps' and the kernels')
   bool tma_whole = false;  // FLEXATTN_DECODE_TMA_WHOLE: TMA boxes of whole rows (5-D maps; the maps' and the kernels')
-  bool evict_first = false;  // FLEXATTN_DECODE_EVICT_FIRST: the _tma entries' K / V loads at L2 evict_first priority
+  bool evict_first = false;  // FLEXATTN_DECODE_EVICT_FIRST: sm_90a K / V loads (TMA, bulk rows) at L2 evict_first
   int tma_l2 = 128;        // FLEXATTN_DECODE_TMA_L2: the K / V maps' L2 promotion in bytes, 0, 64, 128 or 256 (host)
 };
 const DecodeTuning& decode_tuning();
