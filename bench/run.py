@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -156,6 +157,31 @@ def merge_runs(docs: list) -> dict:
             "decode_rows": [r for d in docs for r in d.get("decode_rows") or []]}
 
 
+def carry_over(doc: dict, old: Optional[dict]) -> dict:
+    """The latest file of a run without attention rows (a decode-only record) or without decode rows: the previous
+    latest file's rows of that kind (same device) are kept, each kind's origin (suite, start, commit) in
+    meta['carried'] and a note, so the file still has the device's newest numbers of every suite. The RESULTS.md
+    section describes the new run alone."""
+    if old is None or old.get("meta", {}).get("device") != doc["meta"].get("device"):
+        return doc
+    om = old["meta"]
+    out = dict(doc, meta=dict(doc["meta"]))
+    carried = []
+    for kind in ("rows", "decode_rows"):
+        if doc.get(kind) or not old.get(kind):
+            continue
+        out[kind] = old[kind]
+        earlier = [c for c in om.get("carried", []) if c.get("kind") == kind]
+        carried.append(earlier[0] if earlier else {"kind": kind, "suite": om.get("suite"), "started": om.get("started"),
+                                                   "commit": om.get("commit")})
+    if carried:
+        out["meta"]["carried"] = carried
+        out["meta"]["notes"] = list(doc["meta"].get("notes", [])) + [
+            f"{c['kind']} carried from the run of {c['started']} (suite {c['suite']}, commit {c['commit']})"
+            for c in carried]
+    return out
+
+
 def record(src, repo: str = REPO) -> int:
     doc = merge_runs([_load_run(x) for x in ([src] if isinstance(src, str) else src)])
     meta = doc["meta"]
@@ -163,8 +189,12 @@ def record(src, repo: str = REPO) -> int:
         meta["commit"] = git_commit(repo) + " (at record time)"
     dest = os.path.join(repo, "bench", "results", f"{br.device_slug(meta.get('device', 'unknown'))}-latest.json")
     os.makedirs(os.path.dirname(dest), exist_ok=True)
+    old = None
+    if os.path.exists(dest):
+        with open(dest) as f:
+            old = json.load(f)
     with open(dest, "w") as f:
-        json.dump(doc, f, indent=1)
+        json.dump(carry_over(doc, old), f, indent=1)
         f.write("\n")
     history = os.path.join(repo, "bench", "RESULTS.md")
     text = open(history).read() if os.path.exists(history) else RESULTS_HEADER

@@ -457,6 +457,46 @@ def test_record_merges_an_attention_run_and_a_decode_run_of_one_session(tmp_path
         run.record([str(long_dir), str(dec_dir)], str(repo))
 
 
+def test_record_of_one_kind_of_rows_keeps_the_other_kind_from_the_latest_file(tmp_path):
+    long_dir, dec_dir, dec2_dir = tmp_path / "long", tmp_path / "dec", tmp_path / "dec2"
+    for d in (long_dir, dec_dir, dec2_dir):
+        d.mkdir()
+    a = a_run(tmp_path, [row("flexattn", "full", 1.0)])
+    a["meta"].update(suite="long", commit="abc1234")
+    d = a_run(tmp_path, [])
+    d["meta"].update(suite="decode", commit="def5678", started="2026-12-07T12:00:00Z", notes=[])
+    d["decode_rows"] = [{"impl": "flexattn", "case": "decode", "B": 8, "Hq": 32, "Hkv": 8, "S": 8192, "D": 128, "page": 0,
+                         "window": 0, "ms": 0.077, "GBps": 3500.0, "error": None}]
+    (long_dir / "results.json").write_text(json.dumps(a))
+    (dec_dir / "results.json").write_text(json.dumps(d))
+    repo = tmp_path / "repo"
+    assert run.record(str(long_dir), str(repo)) == 0
+    assert run.record(str(dec_dir), str(repo)) == 0
+    latest = json.load(open(repo / "bench" / "results" / "h200-latest.json"))
+    assert latest["rows"] == a["rows"] and latest["decode_rows"] == d["decode_rows"]
+    assert latest["meta"]["commit"] == "def5678" and latest["meta"]["suite"] == "decode"
+    origin = {"kind": "rows", "suite": "long", "started": "2026-12-02T12:00:00Z", "commit": "abc1234"}
+    assert latest["meta"]["carried"] == [origin]
+    assert latest["meta"]["notes"] == ["rows carried from the run of 2026-12-02T12:00:00Z (suite long, commit abc1234)"]
+    history = (repo / "bench" / "RESULTS.md").read_text()
+    decode_section = history[history.index("commit def5678"):]
+    assert "| full |" not in decode_section, "the history's section is the new run alone"
+    # A second decode-only record: the rows still name the run they came from.
+    d["meta"].update(commit="0a0b0c0", started="2026-12-08T12:00:00Z")
+    (dec2_dir / "results.json").write_text(json.dumps(d))
+    assert run.record(str(dec2_dir), str(repo)) == 0
+    latest = json.load(open(repo / "bench" / "results" / "h200-latest.json"))
+    assert latest["rows"] == a["rows"] and latest["meta"]["carried"] == [origin]
+    # Another device's file is never mixed in.
+    other = a_run(tmp_path, [])
+    other["meta"].update(device="NVIDIA H100 80GB HBM3", suite="decode", started="2026-12-09T12:00:00Z")
+    other["decode_rows"] = d["decode_rows"]
+    (dec2_dir / "results.json").write_text(json.dumps(other))
+    assert run.record(str(dec2_dir), str(repo)) == 0
+    h100 = json.load(open(repo / "bench" / "results" / "h100-80gb-hbm3-latest.json"))
+    assert h100["rows"] == [] and "carried" not in h100["meta"]
+
+
 def test_record_rejects_a_file_that_is_not_a_run(tmp_path):
     (tmp_path / "results.json").write_text(json.dumps({"rows": []}))
     with pytest.raises(ValueError, match="--record: .* is not a bench/run.py results file"):
