@@ -209,6 +209,14 @@ def record(src, repo: str = REPO) -> int:
 
 
 # ---- the run (GPU) ------------------------------------------------------------------------------------
+def flexattn_env(environ=None) -> dict:
+    """The FLEXATTN_* switches a run was made with (not the paths and the build checks, which say nothing of the
+    kernels): a record made with an opt-in set says so in its meta."""
+    environ = os.environ if environ is None else environ
+    skip = ("FLEXATTN_NATIVE_DIR", "FLEXATTN_CACHE_DIR", "FLEXATTN_REQUIRE_NATIVE")
+    return {k: v for k, v in sorted(environ.items()) if k.startswith("FLEXATTN_") and k not in skip}
+
+
 def collect_meta(args, notes):
     import torch
     try:
@@ -227,7 +235,7 @@ def collect_meta(args, notes):
             "torch": torch.__version__, "triton": triton_version, "cuda": torch.version.cuda,
             "flexattn": flexattn_version, "commit": git_commit(), "suite": args.suite, "dtype": "bf16",
             "reps": args.reps, "warmup": args.warmup, "backward": args.backward, "compile_jobs": args.compile_jobs,
-            "cases": list(args.cases), "impls": list(args.impls), "notes": notes}
+            "cases": list(args.cases), "impls": list(args.impls), "env": flexattn_env(), "notes": notes}
 
 
 def run(args) -> int:

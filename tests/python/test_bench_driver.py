@@ -497,6 +497,12 @@ def test_record_of_one_kind_of_rows_keeps_the_other_kind_from_the_latest_file(tm
     assert h100["rows"] == [] and "carried" not in h100["meta"]
 
 
+def test_the_meta_names_the_switches_a_run_was_made_with():
+    env = {"FLEXATTN_DECODE_EVICT_FIRST": "1", "FLEXATTN_CACHE_DIR": "/x", "FLEXATTN_NATIVE_DIR": "/y",
+           "FLEXATTN_REQUIRE_NATIVE": "1", "PATH": "/bin", "FLEXATTN_DECODE_TMA_BOX": "16"}
+    assert run.flexattn_env(env) == {"FLEXATTN_DECODE_EVICT_FIRST": "1", "FLEXATTN_DECODE_TMA_BOX": "16"}
+
+
 def test_record_rejects_a_file_that_is_not_a_run(tmp_path):
     (tmp_path / "results.json").write_text(json.dumps({"rows": []}))
     with pytest.raises(ValueError, match="--record: .* is not a bench/run.py results file"):
