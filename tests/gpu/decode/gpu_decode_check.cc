@@ -376,6 +376,10 @@ int main(int argc, char** argv) {
   cases.push_back({&e("causal"), 2, 4, 1, 64, 300, 64, DType::F16, 0, true});
   cases.push_back({&e("sliding_window:100"), 3, 8, 1, 7, 4097, 64, DType::BF16, 128, true});
   cases.push_back({&e("causal"), 3, 8, 2, 1, 1000, 256, DType::BF16, 16, true});
+  // Contiguous caches at D = 256 (32-row tiles): the case the decode TMA ring needs before it takes D = 256
+  // (decode_config.h, decode_tma_dims); with forced splits, a split's rows end mid-tile.
+  cases.push_back({&e("causal"), 3, 8, 2, 1, 1000, 256, DType::BF16, 0, true});
+  cases.push_back({&e("full"), 3, 8, 2, 1, 4097, 256, DType::BF16, 0, true, 5});
   cases.push_back({&e("softcap:30+causal"), 3, 8, 2, 1, 1000, 64, DType::F16, 0, true});
   // 2..8: the cluster sizes of FLEXATTN_DECODE_CLUSTER=1 (8 over 3 kv tiles: five empty splits per row).
   for (int splits : {1, 2, 5, 7, 8, 128})
