@@ -160,6 +160,10 @@ struct AttnParams {
   // contiguous); pages are powers of two in practice (vLLM 16, torch 128).
   int page_shift;
 
+  // Decode family: 1 when each K / V byte is read by one CTA of the launch (kern::decode_kv_read_once; set by the
+  // launch): FLEXATTN_DECODE_EVICT_FIRST loads it at L2 evict_first priority then, and at evict_normal otherwise.
+  int kv_read_once;
+
   // sm90 persistent forward (sm90/fwd_scheduler_sm90.cuh, "Queue word"): the launch's tile-queue word,
   // 0 at launch and left at 0; null = the static stride. Set by runtime/sm90_tile_queue.cc only.
   unsigned* tile_queue;

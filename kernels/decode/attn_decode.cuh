@@ -182,7 +182,7 @@ __device__ __forceinline__ void decode_bulk_row(unsigned sK, unsigned sV, unsign
   const unsigned dst = row.is_v ? sV + row.r * SV * 2 : sK + row.r * SK * 2;
   decode_mbar_arrive_tx(bar, src != nullptr ? bytes : 0u);
   if (src != nullptr) {
-    decode_bulk_copy(dst, src, bytes, bar);
+    decode_bulk_copy(dst, src, bytes, bar, FLEXATTN_DECODE_EVICT_FIRST ? decode_l2_policy(p.kv_read_once != 0) : 0ull);
   } else {
     for (unsigned c = 0; c < bytes; c += 16) decode_zero_16(dst + c);
     decode_fence_proxy_async();  // before a later bulk copy into this row

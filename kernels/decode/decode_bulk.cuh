@@ -44,20 +44,36 @@ __device__ __forceinline__ void decode_mbar_wait(unsigned bar, unsigned parity) 
       : "memory");
 #endif
 }
-// With FLEXATTN_DECODE_EVICT_FIRST at L2 evict_first priority (decode_config.h says why).
-__device__ __forceinline__ void decode_bulk_copy(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+// The L2 policy of the K / V loads under FLEXATTN_DECODE_EVICT_FIRST (decode_config.h says why): evict_first where
+// each K / V byte is read by one CTA of the launch (p.kv_read_once), else evict_normal: K / V read again by the CTAs
+// of other query heads, row tiles or batches would come back from DRAM if its lines were the first victims.
+__device__ __forceinline__ unsigned long long decode_l2_policy(bool evict_first) {
+  unsigned long long policy = 0;
+#if FLEXATTN_DECODE_SM90
+  if (evict_first) {
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  } else {
+    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(policy));
+  }
+#endif
+  return policy;
+}
+// policy: decode_l2_policy's, read only with FLEXATTN_DECODE_EVICT_FIRST.
+__device__ __forceinline__ void decode_bulk_copy(unsigned dst, const void* src, unsigned bytes, unsigned bar,
+                                                 unsigned long long policy) {
 #if FLEXATTN_DECODE_SM90 && FLEXATTN_DECODE_EVICT_FIRST
-  unsigned long long policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
           dst),
       "l"(src), "r"(bytes), "r"(bar), "l"(policy)
       : "memory");
 #elif FLEXATTN_DECODE_SM90
+  (void)policy;
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
                "l"(src), "r"(bytes), "r"(bar)
                : "memory");
+#else
+  (void)policy;
 #endif
 }
 // Asks for bytes from src into L2 (no completion, no shared memory): the bulk ring's prefetch of the tile

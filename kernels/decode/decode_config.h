@@ -90,12 +90,22 @@ FLEXATTN_HD constexpr bool decode_tma_dims(int d, int dv) { return d % 64 == 0 &
 #define FLEXATTN_DECODE_TMA_WHOLE 0
 #endif
 // FLEXATTN_DECODE_EVICT_FIRST (env 0 / 1; a #define when 1): the sm_90a entries' K and V loads (TMA boxes and bulk
-// rows) take an L2 evict_first policy. A decode step reads each K / V byte once; lines it brings in at normal priority evict whatever L2 held,
-// and dirty lines among them (the previous kernels' outputs; the benchmark's L2 flush leaves ~50 MB of them) are
-// written back to DRAM during the step, on the same DRAM as the K / V reads. Opt-in until a GPU has run it.
+// rows) take an L2 evict_first policy where each K / V byte is read once (decode_kv_read_once; evict_normal
+// elsewhere). At normal priority such a step's lines evict whatever L2 held, and the dirty lines among it (the
+// previous kernels' outputs; the benchmark's L2 flush leaves ~50 MB of them) are written back to DRAM during the
+// step, on the DRAM the K / V reads need. Opt-in until a GPU has run it.
 #ifndef FLEXATTN_DECODE_EVICT_FIRST
 #define FLEXATTN_DECODE_EVICT_FIRST 0
 #endif
+// Whether a decode launch reads each K / V byte once: all query heads of a kv head packed into one tile (pack == G =
+// Hq / Hkv; per-head masks pack 1), one row tile of them (row_tiles: the grid's x), one pass over the kv tiles (a
+// tile of L > 1 rows straddling block-mask rows walks once per mask row: one_pass = L == 1 or no block mask), and a
+// kv batch per query batch: a broadcast cache (Bkv = 1) is read by every batch's CTAs, and the page tables of a paged
+// pool may share pages between sequences (a common prefix), so paged caches count only at B = 1.
+FLEXATTN_HD constexpr bool decode_kv_read_once(int pack, int G, int row_tiles, bool one_pass, int B, int Bkv,
+                                               bool paged) {
+  return pack == G && row_tiles == 1 && one_pass && (paged ? B == 1 : (Bkv == B || B == 1));
+}
 struct DecodeRowRange {
   int row0, end;
 };

@@ -82,7 +82,7 @@ __device__ __forceinline__ void decode_tma_issue(unsigned sk, unsigned sv, unsig
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const int rows = kv_end - kv0 < BN ? kv_end - kv0 : BN, boxes = (rows + BOX - 1) / BOX;
   decode_mbar_arrive_tx(bar, unsigned(boxes * BOX * 128 * (D / 64 + Dv / 64)));
-  // One TMA instruction per box (and 64-column piece), with the evict_first policy when asked.
+  // One TMA instruction per box (and 64-column piece), with decode_l2_policy's policy under FLEXATTN_DECODE_EVICT_FIRST.
   auto load = [&](unsigned dst, const TmaDesc* map, int c0, int row, unsigned long long policy) {
     if constexpr (FLEXATTN_DECODE_TMA_WHOLE && FLEXATTN_DECODE_EVICT_FIRST) {
       sm90::tma_load_5d(dst, map, bar, 0, 0, row, hk, bk, policy);
@@ -94,7 +94,7 @@ __device__ __forceinline__ void decode_tma_issue(unsigned sk, unsigned sv, unsig
       sm90::tma_load_4d(dst, map, bar, c0, row, hk, bk);
     }
   };
-  const unsigned long long policy = FLEXATTN_DECODE_EVICT_FIRST ? sm90::l2_policy_evict_first() : 0ull;
+  const unsigned long long policy = FLEXATTN_DECODE_EVICT_FIRST ? decode_l2_policy(p.kv_read_once != 0) : 0ull;
   for (int i = 0; i < boxes; ++i) {
     if constexpr (FLEXATTN_DECODE_TMA_WHOLE) {  // one box of whole rows each (5-D maps: runtime/decode_tma.h)
       load(sk + i * BOX * D * 2, &p.k_map, 0, kv0 + i * BOX, policy);

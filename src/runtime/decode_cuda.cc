@@ -311,6 +311,9 @@ void launch_decode(const runtime::KernelSet& set, const DecodeFns& f, const Devi
   const kern::DecodeLaunch l =
       kern::decode_launch(p.D, p.Dv, p.B, p.Hq, p.L, pl.pack, pl.splits, runtime::decode_tuning().stages);
   const kern::DecodeLaunchPlan lp = kern::decode_launch_plan(pl.cluster, f.pdl, pl.splits);
+  const bool one_pass = p.L == 1 || p.kv_num_blocks == nullptr;
+  p.kv_read_once =
+      kern::decode_kv_read_once(pl.pack, p.Hq / p.Hkv, int(l.grid_x), one_pass, p.B, p.Bkv, p.page_table != nullptr);
   // FLEXATTN_DECODE_MERGE: the last split of each row tile merges it (kernels/decode/attn_decode.cuh); without
   // counters (a graph capture, no memory) the combine kernel does, as before.
   // (decode_tuning() is read once per process, so the source compiled the merge exactly when it says so.)

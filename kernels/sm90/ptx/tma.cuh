@@ -37,14 +37,7 @@ __device__ __forceinline__ void tma_load_5d(unsigned dst, const void* map, unsig
       : "memory");
 }
 
-// L2 eviction priority for the loads below that take a policy: evict_first for data read once (the decode ring's K and
-// V; FLEXATTN_DECODE_EVICT_FIRST), so the lines it brings in are the first victims and other lines, dirty ones
-// included, stay in L2.
-__device__ __forceinline__ unsigned long long l2_policy_evict_first() {
-  unsigned long long policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
+// The forms with an L2 cache policy (createpolicy; the decode ring's FLEXATTN_DECODE_EVICT_FIRST).
 __device__ __forceinline__ void tma_load_4d(unsigned dst, const void* map, unsigned bar, int c0, int c1, int c2, int c3,
                                             unsigned long long policy) {
   asm volatile(

@@ -167,3 +167,14 @@ TEST(DecodeTma, BoxRowsAreTheTunedOnesUpToTheTile) {
     EXPECT_STREQ(e.what(), "FLEXATTN_DECODE_TMA_BOX: expected 16 or 64, got 32");
   }
 }
+
+TEST(DecodeTma, EvictFirstOnlyWhereEachKvByteIsReadOnce) {
+  // pack, G, row tiles, one pass, B, Bkv, paged
+  EXPECT_TRUE(kern::decode_kv_read_once(4, 4, 1, true, 8, 8, false)) << "the decode suite's contiguous shapes";
+  EXPECT_TRUE(kern::decode_kv_read_once(4, 4, 1, true, 1, 1, true)) << "one sequence's pages";
+  EXPECT_FALSE(kern::decode_kv_read_once(1, 4, 1, true, 8, 8, false)) << "per-head masks: 4 CTAs per kv head";
+  EXPECT_FALSE(kern::decode_kv_read_once(4, 4, 2, true, 8, 8, false)) << "two row tiles read the same K / V";
+  EXPECT_FALSE(kern::decode_kv_read_once(4, 4, 1, false, 8, 8, false)) << "a pass per mask row";
+  EXPECT_FALSE(kern::decode_kv_read_once(4, 4, 1, true, 8, 1, false)) << "a cache broadcast over the batch";
+  EXPECT_FALSE(kern::decode_kv_read_once(4, 4, 1, true, 8, 8, true)) << "page tables may share pages";
+}
