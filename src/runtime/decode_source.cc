@@ -30,18 +30,22 @@ const DecodeTuning& decode_tuning() {
     // default on since session 44 (H200, s44b.sh: gpu_decode_check 204 of 229 in 70 s, none failed; contiguous 8x8k
     // 3142 -> 3298 GB/s (cuDNN 3362), 1x128k 3594 -> 3719, 64x4k 3737 -> 3958; paged calls keep the bulk rows)
     r.tma = jit::env_flag("FLEXATTN_DECODE_TMA", true);
-    r.tma_box = decode_tma_box_checked(int(jit::env_number("FLEXATTN_DECODE_TMA_BOX", FLEXATTN_DECODE_TMA_BOX, 16, 64)));
+    r.tma_box = decode_tma_box_checked(jit::env_number("FLEXATTN_DECODE_TMA_BOX", FLEXATTN_DECODE_TMA_BOX, 16, 64));
     r.tma_whole = jit::env_flag("FLEXATTN_DECODE_TMA_WHOLE", FLEXATTN_DECODE_TMA_WHOLE != 0);
     r.evict_first = jit::env_flag("FLEXATTN_DECODE_EVICT_FIRST", FLEXATTN_DECODE_EVICT_FIRST != 0);
-    r.tma_l2 = decode_tma_l2_checked(int(jit::env_number("FLEXATTN_DECODE_TMA_L2", 128, 0, 256)));
+    r.tma_l2 = decode_tma_l2_checked(jit::env_number("FLEXATTN_DECODE_TMA_L2", 128, 0, 256));
     return r;
   }();
   return t;
 }
 
-int decode_tma_box_checked(int rows) {
-  if (rows != 16 && rows != 64) throw Error("FLEXATTN_DECODE_TMA_BOX: expected 16 or 64, got " + std::to_string(rows));
-  return rows;
+int decode_tma_box_checked(double rows) {
+  if (rows != 16 && rows != 64) {
+    std::ostringstream m;
+    m << "FLEXATTN_DECODE_TMA_BOX: expected 16 or 64, got " << rows;
+    throw Error(m.str());
+  }
+  return int(rows);
 }
 
 std::string decode_entry_for(int block_m, bool tma) {

@@ -32,8 +32,9 @@ struct DecodeTuning {
 };
 const DecodeTuning& decode_tuning();
 
-// FLEXATTN_DECODE_TMA_BOX's value (already in [16, 64]) if it is 16 or 64; an Error naming the variable otherwise.
-int decode_tma_box_checked(int rows);
+// FLEXATTN_DECODE_TMA_BOX's value (already in [16, 64]) if it is 16 or 64; an Error naming the variable otherwise
+// (32, or 16.5).
+int decode_tma_box_checked(double rows);
 
 // The source for decode_tuning(); the second form for explicit tuning (the compile tests: the tuning is
 // read once per process).

@@ -1,5 +1,7 @@
 #include "runtime/decode_tma.h"
 
+#include <sstream>
+
 #include "common/params.h"
 #include "decode/decode_config.h"
 #include "flexattn/error.h"
@@ -12,10 +14,13 @@ DecodeTmaBoxes decode_tma_boxes(int d, int dv) {
   return DecodeTmaBoxes{kern::decode_tma_box_rows(d, dv, t.tma_box), t.tma_whole, t.tma_l2};
 }
 
-int decode_tma_l2_checked(int bytes) {
-  if (bytes != 0 && bytes != 64 && bytes != 128 && bytes != 256)
-    throw Error("FLEXATTN_DECODE_TMA_L2: expected 0, 64, 128 or 256, got " + std::to_string(bytes));
-  return bytes;
+int decode_tma_l2_checked(double bytes) {
+  if (bytes != 0 && bytes != 64 && bytes != 128 && bytes != 256) {
+    std::ostringstream m;
+    m << "FLEXATTN_DECODE_TMA_L2: expected 0, 64, 128 or 256, got " << bytes;
+    throw Error(m.str());
+  }
+  return int(bytes);
 }
 
 TmaMapArgs decode_tma_map_args(const kern::AttnParams& p, DType dtype, bool value, const DecodeTmaBoxes& boxes) {

@@ -28,8 +28,8 @@ struct DecodeTmaBoxes {
 // The boxes of the tuned source and launch (decode_tuning()) at head dims (d, dv).
 DecodeTmaBoxes decode_tma_boxes(int d, int dv);
 // FLEXATTN_DECODE_TMA_L2's value (already in [0, 256]) if it is 0, 64, 128 or 256; an Error naming the variable
-// otherwise.
-int decode_tma_l2_checked(int bytes);
+// otherwise (32, or 64.5).
+int decode_tma_l2_checked(double bytes);
 
 // The maps' arguments: K's or V's [Bkv, Hkv, S, dim] view in boxes of 64 columns x boxes.rows rows, 128-byte swizzle,
 // zero fill past S. boxes.whole: the same view as 5-D, (64 columns, dim / 64 pieces, S, Hkv, Bkv), in boxes of whole

@@ -131,6 +131,12 @@ TEST(DecodeTma, L2PromotionIsTheTunedOne) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "FLEXATTN_DECODE_TMA_L2: expected 0, 64, 128 or 256, got 32");
   }
+  try {
+    runtime::decode_tma_l2_checked(64.5);
+    ADD_FAILURE() << "64.5 bytes were taken as 64";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "FLEXATTN_DECODE_TMA_L2: expected 0, 64, 128 or 256, got 64.5");
+  }
 }
 
 TEST(DecodeTma, CachedMapsAreReusedOnlyForTheSameArguments) {
@@ -165,6 +171,12 @@ TEST(DecodeTma, BoxRowsAreTheTunedOnesUpToTheTile) {
     ADD_FAILURE() << "a 32-row box was taken";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "FLEXATTN_DECODE_TMA_BOX: expected 16 or 64, got 32");
+  }
+  try {
+    runtime::decode_tma_box_checked(16.5);
+    ADD_FAILURE() << "16.5 rows were taken as 16";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "FLEXATTN_DECODE_TMA_BOX: expected 16 or 64, got 16.5");
   }
 }
 
