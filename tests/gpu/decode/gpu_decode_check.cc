@@ -380,6 +380,9 @@ int main(int argc, char** argv) {
   // (decode_config.h, decode_tma_dims); with forced splits, a split's rows end mid-tile.
   cases.push_back({&e("causal"), 3, 8, 2, 1, 1000, 256, DType::BF16, 0, true});
   cases.push_back({&e("full"), 3, 8, 2, 1, 4097, 256, DType::BF16, 0, true, 5});
+  // One sequence's pages: the paged launch that reads each K / V byte once (kern::decode_kv_read_once), where
+  // FLEXATTN_DECODE_EVICT_FIRST gives its bulk rows the evict_first policy.
+  cases.push_back({&e("causal"), 1, 8, 2, 1, 4097, 128, DType::BF16, 16, false});
   cases.push_back({&e("softcap:30+causal"), 3, 8, 2, 1, 1000, 64, DType::F16, 0, true});
   // 2..8: the cluster sizes of FLEXATTN_DECODE_CLUSTER=1 (8 over 3 kv tiles: five empty splits per row).
   for (int splits : {1, 2, 5, 7, 8, 128})
