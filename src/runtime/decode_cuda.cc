@@ -325,8 +325,7 @@ void launch_decode(const runtime::KernelSet& set, const DecodeFns& f, const Devi
   jit::CUfunction main = f.main[tile_index(pl.block_m)];
   if (f.main_tma[tile_index(pl.block_m)] != nullptr) {
     std::string why;
-    if (runtime::decode_tma_fits(p, set.key.dtype, &why) &&
-        runtime::encode_decode_tma_maps(&p, set.key.dtype, runtime::decode_tma_boxes(p.D, p.Dv), &why))
+    if (runtime::encode_decode_tma_maps(&p, set.key.dtype, runtime::decode_tma_boxes(p.D, p.Dv), &why))
       main = f.main_tma[tile_index(pl.block_m)];
     else if (jit::env_flag("FLEXATTN_JIT_DEBUG"))
       std::fprintf(stderr, "[flexattn decode] the bulk-row ring, not TMA: %s\n", why.c_str());

@@ -7,7 +7,6 @@
 #include "decode/decode_config.h"
 #include "flexattn/error.h"
 #include "jit/sys.h"
-#include "runtime/decode_tma.h"
 #include "runtime/kernel_set.h"
 
 namespace flexattn::runtime {
@@ -39,13 +38,21 @@ const DecodeTuning& decode_tuning() {
   return t;
 }
 
-int decode_tma_box_checked(double rows) {
-  if (rows != 16 && rows != 64) {
-    std::ostringstream m;
-    m << "FLEXATTN_DECODE_TMA_BOX: expected 16 or 64, got " << rows;
-    throw Error(m.str());
-  }
-  return int(rows);
+int decode_tuning_choice(const char* var, double value, std::initializer_list<int> allowed) {
+  for (int a : allowed)
+    if (value == a) return a;
+  std::ostringstream m;
+  m << var << ": expected ";
+  const int* choice = allowed.begin();
+  for (size_t i = 0; i < allowed.size(); ++i) m << (i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ") << choice[i];
+  m << ", got " << value;
+  throw Error(m.str());
+}
+
+int decode_tma_box_checked(double rows) { return decode_tuning_choice("FLEXATTN_DECODE_TMA_BOX", rows, {16, 64}); }
+
+int decode_tma_l2_checked(double bytes) {
+  return decode_tuning_choice("FLEXATTN_DECODE_TMA_L2", bytes, {0, 64, 128, 256});
 }
 
 std::string decode_entry_for(int block_m, bool tma) {

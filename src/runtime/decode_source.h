@@ -1,6 +1,7 @@
 #pragma once
 // Generated source of the decode kernel family (kernels/decode): two row tiles of the split-KV kernel
 // and the combine kernel, for one variant / dtype / head dims.
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -32,9 +33,12 @@ struct DecodeTuning {
 };
 const DecodeTuning& decode_tuning();
 
-// FLEXATTN_DECODE_TMA_BOX's value (already in [16, 64]) if it is 16 or 64; an Error naming the variable otherwise
-// (32, or 16.5).
+// A tuning variable's value if it is one of `allowed`; else an Error naming the variable and the choices ("expected
+// 16 or 64, got 16.5").
+int decode_tuning_choice(const char* var, double value, std::initializer_list<int> allowed);
+// FLEXATTN_DECODE_TMA_BOX's value: 16 or 64 rows. FLEXATTN_DECODE_TMA_L2's: 0, 64, 128 or 256 bytes.
 int decode_tma_box_checked(double rows);
+int decode_tma_l2_checked(double bytes);
 
 // The source for decode_tuning(); the second form for explicit tuning (the compile tests: the tuning is
 // read once per process).

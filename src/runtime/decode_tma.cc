@@ -1,7 +1,5 @@
 #include "runtime/decode_tma.h"
 
-#include <sstream>
-
 #include "common/params.h"
 #include "decode/decode_config.h"
 #include "flexattn/error.h"
@@ -12,15 +10,6 @@ namespace flexattn::runtime {
 DecodeTmaBoxes decode_tma_boxes(int d, int dv) {
   const DecodeTuning& t = decode_tuning();
   return DecodeTmaBoxes{kern::decode_tma_box_rows(d, dv, t.tma_box), t.tma_whole, t.tma_l2};
-}
-
-int decode_tma_l2_checked(double bytes) {
-  if (bytes != 0 && bytes != 64 && bytes != 128 && bytes != 256) {
-    std::ostringstream m;
-    m << "FLEXATTN_DECODE_TMA_L2: expected 0, 64, 128 or 256, got " << bytes;
-    throw Error(m.str());
-  }
-  return int(bytes);
 }
 
 TmaMapArgs decode_tma_map_args(const kern::AttnParams& p, DType dtype, bool value, const DecodeTmaBoxes& boxes) {
@@ -42,7 +31,10 @@ TmaMapArgs decode_tma_map_args(const kern::AttnParams& p, DType dtype, bool valu
   return a;
 }
 
-bool decode_tma_fits(const kern::AttnParams& p, DType dtype, std::string* why) {
+namespace {
+
+// The checks of a call's cache that need no map: contiguous, head dims the _tma entries take.
+bool decode_tma_layout_fits(const kern::AttnParams& p, std::string* why) {
   auto no = [&](const std::string& reason) {
     if (why != nullptr) *why = reason;
     return false;
@@ -51,11 +43,19 @@ bool decode_tma_fits(const kern::AttnParams& p, DType dtype, std::string* why) {
   if (!kern::decode_tma_dims(p.D, p.Dv))
     return no("head dims D=" + std::to_string(p.D) + ", Dv=" + std::to_string(p.Dv) +
               " (the TMA ring takes multiples of 64 up to 128)");
+  return true;
+}
+
+}  // namespace
+
+bool decode_tma_fits(const kern::AttnParams& p, DType dtype, std::string* why) {
+  if (!decode_tma_layout_fits(p, why)) return false;
   try {
     decode_tma_map_args(p, dtype, false, DecodeTmaBoxes{16});  // the box does not change what a map can describe
     decode_tma_map_args(p, dtype, true, DecodeTmaBoxes{16});
   } catch (const Error& e) {
-    return no(e.what());
+    if (why != nullptr) *why = e.what();
+    return false;
   }
   return true;
 }
@@ -70,6 +70,7 @@ bool same_tma_map_args(const TmaMapArgs& a, const TmaMapArgs& b) {
 }
 
 bool encode_decode_tma_maps(kern::AttnParams* p, DType dtype, const DecodeTmaBoxes& boxes, std::string* why) {
+  if (!decode_tma_layout_fits(*p, why)) return false;  // the map arguments' own checks throw, caught below
   struct Last {
     bool valid = false;
     TmaMapArgs args;

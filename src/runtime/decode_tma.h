@@ -27,9 +27,6 @@ struct DecodeTmaBoxes {
 };
 // The boxes of the tuned source and launch (decode_tuning()) at head dims (d, dv).
 DecodeTmaBoxes decode_tma_boxes(int d, int dv);
-// FLEXATTN_DECODE_TMA_L2's value (already in [0, 256]) if it is 0, 64, 128 or 256; an Error naming the variable
-// otherwise (32, or 64.5).
-int decode_tma_l2_checked(double bytes);
 
 // The maps' arguments: K's or V's [Bkv, Hkv, S, dim] view in boxes of 64 columns x boxes.rows rows, 128-byte swizzle,
 // zero fill past S. boxes.whole: the same view as 5-D, (64 columns, dim / 64 pieces, S, Hkv, Bkv), in boxes of whole
@@ -39,8 +36,9 @@ TmaMapArgs decode_tma_map_args(const kern::AttnParams& p, DType dtype, bool valu
 // Whether two maps' arguments describe the same map (every field cuTensorMapEncodeTiled reads).
 bool same_tma_map_args(const TmaMapArgs& a, const TmaMapArgs& b);
 
-// Encodes p->k_map and p->v_map cut in `boxes`; false, with the driver's message in *why, when the driver
-// rejects one (the call then takes the bulk-row entries). A decode loop calls with the same cache every step: the
+// Encodes p->k_map and p->v_map cut in `boxes`; false, with the reason in *why, when the call cannot take the _tma
+// entries (decode_tma_fits' reasons, checked here too) or the driver rejects a map (the call then takes the bulk-row
+// entries). A decode loop calls with the same cache every step: the
 // maps of this thread's last call are reused when their arguments are the same (same_tma_map_args), so a step costs no
 // cuTensorMapEncodeTiled.
 bool encode_decode_tma_maps(kern::AttnParams* p, DType dtype, const DecodeTmaBoxes& boxes, std::string* why);

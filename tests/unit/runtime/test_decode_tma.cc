@@ -15,8 +15,20 @@ using namespace flexattn;
 
 namespace {
 
-// A contiguous [2, 8, 1000, d] K / [2, 8, 1000, dv] V pair, packed.
 using Boxes = runtime::DecodeTmaBoxes;
+
+// fn() throws an Error whose message is `expected`; `taken` says what was wrongly accepted otherwise.
+template <class F>
+void expect_error(F&& fn, const char* expected, const char* taken) {
+  try {
+    fn();
+    ADD_FAILURE() << taken;
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), expected);
+  }
+}
+
+// A contiguous [2, 8, 1000, d] K / [2, 8, 1000, dv] V pair, packed.
 
 kern::AttnParams contiguous(int d, int dv) {
   alignas(256) static unsigned char pool[256];
@@ -105,12 +117,9 @@ TEST(DecodeTma, WholeRowMapsAreTheSameViewInFiveDimensions) {
                                           runtime::decode_tma_map_args(p, DType::BF16, false, Boxes{64, true})));
   kern::AttnParams q = contiguous(128, 128);
   q.D = 96;  // a piece of 64 columns would cross into the next row
-  try {
-    runtime::decode_tma_map_args(q, DType::BF16, false, Boxes{64, true});
-    ADD_FAILURE() << "D = 96 took whole-row boxes";
-  } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "k: whole-row TMA boxes take head dims of whole 64-column pieces, got 96");
-  }
+  expect_error([&] { runtime::decode_tma_map_args(q, DType::BF16, false, Boxes{64, true}); },
+               "k: whole-row TMA boxes take head dims of whole 64-column pieces, got 96",
+               "D = 96 took whole-row boxes");
 }
 
 TEST(DecodeTma, L2PromotionIsTheTunedOne) {
@@ -125,18 +134,12 @@ TEST(DecodeTma, L2PromotionIsTheTunedOne) {
   EXPECT_FALSE(runtime::same_tma_map_args(runtime::decode_tma_map_args(p, DType::BF16, false, Boxes{64}),
                                           runtime::decode_tma_map_args(p, DType::BF16, false,
                                                                        Boxes{64, false, 256})));
-  try {
-    runtime::decode_tma_l2_checked(32);
-    ADD_FAILURE() << "a 32-byte promotion was taken";
-  } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "FLEXATTN_DECODE_TMA_L2: expected 0, 64, 128 or 256, got 32");
-  }
-  try {
-    runtime::decode_tma_l2_checked(64.5);
-    ADD_FAILURE() << "64.5 bytes were taken as 64";
-  } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "FLEXATTN_DECODE_TMA_L2: expected 0, 64, 128 or 256, got 64.5");
-  }
+  expect_error([&] { runtime::decode_tma_l2_checked(32); },
+               "FLEXATTN_DECODE_TMA_L2: expected 0, 64, 128 or 256, got 32",
+               "a 32-byte promotion was taken");
+  expect_error([&] { runtime::decode_tma_l2_checked(64.5); },
+               "FLEXATTN_DECODE_TMA_L2: expected 0, 64, 128 or 256, got 64.5",
+               "64.5 bytes were taken as 64");
 }
 
 TEST(DecodeTma, CachedMapsAreReusedOnlyForTheSameArguments) {
@@ -166,18 +169,12 @@ TEST(DecodeTma, BoxRowsAreTheTunedOnesUpToTheTile) {
   EXPECT_EQ(kern::decode_tma_box_rows(256, 256, 16), 16);
   EXPECT_EQ(runtime::decode_tma_box_checked(16), 16);
   EXPECT_EQ(runtime::decode_tma_box_checked(64), 64);
-  try {
-    runtime::decode_tma_box_checked(32);
-    ADD_FAILURE() << "a 32-row box was taken";
-  } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "FLEXATTN_DECODE_TMA_BOX: expected 16 or 64, got 32");
-  }
-  try {
-    runtime::decode_tma_box_checked(16.5);
-    ADD_FAILURE() << "16.5 rows were taken as 16";
-  } catch (const Error& e) {
-    EXPECT_STREQ(e.what(), "FLEXATTN_DECODE_TMA_BOX: expected 16 or 64, got 16.5");
-  }
+  expect_error([&] { runtime::decode_tma_box_checked(32); },
+               "FLEXATTN_DECODE_TMA_BOX: expected 16 or 64, got 32",
+               "a 32-row box was taken");
+  expect_error([&] { runtime::decode_tma_box_checked(16.5); },
+               "FLEXATTN_DECODE_TMA_BOX: expected 16 or 64, got 16.5",
+               "16.5 rows were taken as 16");
 }
 
 TEST(DecodeTma, EvictFirstOnlyWhereEachKvByteIsReadOnce) {
