@@ -11,6 +11,12 @@ T0=$(date +%s)
 
 el() { echo $(( $(date +%s) - T0 )); }  # seconds since the start
 
+# python_env: Python runs from here on use build-gpu's _C (build it first, BUILD_PY=ON) and see bench/'s modules.
+python_env() {
+  export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python:$PWD/bench \
+    PYTHONUNBUFFERED=1
+}
+
 # out_dir NAME: the script's log folder, $O = ${OUT:-/tmp}/NAME (made).
 out_dir() { O=${OUT:-/tmp}/$1; mkdir -p "$O"; }
 
@@ -65,7 +71,7 @@ decode_bench() {
 
 # decode_ab VAR: `bench/run.py --suite decode` (flexattn and cuDNN) with VAR=1 / unset / unset / =1 (A/B/B/A: a value's
 # two runs show the noise) into $O/decode_<run>_<on|off>, while 40 s are left; then each run's rows. Needs build-gpu's
-# _C and the Python environment (FLEXATTN_NATIVE_DIR, PYTHONPATH).
+# _C and python_env.
 decode_ab() {
   local n=0 c
   for c in on off off on; do
@@ -80,7 +86,7 @@ decode_ab() {
 
 # decode_run NAME CAP [VAR=V ...]: `bench/run.py --suite decode` (flexattn and cuDNN) with the settings, under a timeout
 # of min(CAP, left) s, into $O/NAME (log $O/NAME.log); then its rows (impl, B, S, page, GB/s). Needs build-gpu's _C and
-# the Python environment (FLEXATTN_NATIVE_DIR, PYTHONPATH).
+# python_env.
 decode_run() {
   local name=$1 cap=$2; shift 2
   env "$@" timeout $(cap $cap 10) python3 bench/run.py --suite decode --impls flexattn,sdpa-cudnn --out $O/$name \
@@ -119,7 +125,7 @@ tflops() { awk -v f="$1" -v ms="$2" 'BEGIN { if (ms > 0) printf "%.0f", f / (ms 
 # =auto (needs build-gpu's _C), into $O/bench_default and $O/bench_auto; then per case and head dim the forward
 # TFLOP/s (default) and the backward's default / auto.
 persistent_ab() {
-  export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python
+  python_env
   local c
   for c in default auto; do
     env $([ $c = auto ] && echo FLEXATTN_SM90_BWD_PERSISTENT=auto) timeout 170 python3 bench/run.py --suite long \
@@ -194,7 +200,7 @@ run_check_summary() { echo "run --check: $RUN_OK ok, $RUN_BAD failed ($(el) s)";
 # Record them here with `python3 bench/run.py --record DIR/bench/long DIR/bench/decode [DIR/bench/extra]`.
 record_suites() {
   mkdir -p $OUT/bench
-  export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
+  python_env
   timeout $(cap 330 30) python3 bench/run.py --suite long --backward --deterministic --no-warm --reps 20 --out $OUT/bench/long > $OUT/bench/long.log 2>&1
   echo "long rc=$? ($(el) s)"
   timeout $(cap 90 10) python3 bench/run.py --suite decode --out $OUT/bench/decode > $OUT/bench/decode.log 2>&1
@@ -222,7 +228,7 @@ sweep_runs() {
   extra+=(${SWEEP_EXTRA:-})  # e.g. SWEEP_EXTRA=--deterministic (then: sweep_table.py DIR VAR bwd_det_ms V...);
   # SWEEP_SUITE=long128: D=128 only
   mkdir -p $dir
-  export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
+  python_env
   order=("${values[@]}")
   for ((n = ${#values[@]} - 1; n >= 0; n--)); do order+=("${values[n]}"); done
   n=0

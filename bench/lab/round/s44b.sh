@@ -11,7 +11,7 @@ out_dir s44b; L=$O
 deadline ${S44B_DEADLINE:-330}
 nvidia-smi --query-gpu=name --format=csv,noheader
 BUILD_PY=ON build_gpu $O flexattn _C gpu_decode_check
-export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python:$PWD/bench PYTHONUNBUFFERED=1
+python_env
 dchecks 70 rot:FLEXATTN_DECODE_ROT_ROWS=1 tma:FLEXATTN_DECODE_TMA=1,FLEXATTN_JIT_DEBUG=1 \
   tmarot:FLEXATTN_DECODE_TMA=1,FLEXATTN_DECODE_ROT_ROWS=1
 echo "tma fallbacks: $(grep -c 'not TMA' $O/dcheck_tma.log) ($(grep 'not TMA' $O/dcheck_tma.log | sort | uniq -c | head -3))"

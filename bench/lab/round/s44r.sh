@@ -10,7 +10,7 @@ dchecks 80 default:FLEXATTN_JIT_DEBUG=1
 echo "tma fallbacks: $(grep -c 'not TMA' $O/dcheck_default.log) ($(grep 'not TMA' $O/dcheck_default.log | sort | uniq -c | head -3))"
 # The decode suite first (issue 7's numbers), then lib.sh's record_suites / record_hd96 with the time left.
 mkdir -p $OUT/bench
-export FLEXATTN_NATIVE_DIR=$PWD/build-gpu/bindings FLEXATTN_REQUIRE_NATIVE=1 PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
+python_env
 timeout $(cap 90 10) python3 bench/run.py --suite decode --out $OUT/bench/decode0 > $OUT/bench/decode0.log 2>&1
 echo "decode0 rc=$? ($(el) s)"; grep -E "^\| (flexattn|sdpa-cudnn)" $OUT/bench/decode0.log | head -12
 [ "$(left)" -ge 200 ] && record_suites
