@@ -119,30 +119,38 @@ void check_pv(Layout layout) {
     }
 }
 
+// A row map over a [bn rows][width] tile from address 0: every 16-byte chunk exactly once, in the 128-byte line
+// line_of(r, c) (its row's); and the 16-byte reads of one column by 8 consecutive rows from a multiple of 8 (an
+// ldmatrix phase) put at most max_share of them on one bank group.
+template <class Addr, class Line>
+void check_map(Addr addr, Line line_of, int bn, int width, int max_share) {
+  std::vector<int> hits(bn * width * 2, 0);
+  for (int r = 0; r < bn; ++r)
+    for (int c = 0; c < width; c += 8) {
+      const unsigned a = addr(r, c);
+      ASSERT_EQ(a % 16, 0u);
+      ASSERT_LT(a, hits.size());
+      EXPECT_EQ(a / 128, unsigned(line_of(r, c))) << "row " << r << " column " << c << ": outside its 128-byte line";
+      ++hits[a];
+    }
+  for (int i = 0; i < int(hits.size()); ++i) ASSERT_EQ(hits[i], i % 16 == 0 ? 1 : 0) << "byte " << i;
+  for (int r0 = 0; r0 < bn; r0 += 8)
+    for (int c = 0; c < width; c += 8) {
+      int groups[8] = {};
+      for (int r = r0; r < r0 + 8; ++r) ++groups[(addr(r, c) / 16) % 8];
+      for (int g : groups)
+        EXPECT_LE(g, max_share) << "bn " << bn << " width " << width << " rows " << r0 << ".., column " << c;
+    }
+}
+
 }  // namespace
 
 TEST(DecodeSwizzledRows, EveryChunkOnceInItsRowAndNoBankConflicts) {
-  for (int width : {64, 128, 256})
-    for (int bn : {32, 64}) {
-      std::vector<int> hits(bn * width * 2, 0);
-      for (int r = 0; r < bn; ++r)
-        for (int c = 0; c < width; c += 8) {
-          const unsigned at = SwizzledRows<64>::addr(0, r, c);
-          const unsigned a = bn == 64 ? at : SwizzledRows<32>::addr(0, r, c);
-          ASSERT_EQ(a % 16, 0u);
-          ASSERT_LT(a, hits.size());
-          EXPECT_EQ(a / 128 % bn, unsigned(r)) << "row " << r << " column " << c << ": outside its 128-byte row";
-          ++hits[a];
-        }
-      for (int i = 0; i < int(hits.size()); ++i) ASSERT_EQ(hits[i], i % 16 == 0 ? 1 : 0) << "byte " << i;
-      // 16-byte reads of one column by 8 consecutive rows from a multiple of 8 (an ldmatrix phase): 8 bank groups.
-      for (int r0 = 0; r0 < bn; r0 += 8)
-        for (int c = 0; c < width; c += 8) {
-          int groups[8] = {};
-          for (int r = r0; r < r0 + 8; ++r) ++groups[(SwizzledRows<64>::addr(0, r, c) / 16) % 8];
-          for (int g : groups) EXPECT_EQ(g, 1) << "rows " << r0 << ".., column " << c;
-        }
-    }
+  for (int width : {64, 128, 256}) {
+    auto slab_line = [](int bn) { return [bn](int r, int c) { return (c / 64) * bn + r; }; };
+    check_map([](int r, int c) { return SwizzledRows<64>::addr(0, r, c); }, slab_line(64), 64, width, 1);
+    check_map([](int r, int c) { return SwizzledRows<32>::addr(0, r, c); }, slab_line(32), 32, width, 1);
+  }
 }
 
 TEST(DecodeSwizzledRows, QkLoadsMatchThePaddedTile) {
@@ -162,29 +170,11 @@ TEST(DecodeSwizzledRows, PvLoadsMatchThePaddedTile) {
 }
 
 TEST(DecodeWholeRows, EveryChunkOnceInItsRowsLinesAtMostTwoWayConflicts) {
-  auto check = [](auto rows_map, int width) {
-    const int bn = 64;
-    std::vector<int> hits(bn * width * 2, 0);
-    for (int r = 0; r < bn; ++r)
-      for (int c = 0; c < width; c += 8) {
-        const unsigned a = rows_map(r, c);
-        ASSERT_EQ(a % 16, 0u);
-        ASSERT_LT(a, hits.size());
-        EXPECT_EQ(a / 128, unsigned(r * (width / 64) + c / 64)) << "row " << r << " column " << c;
-        ++hits[a];
-      }
-    for (int i = 0; i < int(hits.size()); ++i) ASSERT_EQ(hits[i], i % 16 == 0 ? 1 : 0) << "byte " << i;
-    // An ldmatrix phase (8 rows from a multiple of 8, one column): lines width / 64 apart, so 8 / (width / 64) bank
-    // groups, each twice at width 128 (decode_tma.cuh says why that is affordable).
-    for (int r0 = 0; r0 < bn; r0 += 8)
-      for (int c = 0; c < width; c += 8) {
-        int groups[8] = {};
-        for (int r = r0; r < r0 + 8; ++r) ++groups[(rows_map(r, c) / 16) % 8];
-        for (int g : groups) EXPECT_LE(g, width / 64) << "rows " << r0 << ".., column " << c;
-      }
-  };
-  check([](int r, int c) { return WholeRows<64>::addr(0, r, c); }, 64);
-  check([](int r, int c) { return WholeRows<128>::addr(0, r, c); }, 128);
+  // Lines width / 64 apart within an ldmatrix phase: 8 / (width / 64) bank groups, each twice at width 128
+  // (decode_tma.cuh says why that is affordable).
+  auto line = [](int width) { return [width](int r, int c) { return r * (width / 64) + c / 64; }; };
+  check_map([](int r, int c) { return WholeRows<64>::addr(0, r, c); }, line(64), 64, 64, 1);
+  check_map([](int r, int c) { return WholeRows<128>::addr(0, r, c); }, line(128), 64, 128, 2);
   EXPECT_EQ(WholeRows<64>::addr(0, 5, 8), SwizzledRows<64>::addr(0, 5, 8)) << "one piece a row: the slab layout";
 }
 
