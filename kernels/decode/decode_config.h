@@ -89,9 +89,9 @@ FLEXATTN_HD constexpr bool decode_tma_dims(int d, int dv) { return d % 64 == 0 &
 #ifndef FLEXATTN_DECODE_TMA_WHOLE
 #define FLEXATTN_DECODE_TMA_WHOLE 0
 #endif
-// FLEXATTN_DECODE_EVICT_FIRST (env 0 / 1; a #define when 1): the sm_90a entries' K and V loads (TMA boxes and bulk
-// rows) take an L2 evict_first policy where each K / V byte is read once (decode_kv_read_once; evict_normal
-// elsewhere). At normal priority such a step's lines evict whatever L2 held, and the dirty lines among it (the
+// FLEXATTN_DECODE_EVICT_FIRST (env 0 / 1 / 2; a #define when not 0): the sm_90a entries' K and V loads (TMA boxes and
+// bulk rows) take an L2 evict_first policy where each K / V byte is read once (decode_kv_read_once; evict_normal
+// elsewhere); 2 (host only) also counts paged caches at B > 1 as read once, their pages taken as unshared. At normal priority such a step's lines evict whatever L2 held, and the dirty lines among it (the
 // previous kernels' outputs; the benchmark's L2 flush leaves ~50 MB of them) are written back to DRAM during the
 // step, on the DRAM the K / V reads need. Opt-in until a GPU has run it.
 #ifndef FLEXATTN_DECODE_EVICT_FIRST
@@ -101,10 +101,11 @@ FLEXATTN_HD constexpr bool decode_tma_dims(int d, int dv) { return d % 64 == 0 &
 // Hq / Hkv; per-head masks pack 1), one row tile of them (row_tiles: the grid's x), one pass over the kv tiles (a
 // tile of L > 1 rows straddling block-mask rows walks once per mask row: one_pass = L == 1 or no block mask), and a
 // kv batch per query batch: a broadcast cache (Bkv = 1) is read by every batch's CTAs, and the page tables of a paged
-// pool may share pages between sequences (a common prefix), so paged caches count only at B = 1.
+// pool may share pages between sequences (a common prefix), so such caches (pages_may_share: paged, unless
+// FLEXATTN_DECODE_EVICT_FIRST=2 says otherwise) count only at B = 1.
 FLEXATTN_HD constexpr bool decode_kv_read_once(int pack, int G, int row_tiles, bool one_pass, int B, int Bkv,
-                                               bool paged) {
-  return pack == G && row_tiles == 1 && one_pass && (paged ? B == 1 : (Bkv == B || B == 1));
+                                               bool pages_may_share) {
+  return pack == G && row_tiles == 1 && one_pass && (pages_may_share ? B == 1 : (Bkv == B || B == 1));
 }
 struct DecodeRowRange {
   int row0, end;

@@ -312,8 +312,10 @@ void launch_decode(const runtime::KernelSet& set, const DecodeFns& f, const Devi
       kern::decode_launch(p.D, p.Dv, p.B, p.Hq, p.L, pl.pack, pl.splits, runtime::decode_tuning().stages);
   const kern::DecodeLaunchPlan lp = kern::decode_launch_plan(pl.cluster, f.pdl, pl.splits);
   const bool one_pass = p.L == 1 || p.kv_num_blocks == nullptr;
+  const bool pages_may_share =
+      runtime::decode_pages_may_share(p.page_table != nullptr, runtime::decode_tuning().evict_first);
   p.kv_read_once =
-      kern::decode_kv_read_once(pl.pack, p.Hq / p.Hkv, int(l.grid_x), one_pass, p.B, p.Bkv, p.page_table != nullptr);
+      kern::decode_kv_read_once(pl.pack, p.Hq / p.Hkv, int(l.grid_x), one_pass, p.B, p.Bkv, pages_may_share);
   // FLEXATTN_DECODE_MERGE: the last split of each row tile merges it (kernels/decode/attn_decode.cuh); without
   // counters (a graph capture, no memory) the combine kernel does, as before.
   // (decode_tuning() is read once per process, so the source compiled the merge exactly when it says so.)

@@ -31,7 +31,8 @@ const DecodeTuning& decode_tuning() {
     r.tma = jit::env_flag("FLEXATTN_DECODE_TMA", true);
     r.tma_box = decode_tma_box_checked(jit::env_number("FLEXATTN_DECODE_TMA_BOX", FLEXATTN_DECODE_TMA_BOX, 16, 64));
     r.tma_whole = jit::env_flag("FLEXATTN_DECODE_TMA_WHOLE", FLEXATTN_DECODE_TMA_WHOLE != 0);
-    r.evict_first = jit::env_flag("FLEXATTN_DECODE_EVICT_FIRST", FLEXATTN_DECODE_EVICT_FIRST != 0);
+    r.evict_first = decode_evict_first_checked(
+        jit::env_number("FLEXATTN_DECODE_EVICT_FIRST", FLEXATTN_DECODE_EVICT_FIRST, 0, 2));
     r.tma_l2 = decode_tma_l2_checked(jit::env_number("FLEXATTN_DECODE_TMA_L2", 128, 0, 256));
     return r;
   }();
@@ -53,6 +54,10 @@ int decode_tma_box_checked(double rows) { return decode_tuning_choice("FLEXATTN_
 
 int decode_tma_l2_checked(double bytes) {
   return decode_tuning_choice("FLEXATTN_DECODE_TMA_L2", bytes, {0, 64, 128, 256});
+}
+
+int decode_evict_first_checked(double level) {
+  return decode_tuning_choice("FLEXATTN_DECODE_EVICT_FIRST", level, {0, 1, 2});
 }
 
 std::string decode_entry_for(int block_m, bool tma) {
@@ -107,8 +112,8 @@ std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const
   if (tma && tuning.tma_box != FLEXATTN_DECODE_TMA_BOX) s << "#define FLEXATTN_DECODE_TMA_BOX " << tuning.tma_box << "\n";
   if (tma && tuning.tma_whole != (FLEXATTN_DECODE_TMA_WHOLE != 0))
     s << "#define FLEXATTN_DECODE_TMA_WHOLE " << (tuning.tma_whole ? 1 : 0) << "\n";
-  if (key.arch.rfind("sm_9", 0) == 0 && tuning.bulk && tuning.evict_first != (FLEXATTN_DECODE_EVICT_FIRST != 0))
-    s << "#define FLEXATTN_DECODE_EVICT_FIRST " << (tuning.evict_first ? 1 : 0) << "\n";
+  if (key.arch.rfind("sm_9", 0) == 0 && tuning.bulk && tuning.evict_first != FLEXATTN_DECODE_EVICT_FIRST)
+    s << "#define FLEXATTN_DECODE_EVICT_FIRST " << tuning.evict_first << "\n";
   if (decode_cluster_arch(key.arch, tuning.cluster)) s << "#define FLEXATTN_DECODE_CLUSTER 1\n";
   if (tuning.merge) s << "#define FLEXATTN_DECODE_MERGE 1\n";
   if (tuning.row_split) s << "#define FLEXATTN_DECODE_ROW_SPLIT 1\n";

@@ -28,7 +28,9 @@ struct DecodeTuning {
   bool tma = false;        // FLEXATTN_DECODE_TMA: _tma entries, TMA tiles for contiguous caches (sm_90a bulk ring)
   int tma_box = 64;        // FLEXATTN_DECODE_TMA_BOX: rows per TMA box, 16 or 64 (the maps' and the kernels')
   bool tma_whole = false;  // FLEXATTN_DECODE_TMA_WHOLE: TMA boxes of whole rows (5-D maps; the maps' and the kernels')
-  bool evict_first = false;  // FLEXATTN_DECODE_EVICT_FIRST: sm_90a K / V loads (TMA, bulk rows) at L2 evict_first
+  // FLEXATTN_DECODE_EVICT_FIRST: sm_90a K / V loads (TMA, bulk rows) at L2 evict_first; 0 never, 1 where the launch
+  // reads each K / V byte once (paged caches at B = 1), 2 also paged caches at any B (their pages taken as unshared)
+  int evict_first = 0;
   int tma_l2 = 128;        // FLEXATTN_DECODE_TMA_L2: the K / V maps' L2 promotion in bytes, 0, 64, 128 or 256 (host)
 };
 const DecodeTuning& decode_tuning();
@@ -39,6 +41,11 @@ int decode_tuning_choice(const char* var, double value, std::initializer_list<in
 // FLEXATTN_DECODE_TMA_BOX's value: 16 or 64 rows. FLEXATTN_DECODE_TMA_L2's: 0, 64, 128 or 256 bytes.
 int decode_tma_box_checked(double rows);
 int decode_tma_l2_checked(double bytes);
+// FLEXATTN_DECODE_EVICT_FIRST's value: 0, 1 or 2.
+int decode_evict_first_checked(double level);
+// Whether a cache's K / V may be read by several sequences of a launch through shared pages (kern::decode_kv_read_once):
+// a paged cache, unless FLEXATTN_DECODE_EVICT_FIRST (evict_first) is 2.
+inline bool decode_pages_may_share(bool paged, int evict_first) { return paged && evict_first < 2; }
 
 // The source for decode_tuning(); the second form for explicit tuning (the compile tests: the tuning is
 // read once per process).

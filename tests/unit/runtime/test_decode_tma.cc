@@ -178,7 +178,7 @@ TEST(DecodeTma, BoxRowsAreTheTunedOnesUpToTheTile) {
 }
 
 TEST(DecodeTma, EvictFirstOnlyWhereEachKvByteIsReadOnce) {
-  // pack, G, row tiles, one pass, B, Bkv, paged
+  // pack, G, row tiles, one pass, B, Bkv, pages may share
   EXPECT_TRUE(kern::decode_kv_read_once(4, 4, 1, true, 8, 8, false)) << "the decode suite's contiguous shapes";
   EXPECT_TRUE(kern::decode_kv_read_once(4, 4, 1, true, 1, 1, true)) << "one sequence's pages";
   EXPECT_FALSE(kern::decode_kv_read_once(1, 4, 1, true, 8, 8, false)) << "per-head masks: 4 CTAs per kv head";
@@ -186,4 +186,11 @@ TEST(DecodeTma, EvictFirstOnlyWhereEachKvByteIsReadOnce) {
   EXPECT_FALSE(kern::decode_kv_read_once(4, 4, 1, false, 8, 8, false)) << "a pass per mask row";
   EXPECT_FALSE(kern::decode_kv_read_once(4, 4, 1, true, 8, 1, false)) << "a cache broadcast over the batch";
   EXPECT_FALSE(kern::decode_kv_read_once(4, 4, 1, true, 8, 8, true)) << "page tables may share pages";
+  EXPECT_FALSE(runtime::decode_pages_may_share(false, 1)) << "a contiguous cache";
+  EXPECT_TRUE(runtime::decode_pages_may_share(true, 0));
+  EXPECT_TRUE(runtime::decode_pages_may_share(true, 1)) << "level 1: page tables may share pages";
+  EXPECT_FALSE(runtime::decode_pages_may_share(true, 2)) << "level 2: pages taken as unshared";
+  EXPECT_EQ(runtime::decode_evict_first_checked(2), 2);
+  expect_error([&] { runtime::decode_evict_first_checked(3); },
+               "FLEXATTN_DECODE_EVICT_FIRST: expected 0, 1 or 2, got 3", "level 3 was taken");
 }
