@@ -32,7 +32,7 @@ token_env() {  # the switches of a token
     FLEXATTN_DECODE_TMA_L2=$([[ $c == *p* ]] && echo 256 || echo 128) FLEXATTN_DECODE_EVICT_FIRST=$([[ $c == *E* ]] && echo 2 || ([[ $c == *e* ]] && echo 1 || echo 0))
 }
 n=0
-for c in ${S45A_ORDER:-64 e16 E16 ew16 16 w16 e16 E16}; do
+for c in ${S45A_ORDER:-64 16 e16 w16 E16 ew16 64 16}; do
   [ $(left) -gt 100 ] || break
   decode_run decode_${n}_$c 40 $(token_env $c)
   n=$((n + 1))
