@@ -91,9 +91,10 @@ FLEXATTN_HD constexpr bool decode_tma_dims(int d, int dv) { return d % 64 == 0 &
 #endif
 // FLEXATTN_DECODE_EVICT_FIRST (env 0 / 1 / 2; a #define when not 0): the sm_90a entries' K and V loads (TMA boxes and
 // bulk rows) take an L2 evict_first policy where each K / V byte is read once (decode_kv_read_once; evict_normal
-// elsewhere); 2 (host only) also counts paged caches at B > 1 as read once, their pages taken as unshared. At normal priority such a step's lines evict whatever L2 held, and the dirty lines among it (the
-// previous kernels' outputs; the benchmark's L2 flush leaves ~50 MB of them) are written back to DRAM during the
-// step, on the DRAM the K / V reads need. Opt-in until a GPU has run it.
+// elsewhere); 2 (host only) also counts paged caches at B > 1 as read once, their pages taken as unshared. At normal
+// priority such a step's lines evict whatever L2 held, and the dirty lines among it (the previous kernels' outputs;
+// the benchmark's L2 flush leaves ~50 MB of them) are written back to DRAM during the step, on the DRAM the K / V
+// reads need. Opt-in until a GPU has run it.
 #ifndef FLEXATTN_DECODE_EVICT_FIRST
 #define FLEXATTN_DECODE_EVICT_FIRST 0
 #endif

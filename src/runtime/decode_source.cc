@@ -112,8 +112,10 @@ std::string kernel_source_decode(const codegen::GeneratedVariant& variant, const
   if (tma && tuning.tma_box != FLEXATTN_DECODE_TMA_BOX) s << "#define FLEXATTN_DECODE_TMA_BOX " << tuning.tma_box << "\n";
   if (tma && tuning.tma_whole != (FLEXATTN_DECODE_TMA_WHOLE != 0))
     s << "#define FLEXATTN_DECODE_TMA_WHOLE " << (tuning.tma_whole ? 1 : 0) << "\n";
-  if (key.arch.rfind("sm_9", 0) == 0 && tuning.bulk && tuning.evict_first != FLEXATTN_DECODE_EVICT_FIRST)
-    s << "#define FLEXATTN_DECODE_EVICT_FIRST " << tuning.evict_first << "\n";
+  // On / off only: levels 1 and 2 differ in the launch's kv_read_once, so they share one compiled kernel.
+  const bool evict_first = tuning.evict_first > 0;
+  if (key.arch.rfind("sm_9", 0) == 0 && tuning.bulk && evict_first != (FLEXATTN_DECODE_EVICT_FIRST > 0))
+    s << "#define FLEXATTN_DECODE_EVICT_FIRST " << (evict_first ? 1 : 0) << "\n";
   if (decode_cluster_arch(key.arch, tuning.cluster)) s << "#define FLEXATTN_DECODE_CLUSTER 1\n";
   if (tuning.merge) s << "#define FLEXATTN_DECODE_MERGE 1\n";
   if (tuning.row_split) s << "#define FLEXATTN_DECODE_ROW_SPLIT 1\n";

@@ -153,7 +153,11 @@ TEST_F(DecodeTmaCompile, EvictFirstLoadsOnRequest) {
   const auto gen = codegen::emit_cuda_variant(plain, false);
   EXPECT_EQ(runtime::kernel_source_decode(gen, k90, t).find("FLEXATTN_DECODE_EVICT_FIRST"), std::string::npos)
       << "normal priority is the headers' default";
-  t.evict_first = true;
+  t.evict_first = 2;
+  const std::string level2 = runtime::kernel_source_decode(gen, k90, t);
+  t.evict_first = 1;
+  EXPECT_EQ(runtime::kernel_source_decode(gen, k90, t), level2)
+      << "levels 1 and 2 differ in the launch only: one kernel";
   for (bool whole : {false, true}) {
     t.tma_whole = whole;
     std::string source;

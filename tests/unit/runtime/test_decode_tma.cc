@@ -134,12 +134,6 @@ TEST(DecodeTma, L2PromotionIsTheTunedOne) {
   EXPECT_FALSE(runtime::same_tma_map_args(runtime::decode_tma_map_args(p, DType::BF16, false, Boxes{64}),
                                           runtime::decode_tma_map_args(p, DType::BF16, false,
                                                                        Boxes{64, false, 256})));
-  expect_error([&] { runtime::decode_tma_l2_checked(32); },
-               "FLEXATTN_DECODE_TMA_L2: expected 0, 64, 128 or 256, got 32",
-               "a 32-byte promotion was taken");
-  expect_error([&] { runtime::decode_tma_l2_checked(64.5); },
-               "FLEXATTN_DECODE_TMA_L2: expected 0, 64, 128 or 256, got 64.5",
-               "64.5 bytes were taken as 64");
 }
 
 TEST(DecodeTma, CachedMapsAreReusedOnlyForTheSameArguments) {
@@ -169,12 +163,26 @@ TEST(DecodeTma, BoxRowsAreTheTunedOnesUpToTheTile) {
   EXPECT_EQ(kern::decode_tma_box_rows(256, 256, 16), 16);
   EXPECT_EQ(runtime::decode_tma_box_checked(16), 16);
   EXPECT_EQ(runtime::decode_tma_box_checked(64), 64);
-  expect_error([&] { runtime::decode_tma_box_checked(32); },
-               "FLEXATTN_DECODE_TMA_BOX: expected 16 or 64, got 32",
-               "a 32-row box was taken");
-  expect_error([&] { runtime::decode_tma_box_checked(16.5); },
-               "FLEXATTN_DECODE_TMA_BOX: expected 16 or 64, got 16.5",
-               "16.5 rows were taken as 16");
+}
+
+TEST(DecodeTma, TuningVariablesNameTheirChoices) {
+  struct Bad {
+    int (*checked)(double);
+    double value;
+    const char *expected, *taken;
+  };
+  const Bad bad[] = {
+      {runtime::decode_tma_box_checked, 32, "FLEXATTN_DECODE_TMA_BOX: expected 16 or 64, got 32", "a 32-row box was taken"},
+      {runtime::decode_tma_box_checked, 16.5, "FLEXATTN_DECODE_TMA_BOX: expected 16 or 64, got 16.5",
+       "16.5 rows were taken as 16"},
+      {runtime::decode_tma_l2_checked, 32, "FLEXATTN_DECODE_TMA_L2: expected 0, 64, 128 or 256, got 32",
+       "a 32-byte promotion was taken"},
+      {runtime::decode_tma_l2_checked, 64.5, "FLEXATTN_DECODE_TMA_L2: expected 0, 64, 128 or 256, got 64.5",
+       "64.5 bytes were taken as 64"},
+      {runtime::decode_evict_first_checked, 3, "FLEXATTN_DECODE_EVICT_FIRST: expected 0, 1 or 2, got 3",
+       "level 3 was taken"},
+  };
+  for (const Bad& b : bad) expect_error([&] { b.checked(b.value); }, b.expected, b.taken);
 }
 
 TEST(DecodeTma, EvictFirstOnlyWhereEachKvByteIsReadOnce) {
@@ -191,6 +199,4 @@ TEST(DecodeTma, EvictFirstOnlyWhereEachKvByteIsReadOnce) {
   EXPECT_TRUE(runtime::decode_pages_may_share(true, 1)) << "level 1: page tables may share pages";
   EXPECT_FALSE(runtime::decode_pages_may_share(true, 2)) << "level 2: pages taken as unshared";
   EXPECT_EQ(runtime::decode_evict_first_checked(2), 2);
-  expect_error([&] { runtime::decode_evict_first_checked(3); },
-               "FLEXATTN_DECODE_EVICT_FIRST: expected 0, 1 or 2, got 3", "level 3 was taken");
 }
